@@ -1,0 +1,3 @@
+"""eatt: energy-friendly attention from PyTorch to verified hardware."""
+
+__version__ = "0.1.0"

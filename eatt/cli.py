@@ -1,0 +1,221 @@
+"""The `eatt` command. Every sub-command is a thin layer over a library function.
+
+Exit codes (DESIGN.md section 4): 0 ok, 1 check failed, 2 bad input, 3 external tool missing.
+With --json a command prints exactly one JSON object on stdout; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_TOOL_MISSING = 0, 1, 2, 3
+
+
+class CommandError(Exception):
+    """An error with its exit code; printed as one line, never a traceback."""
+
+    def __init__(self, message: str, code: int = EXIT_BAD_INPUT):
+        super().__init__(message)
+        self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line instead of usage + message
+        raise CommandError(f"{self.prog}: {message} (see --help)")
+
+
+def _emit(result: dict, as_json: bool, text: Callable[[dict], str]) -> None:
+    if as_json:
+        print(json.dumps(result))
+    else:
+        print(text(result))
+
+
+def _load_core(args) -> tuple:
+    """The core of a command: --config (or the embedded default) and --seed."""
+    from eatt.config import default_config, load_config
+    from eatt.quant.golden import random_weights
+
+    cfg = load_config(args.config) if args.config else default_config()
+    if args.seed < 0:
+        raise CommandError(f"--seed: must be >= 0, got {args.seed}")
+    return cfg, random_weights(cfg, args.seed)
+
+
+# -- eatt energy ----------------------------------------------------------------------------------
+def cmd_energy(args) -> int:
+    from eatt.model import energy
+
+    report = energy.energy_report(args.length, args.dim, table=args.table)
+    _emit(report, args.json, energy.format_energy_table)
+    return EXIT_OK
+
+
+# -- eatt golden ----------------------------------------------------------------------------------
+def cmd_golden(args) -> int:
+    from eatt.quant.check import format_golden_check, golden_check
+
+    cfg, weights = _load_core(args)
+    if args.vectors < 1:
+        raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
+    result = golden_check(cfg, weights, vectors=args.vectors, seed=args.seed)
+    _emit(result, args.json, format_golden_check)
+    return EXIT_OK if result["ok"] else EXIT_CHECK_FAILED
+
+
+# -- eatt export ----------------------------------------------------------------------------------
+def cmd_export(args) -> int:
+    try:
+        from eatt.quant import export
+    except ImportError as err:
+        raise CommandError(
+            f"export needs qonnx/onnx ({err}); nothing was written", EXIT_TOOL_MISSING
+        ) from None
+    cfg, weights = _load_core(args)
+    if args.check is not None and args.check < 1:
+        raise CommandError(f"--check: must be >= 1, got {args.check}")
+    result = export.export_core(cfg, weights, args.output)
+    ok = True
+    if args.check:
+        result["check"] = export.check_export(args.output, vectors=args.check, seed=args.seed)
+        ok = result["check"]["ok"]
+
+    def text(r: dict) -> str:
+        lines = [f"exported {r['config']['kind']} core to {r['path']} ({r['bytes']} bytes)"]
+        if "check" in r:
+            lines.append(export.format_check(r["check"]))
+        return "\n".join(lines)
+
+    _emit(result, args.json, text)
+    return EXIT_OK if ok else EXIT_CHECK_FAILED
+
+
+# -- eatt rtl / eatt sim -------------------------------------------------------------------------
+def cmd_rtl(args) -> int:
+    from eatt.rtl_sim.generate import generate_rtl
+
+    cfg, weights = _load_core(args)
+    meta = generate_rtl(cfg, weights, args.output, level=args.level)
+
+    def text(m: dict) -> str:
+        return (
+            f"wrote {m['level']} RTL of the {m['config']['kind']} core to {args.output}: "
+            + ", ".join(m["sources"])
+        )
+
+    _emit(meta, args.json, text)
+    return EXIT_OK
+
+
+def cmd_sim(args) -> int:
+    from eatt.rtl_sim.runner import simulate
+    from eatt.rtl_sim.tools import ToolMissing
+
+    if args.vectors < 1:
+        raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
+    try:
+        result = simulate(args.dir, vectors=args.vectors, seed=args.seed)
+    except ToolMissing as err:
+        raise CommandError(str(err), EXIT_TOOL_MISSING) from None
+    except RuntimeError as err:  # a handshake assertion or a failed build: the check failed
+        raise CommandError(str(err), EXIT_CHECK_FAILED) from None
+
+    def text(r: dict) -> str:
+        lines = [
+            f"RTL simulation (Verilator + cocotb): {r['vectors']} vectors, "
+            f"{r['mismatches']} mismatching; latency {r['latency_cycles']} cycles, "
+            f"II {r['ii_cycles']} cycles; sim {r['sim_seconds']:.2f} s",
+        ]
+        if r.get("first_mismatch"):
+            lines.append(f"  first mismatch: {r['first_mismatch']['message']}")
+        lines.append("  result: " + ("PASS" if not r["mismatches"] else "FAIL"))
+        return "\n".join(lines)
+
+    _emit(result, args.json, text)
+    return EXIT_OK if not result["mismatches"] else EXIT_CHECK_FAILED
+
+
+# -- eatt flow ------------------------------------------------------------------------------------
+def cmd_flow(args) -> int:
+    from eatt.flow import format_flow, run_flow
+
+    cfg, weights = _load_core(args)
+    if args.vectors < 1:
+        raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
+    result = run_flow(cfg, weights, seed=args.seed, vectors=args.vectors, out_dir=args.output)
+    _emit(result, args.json, format_flow)
+    return EXIT_OK if result["ok"] else EXIT_CHECK_FAILED
+
+
+def _add_core_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="CFG", help="core config (YAML/JSON); default: embedded")
+    p.add_argument("--seed", type=int, default=1, help="seed of the random integer weights")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="eatt", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    p = sub.add_parser("energy", help="analytic energy of attention variants (paper, App. A)")
+    p.add_argument("--length", type=int, required=True, help="sequence length l")
+    p.add_argument("--dim", type=int, required=True, help="model dimension d")
+    p.add_argument("--table", default="paper", help="per-operation energy table")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.set_defaults(func=cmd_energy)
+
+    p = sub.add_parser("golden", help="check the fixed-point golden model against the float model")
+    _add_core_args(p)
+    p.add_argument("--vectors", type=int, default=1000, help="random vectors (plus edge vectors)")
+    p.set_defaults(func=cmd_golden)
+
+    p = sub.add_parser("export", help="write the core as a QONNX file (qonnx executes it)")
+    _add_core_args(p)
+    p.add_argument("-o", "--output", required=True, metavar="FILE.onnx", help="output file")
+    p.add_argument("--check", type=int, metavar="N", help="execute with qonnx on N vectors")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("rtl", help="generate the core's RTL (SystemVerilog) and metadata.json")
+    _add_core_args(p)
+    p.add_argument("--level", choices=["alignment"], default="alignment", help="what to build")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
+    p.set_defaults(func=cmd_rtl)
+
+    p = sub.add_parser("sim", help="simulate an RTL folder in Verilator, compare with golden")
+    p.add_argument("dir", metavar="DIR", help="a folder written by `eatt rtl`")
+    p.add_argument("--vectors", type=int, default=1000, help="vectors (edge vectors first)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the random vectors")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.set_defaults(func=cmd_sim)
+
+    p = sub.add_parser("flow", help="the main job on a core: energy table and every check")
+    _add_core_args(p)
+    p.add_argument("--vectors", type=int, default=1000, help="random vectors per check")
+    p.add_argument("-o", "--output", default="runs/flow", metavar="DIR", help="artifacts folder")
+    p.set_defaults(func=cmd_flow)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from eatt.config import ConfigError
+
+    try:
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except CommandError as err:
+        print(f"eatt: error: {err}", file=sys.stderr)
+        return err.code
+    except (ConfigError, ValueError) as err:
+        print(f"eatt: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("eatt: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

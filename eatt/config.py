@@ -1,0 +1,211 @@
+"""The attention-core configuration: one typed, validated object (DESIGN.md section 4).
+
+A core is one multi-head attention layer in hardware: ``len_q`` queries attend to ``len_k``
+keys/values of width ``dim`` split into ``heads``. Every stage (golden model, Brevitas, QONNX,
+hls4ml, RTL) is driven by this object, so every check of a value lives here, and every error
+names the key it is about in one line.
+
+Formats are signed fixed point ``<bits, frac>``: an integer ``n`` stands for ``n * 2**-frac``.
+docs/golden.md explains what each width is for and why nothing overflows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+KINDS = ("eatt", "dot")
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message is one line that names the key."""
+
+
+@dataclass(frozen=True)
+class CoreConfig:
+    """One attention core. Required: kind, len_q, len_k, dim, heads; the rest has defaults."""
+
+    kind: str
+    len_q: int
+    len_k: int
+    dim: int
+    heads: int
+    #: binarization threshold of E-ATT's selection (Eq. 4: 1 if x > tau), 1.0 as in the paper
+    tau: float = 1.0
+    #: inputs X (queries side) and Y (keys/values side): signed <in_bits, in_frac>
+    in_bits: int = 8
+    in_frac: int = 4
+    #: W_Q, W_K, W_V, W_O: signed narrow-range integers |w| <= 2**(weight_bits-1) - 1
+    weight_bits: int = 8
+    #: fraction bits of the weights; None means weight_bits - 2 (range about +-2)
+    weight_frac: int | None = None
+    #: Q and K are requantized (arithmetic right shift, derived from their bound) to this width
+    qk_bits: int = 12
+    #: V (and the attention output before W_O, a convex combination of V) width
+    v_bits: int = 12
+    #: output of W_O, requantized like Q/K
+    out_bits: int = 12
+    #: softmax exp table: entries (a power of two) and fraction bits (exp(0) = 2**exp_frac)
+    exp_table_size: int = 256
+    exp_frac: int = 10
+    #: reciprocal table: entries (a power of two) indexed by the mantissa of the exp sum
+    recip_table_size: int = 256
+    recip_frac: int = 12
+
+    def __post_init__(self) -> None:
+        if self.weight_frac is None:
+            object.__setattr__(self, "weight_frac", self.weight_bits - 2)
+        _validate(self)
+
+    # -- derived quantities -------------------------------------------------------------------
+    @property
+    def d_head(self) -> int:
+        return self.dim // self.heads
+
+    @property
+    def tau_int(self) -> int:
+        """Integer threshold on the input grid: x > tau  <=>  x_int > floor(tau * 2**in_frac)."""
+        return math.floor(self.tau * 2**self.in_frac)
+
+    @property
+    def weight_max(self) -> int:
+        return 2 ** (self.weight_bits - 1) - 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def replace(self, **changes: Any) -> CoreConfig:
+        data = self.to_dict()
+        if "weight_bits" in changes and "weight_frac" not in changes:
+            data["weight_frac"] = None  # re-derive
+        data.update(changes)
+        return CoreConfig.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "config") -> CoreConfig:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: expected a mapping of keys to values")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(
+                f"{source}: unknown key '{unknown[0]}' (known: {', '.join(sorted(known))})"
+            )
+        missing = [k for k in ("kind", "len_q", "len_k", "dim", "heads") if k not in data]
+        if missing:
+            raise ConfigError(f"{source}: missing required key '{missing[0]}'")
+        try:
+            return cls(**data)
+        except ConfigError as err:
+            raise ConfigError(f"{source}: {err}") from None
+
+
+_INT_RANGES = {
+    # key: (low, high) inclusive; highs keep every intermediate inside int64 (docs/golden.md)
+    "len_q": (1, 4096),
+    "len_k": (1, 4096),
+    "dim": (1, 4096),
+    "heads": (1, 4096),
+    "in_bits": (2, 16),
+    "in_frac": (-16, 32),
+    "weight_bits": (2, 16),
+    "weight_frac": (-16, 32),
+    "qk_bits": (2, 24),
+    "v_bits": (2, 24),
+    "out_bits": (2, 24),
+    "exp_table_size": (2, 65536),
+    "exp_frac": (1, 16),
+    "recip_table_size": (2, 65536),
+    "recip_frac": (2, 20),
+}
+
+
+def _validate(c: CoreConfig) -> None:
+    if not isinstance(c.kind, str) or c.kind not in KINDS:
+        raise ConfigError(f"kind: must be one of {', '.join(KINDS)}, got {c.kind!r}")
+    for key, (low, high) in _INT_RANGES.items():
+        value = getattr(c, key)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: must be an integer, got {value!r}")
+        if not low <= value <= high:
+            raise ConfigError(f"{key}: must be in [{low}, {high}], got {value}")
+    if c.dim % c.heads:
+        raise ConfigError(f"heads: dim={c.dim} is not divisible by heads={c.heads}")
+    if isinstance(c.tau, bool) or not isinstance(c.tau, (int, float)) or not math.isfinite(c.tau):
+        raise ConfigError(f"tau: must be a finite number, got {c.tau!r}")
+    in_lo, in_hi = -(2 ** (c.in_bits - 1)), 2 ** (c.in_bits - 1) - 1
+    if c.kind == "eatt" and not in_lo - 1 <= c.tau * 2**c.in_frac <= in_hi:
+        # A threshold outside the input range makes every bit constant: surely a mistake.
+        lo, hi = in_lo / 2**c.in_frac, in_hi / 2**c.in_frac
+        raise ConfigError(f"tau: {c.tau} is outside the input range [{lo}, {hi}]")
+    for key in ("exp_table_size", "recip_table_size"):
+        value = getattr(c, key)
+        if value & (value - 1):
+            raise ConfigError(f"{key}: must be a power of two, got {value}")
+    # Widest intermediate: the softmax numerator times the reciprocal (docs/golden.md).
+    numer_bits = math.ceil(math.log2(c.len_k)) + c.exp_frac + 1 + c.v_bits
+    if numer_bits + c.recip_frac + 1 > 62:
+        raise ConfigError(
+            f"recip_frac: numerator ({numer_bits} bits) times reciprocal ({c.recip_frac + 1} bits) "
+            "exceeds 62 bits; lower v_bits, exp_frac or recip_frac"
+        )
+
+
+# -- files ----------------------------------------------------------------------------------------
+def load_config(path: str | os.PathLike) -> CoreConfig:
+    """Load a core config from YAML (.yaml/.yml) or JSON (.json)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    text = path.read_text()
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except Exception as err:  # parser errors are multi-line; keep the first line
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"{path}: cannot parse: {first}") from None
+    return CoreConfig.from_dict(data, source=str(path))
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write through a temporary file in the same folder and rename: never half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_config(config: CoreConfig, path: str | os.PathLike) -> None:
+    """Save as JSON (.json) or YAML (anything else); load_config reads it back equal."""
+    path = Path(path)
+    if path.suffix.lower() == ".json":
+        text = json.dumps(config.to_dict(), indent=2) + "\n"
+    else:
+        import yaml
+
+        text = yaml.safe_dump(config.to_dict(), sort_keys=False)
+    atomic_write_text(path, text)
+
+
+DEFAULT_CONFIG_PATH = Path(__file__).parent / "configs" / "eatt_default.yaml"
+
+
+def default_config(kind: str = "eatt") -> CoreConfig:
+    """The embedded default core (what `make flow` runs)."""
+    base = load_config(DEFAULT_CONFIG_PATH)
+    return base if kind == base.kind else base.replace(kind=kind)

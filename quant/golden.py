@@ -1,0 +1,378 @@
+"""The fixed-point golden model: the one ground truth of every hardware level.
+
+A numpy, integer-exact model of one attention core (eatt.config.CoreConfig) with integer weights.
+Brevitas eval, QONNX execution, hls4ml C simulation and RTL simulation must all equal
+``GoldenCore.forward`` bit for bit. docs/golden.md derives every width below; the short version:
+
+    X, Y        signed <in_bits, in_frac> integers
+    E-ATT:  Xb = X > tau_int (Eq. 4)        Q = Xb @ W_Q  (rows selected and added, Eq. 6-9)
+    dot:                                    Q = X  @ W_Q  (a multiply-accumulate)
+    Q, K        requantized by an arithmetic right shift q_shift (floor) into qk_bits
+    V = Y @ W_V requantized by v_shift into v_bits
+    per head h: S = -sum |Q - K| (E-ATT, Eq. 10)   or   S = Q . K (dot)
+    softmax:    z = S - max_j S;  e = EXP[(-z) >> exp_shift] (0 past the table)
+                E = sum_j e;  numerator N = sum_j e_j V_j
+                1/E ~ RECIP[mantissa index of E] * 2**-(recip_frac + n),  n = floor(log2 E)
+                O = clamp(round_half_up(N * RECIP / 2**(recip_frac + n)))  into v_bits
+    Z = concat_h(O) @ W_O requantized by out_shift into out_bits
+
+Every accumulator is an exact integer whose bound is known from the config, so nothing can
+overflow silently; the only lossy steps are the declared shifts, the two tables and the final
+rounding, and the float comparison bound (eatt.quant.float_check) accounts for each of them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from eatt.config import CoreConfig
+
+#: vectors processed per numpy block (bounds the (block, heads, len_q, len_k, d_head) L1 temporary)
+_BLOCK_ELEMENTS = 1 << 22
+
+
+def signed_bits(bound: int) -> int:
+    """Bits of a signed two's-complement integer holding every value in [-bound, bound]."""
+    return int(bound).bit_length() + 1
+
+
+def round_half_up(x: np.ndarray | float) -> np.ndarray:
+    """floor(x + 1/2): the rounding of a hardware adder that adds half an LSB, then truncates."""
+    return np.floor(np.asarray(x, dtype=np.float64) + 0.5).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Formats:
+    """Widths, shifts and scales derived from a config: the contract between all levels."""
+
+    q_acc_bound: int  # |Q|, |K| before requantization (integer units of the accumulator)
+    q_shift: int  # arithmetic right shift that brings Q, K into qk_bits
+    q_lsb: float  # real value of one unit of the requantized Q, K
+    v_acc_bound: int
+    v_shift: int
+    v_lsb: float  # real value of one unit of V and of the attention output O
+    score_bound: int  # |S| for any Q, K in qk_bits
+    score_lsb: float  # real logit of one score unit (includes the 1/sqrt(d_head) scale)
+    exp_shift: int  # table index = (-z) >> exp_shift
+    exp_table_size: int
+    exp_frac: int
+    recip_index_bits: int
+    recip_frac: int
+    out_acc_bound: int
+    out_shift: int
+    out_lsb: float  # real value of one unit of the core's output
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def derive_formats(cfg: CoreConfig) -> Formats:
+    """All widths from the config alone (worst case over every weight in range)."""
+    wmax = cfg.weight_max
+    x_abs = 2 ** (cfg.in_bits - 1)  # most negative input, in integer units
+    if cfg.kind == "eatt":
+        # Binarized inputs select rows of W_Q: at most dim rows of |w| <= wmax are added.
+        q_acc_bound = cfg.dim * wmax
+        q_acc_lsb = 2.0**-cfg.weight_frac
+    else:
+        q_acc_bound = cfg.dim * x_abs * wmax
+        q_acc_lsb = 2.0 ** -(cfg.weight_frac + cfg.in_frac)
+    q_shift = max(0, signed_bits(q_acc_bound) - cfg.qk_bits)
+    q_lsb = q_acc_lsb * 2.0**q_shift
+
+    v_acc_bound = cfg.dim * x_abs * wmax
+    v_shift = max(0, signed_bits(v_acc_bound) - cfg.v_bits)
+    v_lsb = 2.0 ** -(cfg.weight_frac + cfg.in_frac) * 2.0**v_shift
+
+    qk_abs = 2 ** (cfg.qk_bits - 1)
+    scale = 1.0 / math.sqrt(cfg.d_head)
+    if cfg.kind == "eatt":
+        score_bound = cfg.d_head * (2 * qk_abs - 1)  # |a - b| <= 2**qk_bits - 1
+        score_lsb = q_lsb * scale
+    else:
+        score_bound = cfg.d_head * qk_abs * qk_abs
+        score_lsb = q_lsb * q_lsb * scale
+
+    # The exp table must reach either past every possible -z (span 2 * score_bound), or far
+    # enough that exp(-x) * 2**exp_frac < 1/2, where every further entry would round to 0.
+    span = 2 * score_bound
+    far = math.log(2.0) * (cfg.exp_frac + 1)
+    exp_shift = 0
+    while cfg.exp_table_size * 2**exp_shift <= span and (
+        cfg.exp_table_size * 2**exp_shift * score_lsb <= far
+    ):
+        exp_shift += 1
+
+    out_acc_bound = cfg.dim * 2 ** (cfg.v_bits - 1) * wmax
+    out_shift = max(0, signed_bits(out_acc_bound) - cfg.out_bits)
+    out_lsb = v_lsb * 2.0**-cfg.weight_frac * 2.0**out_shift
+    return Formats(
+        q_acc_bound=q_acc_bound,
+        q_shift=q_shift,
+        q_lsb=q_lsb,
+        v_acc_bound=v_acc_bound,
+        v_shift=v_shift,
+        v_lsb=v_lsb,
+        score_bound=score_bound,
+        score_lsb=score_lsb,
+        exp_shift=exp_shift,
+        exp_table_size=cfg.exp_table_size,
+        exp_frac=cfg.exp_frac,
+        recip_index_bits=int(cfg.recip_table_size).bit_length() - 1,
+        recip_frac=cfg.recip_frac,
+        out_acc_bound=out_acc_bound,
+        out_shift=out_shift,
+        out_lsb=out_lsb,
+    )
+
+
+def exp_table(cfg: CoreConfig) -> np.ndarray:
+    """EXP[k] = round_half_up(2**exp_frac * exp(-k * 2**exp_shift * score_lsb)); EXP[0] = 2**ef.
+
+    Each entry is the exp of its bin's left edge, so a logit inside the bin is moved up by
+    less than one bin width (2**exp_shift * score_lsb); float_check accounts for that.
+    """
+    f = derive_formats(cfg)
+    k = np.arange(cfg.exp_table_size, dtype=np.float64)
+    return round_half_up(2.0**cfg.exp_frac * np.exp(-k * 2.0**f.exp_shift * f.score_lsb))
+
+
+def recip_table(cfg: CoreConfig) -> np.ndarray:
+    """RECIP[i] = round_half_up(2**recip_frac / (1 + (i + 1/2) / 2**k)): 1/m at the bin middle."""
+    k = int(cfg.recip_table_size).bit_length() - 1
+    i = np.arange(cfg.recip_table_size, dtype=np.float64)
+    return round_half_up(2.0**cfg.recip_frac / (1.0 + (i + 0.5) / 2.0**k))
+
+
+@dataclass
+class CoreWeights:
+    """Integer weights, each (dim, dim) in input -> output order (Q = X @ wq, as in Eq. 1)."""
+
+    wq: np.ndarray
+    wk: np.ndarray
+    wv: np.ndarray
+    wo: np.ndarray
+
+    NAMES = ("wq", "wk", "wv", "wo")
+
+    def as_dict(self) -> dict[str, np.ndarray]:
+        return {name: getattr(self, name) for name in self.NAMES}
+
+    def check(self, cfg: CoreConfig) -> None:
+        for name, w in self.as_dict().items():
+            if w.shape != (cfg.dim, cfg.dim):
+                raise ValueError(f"weights: {name} has shape {w.shape}, expected {(cfg.dim,) * 2}")
+            if np.abs(w).max(initial=0) > cfg.weight_max:
+                raise ValueError(
+                    f"weights: {name} exceeds the {cfg.weight_bits}-bit narrow range "
+                    f"+-{cfg.weight_max}"
+                )
+
+
+def random_weights(cfg: CoreConfig, seed: int = 0) -> CoreWeights:
+    """Deterministic random integer weights (uniform over the narrow range) for a config."""
+    rng = np.random.default_rng(seed)
+    w = [
+        rng.integers(-cfg.weight_max, cfg.weight_max + 1, size=(cfg.dim, cfg.dim), dtype=np.int64)
+        for _ in CoreWeights.NAMES
+    ]
+    return CoreWeights(*w)
+
+
+def random_inputs(cfg: CoreConfig, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """n random input pairs (X: (n, len_q, dim), Y: (n, len_k, dim)) over the full input range.
+
+    Half of the vectors are drawn near tau so that E-ATT's binarization sees both outcomes often,
+    including inputs exactly equal to tau (which must binarize to 0: Eq. 4 is strict).
+    """
+    rng = np.random.default_rng(seed)
+    lo, hi = -(2 ** (cfg.in_bits - 1)), 2 ** (cfg.in_bits - 1) - 1
+
+    def draw(length: int) -> np.ndarray:
+        full = rng.integers(lo, hi + 1, size=(n, length, cfg.dim), dtype=np.int64)
+        near = np.clip(cfg.tau_int + rng.integers(-3, 4, size=full.shape), lo, hi)
+        pick = (np.arange(n) % 2 == 1)[:, None, None]
+        return np.where(pick, near, full)
+
+    return draw(cfg.len_q), draw(cfg.len_k)
+
+
+def edge_inputs(cfg: CoreConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Edge vectors: all zeros, all most-negative, all most-positive, all equal to tau, tau+1
+    LSB, and alternating extremes, for X and Y in every combination."""
+    lo, hi = -(2 ** (cfg.in_bits - 1)), 2 ** (cfg.in_bits - 1) - 1
+    levels = [0, lo, hi, min(max(cfg.tau_int, lo), hi), min(max(cfg.tau_int + 1, lo), hi)]
+    patterns = [np.full(cfg.dim, v, dtype=np.int64) for v in levels]
+    patterns.append(np.where(np.arange(cfg.dim) % 2 == 0, lo, hi).astype(np.int64))
+    xs, ys = [], []
+    for px in patterns:
+        for py in patterns:
+            xs.append(np.tile(px, (cfg.len_q, 1)))
+            ys.append(np.tile(py, (cfg.len_k, 1)))
+    return np.stack(xs), np.stack(ys)
+
+
+def binarize_int(x: np.ndarray, tau_int: int) -> np.ndarray:
+    """Eq. 4 on the integer grid: 1 where x > tau (x_int > floor(tau * 2**in_frac)), else 0."""
+    return (x > tau_int).astype(np.int64)
+
+
+def requantize(acc: np.ndarray, shift: int) -> np.ndarray:
+    """Drop `shift` LSBs with an arithmetic right shift (floor), as the hardware does."""
+    return acc >> shift if shift else acc
+
+
+def l1_scores_int(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """S[..., i, j] = -sum_d |q[..., i, d] - k[..., j, d]| (Eq. 10 without the scale)."""
+    return -np.abs(q[..., :, None, :] - k[..., None, :, :]).sum(axis=-1)
+
+
+def reciprocal(total: np.ndarray, table: np.ndarray, index_bits: int) -> tuple[np.ndarray, ...]:
+    """Normalize total (>= 1) to 1.m * 2**n and look up 1/(1.m): returns (RECIP[idx], n)."""
+    n = np.floor(np.log2(total.astype(np.float64))).astype(np.int64)
+    # log2 of an int64 in float64 can be off by one right at powers of two: fix it exactly.
+    n = np.where((np.int64(1) << n) > total, n - 1, n)
+    n = np.where((np.int64(1) << (n + 1)) <= total, n + 1, n)
+    top = np.where(
+        n >= index_bits,
+        total >> np.maximum(n - index_bits, 0),
+        total << np.maximum(index_bits - n, 0),
+    )
+    idx = top - (1 << index_bits)
+    return table[idx], n
+
+
+class GoldenCore:
+    """The bit-exact model of one core: config + integer weights -> integer outputs."""
+
+    def __init__(self, cfg: CoreConfig, weights: CoreWeights):
+        weights.check(cfg)
+        self.cfg = cfg
+        self.weights = weights
+        self.formats = derive_formats(cfg)
+        self.exp_table = exp_table(cfg)
+        self.recip_table = recip_table(cfg)
+
+    # -- the stages, each on a block of vectors -----------------------------------------------
+    def project_qk(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        cfg, w, f = self.cfg, self.weights, self.formats
+        if cfg.kind == "eatt":
+            xs, ys = binarize_int(x, cfg.tau_int), binarize_int(y, cfg.tau_int)
+        else:
+            xs, ys = x, y
+        return requantize(xs @ w.wq, f.q_shift), requantize(ys @ w.wk, f.q_shift)
+
+    def project_v(self, y: np.ndarray) -> np.ndarray:
+        return requantize(y @ self.weights.wv, self.formats.v_shift)
+
+    def split_heads(self, t: np.ndarray) -> np.ndarray:
+        """(n, len, dim) -> (n, heads, len, d_head): head h owns columns h*d_head:(h+1)*d_head."""
+        n, length, _ = t.shape
+        return t.reshape(n, length, self.cfg.heads, self.cfg.d_head).transpose(0, 2, 1, 3)
+
+    def scores(self, q: np.ndarray, k: np.ndarray) -> np.ndarray:
+        qh, kh = self.split_heads(q), self.split_heads(k)
+        if self.cfg.kind == "eatt":
+            return l1_scores_int(qh, kh)
+        return qh @ kh.transpose(0, 1, 3, 2)
+
+    def softmax_weights(self, s: np.ndarray) -> np.ndarray:
+        """Unnormalized softmax weights e = EXP[(max S - S) >> exp_shift] (0 past the table)."""
+        f = self.formats
+        idx = (s.max(axis=-1, keepdims=True) - s) >> f.exp_shift
+        inside = idx < f.exp_table_size
+        return np.where(inside, self.exp_table[np.minimum(idx, f.exp_table_size - 1)], 0)
+
+    def weighted_values(self, e: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """O = clamp(round_half_up(sum_j e_j V_j / sum_j e_j)) with the table reciprocal."""
+        cfg, f = self.cfg, self.formats
+        total = e.sum(axis=-1)  # (n, heads, len_q) >= 2**exp_frac: the max entry is EXP[0]
+        numer = e @ self.split_heads(v)  # (n, heads, len_q, d_head)
+        recip, n = reciprocal(total, self.recip_table, f.recip_index_bits)
+        shift = (f.recip_frac + n)[..., None]
+        o = (numer * recip[..., None] + (np.int64(1) << (shift - 1))) >> shift
+        lo, hi = -(2 ** (cfg.v_bits - 1)), 2 ** (cfg.v_bits - 1) - 1
+        o = np.clip(o, lo, hi)
+        nb, heads, len_q, d_head = o.shape
+        return o.transpose(0, 2, 1, 3).reshape(nb, len_q, heads * d_head)
+
+    def project_out(self, o: np.ndarray) -> np.ndarray:
+        return requantize(o @ self.weights.wo, self.formats.out_shift)
+
+    # -- whole core -----------------------------------------------------------------------------
+    def forward(self, x: np.ndarray, y: np.ndarray, intermediates: bool = False):
+        """x: (n, len_q, dim), y: (n, len_k, dim) integers -> (n, len_q, dim) integer outputs.
+
+        With intermediates=True returns a dict of every stage (q, k, v, scores, exp, attn, out),
+        which the lower levels use to report where a mismatch starts.
+        """
+        x, y = self._check_inputs(x, y)
+        per_vector = self.cfg.heads * self.cfg.len_q * self.cfg.len_k * max(self.cfg.d_head, 1)
+        block = max(1, _BLOCK_ELEMENTS // per_vector)
+        parts = [
+            self._forward_block(x[i : i + block], y[i : i + block]) for i in range(0, len(x), block)
+        ]
+        if intermediates:
+            return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+        return np.concatenate([p["out"] for p in parts])
+
+    def alignment(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The alignment stage only (queries and keys in, integer scores (n, heads, lq, lk) out)."""
+        x, y = self._check_inputs(x, y)
+        q, k = self.project_qk(x, y)
+        return self.scores(q, k)
+
+    def _forward_block(self, x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+        q, k = self.project_qk(x, y)
+        v = self.project_v(y)
+        s = self.scores(q, k)
+        e = self.softmax_weights(s)
+        o = self.weighted_values(e, v)
+        return {
+            "q": q,
+            "k": k,
+            "v": v,
+            "scores": s,
+            "exp": e,
+            "attn": o,
+            "out": self.project_out(o),
+        }
+
+    def _check_inputs(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        cfg = self.cfg
+        x, y = np.asarray(x), np.asarray(y)
+        if x.ndim == 2:
+            x = x[None]
+        if y.ndim == 2:
+            y = y[None]
+        for name, t, length in (("x", x, cfg.len_q), ("y", y, cfg.len_k)):
+            if t.ndim != 3 or t.shape[1:] != (length, cfg.dim):
+                raise ValueError(
+                    f"inputs: {name} has shape {t.shape}, expected (n, {length}, {cfg.dim})"
+                )
+            if not np.issubdtype(t.dtype, np.integer):
+                raise ValueError(f"inputs: {name} must hold integers (fixed-point codes)")
+            lo, hi = -(2 ** (cfg.in_bits - 1)), 2 ** (cfg.in_bits - 1) - 1
+            if t.size and (t.min() < lo or t.max() > hi):
+                raise ValueError(f"inputs: {name} has values outside the {cfg.in_bits}-bit range")
+        if len(x) != len(y):
+            raise ValueError(f"inputs: x has {len(x)} vectors but y has {len(y)}")
+        return x.astype(np.int64), y.astype(np.int64)
+
+
+def first_mismatch(expected: np.ndarray, got: np.ndarray) -> str | None:
+    """None when equal, else one line naming the first differing vector, index and values."""
+    expected, got = np.asarray(expected), np.asarray(got)
+    if expected.shape != got.shape:
+        return f"shape mismatch: expected {expected.shape}, got {got.shape}"
+    diff = np.argwhere(expected != got)
+    if not len(diff):
+        return None
+    first = tuple(int(i) for i in diff[0])
+    return (
+        f"{len(diff)} mismatching elements; first at vector {first[0]}, index {first[1:]}: "
+        f"expected {expected[first]}, got {got[first]}"
+    )

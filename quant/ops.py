@@ -1,0 +1,287 @@
+"""Our QONNX custom-op domain: one attention core as one node, executed by the golden model.
+
+qonnx resolves a node's ``domain`` to a Python module and looks the ``op_type`` up in that
+module's ``custom_op`` dict (qonnx.custom_op.registry.getCustomOp), so a node of domain
+``eatt.quant.ops`` and op_type ``AttentionCore`` is executed by the class below when eatt is
+installed: ``qonnx.core.onnx_exec.execute_onnx``, ``qonnx-exec`` and qonnx's cleanup and
+inference transformations all work on our files.
+
+The node carries the whole core: every CoreConfig field as an attribute, the integer weights
+as int tensor attributes, and the derived formats and tables the hardware needs (docs/export.md
+lists them). Its two inputs are the fixed-point inputs X (1, len_q, dim) and Y (1, len_k, dim)
+as real values (integer code * 2**-in_frac, the output of a QONNX Quant node); its output is the
+real value of the core's integer output, out * out_lsb. Execution converts the inputs back to
+integer codes, runs GoldenCore.forward and scales the result, so qonnx execution equals the
+golden model by construction; what the file adds is a self-describing, tool-readable artifact.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from onnx import NodeProto, TensorProto, helper
+from qonnx.core.datatype import DataType
+from qonnx.custom_op.base import CustomOp
+
+from eatt.config import CoreConfig
+from eatt.quant.golden import CoreWeights, GoldenCore, derive_formats, exp_table, recip_table
+
+#: the ONNX domain of our nodes: the import path of this module (how qonnx finds it)
+DOMAIN = "eatt.quant.ops"
+OP_TYPE = "AttentionCore"
+#: bumped whenever the node's attributes or semantics change; load_core refuses other versions
+FORMAT_VERSION = 1
+
+#: kinds of core the node represents (CoreConfig kinds the golden model implements)
+EXPORTABLE_KINDS = ("eatt", "dot")
+
+# Config fields and their ONNX attribute types. tau is a string holding repr(tau): an ONNX float
+# attribute is 32-bit and would not give back the config's tau (the integer threshold the
+# hardware compares against is stored exactly as tau_int).
+_CONFIG_ATTRS: dict[str, str] = {
+    "kind": "s",
+    "len_q": "i",
+    "len_k": "i",
+    "dim": "i",
+    "heads": "i",
+    "tau": "s",
+    "in_bits": "i",
+    "in_frac": "i",
+    "weight_bits": "i",
+    "weight_frac": "i",
+    "qk_bits": "i",
+    "v_bits": "i",
+    "out_bits": "i",
+    "exp_table_size": "i",
+    "exp_frac": "i",
+    "recip_table_size": "i",
+    "recip_frac": "i",
+}
+
+# Derived from the config by the golden model; stored so that an HLS/RTL generator reads the
+# hardware's numbers from the file, and checked against derive_formats on load and execution.
+_DERIVED_ATTRS: dict[str, str] = {
+    "tau_int": "i",
+    "d_head": "i",
+    "q_shift": "i",
+    "v_shift": "i",
+    "exp_shift": "i",
+    "recip_index_bits": "i",
+    "out_shift": "i",
+    "out_frac": "i",  # real output = integer output * 2**-out_frac
+    "exp_table": "t",
+    "recip_table": "t",
+}
+
+#: weight attributes (int tensors, (dim, dim), input -> output order as in CoreWeights)
+WEIGHT_ATTRS = CoreWeights.NAMES
+
+
+def lsb_frac(lsb: float) -> int:
+    """The f with lsb == 2**-f (every LSB the golden model derives is a power of two)."""
+    mantissa, exponent = math.frexp(lsb)
+    if mantissa != 0.5:
+        raise ValueError(f"formats: LSB {lsb!r} is not a power of two")
+    return 1 - exponent
+
+
+def weight_dtype(cfg: CoreConfig) -> type:
+    """Smallest numpy integer type holding the config's weights."""
+    return np.int8 if cfg.weight_bits <= 8 else np.int16
+
+
+def derived_attributes(cfg: CoreConfig) -> dict[str, Any]:
+    """The derived attributes of a node for cfg, as Python ints / numpy int32 tables."""
+    f = derive_formats(cfg)
+    return {
+        "tau_int": int(cfg.tau_int),
+        "d_head": int(cfg.d_head),
+        "q_shift": int(f.q_shift),
+        "v_shift": int(f.v_shift),
+        "exp_shift": int(f.exp_shift),
+        "recip_index_bits": int(f.recip_index_bits),
+        "out_shift": int(f.out_shift),
+        "out_frac": lsb_frac(f.out_lsb),
+        "exp_table": exp_table(cfg).astype(np.int32),
+        "recip_table": recip_table(cfg).astype(np.int32),
+    }
+
+
+def output_datatype(cfg: CoreConfig) -> DataType:
+    """qonnx annotation of the output: FIXED<out_bits, int bits> where qonnx allows it."""
+    out_frac = lsb_frac(derive_formats(cfg).out_lsb)
+    if out_frac >= 1:
+        return DataType[f"FIXED<{cfg.out_bits},{cfg.out_bits - out_frac}>"]
+    return DataType[f"SCALEDINT<{cfg.out_bits}>"]
+
+
+def make_core_node(
+    cfg: CoreConfig, weights: CoreWeights, inputs: list[str], output: str, name: str
+) -> NodeProto:
+    """The AttentionCore node for (cfg, weights); weights must already pass weights.check."""
+    attrs: dict[str, Any] = {"format_version": FORMAT_VERSION}
+    for key in _CONFIG_ATTRS:
+        value = getattr(cfg, key)
+        attrs[key] = repr(float(value)) if key == "tau" else value
+    attrs.update(derived_attributes(cfg))
+    dtype = weight_dtype(cfg)
+    for key, w in weights.as_dict().items():
+        attrs[key] = helper.make_tensor(key, _onnx_type(dtype), w.shape, w.astype(dtype).ravel())
+    for key in ("exp_table", "recip_table"):
+        t = attrs[key]
+        attrs[key] = helper.make_tensor(key, _onnx_type(np.int32), t.shape, t.ravel())
+    return helper.make_node(OP_TYPE, inputs, [output], name=name, domain=DOMAIN, **attrs)
+
+
+def _onnx_type(dtype: type) -> int:
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
+class CoreAttributeError(ValueError):
+    """An AttentionCore node whose attributes do not describe a valid core (one-line message)."""
+
+
+def core_from_node(node: NodeProto) -> tuple[CoreConfig, CoreWeights]:
+    """Read (config, weights) from an AttentionCore node, checking every attribute.
+
+    Raises CoreAttributeError (a ValueError) with one line naming the attribute at fault.
+    """
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    where = f"{OP_TYPE} node '{node.name}'"
+    version = attrs.get("format_version")
+    if version != FORMAT_VERSION:
+        raise CoreAttributeError(
+            f"{where}: format_version is {version!r}, this eatt reads {FORMAT_VERSION}"
+        )
+    for key in (*_CONFIG_ATTRS, *_DERIVED_ATTRS, *WEIGHT_ATTRS):
+        if key not in attrs:
+            raise CoreAttributeError(f"{where}: missing attribute '{key}'")
+    data: dict[str, Any] = {}
+    for key in _CONFIG_ATTRS:
+        value = attrs[key]
+        if isinstance(value, bytes):
+            value = value.decode("utf-8")
+        if key == "tau":
+            try:
+                value = float(value)
+            except ValueError:
+                raise CoreAttributeError(f"{where}: tau {value!r} is not a number") from None
+        data[key] = value
+    try:
+        cfg = CoreConfig.from_dict(data, source=where)
+    except ValueError as err:
+        raise CoreAttributeError(str(err)) from None
+    if cfg.kind not in EXPORTABLE_KINDS:
+        raise CoreAttributeError(f"{where}: kind {cfg.kind!r} has no {OP_TYPE} semantics")
+    expected = derived_attributes(cfg)
+    for key, want in expected.items():
+        got = attrs[key]
+        if isinstance(want, np.ndarray):
+            got = _to_array(got)
+            same = got.shape == want.shape and np.array_equal(got, want)
+        else:
+            same = got == want
+        if not same:
+            raise CoreAttributeError(
+                f"{where}: attribute '{key}' disagrees with the golden model's value for this "
+                "config (file written by another eatt version, or edited)"
+            )
+    weights = {}
+    for key in WEIGHT_ATTRS:
+        w = _to_array(attrs[key])
+        if not np.issubdtype(w.dtype, np.integer):
+            raise CoreAttributeError(f"{where}: weight '{key}' is {w.dtype}, expected integers")
+        weights[key] = w.astype(np.int64)
+    core_weights = CoreWeights(**weights)
+    try:
+        core_weights.check(cfg)
+    except ValueError as err:
+        raise CoreAttributeError(f"{where}: {err}") from None
+    return cfg, core_weights
+
+
+def _to_array(tensor: Any) -> np.ndarray:
+    from onnx import numpy_helper
+
+    return tensor if isinstance(tensor, np.ndarray) else numpy_helper.to_array(tensor)
+
+
+class AttentionCore(CustomOp):
+    """One multi-head attention core (E-ATT or dot product), bit-exact to GoldenCore.
+
+    Inputs: X (batch, len_q, dim), Y (batch, len_k, dim), real values on the <in_bits, in_frac>
+    grid. Output: (batch, len_q, dim), real values on the <out_bits, out_frac> grid.
+    """
+
+    def get_nodeattr_types(self):
+        types: dict[str, tuple] = {"format_version": ("i", True, FORMAT_VERSION)}
+        types["kind"] = ("s", True, "", set(EXPORTABLE_KINDS))
+        for key, dtype in _CONFIG_ATTRS.items():
+            if key != "kind":
+                types[key] = (dtype, True, "" if dtype == "s" else 0)
+        for key, dtype in _DERIVED_ATTRS.items():
+            types[key] = (dtype, True, np.zeros(0, dtype=np.int32) if dtype == "t" else 0)
+        for key in WEIGHT_ATTRS:
+            types[key] = ("t", True, np.zeros((0, 0), dtype=np.int8))
+        return types
+
+    def core(self) -> GoldenCore:
+        cfg, weights = core_from_node(self.onnx_node)
+        return GoldenCore(cfg, weights)
+
+    def make_shape_compatible_op(self, model):
+        # The output has the shape of X, (batch, len_q, dim): a Cast of X is shape-compatible
+        # (and, unlike a constant-shape op, works while X's own shape is still being inferred).
+        return helper.make_node(
+            "Cast", [self.onnx_node.input[0]], [self.onnx_node.output[0]], to=TensorProto.FLOAT
+        )
+
+    def infer_node_datatype(self, model):
+        cfg, _ = core_from_node(self.onnx_node)
+        model.set_tensor_datatype(self.onnx_node.output[0], output_datatype(cfg))
+
+    def execute_node(self, context, graph):
+        node = self.onnx_node
+        golden = self.core()
+        cfg = golden.cfg
+        codes = [
+            to_codes(context[name], cfg.in_frac, f"{OP_TYPE} input {name}") for name in node.input
+        ]
+        out = golden.forward(*codes)
+        context[node.output[0]] = from_codes(out, lsb_frac(golden.formats.out_lsb))
+
+    def verify_node(self):
+        node = self.onnx_node
+        messages = []
+        messages.append(
+            f"domain is {DOMAIN}" if node.domain == DOMAIN else f"domain should be {DOMAIN}"
+        )
+        messages.append(
+            "2 inputs (X, Y)" if len(node.input) == 2 else f"{OP_TYPE} needs 2 inputs (X, Y)"
+        )
+        try:
+            core_from_node(node)
+            messages.append("attributes describe a valid core")
+        except ValueError as err:
+            messages.append(str(err))
+        return messages
+
+
+def to_codes(real: np.ndarray, frac: int, what: str = "tensor") -> np.ndarray:
+    """Real values on the 2**-frac grid -> int64 codes; off-grid values are an error."""
+    scaled = np.asarray(real, dtype=np.float64) * 2.0**frac
+    codes = np.rint(scaled)
+    if not np.array_equal(codes, scaled):
+        raise ValueError(f"{what}: values are not on the 2**-{frac} grid (feed it through Quant)")
+    return codes.astype(np.int64)
+
+
+def from_codes(codes: np.ndarray, frac: int) -> np.ndarray:
+    """int codes -> float32 real values codes * 2**-frac (exact: codes have <= 24 bits)."""
+    return (np.asarray(codes, dtype=np.float64) * 2.0**-frac).astype(np.float32)
+
+
+#: qonnx's registry reads this dict (op_type -> CustomOp class)
+custom_op = {OP_TYPE: AttentionCore}

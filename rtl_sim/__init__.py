@@ -1,0 +1,1 @@
+"""rtl_sim stage."""

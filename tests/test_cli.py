@@ -1,0 +1,74 @@
+"""The `eatt` command: JSON contract, exit codes, one-line errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from eatt.cli import main
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """Through a real process, as a user runs it (the console script's module)."""
+    return subprocess.run(
+        [sys.executable, "-m", "eatt.cli", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def test_energy_json_gives_the_papers_percentages():
+    r = run_cli("energy", "--length", "22", "--dim", "512", "--json")
+    assert r.returncode == 0, r.stderr
+    ratios = json.loads(r.stdout)["ratios"]
+    assert round(ratios["eatt"]["attention"]["asic"], 2) == 34.09
+    assert round(ratios["eatt"]["attention"]["fpga"], 2) == 33.83
+    assert round(ratios["eatt"]["alignment"]["asic"], 2) == 0.45
+    assert round(ratios["eatt"]["block"]["fpga"], 2) == 83.10
+    assert ratios["vanilla"]["block"]["asic"] == pytest.approx(100.0)
+    assert set(ratios) == {"vanilla", "dense", "randinit", "eatt"}
+
+
+def test_energy_table_text(capsys):
+    assert main(["energy", "--length", "22", "--dim", "512"]) == 0
+    out = capsys.readouterr().out
+    assert "34.09" in out and "83.17" in out
+
+
+def test_golden_json(tmp_path, capsys):
+    cfg = tmp_path / "core.yaml"
+    cfg.write_text("kind: dot\nlen_q: 3\nlen_k: 4\ndim: 8\nheads: 2\n")
+    assert main(["golden", "--config", str(cfg), "--vectors", "50", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] and out["vectors"] == 50 and out["config"]["kind"] == "dot"
+
+
+BAD = [
+    (["energy", "--length", "0", "--dim", "8"], "length"),
+    (["energy", "--length", "4", "--dim", "8", "--table", "nope"], "unknown table 'nope'"),
+    (["energy", "--length", "x", "--dim", "8"], "--length"),
+    (["golden", "--config", "/nonexistent/core.yaml"], "no such config file"),
+    (["golden", "--vectors", "0"], "--vectors"),
+    (["golden", "--seed", "-1"], "--seed"),
+    (["frobnicate"], "invalid choice"),
+    ([], "required"),
+]
+
+
+@pytest.mark.parametrize("argv,message", BAD, ids=[m for _, m in BAD])
+def test_bad_input_exits_2_with_one_line(argv, message):
+    r = run_cli(*argv)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert r.stdout == ""
+
+
+def test_bad_config_file_exits_2(tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("kind: eatt\nlen_q: 4\nlen_k: 4\ndim: 10\nheads: 3\n")
+    r = run_cli("golden", "--config", str(cfg), "--json")
+    assert r.returncode == 2
+    assert "heads: dim=10 is not divisible by heads=3" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""

@@ -1,0 +1,81 @@
+"""Core configuration: defaults, round trips, and one clear line per bad value."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eatt.config import ConfigError, CoreConfig, default_config, load_config, save_config
+
+
+def test_defaults_follow_the_paper_and_design():
+    cfg = CoreConfig("eatt", 4, 4, 8, 2)
+    assert cfg.tau == 1.0  # the paper's threshold
+    assert cfg.weight_frac == cfg.weight_bits - 2
+    assert cfg.d_head == 4
+    assert default_config().kind == "eatt" and default_config("dot").kind == "dot"
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_save_load_round_trip(tmp_path, suffix):
+    cfg = CoreConfig("dot", 3, 5, 12, 3, tau=0.5, weight_bits=4, qk_bits=6)
+    path = tmp_path / f"core{suffix}"
+    save_config(cfg, path)
+    assert load_config(path) == cfg
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+def test_replace_rederives_weight_frac():
+    cfg = CoreConfig("eatt", 4, 4, 8, 2)
+    assert cfg.replace(weight_bits=4).weight_frac == 2
+    assert cfg.replace(weight_bits=4, weight_frac=3).weight_frac == 3
+
+
+BAD = [
+    ({"colour": 1}, "unknown key 'colour'"),
+    ({"kind": "conv"}, "kind: must be one of eatt, dot"),
+    ({"dim": 10, "heads": 3}, "heads: dim=10 is not divisible by heads=3"),
+    ({"len_q": 0}, "len_q: must be in [1, 4096], got 0"),
+    ({"len_k": -2}, "len_k: must be in"),
+    ({"dim": 2.5}, "dim: must be an integer"),
+    ({"heads": True}, "heads: must be an integer"),
+    ({"tau": float("nan")}, "tau: must be a finite number"),
+    ({"tau": "high"}, "tau: must be a finite number"),
+    ({"tau": 100.0}, "tau: 100.0 is outside the input range"),
+    ({"weight_bits": 1}, "weight_bits: must be in [2, 16], got 1"),
+    ({"weight_bits": 33}, "weight_bits: must be in [2, 16], got 33"),
+    ({"qk_bits": 0}, "qk_bits: must be in"),
+    ({"exp_table_size": 100}, "exp_table_size: must be a power of two"),
+    ({"v_bits": 24, "exp_frac": 16, "recip_frac": 20, "len_k": 4096}, "recip_frac: numerator"),
+]
+
+
+@pytest.mark.parametrize("change,message", BAD, ids=[m.split(":")[0] for _, m in BAD])
+def test_bad_values_name_the_key(tmp_path, change, message):
+    data = {"kind": "eatt", "len_q": 4, "len_k": 4, "dim": 8, "heads": 2, **change}
+    with pytest.raises(ConfigError) as err:
+        CoreConfig.from_dict(data)
+    text = str(err.value)
+    assert message in text and "\n" not in text
+    # the same through a file: the path is named too
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="bad.json"):
+        load_config(path)
+
+
+def test_missing_required_key_and_unparsable_files(tmp_path):
+    with pytest.raises(ConfigError, match="missing required key 'heads'"):
+        CoreConfig.from_dict({"kind": "eatt", "len_q": 4, "len_k": 4, "dim": 8})
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config(tmp_path / "nope.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kind: eatt\n  len_q: [\n")
+    with pytest.raises(ConfigError, match="cannot parse") as err:
+        load_config(broken)
+    assert "\n" not in str(err.value)
+    listy = tmp_path / "list.yaml"
+    listy.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        load_config(listy)

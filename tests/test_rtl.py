@@ -1,0 +1,152 @@
+"""RTL generation and simulation (rtl_sim): bit-exact with the golden model, handshake, errors.
+
+Verilator builds take about 10 s each, so every config is built once (module-scoped fixtures)
+and the cores are small.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+from eatt.config import CoreConfig
+from eatt.quant.golden import GoldenCore, edge_inputs, random_weights
+from eatt.rtl_sim.generate import generate_rtl, load_metadata  # noqa: E402
+from eatt.rtl_sim.runner import simulate  # noqa: E402
+from eatt.rtl_sim.tools import verilator_env  # noqa: E402
+
+pytestmark = pytest.mark.rtl
+
+VECTORS = 400
+
+CONFIGS = {
+    "eatt-2x3-d4-h2": dict(kind="eatt", len_q=2, len_k=3, dim=4, heads=2),
+    # narrow Q/K (q_shift > 0 for E-ATT too), negative tau, 4-bit weights
+    "eatt-4x4-d8-h2-narrow": dict(
+        kind="eatt", len_q=4, len_k=4, dim=8, heads=2, tau=-0.5, weight_bits=4, qk_bits=5
+    ),
+    "dot-2x3-d4-h2": dict(kind="dot", len_q=2, len_k=3, dim=4, heads=2),
+    "dot-3x2-d6-h1-narrow": dict(
+        kind="dot", len_q=3, len_k=2, dim=6, heads=1, in_bits=6, in_frac=3, qk_bits=7
+    ),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def simulated(request, tmp_path_factory):
+    cfg = CoreConfig.from_dict(CONFIGS[request.param])
+    out = tmp_path_factory.mktemp(request.param) / "rtl"
+    meta = generate_rtl(cfg, random_weights(cfg, seed=3), out)
+    return cfg, out, meta, simulate(out, vectors=VECTORS, seed=5)
+
+
+def test_alignment_bit_exact(simulated):
+    cfg, out, meta, result = simulated
+    assert result["vectors"] == VECTORS
+    assert result["mismatches"] == 0, result["first_mismatch"]
+    assert result["first_mismatch"] is None
+    assert result["latency_cycles"] == meta["latency_cycles"] == 2
+    assert result["ii_cycles"] == 1
+    assert result["reset_ok"] is True
+    assert result["stream_cycles"] == VECTORS - 1 + result["latency_cycles"]
+    assert result["bubble_vectors"] == 32
+
+
+def test_edge_vectors_come_first_and_given_inputs(simulated):
+    cfg, out, meta, _ = simulated
+    x, y = edge_inputs(cfg)
+    result = simulate(out, inputs=(x, y))  # reuses the build
+    assert result["vectors"] == len(x)
+    assert result["mismatches"] == 0, result["first_mismatch"]
+
+
+def test_metadata_contract(simulated):
+    cfg, out, meta, _ = simulated
+    on_disk = json.loads((out / "metadata.json").read_text())
+    assert on_disk == meta
+    assert on_disk["config"] == cfg.to_dict()
+    assert on_disk["sources"][0] == f"{cfg.kind}_alignment.sv"  # top module first
+    assert f"module {on_disk['top']}" in (out / on_disk["sources"][0]).read_text()
+    s = on_disk["interface"]["outputs"]["s"]
+    assert s["shape"] == [cfg.heads, cfg.len_q, cfg.len_k]
+    # the score port holds every score the golden model can produce
+    golden = GoldenCore(cfg, random_weights(cfg, seed=3))
+    bound = golden.formats.score_bound
+    assert bound < 2 ** (s["element_bits"] - 1)
+
+
+def test_lint_wall_clean(simulated):
+    _, out, meta, _ = simulated
+    files = [str(out / rel) for rel in meta["sources"]]
+    proc = subprocess.run(
+        ["verilator", "--lint-only", "-Wall", "--top-module", meta["top"], *files],
+        env=verilator_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_corrupted_rtl_is_detected(tmp_path):
+    cfg = CoreConfig.from_dict(CONFIGS["eatt-2x3-d4-h2"])
+    out = tmp_path / "rtl"
+    meta = generate_rtl(cfg, random_weights(cfg, seed=3), out)
+    assert simulate(out, vectors=100, seed=1)["mismatches"] == 0
+    top = out / meta["sources"][0]
+    text = top.read_text()
+    # change the first nonzero W_Q constant of qa[0][0] by one LSB
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("assign qa[0][0]"))
+    m = re.search(r"(-?)(\d+)'sd(\d+)", line)
+    sign, width, value = m.group(1), m.group(2), int(m.group(3))
+    bad = line.replace(m.group(0), f"{sign}{width}'sd{value + 1}", 1)
+    top.write_text(text.replace(line, bad))
+    result = simulate(out, vectors=200, seed=1)  # same build dir: must rebuild the change
+    assert result["mismatches"] > 0
+    first = result["first_mismatch"]
+    assert first is not None and first["run"] == "stream"
+    assert first["expected"] != first["got"]
+    assert len(first["index"]) == 3 and 0 <= first["vector"] < 200
+    assert "first at vector" in first["message"]
+
+
+def test_regenerate_leaves_no_stale_files(tmp_path):
+    cfg = CoreConfig.from_dict(CONFIGS["dot-2x3-d4-h2"])
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg, seed=1), out)
+    (out / "stale.sv").write_text("// left over\n")
+    cfg2 = cfg.replace(kind="eatt")
+    meta = generate_rtl(cfg2, random_weights(cfg2, seed=2), out)
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted([*meta["sources"], "metadata.json", "weights.npz"])
+    assert not list(tmp_path.glob(".rtl.*")), "temporary directories left behind"
+    assert load_metadata(out)["kind"] == "eatt"
+
+
+def test_bad_directories(tmp_path):
+    with pytest.raises(ValueError, match="no metadata.json") as err:
+        simulate(tmp_path, vectors=4)
+    assert "\n" not in str(err.value)
+    cfg = CoreConfig.from_dict(CONFIGS["eatt-2x3-d4-h2"])
+    out = tmp_path / "rtl"
+    meta = generate_rtl(cfg, random_weights(cfg), out)
+    (out / meta["sources"][1]).unlink()
+    with pytest.raises(ValueError, match="file is missing"):
+        simulate(out, vectors=4)
+    (out / "metadata.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        simulate(out, vectors=4)
+
+
+def test_generate_rejects_bad_input(tmp_path):
+    cfg = CoreConfig.from_dict(CONFIGS["eatt-2x3-d4-h2"])
+    with pytest.raises(ValueError, match="level"):
+        generate_rtl(cfg, random_weights(cfg), tmp_path / "a", level="window")
+    w = random_weights(cfg)
+    w.wq = np.full_like(w.wq, cfg.weight_max + 1)
+    with pytest.raises(ValueError, match="wq"):
+        generate_rtl(cfg, w, tmp_path / "b")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
