@@ -145,7 +145,15 @@ def cmd_flow(args) -> int:
     cfg, weights = _load_core(args)
     if args.vectors < 1:
         raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
-    result = run_flow(cfg, weights, seed=args.seed, vectors=args.vectors, out_dir=args.output)
+    from eatt.rtl_sim.tools import ToolMissing
+
+    try:
+        result = run_flow(cfg, weights, seed=args.seed, vectors=args.vectors, out_dir=args.output)
+    except ToolMissing as err:
+        raise CommandError(
+            f"{err} (the stages before RTL simulation were written to {args.output})",
+            EXIT_TOOL_MISSING,
+        ) from None
     _emit(result, args.json, format_flow)
     return EXIT_OK if result["ok"] else EXIT_CHECK_FAILED
 
