@@ -93,6 +93,53 @@ def cmd_export(args) -> int:
     return EXIT_OK if ok else EXIT_CHECK_FAILED
 
 
+# -- eatt hls -------------------------------------------------------------------------------------
+def cmd_hls(args) -> int:
+    from eatt.config import load_config
+
+    try:
+        from eatt.hls.project import ToolMissing, synth, write_project
+    except ImportError as err:
+        raise CommandError(
+            f"hls needs hls4ml ({err}); nothing was written", EXIT_TOOL_MISSING
+        ) from None
+    if args.config and args.onnx:
+        raise CommandError("give either --config or an ONNX file, not both")
+    if args.vectors < 1:
+        raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
+    source = args.onnx if args.onnx else (load_config(args.config) if args.config else None)
+    if source is None:
+        from eatt.config import default_config
+
+        source = default_config()
+    kwargs = {"seed": args.seed, "backend": args.backend, "vectors": args.vectors}
+    if args.part:
+        kwargs["part"] = args.part
+    if args.clock:
+        kwargs["clock_ns"] = args.clock
+    result = write_project(source, args.output, **kwargs)
+    if args.synth and result["ok"]:
+        try:
+            result["synth"] = synth(args.output)
+        except ToolMissing as err:
+            raise CommandError(str(err), EXIT_TOOL_MISSING) from None
+
+    def text(r: dict) -> str:
+        c = r["csim"]
+        lines = [
+            f"hls4ml project ({r['backend']}) in {r['project']}",
+            f"C simulation vs golden: {c['vectors']} random + {c['edge_vectors']} edge vectors, "
+            f"{c['mismatches']} mismatching ({c['vectors_per_s']:.0f} vectors/s)",
+        ]
+        if c.get("first_mismatch"):
+            lines.append(f"  first mismatch: {c['first_mismatch']}")
+        lines.append("  result: " + ("PASS" if r["ok"] else "FAIL"))
+        return "\n".join(lines)
+
+    _emit(result, args.json, text)
+    return EXIT_OK if result["ok"] else EXIT_CHECK_FAILED
+
+
 # -- eatt rtl / eatt sim -------------------------------------------------------------------------
 def cmd_rtl(args) -> int:
     from eatt.rtl_sim.generate import generate_rtl
@@ -186,6 +233,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="FILE.onnx", help="output file")
     p.add_argument("--check", type=int, metavar="N", help="execute with qonnx on N vectors")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("hls", help="hls4ml project of the core, C simulation vs golden")
+    _add_core_args(p)
+    p.add_argument("onnx", nargs="?", metavar="FILE.onnx", help="a core written by `eatt export`")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="project folder")
+    p.add_argument("--backend", choices=["vitis", "vivado"], default="vitis")
+    p.add_argument("--part", help="FPGA part (default: hls4ml's)")
+    p.add_argument("--clock", type=float, metavar="NS", help="clock period in ns")
+    p.add_argument("--vectors", type=int, default=1000, help="C simulation vectors (+ edge)")
+    p.add_argument("--synth", action="store_true", help="run vendor C synthesis (vitis/vivado)")
+    p.set_defaults(func=cmd_hls)
 
     p = sub.add_parser("rtl", help="generate the core's RTL (SystemVerilog) and metadata.json")
     _add_core_args(p)

@@ -2,8 +2,9 @@
 
 Today: the analytic energy table (the paper's levels at the core's size and the core's own
 operation counts), the golden model's self-check, the QONNX export executed by qonnx against
-the golden model, and the alignment-level RTL simulated in Verilator against the golden model.
-Later stages (hls, attention-level RTL, resources) append their results here as they land.
+the golden model, the hls4ml project made from that file with its C simulation against the
+golden model, and the alignment-level RTL simulated in Verilator against the golden model.
+Later stages (attention-level RTL, resources) append their results here as they land.
 Artifacts go under the output folder (default runs/flow).
 """
 
@@ -55,6 +56,10 @@ def run_flow(
     onnx_path = out_dir / f"{cfg.kind}_core.onnx"
     stages["export"] = export.export_core(cfg, weights, onnx_path)
     stages["export"]["check"] = export.check_export(onnx_path, vectors=vectors, seed=seed)
+    log("flow: hls4ml project from the QONNX file, C simulation")
+    from eatt.hls.project import write_project
+
+    stages["hls"] = write_project(onnx_path, out_dir / f"{cfg.kind}_hls", vectors=vectors)
     log("flow: RTL generation (alignment) and Verilator simulation")
     from eatt.rtl_sim.generate import generate_rtl
     from eatt.rtl_sim.runner import simulate
@@ -65,6 +70,7 @@ def run_flow(
     ok = (
         stages["golden"]["ok"]
         and stages["export"]["check"]["ok"]
+        and stages["hls"]["ok"]
         and not stages["sim"]["alignment"]["mismatches"]
     )
     return {
@@ -99,6 +105,16 @@ def format_flow(r: dict) -> str:
 
     ex = r["stages"]["export"]
     lines += ["", f"== QONNX export: {ex['path']} ==", format_check(ex["check"])]
+    hls = r["stages"]["hls"]
+    c = hls["csim"]
+    lines += [
+        "",
+        f"== hls4ml ({hls['backend']}): {hls['project']} ==",
+        f"C simulation vs golden: {c['vectors']} random + {c['edge_vectors']} edge vectors, "
+        f"{c['mismatches']} mismatching",
+    ]
+    if c.get("first_mismatch"):
+        lines.append(f"  first mismatch: {c['first_mismatch']}")
     sim = r["stages"]["sim"]["alignment"]
     lines += [
         "",

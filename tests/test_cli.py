@@ -72,3 +72,17 @@ def test_bad_config_file_exits_2(tmp_path):
     assert r.returncode == 2
     assert "heads: dim=10 is not divisible by heads=3" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
+
+
+@pytest.mark.hls
+def test_hls_synth_without_vendor_tool_exits_3_and_keeps_the_project(tmp_path):
+    r = run_cli("hls", "-o", str(tmp_path / "prj"), "--vectors", "20", "--synth", "--json")
+    assert r.returncode == 3, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("eatt: error:") and "not found on PATH" in last and "prj" in last
+    assert (tmp_path / "prj" / "build_prj.tcl").is_file()
+
+
+def test_hls_rejects_config_and_onnx_together(tmp_path):
+    r = run_cli("hls", "x.onnx", "--config", "c.yaml", "-o", str(tmp_path / "p"))
+    assert r.returncode == 2 and "not both" in r.stderr

@@ -1,0 +1,437 @@
+// One attention core (E-ATT or dot product), bit-exact to eatt.quant.golden.GoldenCore.
+//
+// hls4ml nnet_utils style: templated on the input/output types and a CONFIG_T struct of static
+// constants and integer typedefs (written by eatt.hls from the QONNX AttentionCore node; every
+// width is derived from the golden model's bounds, docs/golden.md, so no adder can overflow).
+//
+//   codes:   X, Y real values on the <in_bits, in_frac> grid -> integer codes (their raw bits)
+//   E-ATT:   Xb = X > tau_int; Q = (rows of W_Q selected by Xb, added) >> q_shift     [no *]
+//            S[h][i][j] = -sum_d |Q[i][d] - K[j][d]|                                   [no *]
+//   dot:     Q = (X W_Q) >> q_shift;  S[h][i][j] = sum_d Q[i][d] K[j][d]
+//   V = (Y W_V) >> v_shift
+//   softmax: z = max_j S - S >= 0; e = EXP[z >> exp_shift] (0 past the table); E = sum_j e
+//            N = sum_j e_j V_j;  n = leading one of E;  R = RECIP[K bits below the leading one]
+//            O = clamp(round_half_up(N R / 2^(recip_frac + n))) into v_bits
+//   out:     Z = (O W_O) >> out_shift, written as a real value with out_frac fraction bits
+//
+// The E-ATT alignment (attention_core_eatt_alignment) is its own function: its body holds no
+// multiplication (tests/test_hls.py scans it). Index arithmetic there uses running counters.
+//
+// Pragmas: the layer function is pipelined with II = CONFIG_T::reuse_factor (the ReuseFactor of
+// the layer's hls4ml config); loops inside are unrolled, intermediate arrays completely
+// partitioned. The tool shares operators to meet the II; there is no explicit resource limit.
+
+#ifndef NNET_ATTENTION_CORE_H_
+#define NNET_ATTENTION_CORE_H_
+
+#include "ap_fixed.h"
+#include "ap_int.h"
+#include "nnet_common.h"
+
+namespace nnet {
+
+struct attention_core_config {
+    // dimensions
+    static const unsigned len_q = 8;
+    static const unsigned len_k = 8;
+    static const unsigned dim = 16;
+    static const unsigned heads = 2;
+    static const unsigned d_head = 8;
+    // formats and shifts (docs/golden.md)
+    static const int tau_int = 16;
+    static const unsigned q_shift = 0;
+    static const unsigned v_shift = 0;
+    static const unsigned exp_shift = 0;
+    static const unsigned exp_table_size = 256;
+    static const unsigned recip_index_bits = 8;
+    static const unsigned recip_frac = 12;
+    static const unsigned out_shift = 0;
+    static const int v_min = -2048;
+    static const int v_max = 2047;
+    static const unsigned esum_bits = 14;
+    static const unsigned reuse_factor = 1;
+    // integer types (widths from the golden model's bounds), set by the generated config:
+    // in_fixed_t, in_code_t, qacc_t, qk_t, diff_t, score_t, zidx_t, vacc_t, v_t, exp_t, esum_t,
+    // norm_t, recip_t, numer_t, prod_t, oacc_t, out_code_t, out_fixed_t, and the weight/table
+    // types wq_t, wk_t, wv_t, wo_t, exp_table_t, recip_table_t.
+};
+
+// -- inputs and outputs ---------------------------------------------------------------------------
+template <class data_T, typename CONFIG_T, unsigned N_ROWS>
+void attention_core_codes(data_T data[N_ROWS * CONFIG_T::dim],
+                          typename CONFIG_T::in_code_t codes[N_ROWS][CONFIG_T::dim]) {
+    #pragma HLS INLINE
+CodeRow:
+    for (unsigned i = 0; i < N_ROWS; i++) {
+        #pragma HLS UNROLL
+    CodeCol:
+        for (unsigned d = 0; d < CONFIG_T::dim; d++) {
+            #pragma HLS UNROLL
+            // exact: data_T is the core's input grid (the Quant node's format)
+            typename CONFIG_T::in_fixed_t real = data[i * CONFIG_T::dim + d];
+            codes[i][d].range() = real.range();
+        }
+    }
+}
+
+// -- E-ATT alignment: binarize, select-and-add, shift, L1 distance. Additions only. ----------------
+template <typename CONFIG_T>
+void attention_core_eatt_alignment(
+    typename CONFIG_T::in_code_t x[CONFIG_T::len_q][CONFIG_T::dim],
+    typename CONFIG_T::in_code_t y[CONFIG_T::len_k][CONFIG_T::dim],
+    const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+    typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k]) {
+    #pragma HLS INLINE
+    ap_uint<1> xb[CONFIG_T::len_q][CONFIG_T::dim];
+    ap_uint<1> yb[CONFIG_T::len_k][CONFIG_T::dim];
+    typename CONFIG_T::qk_t q[CONFIG_T::len_q][CONFIG_T::dim];
+    typename CONFIG_T::qk_t k[CONFIG_T::len_k][CONFIG_T::dim];
+    #pragma HLS ARRAY_PARTITION variable=xb complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=yb complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=q complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=k complete dim=0
+
+    // Eq. 4 on the integer grid (strict: an input equal to tau gives 0)
+BinQRow:
+    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
+        #pragma HLS UNROLL
+    BinQCol:
+        for (unsigned d = 0; d < CONFIG_T::dim; d++) {
+            #pragma HLS UNROLL
+            xb[i][d] = x[i][d] > CONFIG_T::tau_int;
+        }
+    }
+BinKRow:
+    for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
+        #pragma HLS UNROLL
+    BinKCol:
+        for (unsigned d = 0; d < CONFIG_T::dim; d++) {
+            #pragma HLS UNROLL
+            yb[j][d] = y[j][d] > CONFIG_T::tau_int;
+        }
+    }
+
+    // Q = Xb W_Q: each set bit selects a row of W_Q, which is added (Eq. 6-9)
+SelQRow:
+    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
+        #pragma HLS UNROLL
+    SelQCol:
+        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
+            #pragma HLS UNROLL
+            typename CONFIG_T::qacc_t acc = 0;
+            unsigned w = c;
+        SelQSum:
+            for (unsigned r = 0; r < CONFIG_T::dim; r++) {
+                #pragma HLS UNROLL
+                if (xb[i][r]) acc += wq[w];
+                w += CONFIG_T::dim;
+            }
+            q[i][c] = acc >> CONFIG_T::q_shift;
+        }
+    }
+SelKRow:
+    for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
+        #pragma HLS UNROLL
+    SelKCol:
+        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
+            #pragma HLS UNROLL
+            typename CONFIG_T::qacc_t acc = 0;
+            unsigned w = c;
+        SelKSum:
+            for (unsigned r = 0; r < CONFIG_T::dim; r++) {
+                #pragma HLS UNROLL
+                if (yb[j][r]) acc += wk[w];
+                w += CONFIG_T::dim;
+            }
+            k[j][c] = acc >> CONFIG_T::q_shift;
+        }
+    }
+
+    // S = -sum_d |Q_i - K_j| per head (Eq. 10): subtract, absolute value, accumulate
+    unsigned base = 0;
+L1Head:
+    for (unsigned h = 0; h < CONFIG_T::heads; h++) {
+        #pragma HLS UNROLL
+    L1Query:
+        for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
+            #pragma HLS UNROLL
+        L1Key:
+            for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
+                #pragma HLS UNROLL
+                typename CONFIG_T::score_t s = 0;
+                unsigned col = base;
+            L1Dim:
+                for (unsigned d = 0; d < CONFIG_T::d_head; d++) {
+                    #pragma HLS UNROLL
+                    typename CONFIG_T::diff_t t = q[i][col] - k[j][col];
+                    if (t < 0) {
+                        s += t;
+                    } else {
+                        s -= t;
+                    }
+                    col++;
+                }
+                scores[h][i][j] = s;
+            }
+        }
+        base += CONFIG_T::d_head;
+    }
+}
+
+// -- dot-product alignment (for comparison): products ----------------------------------------------
+template <typename CONFIG_T>
+void attention_core_dot_alignment(
+    typename CONFIG_T::in_code_t x[CONFIG_T::len_q][CONFIG_T::dim],
+    typename CONFIG_T::in_code_t y[CONFIG_T::len_k][CONFIG_T::dim],
+    const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+    typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k]) {
+    #pragma HLS INLINE
+    typename CONFIG_T::qk_t q[CONFIG_T::len_q][CONFIG_T::dim];
+    typename CONFIG_T::qk_t k[CONFIG_T::len_k][CONFIG_T::dim];
+    #pragma HLS ARRAY_PARTITION variable=q complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=k complete dim=0
+DotQRow:
+    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
+        #pragma HLS UNROLL
+    DotQCol:
+        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
+            #pragma HLS UNROLL
+            typename CONFIG_T::qacc_t acc = 0;
+        DotQSum:
+            for (unsigned r = 0; r < CONFIG_T::dim; r++) {
+                #pragma HLS UNROLL
+                acc += x[i][r] * wq[r * CONFIG_T::dim + c];
+            }
+            q[i][c] = acc >> CONFIG_T::q_shift;
+        }
+    }
+DotKRow:
+    for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
+        #pragma HLS UNROLL
+    DotKCol:
+        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
+            #pragma HLS UNROLL
+            typename CONFIG_T::qacc_t acc = 0;
+        DotKSum:
+            for (unsigned r = 0; r < CONFIG_T::dim; r++) {
+                #pragma HLS UNROLL
+                acc += y[j][r] * wk[r * CONFIG_T::dim + c];
+            }
+            k[j][c] = acc >> CONFIG_T::q_shift;
+        }
+    }
+DotHead:
+    for (unsigned h = 0; h < CONFIG_T::heads; h++) {
+        #pragma HLS UNROLL
+    DotQuery:
+        for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
+            #pragma HLS UNROLL
+        DotKey:
+            for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
+                #pragma HLS UNROLL
+                typename CONFIG_T::score_t s = 0;
+            DotDim:
+                for (unsigned d = 0; d < CONFIG_T::d_head; d++) {
+                    #pragma HLS UNROLL
+                    unsigned col = h * CONFIG_T::d_head + d;
+                    s += q[i][col] * k[j][col];
+                }
+                scores[h][i][j] = s;
+            }
+        }
+    }
+}
+
+// -- values: V = (Y W_V) >> v_shift ---------------------------------------------------------------
+template <typename CONFIG_T>
+void attention_core_values(typename CONFIG_T::in_code_t y[CONFIG_T::len_k][CONFIG_T::dim],
+                           const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
+                           typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim]) {
+    #pragma HLS INLINE
+ValRow:
+    for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
+        #pragma HLS UNROLL
+    ValCol:
+        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
+            #pragma HLS UNROLL
+            typename CONFIG_T::vacc_t acc = 0;
+        ValSum:
+            for (unsigned r = 0; r < CONFIG_T::dim; r++) {
+                #pragma HLS UNROLL
+                acc += y[j][r] * wv[r * CONFIG_T::dim + c];
+            }
+            v[j][c] = acc >> CONFIG_T::v_shift;
+        }
+    }
+}
+
+// -- softmax by table lookup, one reciprocal per query, value weighting ----------------------------
+template <typename CONFIG_T>
+void attention_core_softmax_values(
+    typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k],
+    typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim],
+    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
+    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
+    typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim]) {
+    #pragma HLS INLINE
+SmHead:
+    for (unsigned h = 0; h < CONFIG_T::heads; h++) {
+        #pragma HLS UNROLL
+    SmQuery:
+        for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
+            #pragma HLS UNROLL
+            // max subtraction
+            typename CONFIG_T::score_t m = scores[h][i][0];
+        SmMax:
+            for (unsigned j = 1; j < CONFIG_T::len_k; j++) {
+                #pragma HLS UNROLL
+                if (scores[h][i][j] > m) m = scores[h][i][j];
+            }
+            // exp table: index (max - S) >> exp_shift, 0 past the table; sum
+            typename CONFIG_T::exp_t e[CONFIG_T::len_k];
+            #pragma HLS ARRAY_PARTITION variable=e complete
+            typename CONFIG_T::esum_t total = 0;
+        SmExp:
+            for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
+                #pragma HLS UNROLL
+                typename CONFIG_T::zidx_t z = m - scores[h][i][j];
+                typename CONFIG_T::zidx_t idx = z >> CONFIG_T::exp_shift;
+                if (idx < CONFIG_T::exp_table_size) {
+                    e[j] = exp_table[idx];
+                } else {
+                    e[j] = 0;
+                }
+                total += e[j];
+            }
+            // leading-one detector: n = floor(log2 total) (total >= 2^exp_frac > 0)
+            unsigned n = 0;
+        SmLead:
+            for (unsigned b = 0; b < CONFIG_T::esum_bits; b++) {
+                #pragma HLS UNROLL
+                if (total[b]) n = b;
+            }
+            // the recip_index_bits bits below the leading one index the reciprocal table
+            typename CONFIG_T::norm_t top = total;
+            if (n >= CONFIG_T::recip_index_bits) {
+                top = top >> (n - CONFIG_T::recip_index_bits);
+            } else {
+                top = top << (CONFIG_T::recip_index_bits - n);
+            }
+            unsigned ridx = top.to_uint() - (1u << CONFIG_T::recip_index_bits);
+            typename CONFIG_T::recip_t r = recip_table[ridx];
+            unsigned shift = CONFIG_T::recip_frac + n;
+            typename CONFIG_T::prod_t half = 1;
+            half = half << (shift - 1);
+        SmCol:
+            for (unsigned d = 0; d < CONFIG_T::d_head; d++) {
+                #pragma HLS UNROLL
+                unsigned col = h * CONFIG_T::d_head + d;
+                typename CONFIG_T::numer_t acc = 0;
+            SmNum:
+                for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
+                    #pragma HLS UNROLL
+                    acc += e[j] * v[j][col];
+                }
+                // round half up: (N R + 2^(shift-1)) >> shift, then clamp into v_bits
+                typename CONFIG_T::prod_t p = acc * r;
+                p = (p + half) >> shift;
+                if (p < CONFIG_T::v_min) {
+                    attn[i][col] = CONFIG_T::v_min;
+                } else if (p > CONFIG_T::v_max) {
+                    attn[i][col] = CONFIG_T::v_max;
+                } else {
+                    attn[i][col] = p;
+                }
+            }
+        }
+    }
+}
+
+// -- output projection: Z = (O W_O) >> out_shift, written on the <out_bits, out_frac> grid --------
+template <class res_T, typename CONFIG_T>
+void attention_core_output(typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim],
+                           const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
+                           res_T res[CONFIG_T::len_q * CONFIG_T::dim]) {
+    #pragma HLS INLINE
+OutRow:
+    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
+        #pragma HLS UNROLL
+    OutCol:
+        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
+            #pragma HLS UNROLL
+            typename CONFIG_T::oacc_t acc = 0;
+        OutSum:
+            for (unsigned r = 0; r < CONFIG_T::dim; r++) {
+                #pragma HLS UNROLL
+                acc += attn[i][r] * wo[r * CONFIG_T::dim + c];
+            }
+            typename CONFIG_T::out_code_t code = acc >> CONFIG_T::out_shift;
+            typename CONFIG_T::out_fixed_t real;
+            real.range() = code.range();
+            res[i * CONFIG_T::dim + c] = real;
+        }
+    }
+}
+
+// -- the layers -------------------------------------------------------------------------------------
+template <class x_T, class y_T, class res_T, typename CONFIG_T>
+void attention_core_eatt(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
+                         res_T res[CONFIG_T::len_q * CONFIG_T::dim],
+                         const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
+                         const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+                         const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
+                         const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
+                         const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
+                         const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
+    #pragma HLS PIPELINE II=CONFIG_T::reuse_factor
+    typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
+    typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];
+    typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k];
+    typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim];
+    typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim];
+    #pragma HLS ARRAY_PARTITION variable=xc complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=yc complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=scores complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=v complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=attn complete dim=0
+    attention_core_codes<x_T, CONFIG_T, CONFIG_T::len_q>(x, xc);
+    attention_core_codes<y_T, CONFIG_T, CONFIG_T::len_k>(y, yc);
+    attention_core_eatt_alignment<CONFIG_T>(xc, yc, wq, wk, scores);
+    attention_core_values<CONFIG_T>(yc, wv, v);
+    attention_core_softmax_values<CONFIG_T>(scores, v, exp_table, recip_table, attn);
+    attention_core_output<res_T, CONFIG_T>(attn, wo, res);
+}
+
+template <class x_T, class y_T, class res_T, typename CONFIG_T>
+void attention_core_dot(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
+                        res_T res[CONFIG_T::len_q * CONFIG_T::dim],
+                        const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
+                        const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+                        const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
+                        const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
+                        const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
+                        const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
+    #pragma HLS PIPELINE II=CONFIG_T::reuse_factor
+    typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
+    typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];
+    typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k];
+    typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim];
+    typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim];
+    #pragma HLS ARRAY_PARTITION variable=xc complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=yc complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=scores complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=v complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=attn complete dim=0
+    attention_core_codes<x_T, CONFIG_T, CONFIG_T::len_q>(x, xc);
+    attention_core_codes<y_T, CONFIG_T, CONFIG_T::len_k>(y, yc);
+    attention_core_dot_alignment<CONFIG_T>(xc, yc, wq, wk, scores);
+    attention_core_values<CONFIG_T>(yc, wv, v);
+    attention_core_softmax_values<CONFIG_T>(scores, v, exp_table, recip_table, attn);
+    attention_core_output<res_T, CONFIG_T>(attn, wo, res);
+}
+
+} // namespace nnet
+
+#endif

@@ -1,0 +1,349 @@
+"""hls4ml extension: QONNX core -> hls4ml project, C simulation bit-exact to the golden model.
+
+Every g++ compile of a project costs a few seconds, so the C-simulation projects are built once
+per module (three cores); the other tests write projects without compiling them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+pytest.importorskip("hls4ml")
+
+from eatt.config import CoreConfig, load_config  # noqa: E402
+from eatt.hls import TEMPLATES, register  # noqa: E402
+from eatt.hls.handlers import ConversionError  # noqa: E402
+from eatt.hls.project import (  # noqa: E402
+    METADATA,
+    ToolMissing,
+    parse_csynth_report,
+    synth,
+    write_project,
+)
+from eatt.quant.export import build_model  # noqa: E402
+from eatt.quant.golden import random_weights  # noqa: E402
+
+pytestmark = pytest.mark.hls
+
+ROOT = Path(__file__).resolve().parents[1]
+HEADER = "nnet_attention_core.h"
+
+CORES = {
+    # the embedded default core (what `make flow` runs)
+    "eatt-default": load_config(ROOT / "eatt" / "configs" / "eatt_default.yaml"),
+    # odd sizes and widths: len_q != len_k, 4 heads, negative tau, a negative input fraction
+    # (LSB 2**2), narrow weights and tables
+    "eatt-narrow": CoreConfig(
+        kind="eatt",
+        len_q=3,
+        len_k=5,
+        dim=8,
+        heads=4,
+        tau=-4.0,
+        in_bits=6,
+        in_frac=-2,
+        weight_bits=4,
+        qk_bits=8,
+        v_bits=8,
+        out_bits=10,
+        exp_table_size=64,
+        exp_frac=8,
+        recip_table_size=32,
+        recip_frac=10,
+    ),
+    "dot-wide": CoreConfig(
+        kind="dot",
+        len_q=5,
+        len_k=3,
+        dim=6,
+        heads=2,
+        in_bits=10,
+        in_frac=6,
+        weight_bits=6,
+        qk_bits=14,
+        v_bits=10,
+        out_bits=16,
+        exp_table_size=128,
+        exp_frac=12,
+        recip_table_size=64,
+        recip_frac=14,
+    ),
+}
+
+#: the Vivado backend uses the same templates: one core goes through it
+BACKEND = {"eatt-default": "vitis", "eatt-narrow": "vivado", "dot-wide": "vitis"}
+
+
+@pytest.fixture(scope="module")
+def projects(tmp_path_factory):
+    """One compiled project per core, checked on 1,000 random + the edge vectors."""
+    base = tmp_path_factory.mktemp("hls")
+    return {
+        name: write_project(
+            cfg, base / name, seed=1, backend=BACKEND[name], vectors=1000, vector_seed=7
+        )
+        for name, cfg in CORES.items()
+    }
+
+
+def test_register_is_idempotent():
+    import hls4ml
+    from hls4ml.converters.onnx_to_hls import layer_handlers
+
+    from eatt.hls.handlers import parse_attention_core
+    from eatt.hls.layers import AttentionCore
+
+    register()
+    register()
+    assert hls4ml.model.layers.layer_map["AttentionCore"] is AttentionCore
+    assert layer_handlers["AttentionCore"] is parse_attention_core
+    for name in ("Vitis", "Vivado"):
+        sources = hls4ml.backends.get_backend(name).get_custom_source()
+        assert any(key.endswith(HEADER) for key in sources)
+
+
+@pytest.mark.parametrize("name", list(CORES))
+def test_csim_bit_exact(projects, name):
+    result = projects[name]
+    csim = result["csim"]
+    assert csim["first_mismatch"] is None, csim["first_mismatch"]
+    assert csim["mismatches"] == 0
+    assert csim["vectors"] == 1000 and csim["edge_vectors"] == 36
+    assert result["ok"]
+    project = Path(result["project"])
+    assert (project / "build_prj.tcl").is_file()
+    assert result["backend"] == BACKEND[name]
+    # the project's own testbench data: edge vectors first, 100 in all, with golden outputs
+    lines = (project / "tb_data" / "tb_input_features.dat").read_text().splitlines()
+    preds = (project / "tb_data" / "tb_output_predictions.dat").read_text().splitlines()
+    cfg = CORES[name]
+    assert len(lines) == len(preds) == 100
+    assert len(lines[0].split()) == (cfg.len_q + cfg.len_k) * cfg.dim
+    assert len(preds[0].split()) == cfg.len_q * cfg.dim
+    assert json.loads((project / METADATA).read_text())["csim"]["mismatches"] == 0
+    call = (project / "firmware" / "myproject.cpp").read_text()
+    assert f"nnet::attention_core_{CORES[name].kind}<" in call
+
+
+def test_project_testbench_runs_as_is(projects):
+    """The project's own testbench (what vendor C simulation runs) built with g++ reproduces
+    the golden outputs written to tb_data/ (one more compile: the default E-ATT core)."""
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ not on PATH")
+    project = Path(projects["eatt-default"]["project"])
+    cmd = [gxx, "-O1", "-std=c++14", "-Ifirmware/ap_types", "-Ifirmware"]
+    cmd += ["myproject_test.cpp", "firmware/myproject.cpp", "-o", "tb_gxx"]
+    subprocess.run(cmd, cwd=project, check=True, capture_output=True)
+    run = subprocess.run(["./tb_gxx"], cwd=project, check=True, capture_output=True, text=True)
+    assert "cannot be negative" not in run.stderr
+    got = np.loadtxt(project / "tb_data" / "csim_results.log")
+    expected = np.loadtxt(project / "tb_data" / "tb_output_predictions.dat")
+    assert got.shape == expected.shape == (100, 8 * 16)
+    assert np.array_equal(got, expected)
+
+
+# -- no multiplication in the E-ATT alignment -------------------------------------------------
+def function_body(source: str, name: str) -> str:
+    """The body of the C++ function `name` (comments removed), by brace matching."""
+    source = re.sub(r"/\*.*?\*/", "", source, flags=re.S)
+    source = re.sub(r"//[^\n]*", "", source)
+    match = re.search(rf"\bvoid\s+{name}\s*\(", source)
+    assert match, f"function {name} not found"
+    # skip the parameter list, then match the body's braces
+    depth, i = 1, match.end()
+    while depth:
+        depth += {"(": 1, ")": -1}.get(source[i], 0)
+        i += 1
+    start = source.index("{", i)
+    depth, j = 1, start + 1
+    while depth:
+        depth += {"{": 1, "}": -1}.get(source[j], 0)
+        j += 1
+    return source[start + 1 : j - 1]
+
+
+def multiplications(body: str) -> list[str]:
+    """Every `*` in a function body, with its context (a body of adders has none)."""
+    return [body[max(0, m.start() - 30) : m.end() + 30] for m in re.finditer(r"\*", body)]
+
+
+def test_eatt_alignment_has_no_multiplication(projects):
+    project = Path(projects["eatt-default"]["project"])
+    generated = (project / "firmware" / "nnet_utils" / HEADER).read_text()
+    assert generated == (TEMPLATES / HEADER).read_text()
+    # the generated top calls the E-ATT layer, whose alignment is the scanned function
+    assert "nnet::attention_core_eatt<" in (project / "firmware" / "myproject.cpp").read_text()
+    top = function_body(generated, "attention_core_eatt")
+    assert "attention_core_eatt_alignment<CONFIG_T>(" in top
+    assert "attention_core_dot_alignment" not in top
+    body = function_body(generated, "attention_core_eatt_alignment")
+    assert "+=" in body and "-=" in body  # it does add and subtract
+    assert multiplications(body) == []
+
+
+def test_multiplication_scan_would_catch_a_product():
+    source = (TEMPLATES / HEADER).read_text()
+    mutated = source.replace("acc += wq[w];", "acc += x[i][r] * wq[w];", 1)
+    assert mutated != source
+    assert multiplications(function_body(mutated, "attention_core_eatt_alignment"))
+    # and the dot-product alignment, which does multiply, is flagged
+    assert multiplications(function_body(source, "attention_core_dot_alignment"))
+
+
+# -- conversion errors, regeneration, no stdout ------------------------------------------------
+SMALL = CoreConfig(kind="eatt", len_q=2, len_k=3, dim=4, heads=2)
+
+
+def small_model() -> onnx.ModelProto:
+    return build_model(SMALL, random_weights(SMALL, seed=2))
+
+
+def test_unsupported_op_names_the_node(tmp_path):
+    model = small_model()
+    out = model.graph.output[0].name
+    core = next(n for n in model.graph.node if n.op_type == "AttentionCore")
+    core.output[0] = "core_out"
+    model.graph.node.append(helper.make_node("Relu", ["core_out"], [out], name="Relu_extra"))
+    path = tmp_path / "bad.onnx"
+    onnx.save(model, path)
+    with pytest.raises(ConversionError, match=r"node 'Relu_extra' \(Relu\)"):
+        write_project(path, tmp_path / "prj", compile=False)
+    assert not (tmp_path / "prj").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["bad.onnx"]  # no temporary left
+
+
+def test_unsupported_attribute_names_the_node(tmp_path):
+    model = small_model()
+    core = next(n for n in model.graph.node if n.op_type == "AttentionCore")
+    core.attribute.append(helper.make_attribute("dropout", 1))
+    with pytest.raises(ConversionError, match=r"AttentionCore node 'AttentionCore_0'.*'dropout'"):
+        write_project(model, tmp_path / "prj", compile=False)
+
+
+def test_regenerate_leaves_no_stale_files(tmp_path, capfd):
+    out = tmp_path / "prj"
+    write_project(SMALL, out, compile=False)
+    first = sorted(p.relative_to(out) for p in out.rglob("*"))
+    (out / "firmware" / "stale.h").write_text("// left over\n")
+    write_project(SMALL.replace(len_q=3), out, compile=False)
+    second = sorted(p.relative_to(out) for p in out.rglob("*"))
+    assert not (out / "firmware" / "stale.h").exists()
+    assert first == second
+    assert "len_q = 3" in (out / "firmware" / "parameters.h").read_text()
+    assert [p.name for p in tmp_path.iterdir()] == ["prj"]
+    assert capfd.readouterr().out == ""  # hls4ml's prints go to stderr (--json owns stdout)
+
+
+def test_refuses_to_replace_a_foreign_directory(tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="not an eatt HLS project"):
+        write_project(SMALL, tmp_path / "mine", compile=False)
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+
+
+def test_synth_without_tool_names_tool_and_project(tmp_path, monkeypatch):
+    out = tmp_path / "prj"
+    write_project(SMALL, out, backend="vivado", compile=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(ToolMissing, match="vivado_hls not found") as err:
+        synth(out)
+    assert err.value.tool == "vivado_hls" and err.value.project == str(out)
+    assert str(out) in str(err.value) and "\n" not in str(err.value)
+    write_project(SMALL, out, backend="vitis", compile=False)
+    with pytest.raises(ToolMissing, match="vitis-run or vitis_hls not found") as err:
+        synth(out)
+    assert "vitis-run --mode hls --tcl build_prj.tcl" in str(err.value)
+
+
+# -- C-synthesis report parser ------------------------------------------------------------------
+# Layout of the csynth.xml that Vivado HLS / Vitis HLS write to
+# <project>_prj/solution1/syn/report/<top>_csynth.xml: the element names and nesting are those
+# hls4ml 1.3.0 reads in hls4ml/report/vivado_report.py (parse_vivado_report), which follow the
+# C-synthesis report described in AMD UG1399 (Vitis HLS User Guide, "Synthesis Summary"). The
+# numbers are invented; the layout is not checked against a real tool run on this machine.
+CSYNTH_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<profile>
+  <ReportVersion><Version>2023.2</Version></ReportVersion>
+  <UserAssignments>
+    <unit>ns</unit>
+    <ProductFamily>virtexuplus</ProductFamily>
+    <Part>xcvu13p-flga2577-2-e</Part>
+    <TopModelName>myproject</TopModelName>
+    <TargetClockPeriod>5.00</TargetClockPeriod>
+    <ClockUncertainty>1.35</ClockUncertainty>
+    <FlowTarget>vivado</FlowTarget>
+  </UserAssignments>
+  <PerformanceEstimates>
+    <PipelineType>yes</PipelineType>
+    <SummaryOfTimingAnalysis>
+      <unit>ns</unit>
+      <EstimatedClockPeriod>3.611</EstimatedClockPeriod>
+    </SummaryOfTimingAnalysis>
+    <SummaryOfOverallLatency>
+      <unit>clock cycles</unit>
+      <Best-caseLatency>14</Best-caseLatency>
+      <Average-caseLatency>14</Average-caseLatency>
+      <Worst-caseLatency>15</Worst-caseLatency>
+      <Best-caseRealTimeLatency>70.000 ns</Best-caseRealTimeLatency>
+      <Average-caseRealTimeLatency>70.000 ns</Average-caseRealTimeLatency>
+      <Worst-caseRealTimeLatency>75.000 ns</Worst-caseRealTimeLatency>
+      <Interval-min>1</Interval-min>
+      <Interval-max>1</Interval-max>
+    </SummaryOfOverallLatency>
+  </PerformanceEstimates>
+  <AreaEstimates>
+    <Resources>
+      <BRAM_18K>2</BRAM_18K>
+      <DSP>48</DSP>
+      <FF>10432</FF>
+      <LUT>35120</LUT>
+      <URAM>0</URAM>
+    </Resources>
+    <AvailableResources>
+      <BRAM_18K>5376</BRAM_18K>
+      <DSP>12288</DSP>
+      <FF>3456000</FF>
+      <LUT>1728000</LUT>
+      <URAM>1280</URAM>
+    </AvailableResources>
+  </AreaEstimates>
+</profile>
+"""
+
+
+def test_parse_csynth_report(tmp_path):
+    path = tmp_path / "myproject_csynth.xml"
+    path.write_text(CSYNTH_XML)
+    report = parse_csynth_report(path)
+    assert report["top"] == "myproject"
+    assert report["target_clock_ns"] == 5.0 and report["estimated_clock_ns"] == 3.611
+    assert report["latency_cycles"] == 15 and report["latency_best_cycles"] == 14
+    assert report["interval_cycles"] == 1 and report["interval_min_cycles"] == 1
+    assert report["resources"] == {"LUT": 35120, "FF": 10432, "DSP": 48, "BRAM": 2, "URAM": 0}
+    assert report["available"]["DSP"] == 12288
+    # Vivado HLS names the DSP column DSP48E; undef latencies become None
+    vivado = CSYNTH_XML.replace("<DSP>48</DSP>", "<DSP48E>48</DSP48E>").replace(
+        "<Worst-caseLatency>15<", "<Worst-caseLatency>undef<"
+    )
+    path.write_text(vivado)
+    report = parse_csynth_report(path)
+    assert report["resources"]["DSP"] == 48 and report["latency_cycles"] is None
+    path.write_text("<profile/>")
+    with pytest.raises(ValueError, match="not a C-synthesis report"):
+        parse_csynth_report(path)
+
+
+def test_vectors_are_checked(tmp_path):
+    with pytest.raises(ValueError, match="vectors"):
+        write_project(SMALL, tmp_path / "p", vectors=-1)
