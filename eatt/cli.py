@@ -74,7 +74,18 @@ def cmd_export(args) -> int:
         raise CommandError(
             f"export needs qonnx/onnx ({err}); nothing was written", EXIT_TOOL_MISSING
         ) from None
-    cfg, weights = _load_core(args)
+    if args.checkpoint:
+        if args.config:
+            raise CommandError("give either --config or a CHECKPOINT, not both")
+        try:
+            from eatt.quant.modules import checkpoint_core
+        except ImportError as err:
+            raise CommandError(
+                f"checkpoints need brevitas ({err}); nothing was written", EXIT_TOOL_MISSING
+            ) from None
+        cfg, weights = checkpoint_core(args.checkpoint)
+    else:
+        cfg, weights = _load_core(args)
     if args.check is not None and args.check < 1:
         raise CommandError(f"--check: must be >= 1, got {args.check}")
     result = export.export_core(cfg, weights, args.output)
@@ -230,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="write the core as a QONNX file (qonnx executes it)")
     _add_core_args(p)
+    p.add_argument("checkpoint", nargs="?", metavar="CHECKPOINT", help="a quantized core (.pt)")
     p.add_argument("-o", "--output", required=True, metavar="FILE.onnx", help="output file")
     p.add_argument("--check", type=int, metavar="N", help="execute with qonnx on N vectors")
     p.set_defaults(func=cmd_export)

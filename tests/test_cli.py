@@ -86,3 +86,23 @@ def test_hls_synth_without_vendor_tool_exits_3_and_keeps_the_project(tmp_path):
 def test_hls_rejects_config_and_onnx_together(tmp_path):
     r = run_cli("hls", "x.onnx", "--config", "c.yaml", "-o", str(tmp_path / "p"))
     assert r.returncode == 2 and "not both" in r.stderr
+
+
+def test_export_from_checkpoint(tmp_path):
+    from eatt.config import CoreConfig
+    from eatt.quant.golden import random_weights
+    from eatt.quant.modules import from_integer, save_checkpoint
+
+    cfg = CoreConfig("eatt", 3, 4, 8, 2)
+    save_checkpoint(from_integer(cfg, random_weights(cfg, 5)), tmp_path / "core.pt")
+    out = tmp_path / "core.onnx"
+    r = run_cli("export", str(tmp_path / "core.pt"), "-o", str(out), "--check", "200", "--json")
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["check"]["mismatches"] == 0 and result["config"]["len_q"] == 3
+    # not a checkpoint: one line, exit 2, nothing written
+    bad = tmp_path / "bad.pt"
+    bad.write_text("kind: eatt\n")
+    r = run_cli("export", str(bad), "-o", str(tmp_path / "no.onnx"))
+    assert r.returncode == 2 and "not an eatt checkpoint" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "no.onnx").exists()

@@ -1,0 +1,532 @@
+"""Quantization-aware attention cores built from Brevitas quantizers (docs/quant.md).
+
+:class:`QuantAttentionCore` is the trainable twin of one hardware core (eatt.config.CoreConfig):
+
+    x, y   -> QuantIdentity  <in_bits, in_frac>, constant power-of-two scale (Brevitas)
+    E-ATT  -> Binarize        1[x > tau] (Eq. 4), Gaussian surrogate gradient (Eq. 5)
+           -> QuantLinear     W_Q, W_K, W_V, W_O: narrow-range <weight_bits, weight_frac>,
+                              constant scale 2**-weight_frac (Brevitas), no bias
+           -> the golden model's requantizing shifts, scores, exp/reciprocal tables, rounding
+
+Its forward always returns the hardware's output: the golden model's integer arithmetic
+(eatt.quant.golden), computed here in torch int64 from the integer codes of the inputs and
+weights, times ``out_lsb``. So ``module(x, y) == GoldenCore(cfg, integer_weights(module))
+.forward(x_int, y_int) * out_lsb`` bit for bit, in train() and in eval() mode alike. When a
+gradient is needed (training), a differentiable fake-quant pipeline of the same steps (straight
+through floors, float softmax in place of the tables) runs beside it and carries the gradient
+back (a straight-through estimator around the whole core): QAT optimizes what the hardware
+computes. Under ``torch.no_grad()`` only the integer path runs.
+
+    QuantAttentionCore(cfg)                   a fresh core (PyTorch's default Linear init)
+    from_integer(cfg, weights)                a core holding given integer weights (CoreWeights)
+    from_float(float_module, cfg)             the quantized twin of a trained EAttention /
+                                              DotProductAttention (ValueError naming a setting
+                                              that disagrees with cfg)
+    to_float(module)                          the float twin (eatt.model) of a quantized core
+    integer_weights(module) -> CoreWeights    the weight codes, (in, out) as the golden model
+    save_checkpoint / load_checkpoint         config + state dict, atomic write; one-line errors
+    checkpoint_core(path) -> (cfg, weights)   what `eatt export CHECKPOINT` needs
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from brevitas.inject.enum import ScalingImplType
+from brevitas.nn import QuantIdentity, QuantLinear
+from brevitas.quant import Int8ActPerTensorFixedPoint, Int8WeightPerTensorFixedPoint
+from torch import Tensor, nn
+
+from eatt.config import ConfigError, CoreConfig
+from eatt.model import functional as F
+from eatt.quant.golden import CoreWeights, derive_formats, exp_table, recip_table
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "Binarize",
+    "QuantAttentionCore",
+    "checkpoint_core",
+    "fixed_point_act_quant",
+    "fixed_point_weight_quant",
+    "from_float",
+    "from_integer",
+    "integer_forward",
+    "integer_weights",
+    "load_checkpoint",
+    "save_checkpoint",
+    "to_float",
+]
+
+#: the "format" entry of a checkpoint written by save_checkpoint
+CHECKPOINT_FORMAT = "eatt.quant.QuantAttentionCore"
+CHECKPOINT_VERSION = 1
+
+#: vectors per int64 block of integer_forward (bounds the L1 temporary, as the golden model does)
+_BLOCK_ELEMENTS = 1 << 22
+
+_PROJECTIONS = (("wq", "q_proj"), ("wk", "k_proj"), ("wv", "v_proj"), ("wo", "o_proj"))
+
+
+# -- Brevitas quantizers ---------------------------------------------------------------------------
+def fixed_point_weight_quant(bits: int, frac: int):
+    """Brevitas weight quantizer for narrow-range signed <bits, frac> with a constant scale.
+
+    Brevitas' fixed-point quantizers divide the scaling constant by 2**(bits-1) (power-of-two
+    int scaling), so the constant 2**(bits-1-frac) gives the scale 2**-frac exactly; narrow
+    range clamps codes to +-(2**(bits-1) - 1), as the golden model's weights.
+    """
+    return Int8WeightPerTensorFixedPoint.let(
+        scaling_impl_type=ScalingImplType.CONST,
+        scaling_const=2.0 ** (bits - 1 - frac),
+        bit_width=bits,
+        narrow_range=True,
+    )
+
+
+def fixed_point_act_quant(bits: int, frac: int):
+    """Brevitas activation quantizer for signed <bits, frac> (full range) with a constant scale.
+
+    Rounds to nearest (ties to even, torch.round) and saturates, as the exported Quant node does.
+    """
+    const = 2.0 ** (bits - 1 - frac)
+    return Int8ActPerTensorFixedPoint.let(
+        scaling_impl_type=ScalingImplType.CONST,
+        scaling_const=const,
+        min_val=-const,
+        max_val=const,
+        bit_width=bits,
+        narrow_range=False,
+    )
+
+
+class Binarize(nn.Module):
+    """Feature selection of Eq. 4: ``1[x > tau]`` (strict) with the Gaussian surrogate of Eq. 5.
+
+    On inputs already on the <in_bits, in_frac> grid this equals the golden model's
+    ``x_int > floor(tau * 2**in_frac)``. (Brevitas' binary quantizers are bipolar +-1 with a
+    sign STE; E-ATT needs {0, 1} with a threshold and the paper's surrogate, so this wraps
+    eatt.model.functional.binarize.)
+    """
+
+    def __init__(self, tau: float) -> None:
+        super().__init__()
+        self.tau = float(tau)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.binarize(x, self.tau)
+
+    def extra_repr(self) -> str:
+        return f"tau={self.tau}"
+
+
+# -- straight-through helpers ----------------------------------------------------------------------
+class _FloorSte(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor) -> Tensor:
+        return torch.floor(x)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor:
+        return grad
+
+
+class _RoundHalfUpSte(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor) -> Tensor:
+        return torch.floor(x + 0.5)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor:
+        return grad
+
+
+class _HardwareValue(torch.autograd.Function):
+    """Forward: the hardware's value, exactly. Backward: the gradient goes to the surrogate."""
+
+    @staticmethod
+    def forward(ctx, hardware: Tensor, surrogate: Tensor) -> Tensor:
+        return hardware.clone()
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[None, Tensor]:
+        return None, grad
+
+
+def _requantize_ste(acc: Tensor, lsb: float) -> Tensor:
+    """floor(acc / lsb) * lsb with a straight-through gradient: the arithmetic right shift."""
+    return _FloorSte.apply(acc / lsb) * lsb
+
+
+# -- the golden arithmetic in torch int64 ----------------------------------------------------------
+def _reciprocal(total: Tensor, table: Tensor, index_bits: int) -> tuple[Tensor, Tensor]:
+    """total (>= 1) = 1.m * 2**n: returns (RECIP[mantissa index], n), as golden.reciprocal."""
+    n = torch.floor(torch.log2(total.to(torch.float64))).to(torch.int64)
+    one = torch.ones_like(total)
+    # float64 log2 can be off by one right at powers of two: fix it exactly.
+    n = torch.where((one << n) > total, n - 1, n)
+    n = torch.where((one << (n + 1)) <= total, n + 1, n)
+    top = torch.where(
+        n >= index_bits,
+        total >> torch.clamp(n - index_bits, min=0),
+        total << torch.clamp(index_bits - n, min=0),
+    )
+    return table[top - (1 << index_bits)], n
+
+
+def integer_forward(
+    cfg: CoreConfig,
+    weights: dict[str, Tensor],
+    x: Tensor,
+    y: Tensor,
+    exp_tab: Tensor | None = None,
+    recip_tab: Tensor | None = None,
+) -> Tensor:
+    """The golden model's steps (docs/golden.md) on int64 tensors: codes in, codes out.
+
+    weights: {"wq", "wk", "wv", "wo"} int64 (dim, dim) in input -> output order;
+    x: (n, len_q, dim), y: (n, len_k, dim) int64 input codes. Runs on the CPU (torch has no
+    integer matmul on CUDA) and returns (n, len_q, dim) int64 output codes there.
+    """
+    f = derive_formats(cfg)
+    cpu = torch.device("cpu")
+    w = {k: v.to(cpu, torch.int64) for k, v in weights.items()}
+    exp_tab = torch.from_numpy(exp_table(cfg)) if exp_tab is None else exp_tab.to(cpu)
+    recip_tab = torch.from_numpy(recip_table(cfg)) if recip_tab is None else recip_tab.to(cpu)
+    x, y = x.to(cpu, torch.int64), y.to(cpu, torch.int64)
+    per_vector = cfg.heads * cfg.len_q * cfg.len_k * max(cfg.d_head, 1)
+    block = max(1, _BLOCK_ELEMENTS // per_vector)
+    parts = [
+        _integer_block(cfg, f, w, x[i : i + block], y[i : i + block], exp_tab, recip_tab)
+        for i in range(0, len(x), block)
+    ]
+    if not parts:
+        return torch.zeros(0, cfg.len_q, cfg.dim, dtype=torch.int64)
+    return torch.cat(parts)
+
+
+def _integer_block(cfg, f, w, x, y, exp_tab, recip_tab) -> Tensor:
+    def split(t: Tensor) -> Tensor:  # (n, len, dim) -> (n, heads, len, d_head)
+        return t.view(t.shape[0], t.shape[1], cfg.heads, cfg.d_head).transpose(1, 2)
+
+    if cfg.kind == "eatt":  # Eq. 4 on the grid: x_int > floor(tau * 2**in_frac)
+        xs, ys = (x > cfg.tau_int).to(torch.int64), (y > cfg.tau_int).to(torch.int64)
+    else:
+        xs, ys = x, y
+    q = split((xs @ w["wq"]) >> f.q_shift)
+    k = split((ys @ w["wk"]) >> f.q_shift)
+    v = split((y @ w["wv"]) >> f.v_shift)
+    if cfg.kind == "eatt":  # Eq. 10 without the scale (it lives in the exp table)
+        s = -(q.unsqueeze(-2) - k.unsqueeze(-3)).abs().sum(-1)
+    else:
+        s = q @ k.transpose(-1, -2)
+    idx = (s.amax(dim=-1, keepdim=True) - s) >> f.exp_shift
+    e = torch.where(
+        idx < f.exp_table_size,
+        exp_tab[torch.clamp(idx, max=f.exp_table_size - 1)],
+        torch.zeros((), dtype=torch.int64),
+    )
+    total = e.sum(-1)  # >= 2**exp_frac: the maximum score reads EXP[0]
+    numer = e @ v
+    recip, n = _reciprocal(total, recip_tab, f.recip_index_bits)
+    shift = (f.recip_frac + n).unsqueeze(-1)
+    half = torch.ones_like(shift) << (shift - 1)
+    o = (numer * recip.unsqueeze(-1) + half) >> shift
+    o = torch.clamp(o, -(2 ** (cfg.v_bits - 1)), 2 ** (cfg.v_bits - 1) - 1)
+    o = o.transpose(1, 2).reshape(x.shape[0], cfg.len_q, cfg.dim)
+    return (o @ w["wo"]) >> f.out_shift
+
+
+# -- the module ------------------------------------------------------------------------------------
+class QuantAttentionCore(nn.Module):
+    """One hardware attention core (E-ATT or dot product) as a Brevitas QAT module.
+
+    ``forward(x, y=None)``: x ``(batch, len_q, dim)``, y ``(batch, len_k, dim)`` real tensors
+    (``y=None``: self-attention, y = x). The lengths are the config's: a hardware core has fixed
+    sizes. Inputs are quantized to <in_bits, in_frac> (round to nearest, ties to even,
+    saturating); the result is the hardware's output ``codes * out_lsb`` in x's dtype.
+    Parameter names match eatt.model (q_proj, k_proj, v_proj, o_proj; weight (out, in)).
+    """
+
+    def __init__(self, cfg: CoreConfig) -> None:
+        super().__init__()
+        if not isinstance(cfg, CoreConfig):
+            raise ValueError(f"config: expected a CoreConfig, got {type(cfg).__name__}")
+        if cfg.in_bits > 24 or cfg.out_bits > 24:
+            key = "in_bits" if cfg.in_bits > 24 else "out_bits"
+            raise ValueError(f"{key}: more than 24 bits is not exact in float32")
+        self.cfg = cfg
+        self.formats = derive_formats(cfg)
+        self.input_quant = QuantIdentity(
+            act_quant=fixed_point_act_quant(cfg.in_bits, cfg.in_frac), return_quant_tensor=False
+        )
+        self.binarize = Binarize(cfg.tau) if cfg.kind == "eatt" else None
+        weight_quant = fixed_point_weight_quant(cfg.weight_bits, cfg.weight_frac)
+        for _, proj in _PROJECTIONS:
+            setattr(
+                self, proj, QuantLinear(cfg.dim, cfg.dim, bias=False, weight_quant=weight_quant)
+            )
+        # Derived from the config: not part of the state dict (the checkpoint holds the config).
+        self.register_buffer("exp_table", torch.from_numpy(exp_table(cfg)), persistent=False)
+        self.register_buffer("recip_table", torch.from_numpy(recip_table(cfg)), persistent=False)
+
+    # -- codes ----------------------------------------------------------------------------------
+    def input_codes(self, x: Tensor) -> Tensor:
+        """Integer codes of x on the <in_bits, in_frac> grid (what the input Quant node emits)."""
+        return torch.round(self.input_quant(x) * 2.0**self.cfg.in_frac).to(torch.int64)
+
+    def weight_codes(self) -> dict[str, Tensor]:
+        """{"wq", ...}: int64 (dim, dim) codes in input -> output order (Q = X W)."""
+        return {
+            name: getattr(self, proj).quant_weight().int().to(torch.int64).T.contiguous()
+            for name, proj in _PROJECTIONS
+        }
+
+    def forward_int(self, x: Tensor, y: Tensor) -> Tensor:
+        """Integer codes in, integer codes out: the golden model's arithmetic (int64, CPU)."""
+        return integer_forward(
+            self.cfg, self.weight_codes(), x, y, self.exp_table, self.recip_table
+        )
+
+    # -- forward --------------------------------------------------------------------------------
+    def forward(self, x: Tensor, y: Tensor | None = None) -> Tensor:
+        cfg = self.cfg
+        self_attention = y is None
+        if self_attention:
+            y = x
+        for name, t, length in (("x", x, cfg.len_q), ("y", y, cfg.len_k)):
+            if t.dim() != 3 or tuple(t.shape[1:]) != (length, cfg.dim):
+                raise ValueError(
+                    f"{name} must be (batch, {length}, {cfg.dim}), got {tuple(t.shape)}"
+                )
+        if x.shape[0] != y.shape[0]:
+            raise ValueError(f"x and y batch sizes differ: {x.shape[0]} != {y.shape[0]}")
+        xq = self.input_quant(x)
+        yq = xq if self_attention else self.input_quant(y)
+        with torch.no_grad():
+            scale = 2.0**cfg.in_frac
+            codes = self.forward_int(
+                torch.round(xq * scale).to(torch.int64), torch.round(yq * scale).to(torch.int64)
+            )
+            hardware = (codes.to(torch.float64) * self.formats.out_lsb).to(x.device, x.dtype)
+        if not torch.is_grad_enabled():
+            return hardware
+        return _HardwareValue.apply(hardware, self.surrogate(xq, yq, self_attention))
+
+    def surrogate(self, xq: Tensor, yq: Tensor, self_attention: bool = False) -> Tensor:
+        """The differentiable fake-quant pipeline that carries the gradient (docs/quant.md).
+
+        Same steps and scales as the hardware, with straight-through floors and roundings; the
+        exp and reciprocal tables are replaced by a float softmax of the same logits
+        (score * score_lsb, the 1/sqrt(d_head) scale included).
+        """
+        cfg, f = self.cfg, self.formats
+        if self.binarize is not None:
+            xs = self.binarize(xq)
+            ys = xs if self_attention else self.binarize(yq)
+        else:
+            xs, ys = xq, yq
+        q = _requantize_ste(self.q_proj(xs), f.q_lsb)
+        k = _requantize_ste(self.k_proj(ys), f.q_lsb)
+        v = _requantize_ste(self.v_proj(yq), f.v_lsb)
+
+        def split(t: Tensor) -> Tensor:
+            return t.view(t.shape[0], t.shape[1], cfg.heads, cfg.d_head).transpose(1, 2)
+
+        scale = 1.0 / math.sqrt(cfg.d_head)
+        attend = F.l1_attention if cfg.kind == "eatt" else F.dot_attention
+        o, _ = attend(split(q), split(k), split(v), scale=scale)
+        o = _RoundHalfUpSte.apply(o / f.v_lsb) * f.v_lsb
+        o = o.transpose(1, 2).reshape(xq.shape[0], cfg.len_q, cfg.dim)
+        return _requantize_ste(self.o_proj(o), f.out_lsb)
+
+    def extra_repr(self) -> str:
+        c = self.cfg
+        return (
+            f"kind={c.kind!r}, len_q={c.len_q}, len_k={c.len_k}, dim={c.dim}, heads={c.heads}, "
+            f"weights=<{c.weight_bits}, {c.weight_frac}>, inputs=<{c.in_bits}, {c.in_frac}>"
+        )
+
+
+# -- conversions -----------------------------------------------------------------------------------
+def integer_weights(module: QuantAttentionCore) -> CoreWeights:
+    """The module's integer weight codes, (in, out) as the golden model and export_core take."""
+    if not isinstance(module, QuantAttentionCore):
+        raise ValueError(f"expected a QuantAttentionCore, got {type(module).__name__}")
+    with torch.no_grad():
+        codes = module.weight_codes()
+    return CoreWeights(**{name: codes[name].cpu().numpy() for name, _ in _PROJECTIONS})
+
+
+def from_integer(cfg: CoreConfig, weights: CoreWeights) -> QuantAttentionCore:
+    """A core holding the given integer weights exactly (float weight = code * 2**-weight_frac)."""
+    weights.check(cfg)
+    module = QuantAttentionCore(cfg)
+    lsb = 2.0**-cfg.weight_frac
+    with torch.no_grad():
+        for name, proj in _PROJECTIONS:
+            w = np.asarray(getattr(weights, name), dtype=np.float64) * lsb
+            getattr(module, proj).weight.copy_(torch.from_numpy(w.T.copy()))
+    return module.eval()
+
+
+def _float_kind(module: nn.Module) -> str:
+    from eatt.model.attention import DotProductAttention, EAttention
+
+    if isinstance(module, EAttention):
+        if (module.selection, module.score) == ("binary", "l1"):
+            return "eatt"
+        raise ValueError(
+            f"kind: EAttention(selection={module.selection!r}, score={module.score!r}) has no "
+            "hardware core (only selection='binary', score='l1' -> kind eatt)"
+        )
+    if isinstance(module, DotProductAttention):
+        return "dot"
+    raise ValueError(
+        f"kind: expected an EAttention or DotProductAttention, got {type(module).__name__}"
+    )
+
+
+def from_float(float_module: nn.Module, cfg: CoreConfig) -> QuantAttentionCore:
+    """The quantized twin of a trained float EAttention / DotProductAttention.
+
+    The float weights are copied and Brevitas rounds them to the <weight_bits, weight_frac> grid
+    (nearest, saturating at +-weight_max; a UserWarning counts saturated weights). kind, dim,
+    heads, tau and the absence of biases must agree with cfg, else a ValueError names the setting.
+    The result is in the float module's train/eval mode, on its device.
+    """
+    kind = _float_kind(float_module)
+    if kind != cfg.kind:
+        raise ValueError(
+            f"kind: the config says {cfg.kind!r} but the float module is a "
+            f"{type(float_module).__name__} (kind {kind!r})"
+        )
+    for key in ("dim", "heads"):
+        if getattr(float_module, key) != getattr(cfg, key):
+            raise ValueError(
+                f"{key}: the config says {getattr(cfg, key)} but the float module has "
+                f"{getattr(float_module, key)}"
+            )
+    if kind == "eatt" and not math.isclose(float_module.tau, cfg.tau, rel_tol=0, abs_tol=1e-12):
+        raise ValueError(
+            f"tau: the config says {cfg.tau} but the float module has {float_module.tau}"
+        )
+    for _, proj in _PROJECTIONS:
+        if getattr(float_module, proj).bias is not None:
+            raise ValueError(f"bias: {proj} has a bias; the hardware core has none")
+    module = QuantAttentionCore(cfg)
+    limit = (cfg.weight_max + 0.5) * 2.0**-cfg.weight_frac
+    saturated = 0
+    with torch.no_grad():
+        for _, proj in _PROJECTIONS:
+            w = getattr(float_module, proj).weight.detach()
+            saturated += int((w.abs() > limit).sum())
+            getattr(module, proj).weight.copy_(w.to(torch.float32).cpu())
+    if saturated:
+        warnings.warn(
+            f"from_float: {saturated} weights lie outside the {cfg.weight_bits}-bit range "
+            f"+-{limit - 0.5 * 2.0**-cfg.weight_frac:g} and saturate; consider a smaller "
+            "weight_frac",
+            stacklevel=2,
+        )
+    device = float_module.q_proj.weight.device
+    return module.to(device).train(float_module.training)
+
+
+def to_float(module: QuantAttentionCore, dtype: torch.dtype = torch.float32) -> nn.Module:
+    """The float twin (eatt.model EAttention / DotProductAttention) with the quantized weights."""
+    from eatt.quant.float_check import to_float_module
+
+    return to_float_module(module.cfg, integer_weights(module), dtype=dtype).train(module.training)
+
+
+# -- checkpoints -----------------------------------------------------------------------------------
+def save_checkpoint(module: QuantAttentionCore, path: str | os.PathLike) -> None:
+    """Write config + state dict with torch.save through a temp file + rename (never half a file).
+
+    ``load_checkpoint`` reads it back; the state dict holds the float (latent) weights, so
+    training can resume, and integer_weights of the loaded module equals the saved one's.
+    """
+    if not isinstance(module, QuantAttentionCore):
+        raise ValueError(f"expected a QuantAttentionCore, got {type(module).__name__}")
+    payload = {
+        "format": CHECKPOINT_FORMAT,
+        "version": CHECKPOINT_VERSION,
+        "config": module.cfg.to_dict(),
+        "state_dict": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()},
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def load_checkpoint(path: str | os.PathLike) -> QuantAttentionCore:
+    """Read a save_checkpoint file into a QuantAttentionCore (eval mode, CPU).
+
+    Anything else (no file, not a torch file, another format, a missing key, a bad config or
+    weight shape) raises a one-line ValueError that starts with the path.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such checkpoint file")
+    try:
+        payload: Any = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # pickle / zip errors are long: keep the first line
+        raise ValueError(
+            f"{path}: not an eatt checkpoint (torch.load cannot read it: {type(err).__name__})"
+        ) from None
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path}: not an eatt checkpoint (no format {CHECKPOINT_FORMAT!r})")
+    if payload.get("version") != CHECKPOINT_VERSION:
+        raise ValueError(
+            f"{path}: checkpoint version {payload.get('version')!r} is not supported "
+            f"(expected {CHECKPOINT_VERSION})"
+        )
+    for key in ("config", "state_dict"):
+        if not isinstance(payload.get(key), dict):
+            raise ValueError(f"{path}: checkpoint is missing '{key}'")
+    try:
+        cfg = CoreConfig.from_dict(payload["config"], source=f"{path}: config")
+    except ConfigError as err:
+        raise ValueError(str(err)) from None
+    module = QuantAttentionCore(cfg)
+    state = payload["state_dict"]
+    expected = module.state_dict()
+    missing = [k for k in expected if k not in state]
+    if missing:
+        raise ValueError(f"{path}: checkpoint state_dict is missing '{missing[0]}'")
+    unknown = [k for k in state if k not in expected]
+    if unknown:
+        raise ValueError(f"{path}: checkpoint state_dict has an unknown entry '{unknown[0]}'")
+    for key, value in state.items():
+        if not isinstance(value, Tensor) or value.shape != expected[key].shape:
+            shape = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
+            raise ValueError(
+                f"{path}: checkpoint {key} has shape {shape}, expected {tuple(expected[key].shape)}"
+            )
+    module.load_state_dict(state)
+    return module.eval()
+
+
+def checkpoint_core(path: str | os.PathLike) -> tuple[CoreConfig, CoreWeights]:
+    """(config, integer weights) of a checkpoint: ``export_core(*checkpoint_core(p), out)``."""
+    module = load_checkpoint(path)
+    return module.cfg, integer_weights(module)
