@@ -196,6 +196,28 @@ def cmd_sim(args) -> int:
     return EXIT_OK if not result["mismatches"] else EXIT_CHECK_FAILED
 
 
+# -- eatt resources --------------------------------------------------------------------------------
+def cmd_resources(args) -> int:
+    from eatt.rtl_sim.resources import resources_report
+    from eatt.rtl_sim.tools import ToolMissing
+
+    try:
+        result = resources_report(args.dir, nodsp=not args.no_nodsp)
+    except ToolMissing as err:
+        raise CommandError(str(err), EXIT_TOOL_MISSING) from None
+    except RuntimeError as err:  # synthesis failed: the log tail follows the first line
+        raise CommandError(str(err).splitlines()[0], EXIT_CHECK_FAILED) from None
+
+    def text(r: dict) -> str:
+        cells = ("LUT", "FF", "CARRY4", "DSP48E1", "BRAM")
+        return "\n".join(
+            f"{name:<12} " + ", ".join(f"{c} {v[c]}" for c in cells) for name, v in r.items()
+        )
+
+    _emit(result, args.json, text)
+    return EXIT_OK
+
+
 # -- eatt flow ------------------------------------------------------------------------------------
 def cmd_flow(args) -> int:
     from eatt.flow import format_flow, run_flow
@@ -206,7 +228,14 @@ def cmd_flow(args) -> int:
     from eatt.rtl_sim.tools import ToolMissing
 
     try:
-        result = run_flow(cfg, weights, seed=args.seed, vectors=args.vectors, out_dir=args.output)
+        result = run_flow(
+            cfg,
+            weights,
+            seed=args.seed,
+            vectors=args.vectors,
+            out_dir=args.output,
+            resources=not args.no_resources,
+        )
     except ToolMissing as err:
         raise CommandError(
             f"{err} (the stages before RTL simulation were written to {args.output})",
@@ -259,7 +288,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("rtl", help="generate the core's RTL (SystemVerilog) and metadata.json")
     _add_core_args(p)
-    p.add_argument("--level", choices=["alignment"], default="alignment", help="what to build")
+    p.add_argument(
+        "--level",
+        choices=["alignment", "attention"],
+        default="alignment",
+        help="alignment: scores only; attention: the whole core",
+    )
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     p.set_defaults(func=cmd_rtl)
 
@@ -270,10 +304,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_sim)
 
-    p = sub.add_parser("flow", help="the main job on a core: energy table and every check")
+    p = sub.add_parser("resources", help="Yosys synth_xilinx (xc7) cell counts of an RTL folder")
+    p.add_argument("dir", metavar="DIR", help="a folder written by `eatt rtl`")
+    p.add_argument("--no-nodsp", action="store_true", help="skip the all-fabric (-nodsp) run")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.set_defaults(func=cmd_resources)
+
+    p = sub.add_parser("flow", help="the main job: a core and its peer through every stage")
     _add_core_args(p)
     p.add_argument("--vectors", type=int, default=1000, help="random vectors per check")
     p.add_argument("-o", "--output", default="runs/flow", metavar="DIR", help="artifacts folder")
+    p.add_argument("--no-resources", action="store_true", help="skip Yosys (slow on big cores)")
     p.set_defaults(func=cmd_flow)
     return parser
 

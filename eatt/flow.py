@@ -1,11 +1,11 @@
-"""`eatt flow`: the main job on one core, every stage that exists so far, in order.
+"""`eatt flow`: the main job. One core and its peer (E-ATT <-> dot, same weights and formats)
+through every stage, each checked against the golden model, then one comparison report.
 
-Today: the analytic energy table (the paper's levels at the core's size and the core's own
-operation counts), the golden model's self-check, the QONNX export executed by qonnx against
-the golden model, the hls4ml project made from that file with its C simulation against the
-golden model, and the alignment-level RTL simulated in Verilator against the golden model.
-Later stages (attention-level RTL, resources) append their results here as they land.
-Artifacts go under the output folder (default runs/flow).
+Stages per core: golden self-check (widths, float model within the derived bound), QONNX export
+executed by qonnx, the hls4ml project made from that file with its C simulation, RTL at the
+alignment and attention levels simulated in Verilator by cocotb, and Yosys resources of the
+alignment RTL. Before them, the analytic energy model. Artifacts go under the output folder
+(default runs/flow), one sub-folder per core.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ from eatt.config import CoreConfig
 from eatt.model import energy
 from eatt.quant.check import format_golden_check, golden_check
 from eatt.quant.golden import CoreWeights
+
+PEER = {"eatt": "dot", "dot": "eatt"}
+CELLS = ("LUT", "FF", "CARRY4", "DSP48E1")
 
 
 def log(message: str) -> None:
@@ -38,92 +41,150 @@ def core_energy(cfg: CoreConfig, table: str = energy.DEFAULT_TABLE) -> dict:
     return out
 
 
+def run_core(
+    cfg: CoreConfig, weights: CoreWeights, seed: int, vectors: int, out_dir: Path, resources: bool
+) -> dict:
+    """Every stage for one core; returns {stage: result} and "ok"."""
+    from eatt.hls.project import write_project
+    from eatt.quant import export
+    from eatt.rtl_sim.generate import generate_rtl
+    from eatt.rtl_sim.runner import simulate
+
+    kind = cfg.kind
+    r: dict = {}
+    log(f"flow [{kind}]: golden model check")
+    r["golden"] = golden_check(cfg, weights, vectors=vectors, seed=seed)
+    log(f"flow [{kind}]: QONNX export, qonnx execution")
+    onnx_path = out_dir / "core.onnx"
+    r["export"] = export.export_core(cfg, weights, onnx_path)
+    r["export"]["check"] = export.check_export(onnx_path, vectors=vectors, seed=seed)
+    log(f"flow [{kind}]: hls4ml project from the QONNX file, C simulation")
+    r["hls"] = write_project(onnx_path, out_dir / "hls", vectors=vectors)
+    r["rtl"], r["sim"] = {}, {}
+    for level in ("alignment", "attention"):
+        log(f"flow [{kind}]: RTL ({level}), Verilator + cocotb simulation")
+        rtl_dir = out_dir / f"rtl_{level}"
+        r["rtl"][level] = generate_rtl(cfg, weights, rtl_dir, level=level)
+        r["sim"][level] = simulate(rtl_dir, vectors=vectors, seed=seed)
+    if resources:
+        from eatt.rtl_sim.resources import resources as yosys
+
+        log(f"flow [{kind}]: Yosys synth_xilinx of the alignment RTL (minutes on big cores)")
+        r["resources"] = {"alignment": yosys(out_dir / "rtl_alignment")}
+    r["ok"] = bool(
+        r["golden"]["ok"]
+        and r["export"]["check"]["ok"]
+        and r["hls"]["ok"]
+        and all(not s["mismatches"] for s in r["sim"].values())
+    )
+    return r
+
+
 def run_flow(
     cfg: CoreConfig,
     weights: CoreWeights,
     seed: int = 1,
     vectors: int = 1000,
     out_dir: str | Path = "runs/flow",
+    resources: bool = True,
 ) -> dict:
-    from eatt.quant import export
-
     out_dir = Path(out_dir)
     paper = energy.energy_report(length=max(cfg.len_q, cfg.len_k), dim=cfg.dim)
-    stages: dict = {"energy": {"paper": paper, "core": core_energy(cfg)}}
-    log("flow: golden model check")
-    stages["golden"] = golden_check(cfg, weights, vectors=vectors, seed=seed)
-    log("flow: QONNX export and qonnx execution")
-    onnx_path = out_dir / f"{cfg.kind}_core.onnx"
-    stages["export"] = export.export_core(cfg, weights, onnx_path)
-    stages["export"]["check"] = export.check_export(onnx_path, vectors=vectors, seed=seed)
-    log("flow: hls4ml project from the QONNX file, C simulation")
-    from eatt.hls.project import write_project
-
-    stages["hls"] = write_project(onnx_path, out_dir / f"{cfg.kind}_hls", vectors=vectors)
-    log("flow: RTL generation (alignment) and Verilator simulation")
-    from eatt.rtl_sim.generate import generate_rtl
-    from eatt.rtl_sim.runner import simulate
-
-    rtl_dir = out_dir / f"{cfg.kind}_alignment_rtl"
-    stages["rtl"] = {"alignment": generate_rtl(cfg, weights, rtl_dir, level="alignment")}
-    stages["sim"] = {"alignment": simulate(rtl_dir, vectors=vectors, seed=seed)}
-    ok = (
-        stages["golden"]["ok"]
-        and stages["export"]["check"]["ok"]
-        and stages["hls"]["ok"]
-        and not stages["sim"]["alignment"]["mismatches"]
-    )
+    cores = {}
+    for kind in (cfg.kind, PEER[cfg.kind]):
+        core_cfg = cfg if kind == cfg.kind else cfg.replace(kind=kind)
+        # same integer weights for both: the comparison changes the mechanism, nothing else
+        cores[kind] = run_core(core_cfg, weights, seed, vectors, out_dir / kind, resources)
     return {
         "config": cfg.to_dict(),
         "seed": seed,
         "out_dir": str(out_dir),
-        "stages": stages,
-        "ok": ok,
+        "energy": {"paper": paper, "core": core_energy(cfg)},
+        "cores": cores,
+        "comparison": compare(cores, core_energy(cfg)),
+        "ok": all(c["ok"] for c in cores.values()),
     }
 
 
+def compare(cores: dict, core_en: dict) -> list[dict]:
+    """Rows of the report: metric, E-ATT, dot, E-ATT / dot."""
+    rows = []
+
+    def add(metric: str, get) -> None:
+        try:
+            e, d = get(cores["eatt"]), get(cores["dot"])
+        except KeyError:
+            return
+        ratio = e / d if isinstance(e, (int, float)) and d else None
+        rows.append({"metric": metric, "eatt": e, "dot": d, "ratio": ratio})
+
+    for level in ("alignment", "attention"):
+        for target in ("asic", "fpga"):
+            rows.append(
+                {
+                    "metric": f"{level} energy, {target} (pJ, analytic)",
+                    "eatt": core_en["eatt"][level]["energy_pj"][target],
+                    "dot": core_en["dot"][level]["energy_pj"][target],
+                    "ratio": core_en["eatt"][level]["energy_pj"][target]
+                    / core_en["dot"][level]["energy_pj"][target],
+                }
+            )
+    for level in ("alignment", "attention"):
+        add(f"{level} RTL latency (cycles)", lambda c, lv=level: c["sim"][lv]["latency_cycles"])
+        add(f"{level} RTL II (cycles)", lambda c, lv=level: c["sim"][lv]["ii_cycles"])
+    for cell in CELLS:
+        add(f"alignment {cell} (Yosys xc7)", lambda c, k=cell: c["resources"]["alignment"][k])
+    add("mismatches, all levels", lambda c: _mismatches(c))
+    return rows
+
+
+def _mismatches(core: dict) -> int:
+    return (
+        core["export"]["check"]["mismatches"]
+        + core["hls"]["csim"]["mismatches"]
+        + sum(s["mismatches"] for s in core["sim"].values())
+    )
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "-" if value is None else str(value)
+
+
 def format_flow(r: dict) -> str:
-    paper = r["stages"]["energy"]["paper"]
-    core = r["stages"]["energy"]["core"]
+    paper = r["energy"]["paper"]
     lines = [
         f"== energy: the paper's levels at l={paper['length']}, d={paper['dim']} ==",
         energy.format_energy_table(paper),
-        "",
-        "== energy: this core, hardware operation counts (paper table, pJ) ==",
     ]
-    for level in energy.CORE_LEVELS:
-        e, d = core["eatt"][level], core["dot"][level]
-        ratios = ", ".join(
-            f"{t} {100 * e['energy_pj'][t] / d['energy_pj'][t]:.2f}%" for t in e["energy_pj"]
-        )
-        lines.append(
-            f"  {level:<9} eatt: {e['adds']} add, {e['muls']} mul, {e['selections']} sel | "
-            f"dot: {d['adds']} add, {d['muls']} mul | eatt/dot {ratios}"
-        )
-    lines += ["", "== golden model ==", format_golden_check(r["stages"]["golden"])]
     from eatt.quant.export import format_check
 
-    ex = r["stages"]["export"]
-    lines += ["", f"== QONNX export: {ex['path']} ==", format_check(ex["check"])]
-    hls = r["stages"]["hls"]
-    c = hls["csim"]
-    lines += [
-        "",
-        f"== hls4ml ({hls['backend']}): {hls['project']} ==",
-        f"C simulation vs golden: {c['vectors']} random + {c['edge_vectors']} edge vectors, "
-        f"{c['mismatches']} mismatching",
-    ]
-    if c.get("first_mismatch"):
-        lines.append(f"  first mismatch: {c['first_mismatch']}")
-    sim = r["stages"]["sim"]["alignment"]
-    lines += [
-        "",
-        f"== RTL, alignment level: {r['out_dir']}/{r['config']['kind']}_alignment_rtl ==",
-        f"Verilator + cocotb: {sim['vectors']} vectors, {sim['mismatches']} mismatching; "
-        f"latency {sim['latency_cycles']} cycles, II {sim['ii_cycles']} cycle(s)",
-    ]
-    if sim.get("first_mismatch"):
-        lines.append(f"  first mismatch: {sim['first_mismatch']['message']}")
-    lines.append("")
-    lines.append("flow: " + ("PASS" if r["ok"] else "FAIL"))
+    for kind, c in r["cores"].items():
+        lines += ["", f"=== core: {kind} ({r['out_dir']}/{kind}) ==="]
+        lines += [format_golden_check(c["golden"])]
+        lines += [format_check(c["export"]["check"])]
+        cs = c["hls"]["csim"]
+        lines.append(
+            f"hls4ml C simulation vs golden: {cs['vectors']} random + {cs['edge_vectors']} edge "
+            f"vectors, {cs['mismatches']} mismatching"
+        )
+        for level, s in c["sim"].items():
+            lines.append(
+                f"RTL {level}: Verilator + cocotb, {s['vectors']} vectors, {s['mismatches']} "
+                f"mismatching; latency {s['latency_cycles']} cycles, II {s['ii_cycles']}"
+            )
+            if s.get("first_mismatch"):
+                lines.append(f"  first mismatch: {s['first_mismatch']['message']}")
+        if "resources" in c:
+            res = c["resources"]["alignment"]
+            lines.append("Yosys xc7, alignment: " + ", ".join(f"{k} {res[k]}" for k in CELLS))
+    lines += ["", "=== E-ATT vs dot (same weights and formats) ==="]
+    lines.append(f"{'metric':<40} {'eatt':>12} {'dot':>12} {'eatt/dot':>9}")
+    for row in r["comparison"]:
+        lines.append(
+            f"{row['metric']:<40} {_fmt(row['eatt']):>12} {_fmt(row['dot']):>12} "
+            f"{_fmt(row['ratio']):>9}"
+        )
+    lines += ["", "flow: " + ("PASS" if r["ok"] else "FAIL")]
     return "\n".join(lines)

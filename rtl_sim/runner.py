@@ -4,7 +4,9 @@
 (once per build directory; later calls only rebuild what changed), runs the cocotb testbench of
 the directory's level (rtl_sim/tb/test_<level>.py) on N input pairs (the edge vectors of
 eatt.quant.golden.edge_inputs first, then random ones; or the pairs given), and compares every
-output element with ``GoldenCore(cfg, weights).alignment(x, y)``.
+output element with the golden model: ``GoldenCore(cfg, weights).alignment(x, y)`` for the
+alignment level, ``.forward(x, y)`` for the attention level (tb/test_attention.py runs the same
+tests on the ``z`` port).
 
 The result (also written to <build_dir>/results.json):
 
@@ -99,8 +101,8 @@ def simulate(
     or the given `inputs` (x, y)) and compare every output with the golden model."""
     out = Path(out_dir).resolve()
     meta = load_metadata(out)
-    if meta["level"] != "alignment":
-        raise ValueError(f"{out}: level {meta['level']!r} has no testbench yet")
+    if meta["level"] not in ("alignment", "attention"):
+        raise ValueError(f"{out}: level {meta['level']!r} has no testbench")
     cfg = CoreConfig.from_dict(meta["config"], source=str(out / "metadata.json"))
     golden = GoldenCore(cfg, load_weights(out, meta))
 
@@ -113,7 +115,7 @@ def simulate(
         ex, ey = edge_inputs(cfg)
         rx, ry = random_inputs(cfg, max(0, vectors - len(ex)), seed=seed)
         x, y = np.concatenate([ex, rx])[:vectors], np.concatenate([ey, ry])[:vectors]
-    expected = golden.alignment(x, y)
+    expected = golden.alignment(x, y) if meta["level"] == "alignment" else golden.forward(x, y)
 
     t0 = time.perf_counter()
     bdir = build(out, build_dir)

@@ -106,3 +106,26 @@ def test_export_from_checkpoint(tmp_path):
     r = run_cli("export", str(bad), "-o", str(tmp_path / "no.onnx"))
     assert r.returncode == 2 and "not an eatt checkpoint" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "no.onnx").exists()
+
+
+@pytest.mark.rtl
+@pytest.mark.hls
+def test_flow_runs_both_cores_through_every_stage(tmp_path):
+    """`make flow` in small: both cores, every stage, 0 mismatches, one comparison report."""
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text("kind: eatt\nlen_q: 2\nlen_k: 3\ndim: 4\nheads: 1\n")
+    out = tmp_path / "flow"
+    r = run_cli(
+        "flow", "--config", str(cfg), "-o", str(out), "--vectors", "60", "--no-resources", "--json"
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    result = json.loads(r.stdout)
+    assert result["ok"] and set(result["cores"]) == {"eatt", "dot"}
+    for core in result["cores"].values():
+        assert core["export"]["check"]["mismatches"] == 0
+        assert core["hls"]["csim"]["mismatches"] == 0
+        assert all(s["mismatches"] == 0 and s["vectors"] == 60 for s in core["sim"].values())
+    rows = {row["metric"]: row for row in result["comparison"]}
+    assert rows["mismatches, all levels"]["eatt"] == 0
+    assert rows["alignment energy, asic (pJ, analytic)"]["ratio"] < 1
+    assert (out / "eatt" / "core.onnx").is_file() and (out / "dot" / "rtl_attention").is_dir()

