@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_TOOL_MISSING = 0, 1, 2, 3
 
@@ -218,6 +219,55 @@ def cmd_resources(args) -> int:
     return EXIT_OK
 
 
+# -- eatt train / evaluate / experiment (seq2seq models) -----------------------------------------
+def _threads(n: int) -> None:
+    """Small models train fastest on one thread, and never oversubscribe a shared machine."""
+    import torch
+
+    if n < 1:
+        raise CommandError(f"--threads: must be >= 1, got {n}")
+    torch.set_num_threads(n)
+
+
+def cmd_train(args) -> int:
+    from eatt.model.train import train_from_config
+
+    _threads(args.threads)
+    out = args.output or str(Path("runs") / Path(args.config).stem)
+    summary = train_from_config(args.config, out, progress=False if args.no_progress else None)
+    _emit(
+        summary,
+        args.json,
+        lambda s: (
+            f"trained {s['steps']} steps in {s['seconds']:.0f} s, best dev loss "
+            f"{s['dev_loss']:.3f} (step {s['best_step']}): {s['checkpoint']}"
+        ),
+    )
+    return EXIT_OK
+
+
+def cmd_evaluate(args) -> int:
+    from eatt.model.evaluate import evaluate, format_evaluation
+
+    _threads(args.threads)
+    if args.beam < 1:
+        raise CommandError(f"--beam: must be >= 1, got {args.beam}")
+    result = evaluate(
+        args.checkpoint, beam=args.beam, alpha=args.alpha, split=args.split, device=args.device
+    )
+    _emit(result, args.json, format_evaluation)
+    return EXIT_OK
+
+
+def cmd_experiment(args) -> int:
+    from eatt.model.experiments import format_table, run_experiment
+
+    _threads(args.threads)
+    report = run_experiment(args.name, quick=args.quick, out_dir=args.output, workers=args.workers)
+    _emit(report, args.json, format_table)
+    return EXIT_OK
+
+
 # -- eatt flow ------------------------------------------------------------------------------------
 def cmd_flow(args) -> int:
     from eatt.flow import format_flow, run_flow
@@ -309,6 +359,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-nodsp", action="store_true", help="skip the all-fabric (-nodsp) run")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_resources)
+
+    p = sub.add_parser("train", help="train a seq2seq model from a run config (model/train/data)")
+    p.add_argument("config", metavar="CONFIG", help="YAML/JSON run config")
+    p.add_argument("-o", "--output", metavar="DIR", help="checkpoints folder (runs/<config>)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("evaluate", help="BLEU, binarization ratios and energy of a checkpoint")
+    p.add_argument("checkpoint", metavar="CHECKPOINT", help="best.pt / last.pt of `eatt train`")
+    p.add_argument("--beam", type=int, default=4, help="beam size (1 = greedy)")
+    p.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent")
+    p.add_argument("--split", choices=["test", "dev", "train"], default="test")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("experiment", help="the paper's experiments on the bundled task")
+    p.add_argument(
+        "name", metavar="NAME", help="eatt-vs-vanilla, ablation, hybrids, energy-vs-quality"
+    )
+    p.add_argument("--quick", action="store_true", help="tiny version (seconds)")
+    p.add_argument("-o", "--output", default="results", metavar="DIR", help="results folder")
+    p.add_argument("--workers", type=int, default=1, help="runs trained at once (processes)")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.set_defaults(func=cmd_experiment)
 
     p = sub.add_parser("flow", help="the main job: a core and its peer through every stage")
     _add_core_args(p)

@@ -52,6 +52,9 @@ BAD = [
     (["golden", "--vectors", "0"], "--vectors"),
     (["golden", "--seed", "-1"], "--seed"),
     (["frobnicate"], "invalid choice"),
+    (["experiment", "nope"], "unknown experiment 'nope'"),
+    (["evaluate", "/nonexistent/best.pt"], "best.pt"),
+    (["train", "/nonexistent/run.yaml"], "run.yaml"),
     ([], "required"),
 ]
 

@@ -1,0 +1,214 @@
+"""Tests of eatt.model.train and eatt.model.evaluate on tiny models and tiny data."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from eatt.config import ConfigError
+from eatt.model.data import TaskConfig, encode_pairs, make_batches, synthetic_task
+from eatt.model.evaluate import evaluate, format_evaluation, greedy_decode
+from eatt.model.seq2seq import ModelConfig, load_checkpoint
+from eatt.model.train import TrainConfig, learning_rate, load_run_config, train
+
+TINY_DATA = TaskConfig(
+    n_train=24, n_dev=8, n_test=8, seed=3, min_len=5, max_len=8, n_nouns=6, n_verbs=3, n_adjs=3
+)
+TINY_MODEL = ModelConfig(dim=32, heads=2, ffn_dim=64, enc_layers=1, dec_layers=1, dropout=0.0)
+
+
+def _train_cfg(**kw):
+    base = dict(
+        seed=5,
+        steps=8,
+        max_tokens=128,
+        warmup=4,
+        decay=100,
+        peak_lr=3e-3,
+        eval_every=4,
+        progress=False,
+        data=TINY_DATA,
+    )
+    return TrainConfig(**{**base, **kw})
+
+
+def test_learning_rate_schedule():
+    cfg = TrainConfig(peak_lr=1e-3, warmup=8000, decay=20000)  # the paper's Sec. 4.2
+    assert learning_rate(4000, cfg) == pytest.approx(0.5e-3)
+    assert learning_rate(8000, cfg) == pytest.approx(1e-3)
+    assert learning_rate(20000, cfg) == pytest.approx(1e-3)
+    assert learning_rate(80000, cfg) == pytest.approx(0.5e-3)
+    assert learning_rate(0, cfg) == learning_rate(1, cfg) > 0
+
+
+def test_same_seed_same_model(tmp_path):
+    a = train(TINY_MODEL, _train_cfg(), tmp_path / "a")
+    b = train(TINY_MODEL, _train_cfg(), tmp_path / "b")
+    c = train(TINY_MODEL, _train_cfg(seed=6), tmp_path / "c")
+    sa, sb, sc = (load_checkpoint(s["last_checkpoint"])[0].state_dict() for s in (a, b, c))
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert not all(torch.equal(sa[k], sc[k]) for k in sa)
+    assert a["history"] == b["history"] and len(a["history"]) == 2
+    summary = json.loads((tmp_path / "a" / "train.json").read_text())
+    assert summary["steps"] == 8 and summary["device"] == "cpu"
+    _, _, _, payload = load_checkpoint(a["checkpoint"])
+    assert payload["train_config"]["seed"] == 5 and payload["data_config"]["n_train"] == 24
+
+
+@pytest.mark.parametrize("attention", ["vanilla", "eatt"])
+def test_tiny_model_overfits_tiny_set(tmp_path, attention):
+    cfg = TINY_MODEL.replace(attention=attention)
+    summary = train(cfg, _train_cfg(steps=150, eval_every=0, label_smoothing=0.0), tmp_path)
+    assert summary["train_loss"] < 0.3
+    model, src_vocab, tgt_vocab, _ = load_checkpoint(summary["last_checkpoint"])
+    data = synthetic_task(TINY_DATA)
+    encoded = encode_pairs(data.train, src_vocab, tgt_vocab)
+    (batch,) = make_batches(encoded, max_tokens=10**6)
+    outputs = greedy_decode(model, batch.src)
+    correct = sum(out == encoded[i][1] for i, out in zip(batch.index, outputs, strict=True))
+    assert correct >= 0.75 * len(encoded)
+
+
+def test_evaluate_a_checkpoint(tmp_path):
+    summary = train(TINY_MODEL.replace(attention="eatt"), _train_cfg(), tmp_path)
+    result = evaluate(summary["checkpoint"], beam=2, device="cpu")
+    assert result["sentences"] == 8 and 0.0 <= result["bleu"] <= 100.0
+    assert result["attention"] == {"enc_self": "eatt", "dec_self": "eatt", "cross": "eatt"}
+    assert set(result["binarization"]) == {"enc_self", "dec_self", "cross_query", "cross_key"}
+    assert 0 < result["energy"]["percent_of_vanilla"]["asic"] < 100
+    json.dumps(result)  # JSON-ready
+    assert "BLEU" in format_evaluation(result)
+    greedy = evaluate(summary["checkpoint"], beam=1, split="dev", device="cpu")
+    assert greedy["split"] == "dev" and math.isfinite(greedy["bleu"])
+
+
+def test_run_config_files(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text(
+        "model: {dim: 32, heads: 2, attention: eatt}\n"
+        "train: {steps: 10, peak_lr: 0.002}\n"
+        "data: {n_train: 50, noise: 0.1}\n"
+    )
+    model_cfg, train_cfg = load_run_config(path)
+    assert model_cfg.attention == "eatt" and train_cfg.steps == 10
+    assert train_cfg.data == TaskConfig(n_train=50, noise=0.1)
+    for text, match in (
+        ("model: {dim: 32}\nextra: {}\n", "unknown section 'extra'"),
+        ("train: {stepz: 3}\n", "train.stepz: unknown key"),
+        ("train: {steps: 0}\n", "train.steps: must be in"),
+        ("train: {device: tpu}\n", "train.device"),
+        ("data: {kind: files, train_src: a.txt}\n", "data.train_tgt"),
+        ("model: {heads: 3}\n", "model.heads"),
+    ):
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=match) as err:
+            load_run_config(path)
+        assert "\n" not in str(err.value) and str(path) in str(err.value)
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_run_config(tmp_path / "missing.yaml")
+
+
+def test_missing_data_files_give_one_line(tmp_path):
+    files = {
+        f"{s}_{side}": str(tmp_path / f"{s}.{side}")
+        for s in ("train", "dev", "test")
+        for side in ("src", "tgt")
+    }
+    cfg = _train_cfg(data=TrainConfig.from_dict({"data": {"kind": "files", **files}}).data)
+    with pytest.raises(ValueError, match="train.src: no such file") as err:
+        train(TINY_MODEL, cfg, tmp_path / "out")
+    assert "\n" not in str(err.value)
+
+
+def test_quick_experiment_writes_its_table(tmp_path):
+    from eatt.model.experiments import run_experiment
+
+    report = run_experiment("eatt-vs-vanilla", quick=True, out_dir=tmp_path, quiet=True)
+    folder = tmp_path / "eatt-vs-vanilla"
+    saved = json.loads((folder / "results.json").read_text())
+    assert saved["rows"] == report["rows"] and [r["label"] for r in saved["rows"]] == [
+        "vanilla",
+        "eatt",
+    ]
+    assert all(len(r["bleus"]) == 3 for r in saved["rows"])
+    assert saved["rows"][0]["energy_asic_percent"] == 100.0
+    assert saved["rows"][1]["energy_asic_percent"] < 50.0
+    assert "| eatt |" in (folder / "results.md").read_text()
+    if report["plot"] is not None:
+        assert (folder / "eatt-vs-vanilla.png").stat().st_size > 0
+    with pytest.raises(ValueError, match="unknown experiment"):
+        run_experiment("table9", quick=True, out_dir=tmp_path)
+
+
+def test_train_from_a_config_file(tmp_path):
+    from eatt.model.train import train_from_config
+
+    path = tmp_path / "run.json"
+    path.write_text(
+        json.dumps(
+            {
+                "model": TINY_MODEL.to_dict(),
+                "train": {"steps": 2, "max_tokens": 128, "eval_every": 0},
+                "data": {k: v for k, v in TINY_DATA.__dict__.items()},
+            }
+        )
+    )
+    summary = train_from_config(path, tmp_path / "out", progress=False)
+    assert summary["steps"] == 2 and (tmp_path / "out" / "best.pt").is_file()
+
+
+def test_evaluate_refuses_changed_data(tmp_path):
+    summary = train(TINY_MODEL, _train_cfg(steps=1, eval_every=0), tmp_path)
+    payload = torch.load(summary["checkpoint"], weights_only=True)
+    assert payload["data_fingerprint"] == synthetic_task(TINY_DATA).fingerprint()
+    payload["data_fingerprint"] = "0" * 64
+    torch.save(payload, tmp_path / "changed.pt")
+    with pytest.raises(ValueError, match="no longer gives the data") as err:
+        evaluate(tmp_path / "changed.pt", beam=1, device="cpu")
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["ablation", "hybrids", "energy-vs-quality"])
+def test_other_experiments_smoke(tmp_path, monkeypatch, name):
+    """The other experiments' plans, tables and files, with 2 training steps per run."""
+    from eatt.model import experiments
+
+    monkeypatch.setattr(experiments, "_QUICK_TRAIN", experiments._QUICK_TRAIN.replace(steps=2))
+    report = experiments.run_experiment(name, quick=True, out_dir=tmp_path, quiet=True)
+    table = (tmp_path / name / "results.md").read_text()
+    rows = {r["label"]: r for r in report["rows"]}
+    if name == "ablation":
+        assert list(rows) == ["vanilla", "discrete selection only", "L1 distance only", "eatt"]
+        assert rows["L1 distance only"]["energy_asic_percent"] is None
+    if name == "hybrids":
+        assert len(rows) == 16 and "| cross \\ self | vanilla | dense | randinit | eatt |" in table
+        assert rows["self=randinit cross=randinit"]["energy_asic_percent"] < 50.0
+    if name == "energy-vs-quality":
+        assert list(rows) == ["vanilla d=32", "vanilla d=16", "eatt d=32", "eatt d=16"]
+        assert rows["vanilla d=32"]["energy_asic_percent"] == 100.0
+        assert (
+            rows["eatt d=16"]["energy_asic_percent"] < rows["vanilla d=16"]["energy_asic_percent"]
+        )
+        assert "widest vanilla model" in table
+        # two worker processes give the same (deterministic) runs
+        again = experiments.run_experiment(
+            name, quick=True, out_dir=tmp_path / "w2", quiet=True, workers=2
+        )
+        assert [r["bleus"] for r in again["rows"]] == [r["bleus"] for r in report["rows"]]
+
+
+def test_threads_are_set_for_training_and_restored(tmp_path, monkeypatch):
+    seen = []
+    from eatt.model import train as train_module
+
+    real = train_module._train
+
+    def spy(*args):
+        seen.append(torch.get_num_threads())
+        return real(*args)
+
+    monkeypatch.setattr(train_module, "_train", spy)
+    before = torch.get_num_threads()
+    train(TINY_MODEL, _train_cfg(steps=1, eval_every=0, threads=2), tmp_path)
+    assert seen == [2] and torch.get_num_threads() == before
