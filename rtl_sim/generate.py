@@ -28,9 +28,12 @@ Attention (``GoldenCore.forward``, the whole core, outputs z): the same Q/K/scor
 
 Widths come from eatt.quant.golden.Formats (``alignment_widths``, ``attention_widths``). Every
 expression is evaluated at a width that holds its exact value (all operands signed, sized
-explicitly), so nothing wraps. The weights are constants: E-ATT's Q/K projection is a
-mux-and-add per weight (no multiplier); constant products (dot's Q/K, both cores' V and W_O)
-are left to synthesis; the variable products (dot scores, e * V, N * R) are multipliers.
+explicitly), so nothing wraps. The weights are constants: E-ATT's Q/K projection is
+distributed arithmetic (per column, tables of the subset sums of up to 6 weights indexed by the
+binarized inputs, then added; no multiplier), its scores a subtract and a one's-complement
+negate folded into the adder tree, every width from the bounds of the actual weights
+(EATT_DATAPATH, docs/rtl.md "E-ATT datapath"); constant products (dot's Q/K, both cores' V and
+W_O) are left to synthesis; the variable products (dot scores, e * V, N * R) are multipliers.
 
 Pipelines (II 1, ap_pipe_ctrl): alignment 2 register stages (Q/K, scores: latency 2);
 attention 6 (Q/K/V, scores, exp, sum and numerator, normalized output, W_O: latency 6).
@@ -250,23 +253,256 @@ def _control(out: _Writer, latency: int, port: str) -> None:
     out("")
 
 
-def _const_matmul(out, cfg, dst, src, rows, mat, acc_bits, wname, select):
-    """dst[i][j] = sum_d src[i][d] * mat[d][j] with constant weights (zero weights skipped);
-    select=True: src is a 0/1 bit and each term a constant-or-zero mux (no multiplier)."""
+def _const_matmul(out, cfg, dst, src, rows, mat, acc_bits, wname):
+    """dst[i][j] = sum_d src[i][d] * mat[d][j] with constant weights (zero weights skipped)."""
     out(f"    // {wname}")
     for i in range(rows):
         for j in range(mat.shape[1]):
             terms = []
             for d in range(mat.shape[0]):
                 wv = int(mat[d, j])
-                if wv == 0:
-                    continue
-                if select:
-                    terms.append(f"({src}[{i}][{d}] ? {_lit(wv, acc_bits)} : {_lit(0, acc_bits)})")
-                else:
+                if wv != 0:
                     terms.append(f"{acc_bits}'({src}[{i}][{d}]) * {_lit(wv, acc_bits)}")
             rhs = " + ".join(terms) if terms else _lit(0, acc_bits)
             out(f"    assign {dst}[{i}][{j}] = {rhs};")
+
+
+# -- E-ATT alignment datapath ----------------------------------------------------------------------
+#: how the E-ATT Q/K projection and L1 scores are built (metadata.json "eatt_datapath").
+#: Every choice is bit-exact; they differ in resources. Measured with Yosys synth_xilinx at
+#: alignment 4x8 (docs/rtl.md, "E-ATT datapath"): the defaults are the cheapest in LUTs.
+EATT_DATAPATH = {
+    # "rom": distributed arithmetic: per column, the binarized inputs of up to rom_inputs rows
+    #        (nonzero weights only) index a constant table of their subset sums (one LUT per
+    #        output bit up to 6 inputs), and the chunk results are added;
+    # "select": one constant-or-zero mux and one adder input per weight
+    "projection": "rom",
+    "rom_inputs": 6,
+    # "xor": -|d| = (d ^ {n{d >= 0}}) + (d >= 0): the xor folds into the next adder's LUTs and
+    #        the +1 is that adder's carry-in; "abs": subtract, conditional negate;
+    #        "min": -sum|q - k| = 2 sum min(q, k) - sum q - sum k, row sums once per query/key
+    "scores": "xor",
+    # "balanced": adder trees of depth ceil(log2(terms)); "chain": one term after the other
+    "tree": "balanced",
+    # "weights": every width from the bounds of the actual constant weights (per column);
+    # "config": the worst case over every weight in range (Formats), as the ports are sized
+    "widths": "weights",
+}
+_DATAPATH_CHOICES = {
+    "projection": ("rom", "select"),
+    "scores": ("xor", "abs", "min"),
+    "tree": ("balanced", "chain"),
+    "widths": ("weights", "config"),
+}
+
+
+def _eatt_datapath(options: dict | None) -> dict:
+    opts = {**EATT_DATAPATH, **(options or {})}
+    for key, value in opts.items():
+        if key == "rom_inputs":
+            if not isinstance(value, int) or not 1 <= value <= 12:
+                raise ValueError(f"eatt_datapath: rom_inputs must be 1..12, got {value!r}")
+        elif key not in _DATAPATH_CHOICES:
+            raise ValueError(f"eatt_datapath: unknown key {key!r}")
+        elif value not in _DATAPATH_CHOICES[key]:
+            raise ValueError(f"eatt_datapath: {key} must be one of {_DATAPATH_CHOICES[key]}")
+    return opts
+
+
+def _bits(lo: int, hi: int) -> int:
+    """Signed bits holding every integer in [lo, hi]."""
+    return signed_bits(max(-lo, hi, 0))
+
+
+def _sum_tree(
+    terms: list[tuple[str, int, int]], balanced: bool, width: int | None = None
+) -> tuple[str, int, int]:
+    """Sum of signed (expression, lo, hi) terms; every partial sum is sized to its own bound
+    (or to a fixed width), so the adders are only as wide as the values they can carry."""
+    if len(terms) == 1:
+        return terms[0]
+    if balanced:
+        half = (len(terms) + 1) // 2
+        left, right = _sum_tree(terms[:half], True, width), _sum_tree(terms[half:], True, width)
+    else:
+        left, right = _sum_tree(terms[:-1], False, width), terms[-1]
+    lo, hi = left[1] + right[1], left[2] + right[2]
+    n = width or _bits(lo, hi)
+    # signed operands, each sign-extended to n bits: the add happens at n bits
+    return f"{n}'({left[0]}) + {n}'({right[0]})", lo, hi
+
+
+def _column_bounds(mat: np.ndarray, c: int) -> tuple[int, int]:
+    col = mat[:, c].astype(np.int64)
+    return int(col[col < 0].sum()), int(col[col > 0].sum())
+
+
+def _eatt_projection(out, opts, src, dst, rows, mat, acc_bits, fname):
+    """dst[i][c] = sum_d (src[i][d] ? mat[d][c] : 0) with binary src; returns the (lo, hi)
+    bound of every column (from the weights, or the worst case with widths='config')."""
+    dim = mat.shape[0]
+    full = 2 ** (acc_bits - 1) - 1
+    fixed = acc_bits if opts["widths"] == "config" else None  # the old full-width adders
+    bounds = []
+    for c in range(mat.shape[1]):
+        lo, hi = _column_bounds(mat, c)
+        if opts["widths"] == "config":
+            lo, hi = -full, full
+        bounds.append((lo, hi))
+    if opts["projection"] == "select":
+        out(f"    // one constant-or-zero mux and one adder input per nonzero weight ({fname})")
+        for c in range(mat.shape[1]):
+            lo, hi = bounds[c]
+            for i in range(rows):
+                terms = []
+                for d in range(dim):
+                    w = int(mat[d, c])
+                    if w:
+                        n = acc_bits if opts["widths"] == "config" else _bits(lo, hi)
+                        terms.append(
+                            (
+                                f"({src}[{i}][{d}] ? {_lit(w, n)} : {_lit(0, n)})",
+                                min(w, 0),
+                                max(w, 0),
+                            )
+                        )
+                rhs = _sum_tree(terms, opts["tree"] == "balanced", fixed)[0] if terms else "0"
+                out(f"    assign {dst}[{i}][{c}] = {acc_bits}'({rhs});")
+        return bounds
+    k = opts["rom_inputs"]
+    out(f"    // distributed arithmetic ({fname}): per column, the binarized inputs of up to {k}")
+    out("    // rows with a nonzero weight index a table of the subset sums of those weights")
+    out("    // (one LUT per output bit for <= 6 inputs); the chunk results are added")
+    for c in range(mat.shape[1]):
+        nz = [d for d in range(dim) if mat[d, c] != 0]
+        nchunks = -(-len(nz) // k) if nz else 0
+        chunks = [nz[g * len(nz) // nchunks : (g + 1) * len(nz) // nchunks] for g in range(nchunks)]
+        calls = []
+        for g, rows_g in enumerate(chunks):
+            ws = [int(mat[d, c]) for d in rows_g]
+            glo, ghi = sum(w for w in ws if w < 0), sum(w for w in ws if w > 0)
+            n = acc_bits if opts["widths"] == "config" else _bits(glo, ghi)
+            name = f"{fname.lower().replace('_', '')}_c{c}_g{g}"
+            nb = len(rows_g)
+            out(f"    // {fname} column {c}, rows {rows_g} (bit b of idx = row {rows_g}[b])")
+            out(f"    function automatic logic signed [{n - 1}:0] {name}(")
+            out(f"        input logic [{nb - 1}:0] idx);")
+            out("        case (idx)")
+            for m in range(1, 2**nb):
+                v = sum(ws[b] for b in range(nb) if m >> b & 1)
+                if v:
+                    out(f"            {nb}'d{m}: {name} = {_lit(v, n)};")
+            out(f"            default: {name} = {_lit(0, n)};")
+            out("        endcase")
+            out("    endfunction")
+            calls.append((name, rows_g, glo, ghi))
+        for i in range(rows):
+            terms = []
+            for name, rows_g, glo, ghi in calls:
+                idx = ", ".join(f"{src}[{i}][{d}]" for d in reversed(rows_g))
+                terms.append((f"{name}({{{idx}}})", glo, ghi))
+            rhs = _sum_tree(terms, opts["tree"] == "balanced", fixed)[0] if terms else "0"
+            out(f"    assign {dst}[{i}][{c}] = {acc_bits}'({rhs});")
+    return bounds
+
+
+def _eatt_scores(out, cfg, opts, qbounds, kbounds, qb, sb):
+    """sc[h][i][j] = -sum_t |q[i][h*dh+t] - k[j][h*dh+t]| (q, k in qb bits; columns bounded by
+    qbounds, kbounds); every width from those bounds."""
+    lq, lk, heads, dh = cfg.len_q, cfg.len_k, cfg.heads, cfg.d_head
+    balanced = opts["tree"] == "balanced"
+    out(f"    logic signed [{sb - 1}:0] sc [{heads}][{lq}][{lk}];")
+    if opts["scores"] == "min":
+        out("    // ---- scores (Eq. 10) with shared row sums: |a - b| = a + b - 2 min(a, b), so")
+        out("    //      S = 2 sum_t min(q, k) - sum_t q - sum_t k; sum_t q once per query")
+        for h in range(heads):
+            for name, rows, b in (("q", lq, qbounds), ("k", lk, kbounds)):
+                cols = range(h * dh, (h + 1) * dh)
+                lo, hi = sum(b[c][0] for c in cols), sum(b[c][1] for c in cols)
+                n = _bits(lo, hi)
+                out(f"    logic signed [{n - 1}:0] {name}sum{h} [{rows}];  // in [{lo}, {hi}]")
+                for i in range(rows):
+                    terms = [(f"{name}[{i}][{c}]", b[c][0], b[c][1]) for c in cols]
+                    out(f"    assign {name}sum{h}[{i}] = {n}'({_sum_tree(terms, balanced)[0]});")
+        for h in range(heads):
+            cols = range(h * dh, (h + 1) * dh)
+            qlo, qhi = sum(qbounds[c][0] for c in cols), sum(qbounds[c][1] for c in cols)
+            klo, khi = sum(kbounds[c][0] for c in cols), sum(kbounds[c][1] for c in cols)
+            for i in range(lq):
+                for j in range(lk):
+                    terms = []
+                    for c in cols:
+                        (a_lo, a_hi), (b_lo, b_hi) = qbounds[c], kbounds[c]
+                        dlo, dhi = a_lo - b_hi, a_hi - b_lo
+                        n, mlo, mhi = _bits(dlo, dhi), min(a_lo, b_lo), min(a_hi, b_hi)
+                        d, m = f"d_{i}_{j}_{c}", f"m_{i}_{j}_{c}"
+                        out("    /* verilator lint_off UNUSEDSIGNAL */  // only the sign is used")
+                        out(f"    logic signed [{n - 1}:0] {d};  // q - k in [{dlo}, {dhi}]")
+                        out("    /* verilator lint_on UNUSEDSIGNAL */")
+                        mb = _bits(mlo, mhi)
+                        out(f"    logic signed [{mb - 1}:0] {m};  // min(q, k)")
+                        out(f"    assign {d} = {n}'(q[{i}][{c}]) - {n}'(k[{j}][{c}]);")
+                        out(f"    assign {m} = {mb}'({d}[{n - 1}] ? q[{i}][{c}] : k[{j}][{c}]);")
+                        terms.append((m, mlo, mhi))
+                    m, mlo, mhi = _sum_tree(terms, balanced)
+                    lo, hi = 2 * mlo - qhi - khi, 2 * mhi - qlo - klo
+                    n = _bits(lo, hi)
+                    out(
+                        f"    assign sc[{h}][{i}][{j}] = {sb}'({n}'({n}'({n}'({m}) <<< 1)"
+                        f" - {n}'(qsum{h}[{i}]) - {n}'(ksum{h}[{j}])));"
+                    )
+        out("")
+        return
+    xor = opts["scores"] == "xor"
+    if xor:
+        out("    // ---- scores (Eq. 10): S = -sum_t |q - k|. With d = q - k and p = (d >= 0),")
+        out("    //      -|d| = (d ^ {n{p}}) + p (one's complement): the xor folds into the LUTs")
+        out("    //      of the adder it feeds, and each p is that adder's carry-in (a + b + p is")
+        out("    //      one carry chain); a tree of T terms has T - 1 adders, so the first term")
+        out("    //      keeps the negate. (* keep *) stops Yosys from merging the tree into one")
+        out("    //      multi-operand sum, which it would map to LUT compressors.")
+    else:
+        out("    // ---- scores (Eq. 10): S = -sum_t |q - k| (subtract, conditional negate)")
+    for h in range(heads):
+        for i in range(lq):
+            for j in range(lk):
+                terms, bits = [], []
+                for c in range(h * dh, (h + 1) * dh):
+                    (a_lo, a_hi), (b_lo, b_hi) = qbounds[c], kbounds[c]
+                    dlo, dhi = a_lo - b_hi, a_hi - b_lo
+                    n = _bits(dlo, dhi)
+                    dmax = max(-dlo, dhi)
+                    d, a = f"d_{i}_{j}_{c}", f"a_{i}_{j}_{c}"
+                    out(f"    logic signed [{n - 1}:0] {d}, {a};  // d = q - k in [{dlo}, {dhi}]")
+                    out(f"    assign {d} = {n}'(q[{i}][{c}]) - {n}'(k[{j}][{c}]);")
+                    if xor and terms:  # a = -|d| - p
+                        out(f"    assign {a} = $signed({d} ^ {{{n}{{~{d}[{n - 1}]}}}});")
+                        terms.append((a, -dmax - 1, 0))
+                        bits.append(f"$signed({{1'b0, ~{d}[{n - 1}]}})")
+                    else:  # a = -|d|
+                        out(f"    assign {a} = {d}[{n - 1}] ? {d} : -{d};")
+                        terms.append((a, -dmax, 0))
+                if xor:
+                    total = _carry_in_tree(out, f"s_{i}_{j}_{h}", terms, bits, balanced)[0]
+                else:
+                    total = _sum_tree(terms, balanced)[0]
+                out(f"    assign sc[{h}][{i}][{j}] = {sb}'({total});")
+    out("")
+
+
+def _carry_in_tree(out, name, terms, bits, balanced):
+    """Named adders L + R + p over (expression, lo, hi) terms, one 1-bit p per adder
+    (len(bits) == len(terms) - 1), each kept as its own carry chain; returns (name, lo, hi)."""
+    if len(terms) == 1:
+        return terms[0]
+    half = (len(terms) + 1) // 2 if balanced else len(terms) - 1
+    left = _carry_in_tree(out, f"{name}l", terms[:half], bits[: half - 1], balanced)
+    right = _carry_in_tree(out, f"{name}r", terms[half:], bits[half - 1 : -1], balanced)
+    lo, hi = left[1] + right[1], left[2] + right[2] + 1
+    n = _bits(lo, hi)
+    out(f"    (* keep *) logic signed [{n - 1}:0] {name};")
+    out(f"    assign {name} = {n}'({left[0]}) + {n}'({right[0]}) + {n}'({bits[-1]});")
+    return name, lo, hi
 
 
 def _loops(out: _Writer, indent: int, dims: list[tuple[str, int]], body: list[str]) -> None:
@@ -280,7 +516,9 @@ def _loops(out: _Writer, indent: int, dims: list[tuple[str, int]], body: list[st
         out(f"{pad}{'    ' * depth}end")
 
 
-def _front_end(out: _Writer, cfg: CoreConfig, weights: CoreWeights, with_v: bool) -> None:
+def _front_end(
+    out: _Writer, cfg: CoreConfig, weights: CoreWeights, with_v: bool, opts: dict
+) -> None:
     """Inputs, binarization (E-ATT), Q/K (and V) projections, stage 0 registers, scores sc."""
     f = derive_formats(cfg)
     w = alignment_widths(cfg, f)
@@ -315,14 +553,18 @@ def _front_end(out: _Writer, cfg: CoreConfig, weights: CoreWeights, with_v: bool
     out(f"    //      (|acc| <= q_acc_bound = {f.q_acc_bound})")
     out(f"    logic signed [{aw - 1}:0] qa [{lq}][{dim}];")
     out(f"    logic signed [{aw - 1}:0] ka [{lk}][{dim}];")
-    _const_matmul(out, cfg, "qa", "xb" if eatt else "xe", lq, weights.wq, aw, "W_Q", eatt)
-    _const_matmul(out, cfg, "ka", "yb" if eatt else "ye", lk, weights.wk, aw, "W_K", eatt)
+    if eatt:
+        qbounds = _eatt_projection(out, opts, "xb", "qa", lq, weights.wq, aw, "W_Q")
+        kbounds = _eatt_projection(out, opts, "yb", "ka", lk, weights.wk, aw, "W_K")
+    else:
+        _const_matmul(out, cfg, "qa", "xe", lq, weights.wq, aw, "W_Q")
+        _const_matmul(out, cfg, "ka", "ye", lk, weights.wk, aw, "W_K")
     if with_v:
         aw_v, vs = signed_bits(f.v_acc_bound), f.v_shift
         vb = aw_v - vs
         out(f"    // ---- values V = Y @ W_V: {aw_v}-bit accumulators (|acc| <= {f.v_acc_bound})")
         out(f"    logic signed [{aw_v - 1}:0] va [{lk}][{dim}];")
-        _const_matmul(out, cfg, "va", "ye", lk, weights.wv, aw_v, "W_V", False)
+        _const_matmul(out, cfg, "va", "ye", lk, weights.wv, aw_v, "W_V")
     out("")
     out(f"    // ---- stage 0: requantize, arithmetic right shift by {qs} (floor), into {qb} bits")
     out(f"    logic signed [{qb - 1}:0] q [{lq}][{dim}];")
@@ -346,23 +588,20 @@ def _front_end(out: _Writer, cfg: CoreConfig, weights: CoreWeights, with_v: bool
     out("    end")
     out("")
     if eatt:
-        out(f"    // ---- scores (Eq. 10): S = -sum |q - k| per head, d_head = {dh}")
-        out(f"    function automatic logic signed [{sb - 1}:0] abs_diff(")
-        out(f"        input logic signed [{qb - 1}:0] a, input logic signed [{qb - 1}:0] b);")
-        out(f"        // |a - b| <= 2**{qb} - 1 fits {qb + 1} signed bits")
-        out(f"        logic signed [{qb}:0] diff, mag;")
-        out(f"        diff = {qb + 1}'(a) - {qb + 1}'(b);")
-        out(f"        mag = diff[{qb}] ? -diff : diff;")
-        out(f"        abs_diff = {sb}'(mag);  // (no `return`: Yosys does not read it)")
-        out("    endfunction")
-        term = f"- abs_diff(q[i][h*{dh} + t], k[j][h*{dh} + t])"
-    else:
-        out(f"    // ---- scores: S = q . k per head, d_head = {dh}")
-        out(f"    function automatic logic signed [{sb - 1}:0] product(")
-        out(f"        input logic signed [{qb - 1}:0] a, input logic signed [{qb - 1}:0] b);")
-        out(f"        product = {sb}'(a) * {sb}'(b);")
-        out("    endfunction")
-        term = f"+ product(q[i][h*{dh} + t], k[j][h*{dh} + t])"
+        # the bounds of q = qa >>> qs (floor) per column; 'config': the whole qb-bit range
+        if opts["widths"] == "config":
+            qbounds = kbounds = [(-(2 ** (qb - 1)), 2 ** (qb - 1) - 1)] * dim
+        else:
+            qbounds = [(lo >> qs, hi >> qs) for lo, hi in qbounds]
+            kbounds = [(lo >> qs, hi >> qs) for lo, hi in kbounds]
+        _eatt_scores(out, cfg, opts, qbounds, kbounds, qb, sb)
+        return
+    out(f"    // ---- scores: S = q . k per head, d_head = {dh}")
+    out(f"    function automatic logic signed [{sb - 1}:0] product(")
+    out(f"        input logic signed [{qb - 1}:0] a, input logic signed [{qb - 1}:0] b);")
+    out(f"        product = {sb}'(a) * {sb}'(b);")
+    out("    endfunction")
+    term = f"+ product(q[i][h*{dh} + t], k[j][h*{dh} + t])"
     out(f"    logic signed [{sb - 1}:0] sc [{heads}][{lq}][{lk}];")
     out("    always_comb begin")
     body = [
@@ -376,7 +615,7 @@ def _front_end(out: _Writer, cfg: CoreConfig, weights: CoreWeights, with_v: bool
     out("")
 
 
-def _alignment_sv(cfg: CoreConfig, weights: CoreWeights, top: str) -> str:
+def _alignment_sv(cfg: CoreConfig, weights: CoreWeights, top: str, opts: dict) -> str:
     w = alignment_widths(cfg)
     lq, lk, heads, sb = cfg.len_q, cfg.len_k, cfg.heads, w["score_bits"]
     out = _Writer()
@@ -394,7 +633,7 @@ def _alignment_sv(cfg: CoreConfig, weights: CoreWeights, top: str) -> str:
         heads * lq * lk * sb,
     )
     _control(out, ALIGNMENT_LATENCY, "s")
-    _front_end(out, cfg, weights, with_v=False)
+    _front_end(out, cfg, weights, False, opts)
     out("    // ---- stage 1: output register (holds the last result)")
     out("    always_ff @(posedge ap_clk) begin")
     out("        if (stage_en[1]) begin")
@@ -417,7 +656,7 @@ def _alignment_sv(cfg: CoreConfig, weights: CoreWeights, top: str) -> str:
 ATTENTION_LATENCY = 6
 
 
-def _attention_sv(cfg: CoreConfig, weights: CoreWeights, top: str) -> str:
+def _attention_sv(cfg: CoreConfig, weights: CoreWeights, top: str, opts: dict) -> str:
     f = derive_formats(cfg)
     w = attention_widths(cfg, f)
     lq, lk, dim, heads, dh = cfg.len_q, cfg.len_k, cfg.dim, cfg.heads, cfg.d_head
@@ -439,7 +678,7 @@ def _attention_sv(cfg: CoreConfig, weights: CoreWeights, top: str) -> str:
         lq * dim * zb,
     )
     _control(out, ATTENTION_LATENCY, "z")
-    _front_end(out, cfg, weights, with_v=True)
+    _front_end(out, cfg, weights, True, opts)
 
     out("    // ---- stage 1: scores and V")
     out(f"    logic signed [{sb - 1}:0] s1 [{heads}][{lq}][{lk}];")
@@ -562,7 +801,7 @@ def _attention_sv(cfg: CoreConfig, weights: CoreWeights, top: str) -> str:
     out(f"    // ---- output projection Z = O @ W_O: {oab}-bit accumulators")
     out(f"    //      (|acc| <= out_acc_bound = {f.out_acc_bound})")
     out(f"    logic signed [{oab - 1}:0] za [{lq}][{dim}];")
-    _const_matmul(out, cfg, "za", "o4", lq, weights.wo, oab, "W_O", False)
+    _const_matmul(out, cfg, "za", "o4", lq, weights.wo, oab, "W_O")
     out("")
     out(f"    // ---- stage 5: requantize (>>> {f.out_shift}) into {zb} bits, output register")
     out("    always_ff @(posedge ap_clk) begin")
@@ -582,15 +821,22 @@ def _attention_sv(cfg: CoreConfig, weights: CoreWeights, top: str) -> str:
 
 
 def generate_rtl(
-    cfg: CoreConfig, weights: CoreWeights, out_dir: str | os.PathLike, level: str = "alignment"
+    cfg: CoreConfig,
+    weights: CoreWeights,
+    out_dir: str | os.PathLike,
+    level: str = "alignment",
+    eatt_datapath: dict | None = None,
 ) -> dict:
     """Write the RTL of one core into out_dir; return the metadata (also in metadata.json).
 
+    eatt_datapath overrides keys of EATT_DATAPATH (E-ATT only: how Q/K and the scores are
+    built; every choice is bit-exact, they differ in resources).
     The directory is built beside out_dir and renamed into place, so a reader never sees half
     of it, and a second generation into the same directory leaves no stale file behind.
     """
     if level not in LEVELS:
         raise ValueError(f"level: must be one of {', '.join(LEVELS)}, got {level!r}")
+    opts = _eatt_datapath(eatt_datapath)
     weights.check(cfg)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -598,10 +844,10 @@ def generate_rtl(
     top = f"{cfg.kind}_{level}"
     top_file = f"{top}.sv"
     if level == "alignment":
-        text, iface = _alignment_sv(cfg, weights, top), alignment_interface(cfg)
+        text, iface = _alignment_sv(cfg, weights, top, opts), alignment_interface(cfg)
         latency = ALIGNMENT_LATENCY
     else:
-        text, iface = _attention_sv(cfg, weights, top), attention_interface(cfg)
+        text, iface = _attention_sv(cfg, weights, top, opts), attention_interface(cfg)
         latency = ATTENTION_LATENCY
     meta = {
         "generator": "eatt.rtl_sim.generate",
@@ -616,6 +862,8 @@ def generate_rtl(
         "ii_cycles": 1,
         "formats": derive_formats(cfg).to_dict(),
     }
+    if cfg.kind == "eatt":
+        meta["eatt_datapath"] = opts
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:

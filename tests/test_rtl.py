@@ -14,7 +14,13 @@ import numpy as np
 import pytest
 
 from eatt.config import CoreConfig
-from eatt.quant.golden import GoldenCore, edge_inputs, random_weights
+from eatt.quant.golden import (
+    GoldenCore,
+    derive_formats,
+    edge_inputs,
+    random_weights,
+    signed_bits,
+)
 from eatt.rtl_sim.generate import generate_rtl, load_metadata  # noqa: E402
 from eatt.rtl_sim.runner import simulate  # noqa: E402
 from eatt.rtl_sim.tools import verilator_env  # noqa: E402
@@ -98,12 +104,12 @@ def test_corrupted_rtl_is_detected(tmp_path):
     assert simulate(out, vectors=100, seed=1)["mismatches"] == 0
     top = out / meta["sources"][0]
     text = top.read_text()
-    # change the first nonzero W_Q constant of qa[0][0] by one LSB
-    line = next(ln for ln in text.splitlines() if ln.strip().startswith("assign qa[0][0]"))
-    m = re.search(r"(-?)(\d+)'sd(\d+)", line)
-    sign, width, value = m.group(1), m.group(2), int(m.group(3))
-    bad = line.replace(m.group(0), f"{sign}{width}'sd{value + 1}", 1)
-    top.write_text(text.replace(line, bad))
+    # move the first W_Q table entry (a single weight) one LSB towards zero
+    m = re.search(r"(\d+)'d1: (wq_c\d+_g\d+) = (-?)(\d+)'sd(\d+);", text)
+    assert m, "no W_Q subset-sum table found"
+    sign, width, value = m.group(3), m.group(4), int(m.group(5))
+    bad = m.group(0).replace(f"{sign}{width}'sd{value};", f"{sign}{width}'sd{value - 1};")
+    top.write_text(text.replace(m.group(0), bad, 1))
     result = simulate(out, vectors=200, seed=1)  # same build dir: must rebuild the change
     assert result["mismatches"] > 0
     first = result["first_mismatch"]
@@ -111,6 +117,66 @@ def test_corrupted_rtl_is_detected(tmp_path):
     assert first["expected"] != first["got"]
     assert len(first["index"]) == 3 and 0 <= first["vector"] < 200
     assert "first at vector" in first["message"]
+
+
+# -- E-ATT datapath variants (generate.EATT_DATAPATH): all bit-exact, they differ in resources --
+DATAPATH_CASES = {
+    # the first straightforward datapath: a mux and an adder input per weight, full widths
+    "select-abs-chain-config": dict(
+        projection="select", scores="abs", tree="chain", widths="config"
+    ),
+    "abs-scores": dict(scores="abs"),
+    "min-row-sums": dict(scores="min"),
+    # dim 7 into tables of 3 inputs: chunks of 2 and 3 rows (7 is not a multiple of 3)
+    "rom3-dim7": dict(rom_inputs=3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DATAPATH_CASES))
+def test_eatt_datapath_variants_bit_exact(case, tmp_path):
+    opts = DATAPATH_CASES[case]
+    dims = dict(len_q=3, len_k=2, dim=7, heads=1) if case == "rom3-dim7" else {}
+    cfg = CoreConfig.from_dict({**CONFIGS["eatt-4x4-d8-h2-narrow"], **dims})
+    out = tmp_path / "rtl"
+    meta = generate_rtl(cfg, random_weights(cfg, seed=4), out, eatt_datapath=opts)
+    assert {k: meta["eatt_datapath"][k] for k in opts} == opts
+    result = simulate(out, vectors=200, seed=6)
+    assert result["mismatches"] == 0, result["first_mismatch"]
+    if case == "rom3-dim7":
+        text = (out / meta["sources"][0]).read_text()
+        sizes = {int(n) for n in re.findall(r"input logic \[(\d+):0\] idx", text)}
+        assert sizes <= {0, 1, 2} and 2 in sizes  # tables of at most 3 inputs
+
+
+def test_small_weights_give_narrow_widths(tmp_path):
+    """Weights in {-1, 0, 1} under an 8-bit config: the tables and the score adders are sized
+    from the actual weights (a few bits), not from the 8-bit worst case, and stay bit-exact."""
+    cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=3, len_k=3, dim=8, heads=2))
+    w = random_weights(cfg, seed=7)
+    for name in w.NAMES:
+        setattr(w, name, np.clip(getattr(w, name), -1, 1))
+    out = tmp_path / "rtl"
+    meta = generate_rtl(cfg, w, out)
+    text = (out / meta["sources"][0]).read_text()
+    table_bits = [int(n) + 1 for n in re.findall(r"logic signed \[(\d+):0\] w[qk]_c", text)]
+    assert table_bits and max(table_bits) <= 4  # |subset sum| <= 6 rows of 1
+    diff_bits = [int(n) + 1 for n in re.findall(r"logic signed \[(\d+):0\] d_", text)]
+    assert diff_bits and max(diff_bits) <= 6  # |q - k| <= 16, not 2**12 - 1
+    # the score port keeps the config's worst-case width
+    assert meta["interface"]["widths"]["score_bits"] == signed_bits(derive_formats(cfg).score_bound)
+    result = simulate(out, vectors=300, seed=2)
+    assert result["mismatches"] == 0, result["first_mismatch"]
+    x, y = edge_inputs(cfg)
+    assert simulate(out, inputs=(x, y))["mismatches"] == 0
+
+
+def test_bad_datapath_option(tmp_path):
+    cfg = CoreConfig.from_dict(CONFIGS["eatt-2x3-d4-h2"])
+    with pytest.raises(ValueError, match="scores"):
+        generate_rtl(cfg, random_weights(cfg), tmp_path / "a", eatt_datapath={"scores": "l2"})
+    with pytest.raises(ValueError, match="unknown key"):
+        generate_rtl(cfg, random_weights(cfg), tmp_path / "b", eatt_datapath={"luts": 6})
+    assert not (tmp_path / "a").exists()
 
 
 def test_regenerate_leaves_no_stale_files(tmp_path):
