@@ -270,3 +270,26 @@ def test_random_weights_are_deterministic():
     a, b, c = random_weights(cfg, 1), random_weights(cfg, 1), random_weights(cfg, 2)
     assert all((a.as_dict()[n] == b.as_dict()[n]).all() for n in CoreWeights.NAMES)
     assert any((a.as_dict()[n] != c.as_dict()[n]).any() for n in CoreWeights.NAMES)
+
+
+def clamp_case(kind: str) -> tuple[CoreConfig, CoreWeights, np.ndarray, np.ndarray]:
+    """A core and inputs whose attention output must be clamped: every key row equal and V at
+    its extreme, and E = 15 * 2**exp_frac, whose 2-entry reciprocal table over-estimates 1/E by
+    7% (bin middle 1.75 for a mantissa of 1.875)."""
+    cfg = CoreConfig(kind, 2, 15, 4, 1, recip_table_size=2)
+    m = np.full((4, 4), cfg.weight_max, dtype=np.int64)
+    lo, hi = -(2 ** (cfg.in_bits - 1)), 2 ** (cfg.in_bits - 1) - 1
+    x = np.zeros((2, 2, 4), dtype=np.int64)
+    y = np.stack([np.full((15, 4), lo), np.full((15, 4), hi)]).astype(np.int64)
+    return cfg, CoreWeights(m, m, m, m), x, y
+
+
+@pytest.mark.parametrize("kind", ["eatt", "dot"])
+def test_output_clamp_is_reached_and_matches_reference(kind):
+    cfg, w, x, y = clamp_case(kind)
+    stages = GoldenCore(cfg, w).forward(x, y, intermediates=True)
+    v_lo, v_hi = -(2 ** (cfg.v_bits - 1)), 2 ** (cfg.v_bits - 1) - 1
+    assert (stages["v"] > v_lo).all() and (stages["v"] < v_hi).all()  # V itself is inside
+    assert (stages["attn"][0] == v_lo).all() and (stages["attn"][1] == v_hi).all()  # clamped
+    want = np.array([reference_forward(cfg, w, a, b) for a, b in zip(x, y, strict=True)])
+    assert first_mismatch(want, stages["out"]) is None

@@ -297,3 +297,14 @@ def test_attention_corrupted_table_is_detected(tmp_path):
     assert result["mismatches"] > 0
     first = result["first_mismatch"]
     assert first["expected"] != first["got"] and len(first["index"]) == 2
+
+
+@pytest.mark.parametrize("kind", ["eatt", "dot"])
+def test_attention_output_clamp_in_rtl(kind, tmp_path):
+    """The vectors of tests/test_golden.py's clamp case: the RTL clamps exactly as golden does."""
+    from test_golden import clamp_case  # tests/ is on sys.path (pytest prepend import mode)
+
+    cfg, w, x, y = clamp_case(kind)
+    generate_rtl(cfg, w, tmp_path / "rtl", level="attention")
+    result = simulate(tmp_path / "rtl", inputs=(x, y))
+    assert result["vectors"] == 2 and result["mismatches"] == 0, result.get("first_mismatch")
