@@ -15,6 +15,7 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -157,8 +158,17 @@ def _validate(c: CoreConfig) -> None:
 
 
 # -- files ----------------------------------------------------------------------------------------
-def load_config(path: str | os.PathLike) -> CoreConfig:
-    """Load a core config from YAML (.yaml/.yml) or JSON (.json)."""
+def first_line(err: BaseException) -> str:
+    """The first line of an exception's message (parser errors span many lines)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def read_mapping(path: str | os.PathLike) -> dict:
+    """A YAML (.yaml/.yml) or JSON (.json) file holding a mapping; one-line ConfigErrors.
+
+    Shared by every config file of the toolkit (cores here, models in eatt.model.seq2seq).
+    """
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
@@ -170,24 +180,36 @@ def load_config(path: str | os.PathLike) -> CoreConfig:
             import yaml
 
             data = yaml.safe_load(text)
-    except Exception as err:  # parser errors are multi-line; keep the first line
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ConfigError(f"{path}: cannot parse: {first}") from None
-    return CoreConfig.from_dict(data, source=str(path))
+    except Exception as err:
+        raise ConfigError(f"{path}: cannot parse: {first_line(err)}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys to values")
+    return data
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write through a temporary file in the same folder and rename: never half a file."""
+def load_config(path: str | os.PathLike) -> CoreConfig:
+    """Load a core config from YAML (.yaml/.yml) or JSON (.json)."""
+    return CoreConfig.from_dict(read_mapping(path), source=str(path))
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
+    """Call write(temporary path) in the same folder, then rename: never half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
+        write(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text))
 
 
 def save_config(config: CoreConfig, path: str | os.PathLike) -> None:

@@ -22,10 +22,8 @@ with the vocabularies and the state dict (:func:`save_checkpoint`, :func:`load_c
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,7 +32,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from eatt.config import ConfigError
+from eatt.config import ConfigError, atomic_write, read_mapping
+from eatt.config import first_line as _first_line
 
 from . import functional as F
 from .attention import attention_variant
@@ -135,33 +134,6 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, data: Any, source: str = "model") -> ModelConfig:
         return dataclass_from_dict(cls, data, source)
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
-
-
-def read_mapping(path: str | os.PathLike) -> dict:
-    """A YAML (.yaml/.yml) or JSON (.json) file holding a mapping; one-line ConfigErrors."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such config file")
-    text = path.read_text()
-    try:
-        if path.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
-
-            data = yaml.safe_load(text)
-    except Exception as err:  # parser errors are multi-line; keep the first line
-        raise ConfigError(f"{path}: cannot parse: {_first_line(err)}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of keys to values")
-    return data
 
 
 def load_model_config(path: str | os.PathLike) -> ModelConfig:
@@ -524,16 +496,7 @@ def save_checkpoint(
         "state_dict": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
         **(extra or {}),
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda tmp: torch.save(payload, tmp))
 
 
 def load_checkpoint(

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,7 @@ from brevitas.nn import QuantIdentity, QuantLinear
 from brevitas.quant import Int8ActPerTensorFixedPoint, Int8WeightPerTensorFixedPoint
 from torch import Tensor, nn
 
-from eatt.config import ConfigError, CoreConfig
+from eatt.config import ConfigError, CoreConfig, atomic_write
 from eatt.model import functional as F
 from eatt.quant.golden import CoreWeights, derive_formats, exp_table, recip_table
 
@@ -461,16 +460,7 @@ def save_checkpoint(module: QuantAttentionCore, path: str | os.PathLike) -> None
         "config": module.cfg.to_dict(),
         "state_dict": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()},
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda tmp: torch.save(payload, tmp))
 
 
 def _first_line(err: BaseException) -> str:
