@@ -35,12 +35,17 @@ def _emit(result: dict, as_json: bool, text: Callable[[dict], str]) -> None:
         print(text(result))
 
 
-def _load_core(args) -> tuple:
+def _load_core(args, window_ok: bool = False) -> tuple:
     """The core of a command: --config (or the embedded default) and --seed."""
     from eatt.config import default_config, load_config
     from eatt.quant.golden import random_weights
 
     cfg = load_config(args.config) if args.config else default_config()
+    if cfg.kind == "window" and not window_ok:
+        raise CommandError(
+            "kind window: use `eatt rtl` / `eatt export` (then `eatt sim` / `eatt resources` "
+            "on the folder); this command takes eatt or dot cores"
+        )
     if args.seed < 0:
         raise CommandError(f"--seed: must be >= 0, got {args.seed}")
     return cfg, random_weights(cfg, args.seed)
@@ -59,7 +64,7 @@ def cmd_energy(args) -> int:
 def cmd_golden(args) -> int:
     from eatt.quant.check import format_golden_check, golden_check
 
-    cfg, weights = _load_core(args)
+    cfg, weights = _load_core(args, window_ok=True)
     if args.vectors < 1:
         raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
     result = golden_check(cfg, weights, vectors=args.vectors, seed=args.seed)
@@ -86,7 +91,7 @@ def cmd_export(args) -> int:
             ) from None
         cfg, weights = checkpoint_core(args.checkpoint)
     else:
-        cfg, weights = _load_core(args)
+        cfg, weights = _load_core(args, window_ok=True)  # export handles kind window
     if args.check is not None and args.check < 1:
         raise CommandError(f"--check: must be >= 1, got {args.check}")
     result = export.export_core(cfg, weights, args.output)
@@ -156,8 +161,8 @@ def cmd_hls(args) -> int:
 def cmd_rtl(args) -> int:
     from eatt.rtl_sim.generate import generate_rtl
 
-    cfg, weights = _load_core(args)
-    meta = generate_rtl(cfg, weights, args.output, level=args.level)
+    cfg, weights = _load_core(args, window_ok=True)
+    meta = generate_rtl(cfg, weights, args.output, level=args.level)  # window: one level
 
     def text(m: dict) -> str:
         return (
@@ -272,7 +277,7 @@ def cmd_experiment(args) -> int:
 def cmd_flow(args) -> int:
     from eatt.flow import format_flow, run_flow
 
-    cfg, weights = _load_core(args)
+    cfg, weights = _load_core(args, window_ok=True)
     if args.vectors < 1:
         raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
     from eatt.rtl_sim.tools import ToolMissing
@@ -285,6 +290,7 @@ def cmd_flow(args) -> int:
             vectors=args.vectors,
             out_dir=args.output,
             resources=not args.no_resources,
+            window=not args.no_window,
         )
     except ToolMissing as err:
         raise CommandError(
@@ -342,7 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--level",
         choices=["alignment", "attention"],
         default="alignment",
-        help="alignment: scores only; attention: the whole core",
+        help="alignment: scores only; attention: the whole core (kind window: ignored)",
     )
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     p.set_defaults(func=cmd_rtl)
@@ -394,6 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vectors", type=int, default=1000, help="random vectors per check")
     p.add_argument("-o", "--output", default="runs/flow", metavar="DIR", help="artifacts folder")
     p.add_argument("--no-resources", action="store_true", help="skip Yosys (slow on big cores)")
+    p.add_argument("--no-window", action="store_true", help="skip the windowed attention unit")
     p.set_defaults(func=cmd_flow)
     return parser
 

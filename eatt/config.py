@@ -5,6 +5,12 @@ keys/values of width ``dim`` split into ``heads``. Every stage (golden model, Br
 hls4ml, RTL) is driven by this object, so every check of a value lives here, and every error
 names the key it is about in one line.
 
+Kind ``window`` is the windowed cross-attention unit of one decoding step (quant/window.py,
+docs/window.md): ``len_q`` must be 1, ``len_k`` is the memory size l_k, and the keys listed in
+:data:`WINDOW_KEYS` (score, half_width, position, sigma, g_levels, count_bits) configure it. For
+the other kinds those keys must be absent; they are left out of ``to_dict`` there, so eatt/dot
+configs read and write exactly as before.
+
 Formats are signed fixed point ``<bits, frac>``: an integer ``n`` stands for ``n * 2**-frac``.
 docs/golden.md explains what each width is for and why nothing overflows.
 """
@@ -20,7 +26,20 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-KINDS = ("eatt", "dot")
+KINDS = ("eatt", "dot", "window")
+#: keys of kind window only (None, and left out of to_dict, for the other kinds)
+WINDOW_KEYS = ("score", "half_width", "position", "sigma", "g_levels", "count_bits")
+#: defaults of the window keys (docs/window.md)
+WINDOW_DEFAULTS = {
+    "score": "eatt",
+    "half_width": 4,
+    "position": "gaussian",
+    "sigma": None,
+    "g_levels": 4,
+    "count_bits": 8,
+}
+SCORES = ("eatt", "dot")
+POSITIONS = ("none", "gaussian", "flexible")
 
 
 class ConfigError(ValueError):
@@ -57,10 +76,28 @@ class CoreConfig:
     #: reciprocal table: entries (a power of two) indexed by the mantissa of the exp sum
     recip_table_size: int = 256
     recip_frac: int = 12
+    # -- kind window only (docs/window.md); None for eatt/dot -----------------------------------
+    #: score function of the window: "eatt" (L1 of binarized-query projections) or "dot"
+    score: str | None = None
+    #: static maximum half-width D: positions [p - D, p + D] (Luong local-p, Eq. 9-10)
+    half_width: int | None = None
+    #: position term in the log domain: "none", "gaussian" (local-p, sigma = D/2) or
+    #: "flexible" (Flexible Attention Eq. 5-7, g quantized to g_levels levels)
+    position: str | None = None
+    #: sigma of the position term; None means half_width / 2 (Luong's choice)
+    sigma: float | None = None
+    #: Flexible's strength g(t) in (0, 1] is an input level l in [0, g_levels]: g = l / g_levels
+    g_levels: int | None = None
+    #: bits of a memory row's count (L0Drop Algorithm 1 compaction): counts in [1, 2**bits - 1]
+    count_bits: int | None = None
 
     def __post_init__(self) -> None:
         if self.weight_frac is None:
             object.__setattr__(self, "weight_frac", self.weight_bits - 2)
+        if self.kind == "window":
+            for key, value in WINDOW_DEFAULTS.items():
+                if getattr(self, key) is None:
+                    object.__setattr__(self, key, value)
         _validate(self)
 
     # -- derived quantities -------------------------------------------------------------------
@@ -77,14 +114,31 @@ class CoreConfig:
     def weight_max(self) -> int:
         return 2 ** (self.weight_bits - 1) - 1
 
+    @property
+    def score_kind(self) -> str:
+        """The score function: the kind itself for eatt/dot, the score key for window."""
+        return self.score if self.kind == "window" else self.kind
+
+    @property
+    def window_rows(self) -> int:
+        """Most memory rows one window reads: min(2 D + 1, len_k) (len_k for eatt/dot)."""
+        return min(2 * self.half_width + 1, self.len_k) if self.kind == "window" else self.len_k
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if self.kind != "window":
+            for key in WINDOW_KEYS:
+                data.pop(key)
+        return data
 
     def replace(self, **changes: Any) -> CoreConfig:
         data = self.to_dict()
         if "weight_bits" in changes and "weight_frac" not in changes:
             data["weight_frac"] = None  # re-derive
         data.update(changes)
+        if data.get("kind") != "window":
+            for key in WINDOW_KEYS:
+                data.pop(key, None)
         return CoreConfig.from_dict(data)
 
     @classmethod
@@ -126,9 +180,42 @@ _INT_RANGES = {
 }
 
 
+def _validate_window(c: CoreConfig) -> None:
+    if c.kind != "window":
+        for key in WINDOW_KEYS:
+            if getattr(c, key) is not None:
+                raise ConfigError(f"{key}: only for kind window (kind is {c.kind})")
+        return
+    if c.len_q != 1:
+        raise ConfigError(f"len_q: must be 1 for kind window (one decoding step), got {c.len_q}")
+    if c.score not in SCORES:
+        raise ConfigError(f"score: must be one of {', '.join(SCORES)}, got {c.score!r}")
+    if c.position not in POSITIONS:
+        raise ConfigError(f"position: must be one of {', '.join(POSITIONS)}, got {c.position!r}")
+    for key, (low, high) in (
+        ("half_width", (0, 4096)),
+        ("g_levels", (1, 64)),
+        ("count_bits", (1, 16)),
+    ):
+        value = getattr(c, key)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: must be an integer, got {value!r}")
+        if not low <= value <= high:
+            raise ConfigError(f"{key}: must be in [{low}, {high}], got {value}")
+    if c.sigma is not None and (
+        isinstance(c.sigma, bool)
+        or not isinstance(c.sigma, (int, float))
+        or not (math.isfinite(c.sigma) and c.sigma > 0)
+    ):
+        raise ConfigError(
+            f"sigma: must be a positive number or null (half_width / 2), got {c.sigma!r}"
+        )
+
+
 def _validate(c: CoreConfig) -> None:
     if not isinstance(c.kind, str) or c.kind not in KINDS:
         raise ConfigError(f"kind: must be one of {', '.join(KINDS)}, got {c.kind!r}")
+    _validate_window(c)
     for key, (low, high) in _INT_RANGES.items():
         value = getattr(c, key)
         if isinstance(value, bool) or not isinstance(value, int):
@@ -140,7 +227,7 @@ def _validate(c: CoreConfig) -> None:
     if isinstance(c.tau, bool) or not isinstance(c.tau, (int, float)) or not math.isfinite(c.tau):
         raise ConfigError(f"tau: must be a finite number, got {c.tau!r}")
     in_lo, in_hi = -(2 ** (c.in_bits - 1)), 2 ** (c.in_bits - 1) - 1
-    if c.kind == "eatt" and not in_lo - 1 <= c.tau * 2**c.in_frac <= in_hi:
+    if c.score_kind == "eatt" and not in_lo - 1 <= c.tau * 2**c.in_frac <= in_hi:
         # A threshold outside the input range makes every bit constant: surely a mistake.
         lo, hi = in_lo / 2**c.in_frac, in_hi / 2**c.in_frac
         raise ConfigError(f"tau: {c.tau} is outside the input range [{lo}, {hi}]")
@@ -148,8 +235,10 @@ def _validate(c: CoreConfig) -> None:
         value = getattr(c, key)
         if value & (value - 1):
             raise ConfigError(f"{key}: must be a power of two, got {value}")
-    # Widest intermediate: the softmax numerator times the reciprocal (docs/golden.md).
-    numer_bits = math.ceil(math.log2(c.len_k)) + c.exp_frac + 1 + c.v_bits
+    # Widest intermediate: the softmax numerator times the reciprocal (docs/golden.md). A window
+    # sums at most window_rows rows, each weighted by a count < 2**count_bits (docs/window.md).
+    terms = c.window_rows * (2**c.count_bits - 1 if c.kind == "window" else 1)
+    numer_bits = math.ceil(math.log2(terms)) + c.exp_frac + 1 + c.v_bits
     if numer_bits + c.recip_frac + 1 > 62:
         raise ConfigError(
             f"recip_frac: numerator ({numer_bits} bits) times reciprocal ({c.recip_frac + 1} bits) "
@@ -225,9 +314,12 @@ def save_config(config: CoreConfig, path: str | os.PathLike) -> None:
 
 
 DEFAULT_CONFIG_PATH = Path(__file__).parent / "configs" / "eatt_default.yaml"
+WINDOW_CONFIG_PATH = Path(__file__).parent / "configs" / "window_default.yaml"
 
 
 def default_config(kind: str = "eatt") -> CoreConfig:
-    """The embedded default core (what `make flow` runs)."""
+    """The embedded default core (what `make flow` runs); kind window has its own file."""
+    if kind == "window":
+        return load_config(WINDOW_CONFIG_PATH)
     base = load_config(DEFAULT_CONFIG_PATH)
     return base if kind == base.kind else base.replace(kind=kind)

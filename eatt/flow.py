@@ -4,8 +4,11 @@ through every stage, each checked against the golden model, then one comparison 
 Stages per core: golden self-check (widths, float model within the derived bound), QONNX export
 executed by qonnx, the hls4ml project made from that file with its C simulation, RTL at the
 alignment and attention levels simulated in Verilator by cocotb, and Yosys resources of the
-alignment RTL. Before them, the analytic energy model. Artifacts go under the output folder
-(default runs/flow), one sub-folder per core.
+alignment RTL. Before them, the analytic energy model. Then the windowed attention unit (kind
+window, docs/window.md; the embedded default unless the config is itself a window unit) through
+the same stages: golden, QONNX, hls4ml C simulation, sequential RTL in Verilator with its
+cycles per window size, Yosys. Artifacts go under the output folder (default runs/flow), one
+sub-folder per core and ``window``.
 """
 
 from __future__ import annotations
@@ -80,6 +83,42 @@ def run_core(
     return r
 
 
+def run_window(
+    cfg: CoreConfig, weights: CoreWeights, seed: int, vectors: int, out_dir: Path, resources: bool
+) -> dict:
+    """Every stage for the windowed unit (kind window); returns {stage: result} and "ok"."""
+    from eatt.hls.project import write_project
+    from eatt.quant import export
+    from eatt.rtl_sim.generate import generate_rtl
+    from eatt.rtl_sim.runner import simulate
+
+    r: dict = {"config": cfg.to_dict()}
+    log("flow [window]: golden model check")
+    r["golden"] = golden_check(cfg, weights, vectors=vectors, seed=seed)
+    log("flow [window]: QONNX export, qonnx execution")
+    onnx_path = out_dir / "window.onnx"
+    r["export"] = export.export_core(cfg, weights, onnx_path)
+    r["export"]["check"] = export.check_export(onnx_path, vectors=vectors, seed=seed)
+    log("flow [window]: hls4ml project from the QONNX file, C simulation")
+    r["hls"] = write_project(onnx_path, out_dir / "hls", vectors=vectors)
+    log("flow [window]: sequential RTL, Verilator + cocotb simulation")
+    r["rtl"] = generate_rtl(cfg, weights, out_dir / "rtl")
+    r["sim"] = simulate(out_dir / "rtl", vectors=vectors, seed=seed)
+    if resources:
+        from eatt.rtl_sim.resources import resources as yosys
+
+        log("flow [window]: Yosys synth_xilinx of the windowed unit")
+        r["resources"] = yosys(out_dir / "rtl")
+    r["ok"] = bool(
+        r["golden"]["ok"]
+        and r["export"]["check"]["ok"]
+        and r["hls"]["ok"]
+        and not r["sim"]["mismatches"]
+        and r["sim"]["cycles_rule_holds"]
+    )
+    return r
+
+
 def run_flow(
     cfg: CoreConfig,
     weights: CoreWeights,
@@ -87,23 +126,30 @@ def run_flow(
     vectors: int = 1000,
     out_dir: str | Path = "runs/flow",
     resources: bool = True,
+    window: bool = True,
 ) -> dict:
+    """The core and its peer, then the windowed unit (``window=False`` skips it). A window
+    config runs the windowed unit alone."""
     out_dir = Path(out_dir)
-    paper = energy.energy_report(length=max(cfg.len_q, cfg.len_k), dim=cfg.dim)
-    cores = {}
-    for kind in (cfg.kind, PEER[cfg.kind]):
-        core_cfg = cfg if kind == cfg.kind else cfg.replace(kind=kind)
-        # same integer weights for both: the comparison changes the mechanism, nothing else
-        cores[kind] = run_core(core_cfg, weights, seed, vectors, out_dir / kind, resources)
-    return {
-        "config": cfg.to_dict(),
-        "seed": seed,
-        "out_dir": str(out_dir),
-        "energy": {"paper": paper, "core": core_energy(cfg)},
-        "cores": cores,
-        "comparison": compare(cores, core_energy(cfg)),
-        "ok": all(c["ok"] for c in cores.values()),
-    }
+    cores, result = {}, {"config": cfg.to_dict(), "seed": seed, "out_dir": str(out_dir)}
+    if cfg.kind != "window":
+        paper = energy.energy_report(length=max(cfg.len_q, cfg.len_k), dim=cfg.dim)
+        for kind in (cfg.kind, PEER[cfg.kind]):
+            core_cfg = cfg if kind == cfg.kind else cfg.replace(kind=kind)
+            # same integer weights for both: the comparison changes the mechanism, nothing else
+            cores[kind] = run_core(core_cfg, weights, seed, vectors, out_dir / kind, resources)
+        result["energy"] = {"paper": paper, "core": core_energy(cfg)}
+        result["comparison"] = compare(cores, core_energy(cfg))
+    result["cores"] = cores
+    if cfg.kind == "window" or window:
+        from eatt.config import default_config
+        from eatt.quant.golden import random_weights
+
+        wcfg = cfg if cfg.kind == "window" else default_config("window")
+        wweights = weights if cfg.kind == "window" else random_weights(wcfg, seed)
+        result["window"] = run_window(wcfg, wweights, seed, vectors, out_dir / "window", resources)
+    result["ok"] = all(c["ok"] for c in cores.values()) and result.get("window", {}).get("ok", True)
+    return result
 
 
 def compare(cores: dict, core_en: dict) -> list[dict]:
@@ -152,12 +198,50 @@ def _fmt(value) -> str:
     return "-" if value is None else str(value)
 
 
-def format_flow(r: dict) -> str:
-    paper = r["energy"]["paper"]
+def format_window(w: dict, out_dir: str) -> list[str]:
+    """The windowed unit's part of the report."""
+    from eatt.quant.export import format_check
+
+    c = w["config"]
+    s, cs = w["sim"], w["hls"]["csim"]
     lines = [
-        f"== energy: the paper's levels at l={paper['length']}, d={paper['dim']} ==",
-        energy.format_energy_table(paper),
+        "",
+        f"=== windowed unit: {c['score']} scores, l_k {c['len_k']}, D {c['half_width']}, "
+        f"position {c['position']} ({out_dir}/window) ===",
+        format_golden_check(w["golden"]),
+        format_check(w["export"]["check"]),
+        f"hls4ml C simulation vs golden: {cs['vectors']} random + {cs['edge_vectors']} edge "
+        f"steps, {cs['mismatches']} mismatching",
+        f"RTL: Verilator + cocotb, {s['vectors']} steps over {s['memories']} memories, "
+        f"{s['mismatches']} mismatching; {s['cycles_rule']} "
+        f"({'holds' if s['cycles_rule_holds'] else 'DOES NOT HOLD'} on every step)",
     ]
+    if s.get("first_mismatch"):
+        lines.append(f"  first mismatch: {s['first_mismatch']['message']}")
+    by_rows = s["cycles_by_rows"]
+    lines.append(
+        "  cycles by window rows: "
+        + ", ".join(
+            f"{rows} rows: latency {v['latency_cycles']}, II {v['ii_cycles']}"
+            for rows, v in sorted(by_rows.items(), key=lambda kv: int(kv[0]))
+        )
+    )
+    if "resources" in w:
+        res = w["resources"]
+        lines.append(
+            "Yosys xc7, windowed unit: " + ", ".join(f"{k} {res[k]}" for k in (*CELLS, "BRAM"))
+        )
+    return lines
+
+
+def format_flow(r: dict) -> str:
+    lines = []
+    if "energy" in r:
+        paper = r["energy"]["paper"]
+        lines = [
+            f"== energy: the paper's levels at l={paper['length']}, d={paper['dim']} ==",
+            energy.format_energy_table(paper),
+        ]
     from eatt.quant.export import format_check
 
     for kind, c in r["cores"].items():
@@ -179,12 +263,15 @@ def format_flow(r: dict) -> str:
         if "resources" in c:
             res = c["resources"]["alignment"]
             lines.append("Yosys xc7, alignment: " + ", ".join(f"{k} {res[k]}" for k in CELLS))
-    lines += ["", "=== E-ATT vs dot (same weights and formats) ==="]
-    lines.append(f"{'metric':<40} {'eatt':>12} {'dot':>12} {'eatt/dot':>9}")
-    for row in r["comparison"]:
-        lines.append(
-            f"{row['metric']:<40} {_fmt(row['eatt']):>12} {_fmt(row['dot']):>12} "
-            f"{_fmt(row['ratio']):>9}"
-        )
+    if "comparison" in r:
+        lines += ["", "=== E-ATT vs dot (same weights and formats) ==="]
+        lines.append(f"{'metric':<40} {'eatt':>12} {'dot':>12} {'eatt/dot':>9}")
+        for row in r["comparison"]:
+            lines.append(
+                f"{row['metric']:<40} {_fmt(row['eatt']):>12} {_fmt(row['dot']):>12} "
+                f"{_fmt(row['ratio']):>9}"
+            )
+    if "window" in r:
+        lines += format_window(r["window"], r["out_dir"])
     lines += ["", "flow: " + ("PASS" if r["ok"] else "FAIL")]
     return "\n".join(lines)

@@ -7,6 +7,9 @@
 - ``AttentionCoreConfigTemplate`` / ``AttentionCoreFunctionTemplate``: hls4ml "templates" (passes
   that write the layer's CONFIG_T struct and its call in myproject.cpp), registered for the
   Vivado and Vitis backends (the same C++ serves both).
+- ``parse_window_attention`` and ``WindowAttentionConfigTemplate`` /
+  ``WindowAttentionFunctionTemplate``: the same for the windowed unit's WindowAttention node
+  (kind window, templates/nnet_window_attention.h).
 """
 
 from __future__ import annotations
@@ -20,13 +23,27 @@ from eatt.hls.layers import (
     INT_ATTRS,
     TABLE_NAMES,
     WEIGHT_NAMES,
+    WINDOW_INT_ATTRS,
+    WINDOW_TABLE_NAMES,
     AttentionCore,
+    WindowAttention,
     ap_type,
     datapath_widths,
+    window_datapath_widths,
 )
-from eatt.quant.ops import DOMAIN, OP_TYPE, core_from_node, derived_attributes
+from eatt.quant.ops import (
+    DOMAIN,
+    OP_TYPE,
+    WINDOW_OP_TYPE,
+    core_from_node,
+    derived_attributes,
+    window_derived_attributes,
+    window_from_node,
+    window_input_names,
+)
 
 HEADER = "nnet_utils/nnet_attention_core.h"
+WINDOW_HEADER = "nnet_utils/nnet_window_attention.h"
 
 
 class ConversionError(ValueError):
@@ -144,3 +161,147 @@ class AttentionCoreFunctionTemplate(FunctionCallTemplate):
         for name in (*WEIGHT_NAMES, *TABLE_NAMES):
             params[name] = node.get_weights(name).name
         return self.template.format(**params)
+
+
+# -- the windowed cross-attention unit ------------------------------------------------------------
+def window_layer_attributes(cfg: CoreConfig) -> dict:
+    """Integer attributes of the WindowAttention layer for a window config."""
+    from eatt.quant.window import derive_window_formats, penalty_levels
+
+    wf = derive_window_formats(cfg)
+    d = window_derived_attributes(cfg)
+    attrs = {key: int(d[key]) for key in WINDOW_INT_ATTRS if key in d and key != "exp_table"}
+    big = max(cfg.len_k, wf.count_max, cfg.half_width, cfg.g_levels)
+    attrs.update(
+        len_k=cfg.len_k,
+        dim=cfg.dim,
+        heads=cfg.heads,
+        half_width=cfg.half_width,
+        penalty_levels=penalty_levels(cfg),
+        g_level=0,  # no G input: the one row of the gaussian (or zero) table
+        in_bits=cfg.in_bits,
+        in_frac=cfg.in_frac,
+        weight_bits=cfg.weight_bits,
+        exp_table_size=cfg.exp_table_size,
+        exp_frac=cfg.exp_frac,
+        recip_frac=cfg.recip_frac,
+        v_bits=cfg.v_bits,
+        count_bits=cfg.count_bits,
+        int_bits=big.bit_length() + 1,
+        q_acc_bound=wf.core.q_acc_bound,
+        score_bound=wf.core.score_bound,
+        penalty_max=wf.penalty_max,
+        diff_bound=wf.diff_bound,
+    )
+    return {key: int(attrs[key]) for key in WINDOW_INT_ATTRS}
+
+
+def parse_window_attention(node, input_names, input_shapes, graph):
+    """hls4ml ONNX handler: WindowAttention node -> hls4ml layer dict (class WindowAttention)."""
+    where = f"{WINDOW_OP_TYPE} node '{node.name}'"
+    if node.domain != DOMAIN:
+        raise ConversionError(f"{where}: domain {node.domain!r} is not {DOMAIN!r}")
+    try:
+        cfg, weights = window_from_node(node)
+    except ValueError as err:
+        raise ConversionError(str(err)) from None
+    names = window_input_names(cfg)
+    if len(input_names) != len(names) or len(node.output) != 1:
+        raise ConversionError(
+            f"{where}: expected {len(names)} inputs ({', '.join(names)}), 1 output"
+        )
+    derived = window_derived_attributes(cfg)
+    known = {"format_version", "wq", *(f.name for f in fields(CoreConfig)), *derived}
+    unknown = sorted({a.name for a in node.attribute} - known)
+    if unknown:
+        raise ConversionError(f"{where}: unsupported attribute '{unknown[0]}'")
+    layer = {
+        "class_name": "WindowAttention",
+        "name": node.name,
+        "inputs": list(input_names),
+        "outputs": list(node.output),
+        "score": cfg.score,
+        "position": cfg.position,
+        **window_layer_attributes(cfg),
+        "wq_data": weights.wq,
+    }
+    for key in WINDOW_TABLE_NAMES:
+        layer[key + "_data"] = derived[key].astype("int64").ravel()
+    return layer
+
+
+window_config_template = """struct config{index} : nnet::window_attention_config {{
+    static const unsigned len_k = {len_k};
+    static const unsigned dim = {dim};
+    static const unsigned heads = {heads};
+    static const unsigned d_head = {d_head};
+    static const unsigned half_width = {half_width};
+    static const unsigned window_rows = {window_rows};
+    static const unsigned penalty_levels = {penalty_levels};
+    static const unsigned g_level = {g_level};
+    static const bool score_eatt = {score_eatt};
+    static const int tau_int = {tau_int};
+    static const unsigned q_shift = {q_shift};
+    static const unsigned exp_shift = {exp_shift};
+    static const unsigned exp_table_size = {exp_table_size};
+    static const unsigned recip_index_bits = {recip_index_bits};
+    static const unsigned recip_frac = {recip_frac};
+    static const int v_min = {v_min};
+    static const int v_max = {v_max};
+    static const unsigned esum_bits = {esum_bits};
+    static const unsigned reuse_factor = {reuse};
+    typedef ap_fixed<{in_bits}, {in_int}> in_fixed_t;
+    typedef ap_fixed<{qk_code_bits}, {k_int}> k_fixed_t;
+    typedef ap_fixed<{v_code_bits}, {vc_int}> vc_fixed_t;
+    typedef ap_fixed<{int_bits}, {int_bits}> int_fixed_t;
+    typedef ap_fixed<{v_bits}, {out_int}> out_fixed_t;
+{typedefs}
+    typedef {wq_t} wq_t;
+    typedef {exp_table_t} exp_table_t;
+    typedef {recip_table_t} recip_table_t;
+    typedef {penalty_table_t} penalty_table_t;
+}};
+"""
+
+
+class WindowAttentionConfigTemplate(LayerConfigTemplate):
+    def __init__(self):
+        super().__init__(WindowAttention)
+        self.template = window_config_template
+
+    def format(self, node):
+        params = self._default_config_params(node)
+        widths = window_datapath_widths(params)
+        params["typedefs"] = "\n".join(
+            f"    typedef {ap_type(signed, width)} {name};"
+            for name, (signed, width) in widths.items()
+        )
+        params["score_eatt"] = "true" if params["score"] == "eatt" else "false"
+        params["esum_bits"] = widths["esum_t"][1]
+        params["v_min"] = -(2 ** (params["v_bits"] - 1))
+        params["v_max"] = 2 ** (params["v_bits"] - 1) - 1
+        params["in_int"] = params["in_bits"] - params["in_frac"]
+        params["k_int"] = params["qk_code_bits"] - params["key_frac"]
+        params["vc_int"] = params["v_code_bits"] - params["value_frac"]
+        params["out_int"] = params["v_bits"] - params["value_frac"]
+        for name in ("wq", *WINDOW_TABLE_NAMES):
+            params[name + "_t"] = node.get_weights(name).type.name
+        return self.template.format(**params)
+
+
+class WindowAttentionFunctionTemplate(FunctionCallTemplate):
+    def __init__(self):
+        super().__init__(WindowAttention, include_header=[WINDOW_HEADER])
+
+    def format(self, node):
+        ins = [node.get_input_variable(name) for name in node.inputs]
+        out = node.get_output_variable()
+        flexible = node.get_attr("position") == "flexible"
+        name = "window_attention_flexible" if flexible else "window_attention"
+        types = ", ".join([*(v.type.name for v in ins), out.type.name, f"config{node.index}"])
+        args = [
+            *(v.name for v in ins),
+            out.name,
+            *(node.get_weights(w).name for w in ("wq", *WINDOW_TABLE_NAMES)),
+        ]
+        return f"nnet::{name}<{types}>({', '.join(args)});"

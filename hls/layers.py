@@ -9,6 +9,11 @@ matrices wq, wk, wv, wo and the softmax tables exp_table, recip_table.
 ``datapath_widths`` derives every intermediate width from the golden model's bounds
 (docs/golden.md), so the C++ adders are exactly as wide as the worst case needs and nothing can
 overflow; the config template writes them into the layer's CONFIG_T struct as ap_int typedefs.
+
+``WindowAttention`` is the layer of the windowed unit (kind window): inputs X, P, W, K, V, C,
+L[, G] as in the QONNX file (docs/export.md), output O (dim), weights wq and the exp,
+reciprocal and position tables; ``window_datapath_widths`` gives its widths (sums over at most
+window_rows rows weighted by counts, docs/window.md).
 """
 
 from __future__ import annotations
@@ -134,6 +139,118 @@ class AttentionCore(Layer):
             "recip_table": unsigned_bits(2 ** a["recip_frac"]),
         }
         for name in TABLE_NAMES:
+            self.add_weights_variable(
+                name=name,
+                var_name=name + "{index}",
+                type_name=name + "{index}_t",
+                precision=IntegerPrecisionType(width=widths[name], signed=False),
+                data=self.get_attr(name + "_data"),
+            )
+
+
+# -- the windowed cross-attention unit (kind window) ---------------------------------------------
+#: integer attributes of the WindowAttention layer (config, derived formats and bounds)
+WINDOW_INT_ATTRS = (
+    "len_k",
+    "dim",
+    "heads",
+    "d_head",
+    "half_width",
+    "window_rows",
+    "penalty_levels",
+    "g_level",
+    "in_bits",
+    "in_frac",
+    "weight_bits",
+    "tau_int",
+    "q_shift",
+    "exp_shift",
+    "exp_table_size",
+    "exp_frac",
+    "recip_index_bits",
+    "recip_frac",
+    "v_bits",
+    "qk_code_bits",
+    "v_code_bits",
+    "key_frac",
+    "value_frac",
+    "count_bits",
+    "count_max",
+    "int_bits",
+    "q_acc_bound",
+    "score_bound",
+    "penalty_max",
+    "diff_bound",
+)
+WINDOW_TABLE_NAMES = ("exp_table", "recip_table", "penalty_table")
+SCORES = ("eatt", "dot")
+POSITIONS = ("none", "gaussian", "flexible")
+
+
+def window_datapath_widths(a: dict) -> dict[str, tuple[bool, int]]:
+    """(signed, width) of every integer type of the window datapath (docs/window.md bounds).
+
+    The sums run over at most window_rows rows, each weighted by a count <= count_max.
+    """
+    exp_max = 2 ** a["exp_frac"]
+    cexp_bound = exp_max * a["count_max"]
+    esum_bound = a["window_rows"] * cexp_bound
+    numer_bound = esum_bound * 2 ** (a["v_code_bits"] - 1)
+    recip_bound = 2 ** a["recip_frac"]
+    return {
+        "in_code_t": (True, a["in_bits"]),
+        "qacc_t": (True, signed_bits(a["q_acc_bound"])),
+        "qk_t": (True, a["qk_code_bits"]),
+        "diff_t": (True, a["qk_code_bits"] + 1),
+        "score_t": (True, signed_bits(a["score_bound"])),
+        "logit_t": (True, signed_bits(a["score_bound"] + a["penalty_max"])),
+        "zidx_t": (False, unsigned_bits(a["diff_bound"])),
+        "exp_t": (False, unsigned_bits(exp_max)),
+        "count_t": (False, a["count_bits"]),
+        "cexp_t": (False, unsigned_bits(cexp_bound)),
+        "esum_t": (False, unsigned_bits(esum_bound)),
+        "norm_t": (False, max(unsigned_bits(esum_bound), a["recip_index_bits"] + 1)),
+        "recip_t": (False, unsigned_bits(recip_bound)),
+        "v_t": (True, a["v_bits"]),
+        "vcode_t": (True, a["v_code_bits"]),
+        "numer_t": (True, signed_bits(numer_bound)),
+        "prod_t": (True, signed_bits(numer_bound * recip_bound) + 2),
+    }
+
+
+def fixed_port(bits: int, frac: int) -> FixedPrecisionType:
+    """The port type of a <bits, frac> grid; an LSB above 1 (frac < 0) widens it to an integer
+    type (same values, and no ap_fixed with I > W on the ports, see AttentionCore)."""
+    integer = bits - frac
+    return FixedPrecisionType(width=max(bits, integer), integer=integer, signed=True)
+
+
+class WindowAttention(Layer):
+    """One step of the windowed unit; arithmetic of eatt.quant.window.WindowGolden."""
+
+    _expected_attributes = [
+        ChoiceAttribute("score", list(SCORES), configurable=False),
+        ChoiceAttribute("position", list(POSITIONS), configurable=False),
+        *[Attribute(name) for name in WINDOW_INT_ATTRS],
+        *[WeightAttribute(name) for name in ("wq", *WINDOW_TABLE_NAMES)],
+    ]
+
+    def initialize(self):
+        a = self.attributes
+        self.add_output_variable([a["dim"]], precision=fixed_port(a["v_bits"], a["value_frac"]))
+        self.add_weights_variable(
+            name="wq",
+            var_name="wq{index}",
+            type_name="wq{index}_t",
+            precision=IntegerPrecisionType(width=a["weight_bits"], signed=True),
+            data=self.get_attr("wq_data"),
+        )
+        widths = {
+            "exp_table": unsigned_bits(2 ** a["exp_frac"]),
+            "recip_table": unsigned_bits(2 ** a["recip_frac"]),
+            "penalty_table": unsigned_bits(a["penalty_max"]),
+        }
+        for name in WINDOW_TABLE_NAMES:
             self.add_weights_variable(
                 name=name,
                 var_name=name + "{index}",

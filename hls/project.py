@@ -12,6 +12,12 @@
 
 `source` is a QONNX file written by eatt.quant.export, an onnx.ModelProto, a (CoreConfig,
 CoreWeights) pair, or a CoreConfig alone (deterministic random weights from `seed`).
+
+Kind window (a window config or a WindowAttention file) goes through the same calls: the
+project holds one WindowAttention layer (templates/nnet_window_attention.h), its C simulation is
+compared with eatt.quant.window.WindowGolden on random steps (quant.window.random_window_inputs)
+plus the edge steps (quant.export.window_edge_inputs: windows at both sequence edges, w = 0, a
+one-row memory, the widest sums, L0Drop compacted memories).
 """
 
 from __future__ import annotations
@@ -42,12 +48,24 @@ from eatt.quant.golden import (
     random_inputs,
     random_weights,
 )
-from eatt.quant.ops import DOMAIN, OP_TYPE, lsb_frac
+from eatt.quant.ops import (
+    DOMAIN,
+    OP_TYPE,
+    WINDOW_OP_TYPE,
+    lsb_frac,
+    window_derived_attributes,
+    window_input_fracs,
+    window_input_names,
+)
 
 #: backend name (ours, lower case) -> hls4ml backend name
 BACKENDS = {"vitis": "Vitis", "vivado": "Vivado"}
 #: ONNX node types the extension converts (anything else is a ConversionError naming the node)
-SUPPORTED_NODES = {("qonnx.custom_op.general", "Quant"), (DOMAIN, OP_TYPE)}
+SUPPORTED_NODES = {
+    ("qonnx.custom_op.general", "Quant"),
+    (DOMAIN, OP_TYPE),
+    (DOMAIN, WINDOW_OP_TYPE),
+}
 #: the file in every project directory that marks it as ours (and records what was built)
 METADATA = "eatt_hls.json"
 PROJECT_NAME = "myproject"
@@ -97,7 +115,7 @@ def load_source(source: Any, seed: int = 1) -> tuple[onnx.ModelProto, CoreConfig
             op = f"{node.domain}.{node.op_type}" if node.domain else node.op_type
             raise ConversionError(
                 f"{where}: node '{node.name}' ({op}) is not supported by the eatt hls4ml "
-                "extension (supported: Quant inputs feeding one AttentionCore)"
+                "extension (supported: Quant inputs feeding one AttentionCore or WindowAttention)"
             )
     try:
         cfg, weights = load_core(model)
@@ -141,15 +159,20 @@ def convert(
         raise ValueError(f"reuse_factor: must be a positive integer, got {reuse_factor!r}")
     in_type = f"fixed<{cfg.in_bits},{cfg.in_bits - cfg.in_frac}>"
     inputs = [i.name for i in model.graph.input]
+    # hls4ml's default input type is fixed<16,6>: give the inputs the core's own grid
+    types = window_port_types(cfg) if cfg.kind == "window" else dict.fromkeys(inputs, in_type)
     hls_config = {
         "Model": {"Precision": "fixed<16,6>", "ReuseFactor": reuse_factor, "Strategy": "Latency"},
-        # hls4ml's default input type is fixed<16,6>: give the inputs the core's own grid
-        "LayerName": {name: {"Precision": {"result": in_type}} for name in inputs},
+        "LayerName": {name: {"Precision": {"result": types[name]}} for name in inputs},
     }
+    if cfg.kind == "window":
+        # not a pipelined top (which would unroll the window loops): the loops carry their own
+        # PIPELINE II=1 (templates/nnet_window_attention.h)
+        hls_config["Model"]["PipelineStyle"] = "dataflow"
     kwargs: dict[str, Any] = {"clock_period": clock_ns}
     if part:
         kwargs["part"] = part
-    return hls4ml.converters.convert_from_onnx_model(
+    hls_model = hls4ml.converters.convert_from_onnx_model(
         model,
         output_dir=str(out_dir),
         project_name=PROJECT_NAME,
@@ -161,6 +184,27 @@ def convert(
         write_weights_txt=False,
         **kwargs,
     )
+    if cfg.kind == "window":
+        # the memory arrays: one row (dim codes) per word, so a window row is read per cycle
+        for var in hls_model.get_input_variables():
+            if var.name in ("K", "V"):
+                var.pragma = ("reshape", "cyclic", cfg.dim)
+    return hls_model
+
+
+def window_port_types(cfg: CoreConfig) -> dict[str, str]:
+    """hls4ml precision of each graph input of a window file (the grids of window_input_fracs)."""
+    from eatt.hls.handlers import window_layer_attributes
+    from eatt.hls.layers import fixed_port
+
+    d = window_derived_attributes(cfg)
+    ib = window_layer_attributes(cfg)["int_bits"]
+    bits = {"X": cfg.in_bits, "K": d["qk_code_bits"], "V": d["v_code_bits"]}
+    types = {}
+    for name, frac in window_input_fracs(cfg).items():
+        t = fixed_port(bits[name], frac) if name in bits else fixed_port(ib, 0)
+        types[name] = f"fixed<{t.width},{t.integer}>"
+    return types
 
 
 def _vectors(cfg: CoreConfig, vectors: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -227,6 +271,78 @@ def write_testbench_data(
             fpr.write(" ".join(repr(float(v)) for v in expected[i].ravel() * out_scale) + "\n")
 
 
+def _formats(cfg: CoreConfig) -> dict:
+    if cfg.kind == "window":
+        from eatt.quant.window import derive_window_formats
+
+        return derive_window_formats(cfg).to_dict()
+    return derive_formats(cfg).to_dict()
+
+
+def check_data(
+    model: onnx.ModelProto, cfg: CoreConfig, weights: CoreWeights, vectors: int, seed: int
+) -> tuple[list[np.ndarray], np.ndarray, int, int]:
+    """The checked vectors: (real inputs, one (n, features) array per graph input in graph
+    order; golden output codes; output fraction; number of edge vectors, which come last)."""
+    if cfg.kind != "window":
+        x, y = _vectors(cfg, vectors, seed)
+        n, scale = len(x), 2.0**-cfg.in_frac
+        reals = [x.reshape(n, -1) * scale, y.reshape(n, -1) * scale]
+        expected = GoldenCore(cfg, weights).forward(x, y)
+        return reals, expected, lsb_frac(derive_formats(cfg).out_lsb), len(edge_inputs(cfg)[0])
+    from eatt.quant.export import WINDOW_STEP_NAMES, core_input_names, window_vectors
+    from eatt.quant.window import WindowGolden
+
+    steps, n_edge = window_vectors(cfg, vectors, seed)
+    expected = WindowGolden(cfg, weights).forward(**steps)
+    n = len(expected)
+    fracs = window_input_fracs(cfg)
+    by_graph_name = dict(zip(core_input_names(model), window_input_names(cfg), strict=True))
+    reals = []
+    for vi in model.graph.input:
+        label = by_graph_name[vi.name]
+        codes = steps[WINDOW_STEP_NAMES[label]].reshape(n, -1).astype(np.float64)
+        reals.append(codes * 2.0 ** -fracs[label])
+    return reals, expected, fracs["V"], n_edge
+
+
+def predict_codes(hls_model, reals: list[np.ndarray], shape: tuple, out_frac: int) -> np.ndarray:
+    """Integer output codes of the compiled C simulation for real inputs (check_data)."""
+    feed = [np.ascontiguousarray(r, dtype=np.float64) for r in reals]
+    out = np.asarray(hls_model.predict(feed if len(feed) > 1 else feed[0]), dtype=np.float64)
+    codes = out.reshape(shape) * 2.0**out_frac
+    rounded = np.rint(codes)
+    if not np.array_equal(rounded, codes):
+        raise RuntimeError("C simulation output is not on the core's output grid")
+    return rounded.astype(np.int64)
+
+
+def _write_tb(
+    project: Path,
+    reals: list[np.ndarray],
+    expected: np.ndarray,
+    out_frac: int,
+    edges: int,
+    n: int,
+) -> None:
+    """tb_data/tb_input_features.dat (every input of a vector, in graph order, per line) and
+    tb_output_predictions.dat (golden outputs), real values, edge vectors first: the files
+    hls4ml's myproject_test.cpp reads."""
+    total = len(expected)
+    order = np.r_[np.arange(total - edges, total), np.arange(total - edges)][:n]
+    tb = project / "tb_data"
+    tb.mkdir(exist_ok=True)
+    with (
+        open(tb / "tb_input_features.dat", "w") as fin,
+        open(tb / "tb_output_predictions.dat", "w") as fpr,
+    ):
+        for i in order:
+            row = np.concatenate([r[i].ravel() for r in reals])
+            fin.write(" ".join(repr(float(v)) for v in row) + "\n")
+            out = expected[i].ravel() * 2.0**-out_frac
+            fpr.write(" ".join(repr(float(v)) for v in out) + "\n")
+
+
 def _replace_dir(tmp: Path, out_dir: Path) -> None:
     """Move tmp onto out_dir; an existing project there is removed whole (no stale files)."""
     if out_dir.exists():
@@ -280,21 +396,22 @@ def write_project(
     try:
         with stdout_to_stderr():
             hls_model = convert(model, cfg, tmp, backend, part, clock_ns, reuse_factor)
-            x, y = _vectors(cfg, vectors, vector_seed)
-            expected = GoldenCore(cfg, weights).forward(x, y)
+            reals, expected, out_frac, n_edge = check_data(
+                model, cfg, weights, vectors, vector_seed
+            )
             csim = None
             if compile:
                 start = time.perf_counter()
                 hls_model.compile()
                 compile_s = time.perf_counter() - start
                 start = time.perf_counter()
-                got = run_csim(hls_model, cfg, x, y)
+                got = predict_codes(hls_model, reals, expected.shape, out_frac)
                 csim_s = time.perf_counter() - start
                 csim = compare(expected, got, vectors, vector_seed)
                 csim.update(
                     compile_s=round(compile_s, 3),
                     csim_s=round(csim_s, 4),
-                    vectors_per_s=round(len(x) / csim_s, 1) if csim_s > 0 else None,
+                    vectors_per_s=round(len(expected) / csim_s, 1) if csim_s > 0 else None,
                 )
             else:
                 hls_model.write()
@@ -306,11 +423,11 @@ def write_project(
             "reuse_factor": reuse_factor,
             "source": where,
             "config": cfg.to_dict(),
-            "formats": derive_formats(cfg).to_dict(),
+            "formats": _formats(cfg),
             "csim": csim,
             "ok": csim is None or csim["mismatches"] == 0,
         }
-        write_testbench_data(tmp, cfg, x, y, expected, tb_vectors)
+        _write_tb(tmp, reals, expected, out_frac, n_edge, tb_vectors)
         (tmp / METADATA).write_text(json.dumps(result, indent=2) + "\n")
         _replace_dir(tmp, out_dir)
     finally:

@@ -7,10 +7,19 @@ The file (docs/export.md describes it node by node):
     AttentionCore (domain eatt.quant.ops; config, weights, formats, tables as attributes)
         (X_quant, Y_quant) -> Z (1, len_q, dim) float = integer output * 2**-out_frac
 
+Kind window (the windowed cross-attention unit, eatt.quant.window; docs/export.md):
+
+    X (1, dim) float -> Quant(input format) -> X_quant
+    WindowAttention (X_quant, P, W, K, V, C, L[, G]) -> O (1, dim) = attention output codes *
+        2**-value_frac; P, W, L, G (1, 1) and C (1, len_k) integers, K and V (1, len_k, dim) the
+        projected memory on the Q/K and V grids
+
     export_core(cfg, weights, path)      validate, write atomically, read back; returns a summary
     load_core(path) -> (cfg, weights)    anything that is not one of our files: one-line ValueError
     execute_core(path, x, y) -> codes    integer codes in, qonnx execution, integer codes out
-    check_export(path, vectors, seed)    qonnx execution vs GoldenCore on random + edge vectors
+    execute_window(path, steps) -> codes the same for a window file (steps: STEP_INPUTS arrays)
+    check_export(path, vectors, seed)    qonnx execution vs GoldenCore (WindowGolden for kind
+                                         window) on random + edge vectors
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+from qonnx.core.datatype import DataType
 from qonnx.core.modelwrapper import ModelWrapper
 from qonnx.transformation.infer_datatypes import InferDataTypes
 from qonnx.transformation.infer_shapes import InferShapes
@@ -39,9 +49,22 @@ from eatt.quant.ops import (
     EXPORTABLE_KINDS,
     FORMAT_VERSION,
     OP_TYPE,
+    WINDOW_OP_TYPE,
     core_from_node,
     lsb_frac,
     make_core_node,
+    make_window_node,
+    window_derived_attributes,
+    window_from_node,
+    window_input_fracs,
+    window_input_names,
+)
+from eatt.quant.window import (
+    STEP_INPUTS,
+    WindowGolden,
+    compact_memory,
+    derive_window_formats,
+    random_window_inputs,
 )
 
 QONNX_DOMAIN = "qonnx.custom_op.general"
@@ -57,17 +80,20 @@ def validate_exportable(cfg: CoreConfig, weights: CoreWeights | Mapping[str, Any
     """
     if not isinstance(cfg, CoreConfig):
         raise ValueError(f"config: expected a CoreConfig, got {type(cfg).__name__}")
-    if cfg.kind not in EXPORTABLE_KINDS:
-        raise ValueError(
-            f"kind: {cfg.kind!r} cannot be exported (supported: {', '.join(EXPORTABLE_KINDS)})"
-        )
+    window = cfg.kind == "window"
+    if cfg.kind not in EXPORTABLE_KINDS and not window:
+        supported = ", ".join((*EXPORTABLE_KINDS, "window"))
+        raise ValueError(f"kind: {cfg.kind!r} cannot be exported (supported: {supported})")
     if isinstance(weights, CoreWeights):
         arrays = weights.as_dict()
     elif isinstance(weights, Mapping):
-        missing = [n for n in CoreWeights.NAMES if n not in weights]
+        # the window unit holds only W_Q (the memory comes projected; W_O is outside)
+        needed = ("wq",) if window else CoreWeights.NAMES
+        missing = [n for n in needed if n not in weights]
         if missing:
             raise ValueError(f"weights: missing '{missing[0]}'")
-        arrays = {n: weights[n] for n in CoreWeights.NAMES}
+        zero = np.zeros((cfg.dim, cfg.dim), dtype=np.int64)
+        arrays = {n: weights[n] if n in weights else zero for n in CoreWeights.NAMES}
     else:
         raise ValueError(
             f"weights: expected CoreWeights or a mapping, got {type(weights).__name__}"
@@ -86,11 +112,21 @@ def validate_exportable(cfg: CoreConfig, weights: CoreWeights | Mapping[str, Any
     core_weights = CoreWeights(**ints)
     core_weights.check(cfg)  # shape and narrow range, one-line ValueError
     # The file carries X, Y and Z as float32: every value must be exact there.
-    f = derive_formats(cfg)
-    for what, frac, bits in (
-        ("in_frac", cfg.in_frac, cfg.in_bits),
-        ("out_bits", lsb_frac(f.out_lsb), cfg.out_bits),
-    ):
+    if window:
+        d = window_derived_attributes(cfg)
+        carried = (
+            ("in_frac", cfg.in_frac, cfg.in_bits),
+            ("qk_bits", d["key_frac"], d["qk_code_bits"]),
+            ("v_bits", d["value_frac"], max(d["v_code_bits"], cfg.v_bits)),
+            ("count_bits", 0, cfg.count_bits + 1),
+        )
+    else:
+        f = derive_formats(cfg)
+        carried = (
+            ("in_frac", cfg.in_frac, cfg.in_bits),
+            ("out_bits", lsb_frac(f.out_lsb), cfg.out_bits),
+        )
+    for what, frac, bits in carried:
         lo = np.float64(2.0**-frac)
         hi = lo * 2.0 ** (bits - 1)
         if bits > 24 or lo < np.finfo(np.float32).tiny or hi > np.finfo(np.float32).max:
@@ -124,18 +160,78 @@ def _quant_node(
     )
 
 
+#: graph input of a window file -> its name in window.STEP_INPUTS
+WINDOW_STEP_NAMES = {
+    "X": "x",
+    "P": "p",
+    "W": "w",
+    "K": "keys",
+    "V": "values",
+    "C": "counts",
+    "L": "length",
+    "G": "g",
+}
+
+
+def window_input_shapes(cfg: CoreConfig) -> dict[str, list[int]]:
+    """Graph input name -> shape (batch 1) of a window file."""
+    shapes = {
+        "X": [1, cfg.dim],
+        "P": [1, 1],
+        "W": [1, 1],
+        "K": [1, cfg.len_k, cfg.dim],
+        "V": [1, cfg.len_k, cfg.dim],
+        "C": [1, cfg.len_k],
+        "L": [1, 1],
+        "G": [1, 1],
+    }
+    return {name: shapes[name] for name in window_input_names(cfg)}
+
+
+def window_input_datatypes(cfg: CoreConfig) -> dict[str, str]:
+    """qonnx datatype of each integer-coded graph input of a window file (X goes through Quant)."""
+    d = window_derived_attributes(cfg)
+    wf = derive_window_formats(cfg)
+
+    def fixed(bits: int, frac: int) -> str:
+        return f"FIXED<{bits},{bits - frac}>" if frac >= 1 else f"SCALEDINT<{bits}>"
+
+    types = {
+        "P": f"UINT{max(1, (cfg.len_k - 1).bit_length())}",
+        "W": f"UINT{max(1, cfg.half_width.bit_length())}",
+        "K": fixed(wf.qk_code_bits, d["key_frac"]),
+        "V": fixed(wf.v_code_bits, d["value_frac"]),
+        "C": f"UINT{cfg.count_bits}",
+        "L": f"UINT{cfg.len_k.bit_length()}",
+        "G": f"UINT{max(1, cfg.g_levels.bit_length())}",
+    }
+    return {name: types[name] for name in window_input_names(cfg) if name != "X"}
+
+
 def build_model(cfg: CoreConfig, weights: CoreWeights | Mapping[str, Any]) -> onnx.ModelProto:
     """The QONNX model of one core (validated, shapes and qonnx datatypes annotated)."""
     w = validate_exportable(cfg, weights)
     inputs: list = []
     inits: list = []
-    nodes = [
-        _quant_node(inputs, inits, "X", (1, cfg.len_q, cfg.dim), cfg),
-        _quant_node(inputs, inits, "Y", (1, cfg.len_k, cfg.dim), cfg),
-        make_core_node(cfg, w, ["X_quant", "Y_quant"], "Z", name=f"{OP_TYPE}_0"),
-    ]
-    output = helper.make_tensor_value_info("Z", TensorProto.FLOAT, [1, cfg.len_q, cfg.dim])
-    graph = helper.make_graph(nodes, f"eatt_{cfg.kind}_core", inputs, [output], initializer=inits)
+    if cfg.kind == "window":
+        nodes = [_quant_node(inputs, inits, "X", (1, cfg.dim), cfg)]
+        names = window_input_names(cfg)
+        for name, shape in window_input_shapes(cfg).items():
+            if name != "X":
+                inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
+        node_inputs = ["X_quant", *names[1:]]
+        nodes.append(make_window_node(cfg, w, node_inputs, "O", name=f"{WINDOW_OP_TYPE}_0"))
+        output = helper.make_tensor_value_info("O", TensorProto.FLOAT, [1, cfg.dim])
+        graph_name = "eatt_window_unit"
+    else:
+        nodes = [
+            _quant_node(inputs, inits, "X", (1, cfg.len_q, cfg.dim), cfg),
+            _quant_node(inputs, inits, "Y", (1, cfg.len_k, cfg.dim), cfg),
+            make_core_node(cfg, w, ["X_quant", "Y_quant"], "Z", name=f"{OP_TYPE}_0"),
+        ]
+        output = helper.make_tensor_value_info("Z", TensorProto.FLOAT, [1, cfg.len_q, cfg.dim])
+        graph_name = f"eatt_{cfg.kind}_core"
+    graph = helper.make_graph(nodes, graph_name, inputs, [output], initializer=inits)
     model = helper.make_model(
         graph,
         producer_name="eatt",
@@ -148,6 +244,9 @@ def build_model(cfg: CoreConfig, weights: CoreWeights | Mapping[str, Any]) -> on
     )
     helper.set_model_props(model, {"eatt.format_version": str(FORMAT_VERSION)})
     wrapped = ModelWrapper(model)
+    if cfg.kind == "window":
+        for name, dtype in window_input_datatypes(cfg).items():
+            wrapped.set_tensor_datatype(name, DataType[dtype])
     wrapped = wrapped.transform(InferShapes())
     wrapped = wrapped.transform(InferDataTypes())
     onnx.checker.check_model(wrapped.model)
@@ -174,15 +273,21 @@ def export_core(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if cfg.kind == "window":
+        formats = derive_window_formats(cfg).to_dict()
+        out_frac = window_derived_attributes(cfg)["value_frac"]
+    else:
+        formats = derive_formats(cfg).to_dict()
+        out_frac = lsb_frac(derive_formats(cfg).out_lsb)
     return {
         "path": str(path),
         "bytes": path.stat().st_size,
         "config": cfg.to_dict(),
-        "formats": derive_formats(cfg).to_dict(),
+        "formats": formats,
         "nodes": [f"{n.domain}.{n.op_type}" if n.domain else n.op_type for n in model.graph.node],
         "inputs": {i.name: _shape(i) for i in model.graph.input},
         "outputs": {o.name: _shape(o) for o in model.graph.output},
-        "output_frac": lsb_frac(derive_formats(cfg).out_lsb),
+        "output_frac": out_frac,
     }
 
 
@@ -205,11 +310,14 @@ def _read_model(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.Model
 
 
 def _core_node(model: onnx.ModelProto, where: str) -> onnx.NodeProto:
-    cores = [n for n in model.graph.node if n.domain == DOMAIN and n.op_type == OP_TYPE]
+    ours = (OP_TYPE, WINDOW_OP_TYPE)
+    cores = [n for n in model.graph.node if n.domain == DOMAIN and n.op_type in ours]
     if not cores:
-        raise ValueError(f"{where}: not an eatt core file (no {DOMAIN} {OP_TYPE} node)")
+        raise ValueError(
+            f"{where}: not an eatt core file (no {DOMAIN} {OP_TYPE} or {WINDOW_OP_TYPE} node)"
+        )
     if len(cores) > 1:
-        raise ValueError(f"{where}: holds {len(cores)} {OP_TYPE} nodes; one core per file")
+        raise ValueError(f"{where}: holds {len(cores)} eatt nodes; one core per file")
     return cores[0]
 
 
@@ -221,32 +329,13 @@ def _input_quant(
     inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     graph_inputs = {i.name: _shape(i) for i in model.graph.input}
     names = []
+    if core.op_type == WINDOW_OP_TYPE:
+        return _window_inputs(core, cfg, where, producers, graph_inputs, inits)
     if len(core.input) != 2:
         raise ValueError(f"{where}: {OP_TYPE} has {len(core.input)} inputs, expected 2 (X, Y)")
-    for label, tensor, length in zip("XY", core.input, (cfg.len_q, cfg.len_k), strict=True):
-        q = producers.get(tensor)
-        if q is None or q.op_type != "Quant":
-            raise ValueError(f"{where}: {OP_TYPE} input {label} does not come from a Quant node")
-        attrs = {a.name: helper.get_attribute_value(a) for a in q.attribute}
-        rounding = attrs.get("rounding_mode", b"ROUND")
-        params = [inits.get(name) for name in q.input[1:4]]
-        expected = (2.0**-cfg.in_frac, 0.0, float(cfg.in_bits))
-        ok = (
-            len(q.input) == 4
-            and all(p is not None and p.size == 1 for p in params)
-            and all(float(p.reshape(())) == e for p, e in zip(params, expected, strict=True))
-            and attrs.get("signed") == 1
-            and attrs.get("narrow") == 0
-            and (rounding.decode() if isinstance(rounding, bytes) else rounding).upper() == "ROUND"
-        )
-        if not ok:
-            raise ValueError(
-                f"{where}: Quant node '{q.name}' in front of input {label} is not the config's "
-                f"input format (signed <{cfg.in_bits}, {cfg.in_frac}>, zero point 0, ROUND)"
-            )
-        source = q.input[0]
-        if source not in graph_inputs:
-            raise ValueError(f"{where}: Quant node '{q.name}' is not fed by a graph input")
+    quants = zip("XY", core.input, (cfg.len_q, cfg.len_k), strict=True)
+    for label, tensor, length in quants:
+        source = _check_quant(label, tensor, cfg, where, producers, inits, graph_inputs)
         if graph_inputs[source][1:] != [length, cfg.dim]:
             raise ValueError(
                 f"{where}: input {label} '{source}' has shape {graph_inputs[source]}, "
@@ -256,6 +345,61 @@ def _input_quant(
     return names
 
 
+def _window_inputs(core, cfg, where, producers, graph_inputs, inits) -> list[str]:
+    """Graph input names of a window file, in node order: X behind its Quant, the rest direct."""
+    labels = window_input_names(cfg)
+    if len(core.input) != len(labels):
+        raise ValueError(
+            f"{where}: {WINDOW_OP_TYPE} has {len(core.input)} inputs, expected {len(labels)} "
+            f"({', '.join(labels)})"
+        )
+    shapes = window_input_shapes(cfg)
+    names = []
+    for label, tensor in zip(labels, core.input, strict=True):
+        if label == "X":
+            source = _check_quant(label, tensor, cfg, where, producers, inits, graph_inputs)
+        else:
+            source = tensor
+            if source not in graph_inputs:
+                raise ValueError(f"{where}: {WINDOW_OP_TYPE} input {label} is not a graph input")
+        if graph_inputs[source][1:] != shapes[label][1:]:
+            raise ValueError(
+                f"{where}: input {label} '{source}' has shape {graph_inputs[source]}, "
+                f"expected (batch, {', '.join(map(str, shapes[label][1:]))})"
+            )
+        names.append(source)
+    return names
+
+
+def _check_quant(label, tensor, cfg, where, producers, inits, graph_inputs) -> str:
+    """The graph input behind the Quant node feeding `tensor` (checked: the input format)."""
+    q = producers.get(tensor)
+    if q is None or q.op_type != "Quant":
+        op = WINDOW_OP_TYPE if cfg.kind == "window" else OP_TYPE
+        raise ValueError(f"{where}: {op} input {label} does not come from a Quant node")
+    attrs = {a.name: helper.get_attribute_value(a) for a in q.attribute}
+    rounding = attrs.get("rounding_mode", b"ROUND")
+    params = [inits.get(name) for name in q.input[1:4]]
+    expected = (2.0**-cfg.in_frac, 0.0, float(cfg.in_bits))
+    ok = (
+        len(q.input) == 4
+        and all(p is not None and p.size == 1 for p in params)
+        and all(float(p.reshape(())) == e for p, e in zip(params, expected, strict=True))
+        and attrs.get("signed") == 1
+        and attrs.get("narrow") == 0
+        and (rounding.decode() if isinstance(rounding, bytes) else rounding).upper() == "ROUND"
+    )
+    if not ok:
+        raise ValueError(
+            f"{where}: Quant node '{q.name}' in front of input {label} is not the config's "
+            f"input format (signed <{cfg.in_bits}, {cfg.in_frac}>, zero point 0, ROUND)"
+        )
+    source = q.input[0]
+    if source not in graph_inputs:
+        raise ValueError(f"{where}: Quant node '{q.name}' is not fed by a graph input")
+    return source
+
+
 def load_core(path: str | os.PathLike | onnx.ModelProto) -> tuple[CoreConfig, CoreWeights]:
     """(config, integer weights) of an exported core; a one-line ValueError for anything else."""
     model, where = _read_model(path)
@@ -263,16 +407,24 @@ def load_core(path: str | os.PathLike | onnx.ModelProto) -> tuple[CoreConfig, Co
     return cfg, weights
 
 
+def core_input_names(source: str | os.PathLike | onnx.ModelProto) -> list[str]:
+    """The graph inputs feeding the core's node, in the node's input order (X, Y for a core;
+    X, P, W, K, V, C, L[, G] for a window unit)."""
+    model, where = _read_model(source)
+    return _load(model, where)[2]
+
+
 def _load(model: onnx.ModelProto, where: str) -> tuple[CoreConfig, CoreWeights, list[str], str]:
     core = _core_node(model, where)
     try:
-        cfg, weights = core_from_node(core)
+        read = window_from_node if core.op_type == WINDOW_OP_TYPE else core_from_node
+        cfg, weights = read(core)
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
     inputs = _input_quant(model, core, cfg, where)
     outputs = [o.name for o in model.graph.output]
     if outputs != [core.output[0]]:
-        raise ValueError(f"{where}: the graph's output is not the {OP_TYPE} output")
+        raise ValueError(f"{where}: the graph's output is not the {core.op_type} output")
     return cfg, weights, inputs, outputs[0]
 
 
@@ -298,7 +450,10 @@ def execute_core(
     from qonnx.core.onnx_exec import execute_onnx
 
     model, where = _read_model(source)
-    cfg, _, (x_name, y_name), out_name = _load(model, where)
+    cfg, _, names, out_name = _load(model, where)
+    if cfg.kind == "window":
+        raise ValueError(f"{where}: a window unit file; run it with execute_window")
+    x_name, y_name = names
     x, y = np.asarray(x), np.asarray(y)
     if x.ndim != 3 or y.ndim != 3 or len(x) != len(y):
         raise ValueError(
@@ -326,6 +481,135 @@ def execute_core(
     return codes.astype(np.int64)
 
 
+def window_edge_inputs(cfg: CoreConfig) -> dict[str, np.ndarray]:
+    """Deterministic window steps at the corners (a dict of STEP_INPUTS arrays).
+
+    Windows clipped at both sequence edges and inside, w = 0 and w = D, a one-row memory, the
+    largest codes everywhere with the largest counts (the widest sums), and L0Drop compacted
+    memories (Algorithm 1) with every gate open, one gate open and none but the first.
+    """
+    wf = derive_window_formats(cfg)
+    lk, dim, d = cfg.len_k, cfg.dim, cfg.half_width
+    rng = np.random.default_rng(12345)
+    kmax, vmax = 2 ** (wf.qk_code_bits - 1) - 1, 2 ** (wf.v_code_bits - 1) - 1
+    ilo, ihi = -(2 ** (cfg.in_bits - 1)), 2 ** (cfg.in_bits - 1) - 1
+    steps: list[dict] = []
+
+    def step(p, w, length=lk, keys=None, values=None, counts=None, x=None, g=None):
+        steps.append(
+            {
+                "x": rng.integers(ilo, ihi + 1, size=dim) if x is None else x,
+                "p": p,
+                "w": w,
+                "keys": rng.integers(-kmax - 1, kmax + 1, size=(lk, dim)) if keys is None else keys,
+                "values": rng.integers(-vmax - 1, vmax + 1, size=(lk, dim))
+                if values is None
+                else values,
+                "counts": np.ones(lk, dtype=np.int64) if counts is None else counts,
+                "length": length,
+                "g": cfg.g_levels if g is None else g,
+            }
+        )
+
+    for p in (0, lk - 1, lk // 2):
+        for w in sorted({0, d, max(d - 1, 0)}):
+            step(p, w)
+    step(0, d, length=1)
+    step(lk - 1, d, g=0)
+    full = np.full((lk, dim), kmax)
+    step(lk // 2, d, keys=full, values=np.full((lk, dim), vmax), counts=np.full(lk, wf.count_max))
+    step(lk // 2, d, keys=-full - 1, values=np.full((lk, dim), -vmax - 1), x=np.full(dim, ilo))
+    step(0, d, x=np.full(dim, ihi), counts=np.full(lk, wf.count_max))
+    # L0Drop compaction of a random gated memory: all kept, one kept, only row 0 kept
+    for kept in (lk, 1, 0):
+        gates = np.zeros(lk, dtype=np.int64)
+        gates[rng.permutation(lk)[: max(kept, 1)] if kept else [0]] = 1
+        keys = rng.integers(-kmax - 1, kmax + 1, size=(lk, dim))
+        values = rng.integers(-vmax - 1, vmax + 1, size=(lk, dim))
+        # the count of the zero row, N - N', must fit count_bits: N = the memory size
+        k, v, c, rows = compact_memory(keys * gates[:, None], values * gates[:, None], gates)
+        c = np.minimum(c, wf.count_max)
+        step(rows - 1, d, length=rows, keys=k, values=v, counts=c)
+    return {name: np.asarray([s[name] for s in steps], dtype=np.int64) for name in STEP_INPUTS}
+
+
+def window_vectors(cfg: CoreConfig, vectors: int, seed: int) -> tuple[dict[str, np.ndarray], int]:
+    """random_window_inputs(vectors, seed) followed by window_edge_inputs; (steps, edge count)."""
+    rand = random_window_inputs(cfg, vectors, seed=seed)
+    edge = window_edge_inputs(cfg)
+    steps = {name: np.concatenate([rand[name], edge[name]]) for name in STEP_INPUTS}
+    return steps, len(edge["x"])
+
+
+def execute_window(
+    source: str | os.PathLike | onnx.ModelProto, steps: Mapping[str, np.ndarray]
+) -> np.ndarray:
+    """Run a window file with qonnx's execute_onnx on integer step inputs; integer outputs.
+
+    steps: arrays named as window.STEP_INPUTS (x (n, dim); p, w, length, g (n,); keys, values
+    (n, len_k, dim); counts (n, len_k)), g only read for position flexible. Returns O (n, dim).
+    """
+    from qonnx.core.onnx_exec import execute_onnx
+
+    model, where = _read_model(source)
+    cfg, _, names, out_name = _load(model, where)
+    if cfg.kind != "window":
+        raise ValueError(f"{where}: not a window unit file; run it with execute_core")
+    labels = window_input_names(cfg)
+    fracs = window_input_fracs(cfg)
+    shapes = window_input_shapes(cfg)
+    source_of = WINDOW_STEP_NAMES
+    missing = [source_of[label] for label in labels if source_of[label] not in steps]
+    if missing:
+        raise ValueError(f"inputs: missing '{missing[0]}'")
+    arrays = {label: np.asarray(steps[source_of[label]]) for label in labels}
+    n = len(arrays["X"])
+    for label, a in arrays.items():
+        want = (n, *shapes[label][1:])
+        if a.size != int(np.prod(want)):
+            raise ValueError(f"inputs: {source_of[label]} has shape {a.shape}, expected {want}")
+    parts = []
+    models: dict[int, ModelWrapper] = {}
+    for start in range(0, n, _CHUNK):
+        m = min(_CHUNK, n - start)
+        if m not in models:
+            models[m] = _batched(model, m)
+        feed = {}
+        for label, name in zip(labels, names, strict=True):
+            a = arrays[label].reshape(n, *shapes[label][1:])[start : start + m]
+            feed[name] = (a.astype(np.float64) * 2.0 ** -fracs[label]).astype(np.float32)
+        real = execute_onnx(models[m], feed)[out_name]
+        parts.append(np.asarray(real, dtype=np.float64) * 2.0 ** fracs["V"])
+    out = np.concatenate(parts) if parts else np.zeros((0, cfg.dim))
+    codes = np.rint(out)
+    if not np.array_equal(codes, out):
+        raise ValueError(f"{where}: qonnx output is not on the 2**-{fracs['V']} grid")
+    return codes.astype(np.int64)
+
+
+def _mismatch_report(expected, got, vectors, seed, n_edge, seconds) -> dict:
+    n = len(expected)
+    bad = np.flatnonzero((expected != got).reshape(n, -1).any(axis=1))
+    first = None
+    if len(bad):
+        i = int(bad[0])
+        where = f"random vector {i} (seed {seed})" if i < vectors else f"edge vector {i - vectors}"
+        diff = tuple(int(v) for v in np.argwhere(expected[i] != got[i])[0])
+        first = (
+            f"{len(bad)} of {n} vectors differ; first: {where}, output index {diff}: "
+            f"expected {int(expected[i][diff])}, got {int(got[i][diff])}"
+        )
+    return {
+        "vectors": vectors,
+        "edge_vectors": int(n_edge),
+        "mismatches": int(len(bad)),
+        "first_mismatch": first,
+        "qonnx_seconds": round(seconds, 4),
+        "vectors_per_s": round(n / seconds, 1) if seconds > 0 else None,
+        "ok": not len(bad),
+    }
+
+
 def check_export(path: str | os.PathLike, vectors: int = 1000, seed: int = 1) -> dict:
     """Execute the file with qonnx on `vectors` random vectors plus the edge vectors and compare
     every output element with GoldenCore (the file's own config and weights).
@@ -336,6 +620,13 @@ def check_export(path: str | os.PathLike, vectors: int = 1000, seed: int = 1) ->
     if isinstance(vectors, bool) or not isinstance(vectors, int) or vectors < 0:
         raise ValueError(f"vectors: must be a non-negative integer, got {vectors!r}")
     cfg, weights = load_core(path)
+    if cfg.kind == "window":
+        steps, n_edge = window_vectors(cfg, vectors, seed)
+        expected = WindowGolden(cfg, weights).forward(**steps)
+        start = time.perf_counter()
+        got = execute_window(path, steps)
+        seconds = time.perf_counter() - start
+        return _mismatch_report(expected, got, vectors, seed, n_edge, seconds)
     golden = GoldenCore(cfg, weights)
     x, y = random_inputs(cfg, vectors, seed=seed)
     ex, ey = edge_inputs(cfg)
@@ -344,25 +635,7 @@ def check_export(path: str | os.PathLike, vectors: int = 1000, seed: int = 1) ->
     start = time.perf_counter()
     got = execute_core(path, x, y)
     seconds = time.perf_counter() - start
-    bad = np.flatnonzero((expected != got).reshape(len(x), -1).any(axis=1))
-    first = None
-    if len(bad):
-        i = int(bad[0])
-        where = f"random vector {i} (seed {seed})" if i < vectors else f"edge vector {i - vectors}"
-        diff = tuple(int(v) for v in np.argwhere(expected[i] != got[i])[0])
-        first = (
-            f"{len(bad)} of {len(x)} vectors differ; first: {where}, output index {diff}: "
-            f"expected {int(expected[i][diff])}, got {int(got[i][diff])}"
-        )
-    return {
-        "vectors": vectors,
-        "edge_vectors": int(len(ex)),
-        "mismatches": int(len(bad)),
-        "first_mismatch": first,
-        "qonnx_seconds": round(seconds, 4),
-        "vectors_per_s": round(len(x) / seconds, 1) if seconds > 0 else None,
-        "ok": not len(bad),
-    }
+    return _mismatch_report(expected, got, vectors, seed, len(ex), seconds)
 
 
 def format_check(result: dict) -> str:

@@ -834,6 +834,10 @@ def generate_rtl(
     The directory is built beside out_dir and renamed into place, so a reader never sees half
     of it, and a second generation into the same directory leaves no stale file behind.
     """
+    if cfg.kind == "window":  # the sequential windowed unit has its own generator (one level)
+        from eatt.rtl_sim.window import generate_window_rtl
+
+        return generate_window_rtl(cfg, weights, out_dir)
     if level not in LEVELS:
         raise ValueError(f"level: must be one of {', '.join(LEVELS)}, got {level!r}")
     opts = _eatt_datapath(eatt_datapath)

@@ -101,6 +101,10 @@ def simulate(
     or the given `inputs` (x, y)) and compare every output with the golden model."""
     out = Path(out_dir).resolve()
     meta = load_metadata(out)
+    if meta["level"] == "window":  # the windowed unit: steps over a loaded memory
+        from eatt.rtl_sim.window import simulate_window
+
+        return simulate_window(out, vectors=vectors, seed=seed, build_dir=build_dir)
     if meta["level"] not in ("alignment", "attention"):
         raise ValueError(f"{out}: level {meta['level']!r} has no testbench")
     cfg = CoreConfig.from_dict(meta["config"], source=str(out / "metadata.json"))

@@ -119,11 +119,12 @@ def test_flow_runs_both_cores_through_every_stage(tmp_path):
     cfg.write_text("kind: eatt\nlen_q: 2\nlen_k: 3\ndim: 4\nheads: 1\n")
     out = tmp_path / "flow"
     r = run_cli(
-        "flow", "--config", str(cfg), "-o", str(out), "--vectors", "60", "--no-resources", "--json"
-    )
+        "flow", "--config", str(cfg), "-o", str(out), "--vectors", "60", "--no-resources",
+        "--no-window", "--json",
+    )  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     result = json.loads(r.stdout)
-    assert result["ok"] and set(result["cores"]) == {"eatt", "dot"}
+    assert result["ok"] and set(result["cores"]) == {"eatt", "dot"} and "window" not in result
     for core in result["cores"].values():
         assert core["export"]["check"]["mismatches"] == 0
         assert core["hls"]["csim"]["mismatches"] == 0
@@ -132,3 +133,24 @@ def test_flow_runs_both_cores_through_every_stage(tmp_path):
     assert rows["mismatches, all levels"]["eatt"] == 0
     assert rows["alignment energy, asic (pJ, analytic)"]["ratio"] < 1
     assert (out / "eatt" / "core.onnx").is_file() and (out / "dot" / "rtl_attention").is_dir()
+
+
+@pytest.mark.rtl
+@pytest.mark.hls
+def test_flow_runs_a_window_unit_through_every_stage(tmp_path):
+    """A window config: the windowed unit alone, golden -> QONNX -> hls4ml -> RTL, 0 mismatches."""
+    cfg = tmp_path / "window.yaml"
+    cfg.write_text("kind: window\nlen_q: 1\nlen_k: 6\ndim: 4\nheads: 1\nhalf_width: 1\n")
+    out = tmp_path / "flow"
+    r = run_cli(
+        "flow", "--config", str(cfg), "-o", str(out), "--vectors", "40", "--no-resources", "--json"
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    result = json.loads(r.stdout)
+    w = result["window"]
+    assert result["ok"] and result["cores"] == {} and w["ok"]
+    assert w["export"]["check"]["mismatches"] == 0 and w["hls"]["csim"]["mismatches"] == 0
+    assert w["sim"]["mismatches"] == 0 and w["sim"]["vectors"] == 40
+    assert w["sim"]["cycles_rule_holds"]
+    text = run_cli("flow", "--config", str(cfg), "-o", str(out), "--vectors", "5", "--no-resources")
+    assert text.returncode == 0 and "windowed unit: eatt scores, l_k 6, D 1" in text.stdout

@@ -267,6 +267,54 @@ ValRow:
     }
 }
 
+// -- reciprocal of the exp sum and normalization (shared with nnet_window_attention.h) -------------
+// Uses CONFIG_T's esum_t, esum_bits, norm_t, recip_t, recip_index_bits, recip_frac, numer_t,
+// prod_t, v_t, v_min, v_max, recip_table_t.
+template <typename CONFIG_T>
+void attention_core_reciprocal(
+    typename CONFIG_T::esum_t total,
+    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
+    typename CONFIG_T::recip_t &r, unsigned &shift) {
+    #pragma HLS INLINE
+    // leading-one detector: n = floor(log2 total) (total >= 2^exp_frac > 0)
+    unsigned n = 0;
+SmLead:
+    for (unsigned b = 0; b < CONFIG_T::esum_bits; b++) {
+        #pragma HLS UNROLL
+        if (total[b]) n = b;
+    }
+    // the recip_index_bits bits below the leading one index the reciprocal table
+    typename CONFIG_T::norm_t top = total;
+    if (n >= CONFIG_T::recip_index_bits) {
+        top = top >> (n - CONFIG_T::recip_index_bits);
+    } else {
+        top = top << (CONFIG_T::recip_index_bits - n);
+    }
+    unsigned ridx = top.to_uint() - (1u << CONFIG_T::recip_index_bits);
+    r = recip_table[ridx];
+    shift = CONFIG_T::recip_frac + n;
+}
+
+// O = clamp(round_half_up(N R / 2^shift)) into v_bits: (N R + 2^(shift-1)) >> shift, clamped
+template <typename CONFIG_T>
+typename CONFIG_T::v_t attention_core_normalize(typename CONFIG_T::numer_t acc,
+                                                typename CONFIG_T::recip_t r, unsigned shift) {
+    #pragma HLS INLINE
+    typename CONFIG_T::prod_t half = 1;
+    half = half << (shift - 1);
+    typename CONFIG_T::prod_t p = acc * r;
+    p = (p + half) >> shift;
+    typename CONFIG_T::v_t o;
+    if (p < CONFIG_T::v_min) {
+        o = CONFIG_T::v_min;
+    } else if (p > CONFIG_T::v_max) {
+        o = CONFIG_T::v_max;
+    } else {
+        o = p;
+    }
+    return o;
+}
+
 // -- softmax by table lookup, one reciprocal per query, value weighting ----------------------------
 template <typename CONFIG_T>
 void attention_core_softmax_values(
@@ -305,25 +353,9 @@ SmHead:
                 }
                 total += e[j];
             }
-            // leading-one detector: n = floor(log2 total) (total >= 2^exp_frac > 0)
-            unsigned n = 0;
-        SmLead:
-            for (unsigned b = 0; b < CONFIG_T::esum_bits; b++) {
-                #pragma HLS UNROLL
-                if (total[b]) n = b;
-            }
-            // the recip_index_bits bits below the leading one index the reciprocal table
-            typename CONFIG_T::norm_t top = total;
-            if (n >= CONFIG_T::recip_index_bits) {
-                top = top >> (n - CONFIG_T::recip_index_bits);
-            } else {
-                top = top << (CONFIG_T::recip_index_bits - n);
-            }
-            unsigned ridx = top.to_uint() - (1u << CONFIG_T::recip_index_bits);
-            typename CONFIG_T::recip_t r = recip_table[ridx];
-            unsigned shift = CONFIG_T::recip_frac + n;
-            typename CONFIG_T::prod_t half = 1;
-            half = half << (shift - 1);
+            typename CONFIG_T::recip_t r;
+            unsigned shift;
+            attention_core_reciprocal<CONFIG_T>(total, recip_table, r, shift);
         SmCol:
             for (unsigned d = 0; d < CONFIG_T::d_head; d++) {
                 #pragma HLS UNROLL
@@ -334,16 +366,7 @@ SmHead:
                     #pragma HLS UNROLL
                     acc += e[j] * v[j][col];
                 }
-                // round half up: (N R + 2^(shift-1)) >> shift, then clamp into v_bits
-                typename CONFIG_T::prod_t p = acc * r;
-                p = (p + half) >> shift;
-                if (p < CONFIG_T::v_min) {
-                    attn[i][col] = CONFIG_T::v_min;
-                } else if (p > CONFIG_T::v_max) {
-                    attn[i][col] = CONFIG_T::v_max;
-                } else {
-                    attn[i][col] = p;
-                }
+                attn[i][col] = attention_core_normalize<CONFIG_T>(acc, r, shift);
             }
         }
     }

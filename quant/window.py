@@ -1,0 +1,345 @@
+"""Golden model of the windowed cross-attention unit: one decoding step (kind ``window``).
+
+The ground truth of ``eatt rtl`` for kind window (rtl_sim/window.py) and of the later
+Brevitas/QONNX/hls4ml levels. docs/window.md derives the arithmetic; in short, per step:
+
+    Q  = (f(x) W_Q) >> q_shift   (E-ATT score: f = Eq. 4 binarization, rows of W_Q selected)
+       = (x W_Q)    >> q_shift   (dot score baseline)
+    window  s in [lo, hi] = [max(p - w, 0), min(p + w, length - 1)]   (Luong local-p, Eq. 9;
+            w <= D is an input, so Flexible's sigma sqrt(2 tau / g(t)) fits, its Sec. 3)
+    S'[h][s] = S[h][s] - P[g][|s - p|]    S = -sum|Q - K_s| (E-ATT Eq. 10) or Q . K_s (dot)
+            P = position term in score units from a table (no multiplier):
+              gaussian (local-p Eq. 10):  (s - p)^2 / (2 sigma^2),  sigma = D / 2
+              flexible (Flexible Eq. 5-7): g (s - p)^2 / (2 sigma^2), g = level / g_levels
+    counted softmax (L0Drop Algorithm 1, lines 5-8):
+            e_s = c_s * EXP[(max S' - S'_s) >> exp_shift]   (0 past the table)
+            O = clamp(round_half_up(sum_s e_s V_s / sum_s e_s))  as GoldenCore.weighted_values
+
+The memory holds l_k = len_k rows of keys K and values V that are already projected (integer
+codes in the core's Q/K and V formats: the encoder side computes them once per sentence) and a
+count per row (1 = an ordinary row; L0Drop's compacted memory is N' kept rows plus one zero row
+with count N - N'). ``length`` <= l_k rows are valid. The output is the attention output O
+(the context vector, V's format; the output projection W_O / Luong's W_c is outside the unit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from eatt.config import CoreConfig
+from eatt.quant.golden import (
+    CoreWeights,
+    Formats,
+    GoldenCore,
+    binarize_int,
+    derive_formats,
+    requantize,
+    round_half_up,
+    signed_bits,
+)
+
+#: names of the per-step inputs, in the order of WindowGolden.forward
+STEP_INPUTS = ("x", "p", "w", "keys", "values", "counts", "length", "g")
+
+
+def core_config(cfg: CoreConfig) -> CoreConfig:
+    """The eatt/dot core config whose formats and tables the window unit shares."""
+    if cfg.kind != "window":
+        raise ValueError(f"kind: expected window, got {cfg.kind}")
+    data = cfg.to_dict()
+    for key in ("score", "half_width", "position", "sigma", "g_levels", "count_bits"):
+        data.pop(key)
+    data["kind"] = cfg.score
+    return CoreConfig.from_dict(data)
+
+
+@dataclass(frozen=True)
+class WindowFormats:
+    """The core's Formats plus the widths of the window unit (docs/window.md)."""
+
+    core: Formats
+    qk_code_bits: int  # signed width of a key code (and of Q): bits(q_acc_bound) - q_shift
+    v_code_bits: int  # signed width of a value code: bits(v_acc_bound) - v_shift
+    window_rows: int  # most rows one window reads: min(2 D + 1, len_k)
+    count_max: int  # 2**count_bits - 1
+    penalty_cap: int  # P is saturated here: any larger value gives e = 0 all the same
+    penalty_max: int  # largest table entry (<= penalty_cap)
+    diff_bound: int  # max S' - S' lies in [0, diff_bound]
+    sigma: float
+
+    def to_dict(self) -> dict:
+        data = dict(self.__dict__)
+        data["core"] = self.core.to_dict()
+        return data
+
+
+def derive_window_formats(cfg: CoreConfig) -> WindowFormats:
+    f = derive_formats(core_config(cfg))
+    table = penalty_table(cfg, f)
+    cap = 2 * f.score_bound + (cfg.exp_table_size << f.exp_shift)
+    pmax = int(table.max())
+    return WindowFormats(
+        core=f,
+        qk_code_bits=signed_bits(f.q_acc_bound) - f.q_shift,
+        v_code_bits=signed_bits(f.v_acc_bound) - f.v_shift,
+        window_rows=cfg.window_rows,
+        count_max=2**cfg.count_bits - 1,
+        penalty_cap=cap,
+        penalty_max=pmax,
+        diff_bound=2 * f.score_bound + pmax,
+        sigma=window_sigma(cfg),
+    )
+
+
+def window_sigma(cfg: CoreConfig) -> float:
+    """sigma of the position term: the config's, or D / 2 (Luong et al. 2015, local-p)."""
+    return float(cfg.sigma) if cfg.sigma is not None else cfg.half_width / 2
+
+
+def penalty_levels(cfg: CoreConfig) -> int:
+    """Rows of the position table: g_levels + 1 for flexible (level 0 = g 0), else 1."""
+    return cfg.g_levels + 1 if cfg.position == "flexible" else 1
+
+
+def penalty_table(cfg: CoreConfig, formats: Formats | None = None) -> np.ndarray:
+    """P[level][d] for d = |s - p| in [0, D]: the position term in score units (integers).
+
+    P = round_half_up(g (d^2 / (2 sigma^2)) / score_lsb), saturated at penalty_cap (a larger
+    penalty already sends every such row past the exp table, because the centre row p is always
+    in the window with P = 0). gaussian: one level, g = 1; flexible: g = level / g_levels;
+    none: all zero. sigma = 0 (D = 0) only ever sees d = 0.
+    """
+    f = formats or derive_formats(core_config(cfg))
+    levels = penalty_levels(cfg)
+    d = np.arange(cfg.half_width + 1, dtype=np.float64)
+    cap = 2 * f.score_bound + (cfg.exp_table_size << f.exp_shift)
+    if cfg.position == "none":
+        return np.zeros((levels, len(d)), dtype=np.int64)
+    sigma = window_sigma(cfg)
+    if sigma == 0:
+        return np.zeros((levels, len(d)), dtype=np.int64)
+    if cfg.position == "gaussian":
+        g = np.ones(1)
+    else:
+        g = np.arange(levels, dtype=np.float64) / cfg.g_levels
+    logit = g[:, None] * d[None, :] ** 2 / (2.0 * sigma**2)
+    return np.minimum(round_half_up(np.minimum(logit / f.score_lsb, 2.0 * cap)), cap)
+
+
+def window_bounds(p, w, length):
+    """[lo, hi] of the rows a step reads: [p - w, p + w] intersected with [0, length)."""
+    return np.maximum(p - w, 0), np.minimum(p + w, length - 1)
+
+
+class WindowGolden:
+    """Bit-exact model of one decoding step: config + integer W_Q -> attention output O.
+
+    ``weights`` is a CoreWeights (only W_Q is used: K and V come projected in the memory).
+    """
+
+    def __init__(self, cfg: CoreConfig, weights: CoreWeights):
+        if cfg.kind != "window":
+            raise ValueError(f"kind: WindowGolden needs kind window, got {cfg.kind}")
+        self.cfg = cfg
+        self.core = GoldenCore(core_config(cfg), weights)
+        self.weights = weights
+        self.formats = derive_window_formats(cfg)
+        self.penalty_table = penalty_table(cfg, self.formats.core)
+
+    def project_q(self, x: np.ndarray) -> np.ndarray:
+        """Q (n, dim): binarized row selection (E-ATT) or multiply-accumulate (dot)."""
+        cfg, f = self.cfg, self.formats.core
+        xs = binarize_int(x, cfg.tau_int) if cfg.score == "eatt" else x
+        return requantize(xs @ self.weights.wq, f.q_shift)
+
+    def scores(self, q: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """S (n, heads, len_k) over every memory row (the window mask comes later)."""
+        qh = self.core.split_heads(q[:, None, :])[:, :, 0, :]  # (n, heads, d_head)
+        kh = self.core.split_heads(keys)  # (n, heads, len_k, d_head)
+        if self.cfg.score == "eatt":
+            return -np.abs(qh[:, :, None, :] - kh).sum(axis=-1)
+        return (qh[:, :, None, :] * kh).sum(axis=-1)
+
+    def forward(
+        self,
+        x,
+        p,
+        w,
+        keys,
+        values,
+        counts=None,
+        length=None,
+        g=None,
+        intermediates: bool = False,
+    ):
+        """One step per vector: x (n, dim); p, w, length, g (n,); keys, values (n, len_k, dim);
+        counts (n, len_k). counts None = 1, length None = len_k, g None = level g_levels.
+        Returns O (n, dim), or with intermediates=True a dict (q, scores, penalty, logits, mask,
+        exp, attn)."""
+        x, p, w, keys, values, counts, length, g = self.check_inputs(
+            x, p, w, keys, values, counts, length, g
+        )
+        cfg, f = self.cfg, self.formats.core
+        q = self.project_q(x)
+        s = self.scores(q, keys)
+        pos = np.arange(cfg.len_k)[None, :]
+        lo, hi = window_bounds(p, w, length)
+        mask = (pos >= lo[:, None]) & (pos <= hi[:, None])  # (n, len_k)
+        dist = np.minimum(np.abs(pos - p[:, None]), cfg.half_width)
+        level = g if cfg.position == "flexible" else np.zeros_like(g)
+        pen = self.penalty_table[level[:, None], dist]  # (n, len_k)
+        logits = s - pen[:, None, :]
+        floor = np.int64(np.iinfo(np.int64).min // 4)
+        top = np.where(mask[:, None, :], logits, floor).max(axis=-1, keepdims=True)
+        idx = (top - logits) >> f.exp_shift
+        inside = mask[:, None, :] & (idx < f.exp_table_size)
+        e = np.where(inside, self.core.exp_table[np.clip(idx, 0, f.exp_table_size - 1)], 0)
+        ce = e * counts[:, None, :]  # counted softmax weights (L0Drop Algorithm 1)
+        o = self.core.weighted_values(ce[:, :, None, :], values)[:, 0, :]
+        if intermediates:
+            return {
+                "q": q,
+                "scores": s,
+                "penalty": pen,
+                "logits": logits,
+                "mask": mask,
+                "exp": ce,
+                "attn": o,
+            }
+        return o
+
+    def check_inputs(self, x, p, w, keys, values, counts=None, length=None, g=None):
+        """Shapes, integer dtypes and ranges; one-line ValueError naming the input."""
+        cfg, wf = self.cfg, self.formats
+        x = np.asarray(x)
+        if x.ndim == 1:
+            x = x[None]
+        n = len(x)
+        lk, dim = cfg.len_k, cfg.dim
+
+        def arr(name, value, shape, default):
+            t = np.full(shape, default, dtype=np.int64) if value is None else np.asarray(value)
+            if t.ndim == len(shape) - 1 and n == 1:
+                t = t[None]
+            if t.ndim == 0 and shape == (n,):
+                t = np.full(shape, t)
+            if t.shape != shape:
+                raise ValueError(f"inputs: {name} has shape {t.shape}, expected {shape}")
+            if t.size and not np.issubdtype(t.dtype, np.integer):
+                raise ValueError(f"inputs: {name} must hold integers")
+            return t.astype(np.int64)
+
+        x = arr("x", x, (n, dim), 0)
+        keys = arr("keys", keys, (n, lk, dim), 0)
+        values = arr("values", values, (n, lk, dim), 0)
+        counts = arr("counts", counts, (n, lk), 1)
+        length = arr("length", length, (n,), lk)
+        p = arr("p", p, (n,), 0)
+        w = arr("w", w, (n,), 0)
+        g = arr("g", g, (n,), cfg.g_levels)
+
+        def check(name, t, lo, hi):
+            if t.size and (t.min() < lo or t.max() > hi):
+                raise ValueError(f"inputs: {name} has values outside [{lo}, {hi}]")
+
+        check("x", x, -(2 ** (cfg.in_bits - 1)), 2 ** (cfg.in_bits - 1) - 1)
+        kb, vb = wf.qk_code_bits, wf.v_code_bits
+        check("keys", keys, -(2 ** (kb - 1)), 2 ** (kb - 1) - 1)
+        check("values", values, -(2 ** (vb - 1)), 2 ** (vb - 1) - 1)
+        check("counts", counts, 1, wf.count_max)
+        check("length", length, 1, lk)
+        check("w", w, 0, cfg.half_width)
+        check("g", g, 0, cfg.g_levels)
+        if n and (p.min() < 0 or (p >= length).any()):
+            raise ValueError("inputs: p must lie in [0, length - 1] (the centre is a memory row)")
+        return x, p, w, keys, values, counts, length, g
+
+
+def compact_memory(keys, values, gates, len_k: int | None = None):
+    """L0Drop Algorithm 1 lines 1-4 on one memory: drop the rows whose gate is 0, append one
+    zero row with count N - N' (only if a row was dropped). keys, values (N, dim), gates (N,).
+
+    Returns (keys, values, counts, length) padded with zero rows (count 1) to len_k rows
+    (default N); length = N' + (1 if N' < N else 0). The kept rows keep their gated values
+    (the caller passes codes of the gated encodings).
+    """
+    keys, values, gates = np.asarray(keys), np.asarray(values), np.asarray(gates)
+    n, dim = keys.shape
+    kept = np.flatnonzero(gates != 0)
+    rows = len(kept) + (1 if len(kept) < n else 0)
+    len_k = n if len_k is None else len_k
+    if rows > len_k:
+        raise ValueError(f"compact_memory: {rows} rows do not fit len_k={len_k}")
+    k = np.zeros((len_k, dim), dtype=np.int64)
+    v = np.zeros((len_k, dim), dtype=np.int64)
+    c = np.ones(len_k, dtype=np.int64)
+    k[: len(kept)], v[: len(kept)] = keys[kept], values[kept]
+    if len(kept) < n:
+        c[len(kept)] = n - len(kept)  # the zero row stands for every pruned encoding
+    return k, v, c, rows
+
+
+def random_window_inputs(cfg: CoreConfig, n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """n random steps, each with its own memory (a dict of STEP_INPUTS arrays).
+
+    A mix that covers the edges: windows at both sequence ends, w = 0, w = D, short memories
+    (length < len_k), queries near tau (E-ATT binarization), extreme codes, and every fourth
+    step a compacted memory (a zero row with a count > 1, L0Drop Algorithm 1).
+    """
+    rng = np.random.default_rng(seed)
+    wf = derive_window_formats(cfg)
+    lk, dim, d = cfg.len_k, cfg.dim, cfg.half_width
+    ilo, ihi = -(2 ** (cfg.in_bits - 1)), 2 ** (cfg.in_bits - 1) - 1
+    x = rng.integers(ilo, ihi + 1, size=(n, dim))
+    near = np.clip(cfg.tau_int + rng.integers(-3, 4, size=x.shape), ilo, ihi)
+    x = np.where((np.arange(n) % 2 == 1)[:, None], near, x)
+    kb, vb = wf.qk_code_bits, wf.v_code_bits
+    keys = rng.integers(-(2 ** (kb - 1)), 2 ** (kb - 1), size=(n, lk, dim))
+    # half of the memories hold keys close to each other, so the softmax is not one-hot
+    narrow = rng.integers(-4, 5, size=(n, lk, dim)) + rng.integers(-50, 51, size=(n, 1, dim))
+    keys = np.where((np.arange(n) % 2 == 0)[:, None, None], np.clip(narrow, *_range(kb)), keys)
+    values = rng.integers(-(2 ** (vb - 1)), 2 ** (vb - 1), size=(n, lk, dim))
+    values[rng.random(n) < 0.1] = 2 ** (vb - 1) - 1
+    length = np.where(rng.random(n) < 0.3, rng.integers(1, lk + 1, size=n), lk)
+    counts = np.ones((n, lk), dtype=np.int64)
+    for i in range(0, n, 4):  # compacted memory: a zero row with count N - N'
+        z = int(rng.integers(0, length[i]))
+        keys[i, z], values[i, z] = 0, 0
+        counts[i, z] = int(rng.integers(1, wf.count_max + 1))
+    p = (rng.random(n) * length).astype(np.int64)
+    edge = rng.random(n)
+    p = np.where(edge < 0.15, 0, np.where(edge < 0.3, length - 1, p))
+    w = rng.integers(0, d + 1, size=n)
+    pick = rng.random(n)
+    w = np.where(pick < 0.1, 0, np.where(pick < 0.3, d, w))
+    g = rng.integers(0, cfg.g_levels + 1, size=n)
+    return {
+        "x": x.astype(np.int64),
+        "p": p.astype(np.int64),
+        "w": w.astype(np.int64),
+        "keys": keys.astype(np.int64),
+        "values": values.astype(np.int64),
+        "counts": counts,
+        "length": length.astype(np.int64),
+        "g": g.astype(np.int64),
+    }
+
+
+def _range(bits: int) -> tuple[int, int]:
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+__all__ = [
+    "STEP_INPUTS",
+    "WindowFormats",
+    "WindowGolden",
+    "compact_memory",
+    "core_config",
+    "derive_window_formats",
+    "penalty_table",
+    "random_window_inputs",
+    "window_bounds",
+    "window_sigma",
+]

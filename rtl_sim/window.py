@@ -1,0 +1,642 @@
+"""RTL of the windowed attention unit (kind ``window``): a sequential unit, not an unrolled one.
+
+``generate_window_rtl(cfg, weights, out_dir)`` writes an RTL directory like the cores'
+(rtl_sim/generate.py; ``eatt rtl`` dispatches here for kind window):
+
+    metadata.json      config, level "window", interface, latency, formats, sources (top first)
+    window_attention.sv   generated top: Q projection (W_Q constants), score datapath, position
+                       table, window buffer, reduction, reciprocal (bit-exact with
+                       eatt.quant.window.WindowGolden.forward)
+    window_ctrl.sv     hand-written handshake (ap_ctrl_hs) and address generator
+    window_ram.sv      hand-written memory: one row = {count, V codes, K codes}, synchronous read
+    weights.npz        the integer weights (W_Q is used; the memory holds K and V projected)
+
+Scheme (docs/window.md "RTL"): the memory is loaded through the write port (mem_we, mem_addr,
+mem_k, mem_v, mem_cnt; one row per cycle) while the unit is idle. A step (ap_start with x, p,
+w, len[, g]) reads the rows [max(p - w, 0), min(p + w, len - 1)] one per cycle (window_ctrl),
+scores each row as it arrives (E-ATT: subtract, absolute value, adder tree; dot: d_head
+multipliers and an adder tree), subtracts the position term from a table indexed by
+{g level, |s - p|} (no multiplier, Flexible Eq. 7 / local-p Eq. 10 in the log domain), and
+writes the logit, V row and count into a window buffer of min(2 D + 1, len_k) entries while a
+running max is kept. Pass two reads the whole buffer at once: e = count * EXP[(max - S') >>
+exp_shift], E = sum e, N = sum e V (a tree over the window, D-sized, not l_k-sized), then the
+reciprocal and normalization as in the core. Latency rows + 3 cycles; the next step is
+accepted after `rows` cycles (the reduction of one step overlaps the scoring of the next).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from eatt.config import CoreConfig
+from eatt.quant.golden import CoreWeights, exp_table, recip_table, signed_bits
+from eatt.quant.window import (
+    WindowGolden,
+    core_config,
+    derive_window_formats,
+    penalty_levels,
+    penalty_table,
+    random_window_inputs,
+)
+from eatt.rtl_sim.generate import RTL_DIR, _lit, _Writer
+
+TOP = "window_attention"
+HAND_WRITTEN = ("window_ctrl.sv", "window_ram.sv")
+#: cycles from the accepted start to ap_done beyond the window rows (window_ctrl.sv)
+LATENCY_EXTRA = 3
+
+
+def _bits(lo: int, hi: int) -> int:
+    return signed_bits(max(-lo, hi, 0))
+
+
+def window_widths(cfg: CoreConfig) -> dict[str, int]:
+    """Every width of the unit, from the golden model's formats (derive_window_formats)."""
+    wf = derive_window_formats(cfg)
+    f = wf.core
+    rows, cmax = wf.window_rows, wf.count_max
+    vb = wf.v_code_bits
+    total_bits = (rows * cmax * 2**cfg.exp_frac).bit_length()
+    numer_bits = signed_bits(rows * cmax * 2**cfg.exp_frac * 2 ** (vb - 1))
+    recip_bits = cfg.recip_frac + 1
+    return {
+        "in_bits": cfg.in_bits,
+        "acc_bits": signed_bits(f.q_acc_bound),
+        "q_shift": f.q_shift,
+        "qk_bits": wf.qk_code_bits,
+        "v_bits": vb,
+        "count_bits": cfg.count_bits,
+        "score_bits": signed_bits(f.score_bound),
+        "penalty_bits": max(1, wf.penalty_max.bit_length()),
+        "logit_bits": _bits(-(f.score_bound + wf.penalty_max), f.score_bound),
+        "diff_bits": max(1, wf.diff_bound.bit_length()),
+        "exp_shift": f.exp_shift,
+        "exp_index_bits": max(1, wf.diff_bound.bit_length() - f.exp_shift),
+        "exp_table_bits": int(cfg.exp_table_size).bit_length() - 1,
+        "exp_bits": cfg.exp_frac + 1,
+        "weighted_bits": cfg.exp_frac + 1 + cfg.count_bits,
+        "total_bits": total_bits,
+        "numer_bits": numer_bits,
+        "recip_index_bits": f.recip_index_bits,
+        "recip_bits": recip_bits,
+        "prod_bits": max(numer_bits + recip_bits + 1, cfg.recip_frac + total_bits) + 1,
+        "attn_bits": cfg.v_bits,
+        "window_rows": rows,
+        "addr_bits": max(1, (cfg.len_k - 1).bit_length()),
+        "len_bits": cfg.len_k.bit_length(),
+        "w_bits": max(1, cfg.half_width.bit_length()),
+        "dist_bits": max(1, cfg.half_width.bit_length()),
+        "index_bits": max(1, (rows - 1).bit_length()),
+        "rows_bits": rows.bit_length(),
+        "g_bits": max(1, cfg.g_levels.bit_length()),
+    }
+
+
+def window_interface(cfg: CoreConfig) -> dict:
+    """Ports of the window top (metadata.json "interface")."""
+    w = window_widths(cfg)
+    dim, qb, vb, cb = cfg.dim, w["qk_bits"], w["v_bits"], cfg.count_bits
+
+    def port(bits: int, text: str, signed: bool = False, shape=None) -> dict:
+        entry = {"width": bits, "signed": signed, "description": text}
+        if shape is not None:
+            entry["shape"] = shape
+        return entry
+
+    inputs = {
+        "x": {
+            **port(dim * cfg.in_bits, "the query (decoder state)", True, [dim]),
+            "element_bits": cfg.in_bits,
+            "packing": "element d at bits [d*in_bits +: in_bits]",
+        },
+        "p": port(w["addr_bits"], "window centre, 0 <= p < len"),
+        "w": port(w["w_bits"], "effective half-width, 0 <= w <= half_width"),
+        "len": port(w["len_bits"], "valid memory rows, 1 <= len <= len_k"),
+    }
+    if cfg.position == "flexible":
+        inputs["g"] = port(w["g_bits"], "Flexible strength level: g = level / g_levels")
+    return {
+        "protocol": "ap_ctrl_hs",
+        "clock": "ap_clk",
+        "reset": {"name": "ap_rst", "active": "high", "kind": "synchronous"},
+        "control": ["ap_start", "ap_done", "ap_idle", "ap_ready"],
+        "inputs": inputs,
+        "memory_write": {
+            "description": (
+                "one row per cycle with mem_we high, while the unit is idle (ap_idle); "
+                "rows are read by later steps until rewritten"
+            ),
+            "mem_we": port(1, "write enable"),
+            "mem_addr": port(w["addr_bits"], "row 0 .. len_k - 1"),
+            "mem_k": {
+                **port(dim * qb, "key codes of the row", True, [dim]),
+                "element_bits": qb,
+                "packing": "element d at bits [d*qk_bits +: qk_bits]",
+            },
+            "mem_v": {
+                **port(dim * vb, "value codes of the row", True, [dim]),
+                "element_bits": vb,
+                "packing": "element d at bits [d*v_bits +: v_bits]",
+            },
+            "mem_cnt": port(cb, "row count >= 1 (L0Drop: N - N' for the zero row)"),
+        },
+        "outputs": {
+            "o": {
+                **port(dim * cfg.v_bits, "attention output O (V's format)", True, [dim]),
+                "element_bits": cfg.v_bits,
+                "packing": "element d at bits [d*attn_bits +: attn_bits]",
+                "valid": "o_vld",
+            }
+        },
+        "widths": w,
+    }
+
+
+def _window_sv(cfg: CoreConfig, weights: CoreWeights) -> str:
+    wf = derive_window_formats(cfg)
+    f = wf.core
+    w = window_widths(cfg)
+    dim, heads, dh, lk = cfg.dim, cfg.heads, cfg.d_head, cfg.len_k
+    ib, ab, qb, vb, cb = w["in_bits"], w["acc_bits"], w["qk_bits"], w["v_bits"], cfg.count_bits
+    sb, pnb, lb, db = w["score_bits"], w["penalty_bits"], w["logit_bits"], w["diff_bits"]
+    eib, ekb, ew, ceb = w["exp_index_bits"], w["exp_table_bits"], w["exp_bits"], w["weighted_bits"]
+    tb, nb, ki, rb, pb, ob = (
+        w[k] for k in ("total_bits", "numer_bits", "recip_index_bits", "recip_bits", "prod_bits",
+                       "attn_bits")
+    )  # fmt: skip
+    rows, adb, lnb, wb, dsb = (
+        w["window_rows"], w["addr_bits"], w["len_bits"], w["w_bits"], w["dist_bits"]
+    )  # fmt: skip
+    ixb, rwb, gb = w["index_bits"], w["rows_bits"], w["g_bits"]
+    rf = cfg.recip_frac
+    flexible = cfg.position == "flexible"
+    row_bits = dim * (qb + vb) + cb
+
+    out = _Writer()
+    out(f"// {TOP}: windowed cross-attention unit, one decoding step ({cfg.score} scores).")
+    out("// GENERATED by eatt.rtl_sim.window from the config and integer weights: do not edit.")
+    out("// Bit-exact with eatt.quant.window.WindowGolden(cfg, weights).forward.")
+    out(f"// config: {json.dumps(cfg.to_dict(), sort_keys=True)}")
+    out(f"// widths: {json.dumps(w, sort_keys=True)}")
+    out(f"// Latency rows + {LATENCY_EXTRA} cycles, next start after rows cycles (window_ctrl.sv);")
+    out("// memory write port and packing: docs/window.md, metadata.json.")
+    out("")
+    out("`default_nettype none")
+    out("")
+    out(f"module {TOP} (")
+    out("    input  wire logic ap_clk,")
+    out("    input  wire logic ap_rst,  // synchronous, active high")
+    out("    input  wire logic ap_start,")
+    out("    output logic      ap_done,")
+    out("    output logic      ap_idle,")
+    out("    output logic      ap_ready,")
+    out(f"    // query x: {dim} signed {ib}-bit, element d at [d*{ib} +: {ib}]")
+    out(f"    input  wire logic [{dim * ib - 1}:0] x,")
+    out(f"    input  wire logic [{adb - 1}:0] p,    // window centre, p < len")
+    out(f"    input  wire logic [{wb - 1}:0] w,    // half-width, w <= {cfg.half_width}")
+    out(f"    input  wire logic [{lnb - 1}:0] len,  // valid memory rows, 1 .. {lk}")
+    if flexible:
+        out(f"    input  wire logic [{gb - 1}:0] g,    // strength level 0 .. {cfg.g_levels}")
+    out("    // memory write port: row mem_addr <= {mem_cnt, mem_v, mem_k} while idle")
+    out("    input  wire logic mem_we,")
+    out(f"    input  wire logic [{adb - 1}:0] mem_addr,")
+    out(f"    input  wire logic [{dim * qb - 1}:0] mem_k,  // element d at [d*{qb} +: {qb}]")
+    out(f"    input  wire logic [{dim * vb - 1}:0] mem_v,  // element d at [d*{vb} +: {vb}]")
+    out(f"    input  wire logic [{cb - 1}:0] mem_cnt,      // count >= 1")
+    out(f"    // attention output O: {dim} signed {ob}-bit, element d at [d*{ob} +: {ob}]")
+    out(f"    output logic [{dim * ob - 1}:0] o,")
+    out("    output logic o_vld  // = ap_done")
+    out(");")
+    out(f"    logic [{adb - 1}:0] raddr;")
+    out("    logic item_vld, red_go, nrm_go;")
+    out("    /* verilator lint_off UNUSEDSIGNAL */")
+    out("    logic item_last;  // the controller's own; the buffer needs only item_idx")
+    out("    /* verilator lint_on UNUSEDSIGNAL */")
+    out(f"    logic [{ixb - 1}:0] item_idx;")
+    out(f"    logic [{dsb - 1}:0] item_dist;")
+    out(f"    logic [{rwb - 1}:0] red_rows;")
+    out("")
+    out(f"    window_ctrl #(.AB({adb}), .WB({wb}), .LB({lnb}), .DB({dsb}), .IB({ixb}), .RB({rwb}))")
+    out("    u_ctrl (")
+    out("        .ap_clk(ap_clk), .ap_rst(ap_rst), .ap_start(ap_start), .ap_done(ap_done),")
+    out("        .ap_idle(ap_idle), .ap_ready(ap_ready), .p(p), .w(w), .len(len), .raddr(raddr),")
+    out("        .item_vld(item_vld), .item_idx(item_idx), .item_last(item_last),")
+    out("        .item_dist(item_dist), .red_go(red_go), .red_rows(red_rows), .nrm_go(nrm_go)")
+    out("    );")
+    out("    assign o_vld = ap_done;")
+    out("")
+    out(f"    logic [{row_bits - 1}:0] rdata;")
+    out(f"    window_ram #(.DEPTH({lk}), .AB({adb}), .WIDTH({row_bits})) u_ram (")
+    out("        .clk(ap_clk), .we(mem_we), .waddr(mem_addr), .wdata({mem_cnt, mem_v, mem_k}),")
+    out("        .raddr(raddr), .rdata(rdata)")
+    out("    );")
+    out("")
+    # -- Q projection, in the accepting cycle --------------------------------------------------
+    out(f"    // ---- Q = ({'f(x)' if cfg.score == 'eatt' else 'x'} W_Q) >>> {f.q_shift}, "
+        "registered with the accepted start")  # fmt: skip
+    out(f"    logic signed [{ib - 1}:0] xe [{dim}];")
+    out(f"    logic signed [{ab - 1}:0] qa [{dim}];")
+    out(f"    logic signed [{qb - 1}:0] q [{dim}];")
+    if cfg.score == "eatt":
+        out(f"    logic xb [{dim}];  // Eq. 4: x > tau (tau_int = {cfg.tau_int})")
+    out("    always_comb begin")
+    out(f"        for (int d = 0; d < {dim}; d++) begin")
+    out(f"            xe[d] = x[d*{ib} +: {ib}];")
+    if cfg.score == "eatt":
+        out(f"            xb[d] = {ib + 2}'(xe[d]) > {_lit(cfg.tau_int, ib + 2)};")
+    out("        end")
+    out("    end")
+    for j in range(dim):
+        terms = []
+        for d in range(dim):
+            wv = int(weights.wq[d, j])
+            if wv == 0:
+                continue
+            if cfg.score == "eatt":
+                terms.append(f"(xb[{d}] ? {_lit(wv, ab)} : {_lit(0, ab)})")
+            else:
+                terms.append(f"{ab}'(xe[{d}]) * {_lit(wv, ab)}")
+        out(f"    assign qa[{j}] = {' + '.join(terms) if terms else _lit(0, ab)};")
+    out("    always_ff @(posedge ap_clk) begin")
+    out("        if (ap_ready) begin")
+    out(f"            for (int d = 0; d < {dim}; d++) q[d] <= {qb}'(qa[d] >>> {f.q_shift});")
+    out("        end")
+    out("    end")
+    if flexible:
+        out(f"    logic [{gb - 1}:0] g_r;")
+        out("    always_ff @(posedge ap_clk) if (ap_ready) g_r <= g;")
+    out("")
+    # -- one row per cycle: score, position term, buffer, running max ---------------------------
+    pt = penalty_table(cfg, f)
+    out("    // ---- position term P[level][|s - p|] in score units (docs/window.md)")
+    sel_bits = (gb if flexible else 0) + dsb
+    out(f"    function automatic logic [{pnb - 1}:0] pen_rom(input logic [{sel_bits - 1}:0] idx);")
+    out("        case (idx)")
+    for level in range(penalty_levels(cfg)):
+        for dist in range(cfg.half_width + 1):
+            value = int(pt[level, dist])
+            if value:
+                code = (level << dsb) | dist
+                out(f"            {sel_bits}'d{code}: pen_rom = {pnb}'d{value};")
+    out(f"            default: pen_rom = {pnb}'d0;")
+    out("        endcase")
+    out("    endfunction")
+    out("")
+    out(f"    logic signed [{qb - 1}:0] ke [{dim}];")
+    out(f"    logic signed [{vb - 1}:0] ve [{dim}];")
+    out(f"    logic [{cb - 1}:0] ce;")
+    out(f"    logic [{pnb - 1}:0] pen;")
+    out(f"    logic signed [{sb - 1}:0] sc [{heads}];")
+    out(f"    logic signed [{lb - 1}:0] lg [{heads}];")
+    if cfg.score == "eatt":
+        out(f"    logic signed [{qb}:0] dq;")
+    out("    always_comb begin")
+    out(f"        for (int d = 0; d < {dim}; d++) begin")
+    out(f"            ke[d] = rdata[d*{qb} +: {qb}];")
+    out(f"            ve[d] = rdata[{dim * qb} + d*{vb} +: {vb}];")
+    out("        end")
+    out(f"        ce = rdata[{dim * (qb + vb)} +: {cb}];")
+    out(f"        pen = pen_rom({'{g_r, item_dist}' if flexible else 'item_dist'});")
+    out(f"        for (int h = 0; h < {heads}; h++) begin")
+    out(f"            sc[h] = {_lit(0, sb)};")
+    out(f"            for (int t = 0; t < {dh}; t++) begin")
+    if cfg.score == "eatt":
+        out(f"                dq = {qb + 1}'(q[h*{dh} + t]) - {qb + 1}'(ke[h*{dh} + t]);")
+        out(f"                sc[h] = sc[h] - (dq < 0 ? -({sb}'(dq)) : {sb}'(dq));  // Eq. 10")
+    else:
+        out(f"                sc[h] = sc[h] + {sb}'(q[h*{dh} + t]) * {sb}'(ke[h*{dh} + t]);")
+    out("            end")
+    out(f"            lg[h] = {lb}'(sc[h]) - {lb}'($signed({{1'b0, pen}}));")
+    out("        end")
+    out("    end")
+    out("")
+    out(f"    // ---- window buffer ({rows} rows) and running max of the logits")
+    out(f"    logic signed [{lb - 1}:0] sbuf [{rows}][{heads}];")
+    out(f"    logic signed [{vb - 1}:0] vbuf [{rows}][{dim}];")
+    out(f"    logic [{cb - 1}:0] cbuf [{rows}];")
+    out(f"    logic signed [{lb - 1}:0] mx [{heads}];")
+    out("    always_ff @(posedge ap_clk) begin")
+    out("        if (item_vld) begin")
+    out(f"            for (int h = 0; h < {heads}; h++) begin")
+    out("                sbuf[item_idx][h] <= lg[h];")
+    out(f"                if (item_idx == {ixb}'d0 || lg[h] > mx[h]) mx[h] <= lg[h];")
+    out("            end")
+    out(f"            for (int d = 0; d < {dim}; d++) vbuf[item_idx][d] <= ve[d];")
+    out("            cbuf[item_idx] <= ce;")
+    out("        end")
+    out("    end")
+    out("")
+    # -- pass two over the buffer ----------------------------------------------------------------
+    out(f"    // ---- e = count * EXP[(max - S') >> {f.exp_shift}] (0 past the table and past the")
+    out(f"    //      window), E = sum e ({tb} bits), N = sum e V ({nb} bits)")
+    out.rom("exp_rom", ekb, ew, exp_table(core_config(cfg)))
+    out(f"    logic [{db - 1}:0] df;")
+    out(f"    logic [{eib - 1}:0] ei;")
+    out(f"    logic [{ew - 1}:0] ex;")
+    out(f"    logic [{ceb - 1}:0] cw;")
+    out(f"    logic [{tb - 1}:0] tot_c [{heads}];")
+    out(f"    logic signed [{nb - 1}:0] num_c [{heads}][{dh}];")
+    out("    always_comb begin")
+    out(f"        for (int h = 0; h < {heads}; h++) begin")
+    out(f"            tot_c[h] = {tb}'d0;")
+    out(f"            for (int t = 0; t < {dh}; t++) num_c[h][t] = {_lit(0, nb)};")
+    out(f"            for (int j = 0; j < {rows}; j++) begin")
+    out(f"                df = {db}'({lb + 1}'(mx[h]) - {lb + 1}'(sbuf[j][h]));")
+    out(f"                ei = {eib}'(df >> {f.exp_shift});")
+    inside = f"{eib + 1}'(ei) < {eib + 1}'d{cfg.exp_table_size}"
+    out(f"                ex = (j < {rwb + 1}'(red_rows) && {inside})")
+    out(f"                    ? exp_rom({ekb}'(ei)) : {ew}'d0;")
+    out(f"                cw = {ceb}'(ex) * {ceb}'(cbuf[j]);")
+    out(f"                tot_c[h] = tot_c[h] + {tb}'(cw);")
+    out(f"                for (int t = 0; t < {dh}; t++) begin")
+    out("                    num_c[h][t] = num_c[h][t]")
+    out(f"                        + {nb}'($signed({{1'b0, cw}})) * {nb}'(vbuf[j][h*{dh} + t]);")
+    out("                end")
+    out("            end")
+    out("        end")
+    out("    end")
+    out(f"    logic [{tb - 1}:0] tot [{heads}];")
+    out(f"    logic signed [{nb - 1}:0] num [{heads}][{dh}];")
+    out("    always_ff @(posedge ap_clk) begin")
+    out("        if (red_go) begin")
+    out(f"            for (int h = 0; h < {heads}; h++) begin")
+    out("                tot[h] <= tot_c[h];")
+    out(f"                for (int t = 0; t < {dh}; t++) num[h][t] <= num_c[h][t];")
+    out("            end")
+    out("        end")
+    out("    end")
+    out("")
+    # -- reciprocal and normalization (as the core, generate.py) ---------------------------------
+    lead_bits = max(1, (tb - 1).bit_length())
+    sw = (rf + tb - 1).bit_length()
+    lo, hi = -(2 ** (ob - 1)), 2 ** (ob - 1) - 1
+    out("    // ---- reciprocal: n = floor(log2 E), R = RECIP[the bits below the leading one];")
+    out(f"    //      O = clamp(round_half_up(N * R / 2**({rf} + n))) into {ob} bits")
+    out.rom("recip_rom", ki, rb, recip_table(core_config(cfg)))
+    out(f"    logic [{lead_bits - 1}:0] lead [{heads}];")
+    out(f"    logic [{tb - 1}:0] norm [{heads}];")
+    out(f"    logic [{tb + ki - 2}:0] frac [{heads}];")
+    out(f"    logic [{rb - 1}:0] rc [{heads}];")
+    out(f"    logic [{sw - 1}:0] shift [{heads}];")
+    out(f"    logic signed [{pb - 1}:0] rnd [{heads}][{dh}];")
+    out(f"    logic signed [{pb - 1}:0] quo [{heads}][{dh}];")
+    out(f"    logic signed [{ob - 1}:0] oc [{heads}][{dh}];")
+    out("    always_comb begin")
+    out(f"        for (int h = 0; h < {heads}; h++) begin")
+    out(f"            lead[h] = {lead_bits}'d0;")
+    out(f"            for (int b = 0; b < {tb}; b++) if (tot[h][b]) lead[h] = {lead_bits}'(b);")
+    out(f"            norm[h] = tot[h] << ({lead_bits}'d{tb - 1} - lead[h]);")
+    if tb > 1:
+        out(f"            frac[h] = {{norm[h][{tb - 2}:0], {ki}'d0}};")
+    else:
+        out(f"            frac[h] = {ki}'d0;")
+    out(f"            rc[h] = recip_rom(frac[h][{tb + ki - 2}:{tb - 1}]);")
+    out(f"            shift[h] = {sw}'d{rf} + {sw}'(lead[h]);")
+    out(f"            for (int t = 0; t < {dh}; t++) begin")
+    out(f"                rnd[h][t] = {pb}'(num[h][t]) * {pb}'($signed({{1'b0, rc[h]}}))")
+    out(f"                    + ({pb}'sd1 <<< (shift[h] - {sw}'d1));")
+    out("                quo[h][t] = rnd[h][t] >>> shift[h];")
+    out(f"                if (quo[h][t] > {_lit(hi, pb)}) oc[h][t] = {_lit(hi, ob)};")
+    out(f"                else if (quo[h][t] < {_lit(lo, pb)}) oc[h][t] = {_lit(lo, ob)};")
+    out(f"                else oc[h][t] = {ob}'(quo[h][t]);")
+    out("            end")
+    out("        end")
+    out("    end")
+    out("    always_ff @(posedge ap_clk) begin")
+    out("        if (nrm_go) begin")
+    out(f"            for (int h = 0; h < {heads}; h++) begin")
+    out(f"                for (int t = 0; t < {dh}; t++) o[(h*{dh} + t)*{ob} +: {ob}] <= oc[h][t];")
+    out("            end")
+    out("        end")
+    out("    end")
+    out("endmodule")
+    out("")
+    out("`default_nettype wire")
+    return out.text()
+
+
+def generate_window_rtl(cfg: CoreConfig, weights: CoreWeights, out_dir: str | os.PathLike) -> dict:
+    """Write the window unit's RTL directory; return its metadata (also metadata.json)."""
+    if cfg.kind != "window":
+        raise ValueError(f"kind: expected window, got {cfg.kind}")
+    weights.check(cfg)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: exists and is not a directory")
+    text = _window_sv(cfg, weights)
+    rows = cfg.window_rows
+    meta = {
+        "generator": "eatt.rtl_sim.window",
+        "level": "window",
+        "kind": cfg.kind,
+        "config": cfg.to_dict(),
+        "top": TOP,
+        "sources": [f"{TOP}.sv", *HAND_WRITTEN],
+        "weights": "weights.npz",
+        "interface": window_interface(cfg),
+        "latency": {
+            "rows": "hi - lo + 1 with [lo, hi] = [max(p - w, 0), min(p + w, len - 1)]",
+            "latency_cycles": f"rows + {LATENCY_EXTRA} (ap_start accepted -> ap_done)",
+            "ii_cycles": "rows (back-to-back starts; the reduction overlaps the next step)",
+            "memory_load_cycles": "one per row written",
+        },
+        "latency_cycles_max": rows + LATENCY_EXTRA,
+        "window_rows": rows,
+        "formats": derive_window_formats(cfg).to_dict(),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        (tmp / f"{TOP}.sv").write_text(text)
+        for name in HAND_WRITTEN:
+            shutil.copyfile(RTL_DIR / name, tmp / name)
+        np.savez(tmp / "weights.npz", **weights.as_dict())
+        (tmp / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+        tmp.chmod(0o755)
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+            os.replace(out, old / "d")
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return meta
+
+
+# -- simulation (eatt sim for kind window) --------------------------------------------------------
+def window_steps(
+    cfg: CoreConfig, vectors: int, seed: int = 0, steps_per_memory: int = 8
+) -> dict[str, np.ndarray]:
+    """`vectors` random steps in groups of steps_per_memory that share one memory (keys,
+    values, counts, length: per group; x, p, w, g and the group index: per step)."""
+    inp = random_window_inputs(cfg, vectors, seed)
+    group = np.arange(vectors) // steps_per_memory
+    first = np.arange(0, vectors, steps_per_memory)
+    length = inp["length"][first]
+    p = np.minimum(inp["p"], length[group] - 1)
+    # the last step of every group sits at the far edge of its memory
+    p[np.minimum(first + steps_per_memory - 1, vectors - 1)] = length - 1
+    return {
+        "x": inp["x"],
+        "p": p,
+        "w": inp["w"],
+        "g": inp["g"],
+        "group": group,
+        "keys": inp["keys"][first],
+        "values": inp["values"][first],
+        "counts": inp["counts"][first],
+        "length": length,
+    }
+
+
+def expected_outputs(golden: WindowGolden, steps: dict[str, np.ndarray]) -> np.ndarray:
+    """The golden model's outputs of grouped steps (window_steps' layout)."""
+    g = steps["group"]
+    return golden.forward(
+        steps["x"],
+        steps["p"],
+        steps["w"],
+        steps["keys"][g],
+        steps["values"][g],
+        steps["counts"][g],
+        steps["length"][g],
+        steps["g"],
+    )
+
+
+def simulate_window(
+    out_dir: str | os.PathLike,
+    vectors: int = 1000,
+    seed: int = 0,
+    build_dir: str | os.PathLike | None = None,
+    steps: dict[str, np.ndarray] | None = None,
+) -> dict:
+    """Simulate a window RTL directory on `vectors` random steps (or the given grouped
+    `steps`, window_steps' layout) and compare every output bit with WindowGolden."""
+    from cocotb_tools.runner import get_results, get_runner
+
+    from eatt.rtl_sim.generate import load_metadata, load_weights
+    from eatt.rtl_sim.runner import TB_DIR, _compare, _on_sys_path, _tail, build
+    from eatt.rtl_sim.tools import patched_environ
+
+    out = Path(out_dir).resolve()
+    meta = load_metadata(out)
+    cfg = CoreConfig.from_dict(meta["config"], source=str(out / "metadata.json"))
+    golden = WindowGolden(cfg, load_weights(out, meta))
+    if steps is None:
+        if vectors < 1:
+            raise ValueError(f"vectors: must be at least 1, got {vectors}")
+        steps = window_steps(cfg, vectors, seed)
+    steps = {k: np.asarray(v, dtype=np.int64) for k, v in steps.items()}
+    expected = expected_outputs(golden, steps)  # also checks every input's range
+    n = len(expected)
+
+    t0 = time.perf_counter()
+    bdir = build(out, build_dir)
+    build_seconds = time.perf_counter() - t0
+    run = bdir / "run"
+    run.mkdir(exist_ok=True)
+    for stale in ("results.json", "got.npy", "got_bubbles.npy"):
+        (run / stale).unlink(missing_ok=True)
+    np.savez(run / "steps.npz", **steps)
+    job = {
+        "interface": meta["interface"],
+        "latency_cycles_max": meta["latency_cycles_max"],
+        "data": str(run / "steps.npz"),
+        "got": str(run / "got.npy"),
+        "got_bubbles": str(run / "got_bubbles.npy"),
+        "results": str(run / "results.json"),
+        "seed": seed,
+        "bubble_vectors": 32,
+    }
+    (run / "job.json").write_text(json.dumps(job))
+    log = run / "sim.log"
+    t0 = time.perf_counter()
+    with patched_environ(), _on_sys_path(TB_DIR):
+        os.environ["EATT_TB_JOB"] = str(run / "job.json")
+        try:
+            xml = get_runner("verilator").test(
+                test_module="test_window",
+                hdl_toplevel=meta["top"],
+                hdl_toplevel_lang="verilog",
+                build_dir=bdir,
+                test_dir=run,
+                results_xml=str(run / "results.xml"),
+                seed=seed,
+                log_file=log,
+            )
+        except (RuntimeError, SystemExit) as err:
+            raise RuntimeError(f"simulation failed ({err}); see {log}:\n{_tail(log)}") from None
+    sim_seconds = time.perf_counter() - t0
+    total, failed = get_results(xml)
+    if failed:
+        raise RuntimeError(f"testbench: {failed} of {total} tests failed; see {log}:\n{_tail(log)}")
+
+    tb = json.loads((run / "results.json").read_text())
+    got = np.load(run / "got.npy").reshape(expected.shape)
+    nb = min(n, job["bubble_vectors"])
+    got_bubbles = np.load(run / "got_bubbles.npy").reshape(expected[:nb].shape)
+    runs = {
+        "stream": (expected, got),
+        "bubbles": (expected[:nb], got_bubbles),
+        "latency": (expected[:1], np.asarray(tb["latency_output"])[None]),
+        "after_reset": (expected[:1], np.asarray(tb["after_reset_output"])[None]),
+    }
+    compared = {name: _compare(e, g) for name, (e, g) in runs.items()}
+    wrong = np.zeros(n, dtype=bool)
+    for e, g in runs.values():
+        wrong[: len(e)] |= (e != g).reshape(len(e), -1).any(axis=1)
+    firsts = [dict(c["first_mismatch"], run=k) for k, c in compared.items() if c["first_mismatch"]]
+
+    # cycles per step against the window's rows (stream run: starts held high per memory)
+    lo = np.maximum(steps["p"] - steps["w"], 0)
+    hi = np.minimum(steps["p"] + steps["w"], steps["length"][steps["group"]] - 1)
+    rows = hi - lo + 1
+    accepted, done = np.asarray(tb["accepted"]), np.asarray(tb["done"])
+    latency = done - accepted
+    same = steps["group"][1:] == steps["group"][:-1]
+    ii = np.diff(accepted)[same]
+    by_rows: dict[str, dict] = {}
+    for r in np.unique(rows):
+        lat = np.unique(latency[rows == r]).tolist()
+        iis = np.unique(ii[rows[:-1][same] == r]).tolist()
+        by_rows[str(int(r))] = {
+            "steps": int((rows == r).sum()),
+            "latency_cycles": lat[0] if len(lat) == 1 else lat,
+            "ii_cycles": (iis[0] if len(iis) == 1 else iis) if iis else None,
+        }
+    model_ok = bool((latency == rows + LATENCY_EXTRA).all() and (ii == rows[:-1][same]).all())
+    result = {
+        "level": "window",
+        "kind": cfg.kind,
+        "top": meta["top"],
+        "vectors": int(n),
+        "memories": int(len(steps["keys"])),
+        "mismatches": int(wrong.sum()),
+        "mismatched_elements": compared["stream"]["mismatched_elements"],
+        "first_mismatch": firsts[0] if firsts else None,
+        "bubble_vectors": nb,
+        "latency_cycles": tb["latency_cycles"],
+        "ii_cycles": int(ii.max()) if len(ii) else None,
+        "cycles_by_rows": by_rows,
+        "cycles_rule": f"latency = rows + {LATENCY_EXTRA}, ii = rows",
+        "cycles_rule_holds": model_ok,
+        "stream_cycles": int(done[-1] - accepted[0]),
+        "metadata_latency_cycles": meta["latency_cycles_max"],
+        "reset_ok": tb.get("reset_ok", False),
+        "build_seconds": round(build_seconds, 3),
+        "sim_seconds": round(sim_seconds, 3),
+        "build_dir": str(bdir),
+    }
+    (run / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
