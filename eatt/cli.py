@@ -216,9 +216,18 @@ def cmd_resources(args) -> int:
 
     def text(r: dict) -> str:
         cells = ("LUT", "FF", "CARRY4", "DSP48E1", "BRAM")
-        return "\n".join(
-            f"{name:<12} " + ", ".join(f"{c} {v[c]}" for c in cells) for name, v in r.items()
-        )
+        lines = [
+            f"{name:<12} " + ", ".join(f"{c} {v[c]}" for c in cells)
+            for name, v in r.items()
+            if name.startswith("yosys")
+        ]
+        if "da4ml" in r:
+            d = r["da4ml"]
+            lines.append(
+                f"{'da4ml':<12} LUT estimate {d['LUT_estimate']}, adder depth "
+                f"{d['adder_depth']:g}, multipliers {d['multipliers']}"
+            )
+        return "\n".join(lines)
 
     _emit(result, args.json, text)
     return EXIT_OK

@@ -195,8 +195,18 @@ def resources_report(
     rtl_dir: str | os.PathLike, nodsp: bool = True, timeout: float | None = None
 ) -> dict:
     """``{"yosys": resources(dir), "yosys_nodsp": resources(dir, nodsp=True)}`` (the second
-    only with nodsp=True): the JSON of ``eatt resources DIR --json``."""
+    only with nodsp=True): the JSON of ``eatt resources DIR --json``. An alignment directory of
+    an eatt or dot core also gets ``"da4ml"``: da4ml's LUT estimate of the same arithmetic
+    (eatt.rtl_sim.da4ml_trace.estimate), traced from the directory's config and weights."""
     report = {"yosys": resources(rtl_dir, timeout=timeout)}
     if nodsp:
         report["yosys_nodsp"] = resources(rtl_dir, nodsp=True, timeout=timeout)
+    meta = load_metadata(rtl_dir)
+    if meta["level"] == "alignment" and meta["config"].get("kind") in ("eatt", "dot"):
+        from eatt.config import CoreConfig
+        from eatt.rtl_sim.da4ml_trace import estimate
+        from eatt.rtl_sim.generate import load_weights
+
+        cfg = CoreConfig.from_dict(meta["config"], source=str(Path(rtl_dir) / "metadata.json"))
+        report["da4ml"] = estimate(cfg, load_weights(rtl_dir, meta))
     return report

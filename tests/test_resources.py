@@ -181,7 +181,9 @@ def test_dot_alignment_uses_dsp_and_nodsp_does_not(tmp_path):
     out = tmp_path / "rtl"
     generate_rtl(cfg, random_weights(cfg, seed=3), out)
     report = resources_report(out)
-    assert set(report) == {"yosys", "yosys_nodsp"}
+    assert set(report) == {"yosys", "yosys_nodsp", "da4ml"}
+    assert report["da4ml"]["multipliers"] == 2 * 2 * 2  # Q.K, constants as shift-add
+    assert report["da4ml"]["LUT_estimate"] > 0
     dsp, fabric = report["yosys"], report["yosys_nodsp"]
     assert dsp["DSP48E1"] > 0
     assert fabric["DSP48E1"] == 0 and fabric["nodsp"] is True
