@@ -395,7 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("experiment", help="the paper's experiments on the bundled task")
     p.add_argument(
-        "name", metavar="NAME", help="eatt-vs-vanilla, ablation, hybrids, energy-vs-quality"
+        "name",
+        metavar="NAME",
+        help="eatt-vs-vanilla, ablation, hybrids, energy-vs-quality, window, window-eatt, l0drop",
     )
     p.add_argument("--quick", action="store_true", help="tiny version (seconds)")
     p.add_argument("-o", "--output", default="results", metavar="DIR", help="results folder")

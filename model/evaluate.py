@@ -10,7 +10,14 @@
   references.
 * :func:`attention_energy` -- the analytic energy (eatt.model.energy, the paper's Appendix A) of
   all attention modules of the model, summed over the test sentences at their actual lengths.
+* :func:`decoding_stats` -- what the windowed cross-attention and L0Drop saved while decoding:
+  the average vision span (positions scored per decoding step, averaged over steps and rows,
+  beam hypotheses included; Shu & Nakayama 2017, Sec. 5) and the sparsity rate (closed gates
+  over source positions; Zhang et al. 2021).
 * :func:`evaluate` -- all of the above for one checkpoint and split, as one JSON-ready dict.
+
+Models with L0Drop decode on the compacted memory with counts (Algorithm 1) when they offer
+``encode_for_decoding``; an LSTM checkpoint (eatt.model.rnn) goes through the same functions.
 """
 
 from __future__ import annotations
@@ -47,7 +54,9 @@ __all__ = [
     "format_evaluation",
     "greedy_decode",
     "length_penalty",
+    "decoding_stats",
     "translate_batches",
+    "translate_with_stats",
 ]
 
 #: Appendix A method of each attention kind (the Table 5 ablations have no formula there)
@@ -59,6 +68,20 @@ def _max_steps(model: Seq2Seq, src: Tensor, max_len: int | None) -> int:
     if model._uses_max_len:
         steps = min(steps, model.cfg.max_len)
     return max(1, steps)
+
+
+def _encode(model, src: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+    """(memory, padding, counts or None): the compacted memory where the model offers one."""
+    if hasattr(model, "encode_for_decoding"):
+        return model.encode_for_decoding(src)
+    memory, padding = model.encode(src)
+    return memory, padding, None
+
+
+def _decode(model, tokens, memory, padding, cache, offset, counts) -> Tensor:
+    if counts is None:
+        return model.decode(tokens, memory, padding, cache, offset=offset)
+    return model.decode(tokens, memory, padding, cache, offset=offset, counts=counts)
 
 
 def _strip(ids: list[int]) -> list[int]:
@@ -80,16 +103,16 @@ def greedy_decode(
     cached path is tested against.
     """
     model.eval()
-    memory, padding = model.encode(src)
+    memory, padding, counts = _encode(model, src)
     batch = src.shape[0]
     tokens = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)
     finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
     cache = model.init_cache() if incremental else None
     for t in range(_max_steps(model, src, max_len)):
         if incremental:
-            logits = model.decode(tokens[:, -1:], memory, padding, cache, offset=t)[:, -1]
+            logits = _decode(model, tokens[:, -1:], memory, padding, cache, t, counts)[:, -1]
         else:
-            logits = model.decode(tokens, memory, padding)[:, -1]
+            logits = _decode(model, tokens, memory, padding, None, 0, counts)[:, -1]
         nxt = logits.argmax(-1).masked_fill(finished, PAD)
         tokens = torch.cat([tokens, nxt[:, None]], dim=1)
         finished |= nxt.eq(EOS)
@@ -117,9 +140,11 @@ def beam_search(
         raise ValueError(f"beam must be >= 1, got {beam}")
     model.eval()
     batch, device = src.shape[0], src.device
-    memory, padding = model.encode(src)
+    memory, padding, counts = _encode(model, src)
     rows = torch.arange(batch, device=device).repeat_interleave(beam)
     memory, padding = memory.index_select(0, rows), padding.index_select(0, rows)
+    if counts is not None:
+        counts = counts.index_select(0, rows)
     cache = model.init_cache()
     scores = torch.full((batch, beam), -math.inf, device=device, dtype=torch.float64)
     scores[:, 0] = 0.0
@@ -129,7 +154,7 @@ def beam_search(
     last = torch.full((batch * beam, 1), BOS, dtype=torch.long, device=device)
     steps = _max_steps(model, src, max_len)
     for t in range(steps):
-        logits = model.decode(last, memory, padding, cache, offset=t)[:, -1]
+        logits = _decode(model, last, memory, padding, cache, t, counts)[:, -1]
         logp = torch.log_softmax(logits.double(), dim=-1)
         vocab = logp.shape[-1]
         cand = (scores.view(-1, 1) + logp).view(batch, beam * vocab)
@@ -188,6 +213,59 @@ def translate_batches(
         ids = greedy_decode(model, src) if beam == 1 else beam_search(model, src, beam, alpha)
         out.update(zip(batch.index, ids, strict=True))
     return out
+
+
+class _GateCounter:
+    """Forward hook on L0Drop layers (models without their own ``gate_stats``)."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+        self.total = 0
+
+    def __call__(self, module, args, output) -> None:
+        padding, gates = args[1], output[1]
+        self.closed += int((gates.eq(0) & ~padding).sum())
+        self.total += int((~padding).sum())
+
+
+def translate_with_stats(
+    model, batches, beam: int = 1, alpha: float = 0.6, device: torch.device | None = None
+) -> tuple[dict[int, list[int]], dict]:
+    """:func:`translate_batches` plus :func:`decoding_stats` of exactly that decoding."""
+    from .l0drop import L0Drop
+    from .windowed import WindowedAttention
+
+    windows = [m for m in model.modules() if isinstance(m, WindowedAttention)]
+    for m in windows:
+        m.reset_counters()
+    own = getattr(model, "gate_stats", None)
+    if own is not None:
+        own[0] = own[1] = 0
+    counter = _GateCounter()
+    hooks = []
+    if own is None:
+        hooks = [m.register_forward_hook(counter) for m in model.modules() if isinstance(m, L0Drop)]
+    start = time.perf_counter()
+    try:
+        outputs = translate_batches(model, batches, beam=beam, alpha=alpha, device=device)
+    finally:
+        for h in hooks:
+            h.remove()
+    seconds = time.perf_counter() - start
+    closed, total = (own[0], own[1]) if own is not None else (counter.closed, counter.total)
+    stats = decoding_stats(windows, closed, total, bool(hooks) or own is not None)
+    stats["decode_seconds"] = seconds
+    return outputs, stats
+
+
+def decoding_stats(windows, closed: int, total: int, gated: bool) -> dict:
+    """{"vision_span", "vision_span_per_layer", "sparsity_rate"} (None where not applicable)."""
+    spans = [m.total_scored / m.total_row_steps for m in windows if m.total_row_steps]
+    return {
+        "vision_span": sum(spans) / len(spans) if spans else None,
+        "vision_span_per_layer": spans or None,
+        "sparsity_rate": closed / total if gated and total else None,
+    }
 
 
 def bleu(hypotheses: list[str], references: list[str]) -> dict:
@@ -299,16 +377,23 @@ def evaluate(
     max_tokens: int = 4096,
     data: TranslationData | None = None,
     limit: int = 0,
+    model_overrides: dict | None = None,
+    compact: bool = True,
 ) -> dict:
     """BLEU, binarization ratios and attention energy of a checkpoint on one split.
 
     The data comes from the checkpoint's own data config (the synthetic task is regenerated
     from its seed) unless ``data`` is given; ``limit`` > 0 keeps only the first pairs.
+    ``model_overrides``: config keys without weights to change (e.g. ``flexible_tau``);
+    ``compact=False`` decodes an L0Drop model on the gated full memory instead of Algorithm 1's
+    compacted one.
     """
     if split not in ("train", "dev", "test"):
         raise ValueError(f"split must be train, dev or test, got {split!r}")
     dev = resolve_device(device)
-    model, src_vocab, tgt_vocab, payload = load_checkpoint(checkpoint, dev)
+    model, src_vocab, tgt_vocab, payload = load_checkpoint(checkpoint, dev, model_overrides)
+    if hasattr(model, "compact_memory"):
+        model.compact_memory = compact
     if data is None:
         if "data_config" not in payload:
             raise ValueError(f"{checkpoint}: checkpoint has no data config; pass data")
@@ -324,9 +409,8 @@ def evaluate(
     kind = "char" if payload.get("data_config", {}).get("tokens") == "char" else "word"
     encoded = encode_pairs(pairs, src_vocab, tgt_vocab)
     batches = make_batches(encoded, max_tokens, max_sentences=128)
-    start = time.perf_counter()
-    outputs = translate_batches(model, batches, beam=beam, alpha=alpha, device=dev)
-    seconds = time.perf_counter() - start
+    outputs, stats = translate_with_stats(model, batches, beam=beam, alpha=alpha, device=dev)
+    seconds = stats["decode_seconds"]
     hyps = [detokenize(tgt_vocab.decode(outputs[i]), kind) for i in range(len(pairs))]
     refs = [detokenize(t, kind) for _, t in pairs]
     result = {
@@ -338,6 +422,10 @@ def evaluate(
         **bleu(hyps, refs),
         "exact_match": sum(h == r for h, r in zip(hyps, refs, strict=True)) / max(len(refs), 1),
         "decode_seconds": seconds,
+        "arch": model.cfg.arch,
+        "vision_span": stats["vision_span"],
+        "vision_span_per_layer": stats["vision_span_per_layer"],
+        "sparsity_rate": stats["sparsity_rate"],
         "attention": model.cfg.kinds,
         "binarization": binarization_ratios(model, batches, dev),
         "energy": attention_energy(
@@ -359,7 +447,12 @@ def format_evaluation(result: dict) -> str:
         f"BLEU {result['bleu']:.2f}  exact match {100 * result['exact_match']:.1f}%  "
         f"({result['signature']})",
         "attention: " + ", ".join(f"{r}={k}" for r, k in result["attention"].items()),
+        f"decoding {result['decode_seconds']:.2f} s",
     ]
+    if result.get("vision_span") is not None:
+        lines.append(f"average vision span: {result['vision_span']:.2f} source positions per step")
+    if result.get("sparsity_rate") is not None:
+        lines.append(f"L0Drop sparsity rate: {100 * result['sparsity_rate']:.1f}%")
     for role, ratios in result["binarization"].items():
         lines.append(f"non-zero ratio {role}: " + " ".join(f"{r:.3f}" for r in ratios))
     energy = result["energy"]

@@ -17,6 +17,20 @@ Experiments (:data:`EXPERIMENTS`):
 * ``energy-vs-quality`` -- BLEU against the analytic attention energy (in % of the widest
   vanilla model) while halving the model dimension, vanilla and E-ATT, one seed (Fig. 1).
 
+Windowed attention and L0Drop (:data:`WINDOW_EXPERIMENTS`, eatt.model.windowed / l0drop):
+
+* ``window`` -- Luong global, local-m, local-p and Flexible Attention as the Transformer's
+  cross-attention: average vision span (window size) and BLEU for Flexible at tau = infinity,
+  at the tau picked on dev (smallest window within 0.5 dev BLEU of tau = infinity), and after
+  fine-tuning with ``-beta mean g(t)`` (Shu & Nakayama 2017, Table 1), plus the window-vs-BLEU
+  curve of the fine-tuned model over tau in :data:`TAUS` (their Fig. 3); one trained model per
+  curve, tau changes only decoding;
+* ``window-eatt`` -- every windowed kind with E-ATT scores (binarized inputs, -L1) vs dot
+  scores: BLEU and vision span;
+* ``l0drop`` -- BLEU against sparsity rate over lambda (Zhang et al. 2021, Fig. 4), the rule
+  patterns Freq / Inv Freq / Group at the learned sparsity (Table 2), and beam-4 decoding time
+  with and without the compacted memory (Algorithm 1) at long sources.
+
 Trainings run one after another in this process (torch's thread setting applies); the quick
 versions are what the tests run.
 """
@@ -43,7 +57,7 @@ from .evaluate import evaluate
 from .seq2seq import ModelConfig
 from .train import TrainConfig, train
 
-__all__ = ["EXPERIMENTS", "Variant", "run_experiment"]
+__all__ = ["EXPERIMENTS", "TAUS", "WINDOW_EXPERIMENTS", "Variant", "run_experiment"]
 
 
 @dataclass(frozen=True)
@@ -184,10 +198,13 @@ def run_experiment(
     ``workers`` > 1 trains that many runs at once in separate processes (one torch thread
     each, no progress bars); every run is deterministic, so the results do not depend on it.
     """
-    if name not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {name!r}; choose from {', '.join(EXPERIMENTS)}")
+    known = [*EXPERIMENTS, *WINDOW_EXPERIMENTS]
+    if name not in known:
+        raise ValueError(f"unknown experiment {name!r}; choose from {', '.join(known)}")
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+    if name in WINDOW_EXPERIMENTS:
+        return _run_window_experiment(name, quick, Path(out_dir), quiet)
     plan = EXPERIMENTS[name](quick)
     folder = Path(out_dir) / name
     folder.mkdir(parents=True, exist_ok=True)
@@ -258,6 +275,8 @@ def run_experiment(
 
 def format_table(report: dict) -> str:
     """The Markdown table of an experiment report."""
+    if report["experiment"] in WINDOW_EXPERIMENTS:
+        return _format_window_table(report)
     n = len(report["seeds"])
     reference = (
         f"the widest vanilla model ({report['rows'][0]['label']})"
@@ -358,3 +377,434 @@ def _save(fig, plt, path: Path) -> str:
     plt.close(fig)
     os.replace(tmp, path)
     return str(path)
+
+
+# -- windowed attention and L0Drop ---------------------------------------------------------------
+#: the Flexible paper's thresholds for its window-vs-BLEU curve (Fig. 3, footnote 5)
+TAUS = (0.3, 0.5, 0.8, 1.0, 1.2, 1.4, 1.6, 5.0, 8.0, 999.0)
+#: D of local-m / local-p on the bundled task (sources of 5-30 words; Luong's D = 10 would cover
+#: most sentences whole)
+WINDOW_D = 4
+#: Flexible's fine-tuning weight beta (Eq. 9; the paper picks 0.1) and the fine-tuning length
+FLEXIBLE_BETA = 0.1
+#: lambdas of the L0Drop sweep, and the source lengths of the compaction timing
+L0_LAMBDAS = (0.05, 0.2, 0.5, 1.0)
+_QUICK_L0_LAMBDAS = (0.5,)
+LONG_SOURCES = (100, 400, 1000)
+_QUICK_LONG_SOURCES = (40,)
+#: the paper's tolerance: within 0.5 BLEU (Flexible Sec. 5, footnote 2; L0Drop Sec. 6)
+BLEU_TOLERANCE = 0.5
+
+
+def _window_sizes(quick: bool) -> tuple[TaskConfig, ModelConfig, TrainConfig, int]:
+    data, model, train_cfg = _sizes(quick)
+    return data, model.replace(window_d=WINDOW_D), train_cfg.replace(data=data), 1 if quick else 4
+
+
+def _train_and_eval(
+    label: str,
+    model_cfg: ModelConfig,
+    train_cfg: TrainConfig,
+    data,
+    folder: Path,
+    beam: int,
+    quiet: bool,
+) -> tuple[dict, dict]:
+    """(training summary, test evaluation) of one model."""
+    _log(f"[{folder.name}] {label}", quiet)
+    summary = train(
+        model_cfg,
+        train_cfg.replace(progress=train_cfg.progress and not quiet),
+        folder / "runs" / label.replace(" ", "_"),
+        data=data,
+    )
+    return summary, _eval(summary["checkpoint"], data, "test", beam)
+
+
+def _eval(checkpoint: str, data, split: str, beam: int, **kw) -> dict:
+    result = evaluate(checkpoint, beam=beam, alpha=0.6, split=split, data=data, **kw)
+    keep = ("bleu", "exact_match", "vision_span", "sparsity_rate", "decode_seconds")
+    return {k: result[k] for k in keep}
+
+
+def _pick_tau(checkpoint: str, data, beam: int) -> tuple[float | None, list[dict]]:
+    """The tau with the smallest dev vision span within 0.5 dev BLEU of tau = infinity."""
+    base = _eval(checkpoint, data, "dev", beam, model_overrides={"flexible_tau": None})
+    curve = [
+        {"tau": tau, **_eval(checkpoint, data, "dev", beam, model_overrides={"flexible_tau": tau})}
+        for tau in TAUS
+    ]
+    fine = [c for c in curve if c["bleu"] >= base["bleu"] - BLEU_TOLERANCE]
+    if not fine:
+        return None, curve
+    return min(fine, key=lambda c: (c["vision_span"], -c["bleu"]))["tau"], curve
+
+
+def _row(label: str, result: dict, **extra) -> dict:
+    return {"label": label, **extra, **result}
+
+
+def _window(quick: bool, folder: Path, quiet: bool) -> dict:
+    data_cfg, model, train_cfg, beam = _window_sizes(quick)
+    data = synthetic_task(data_cfg)
+    rows, runs = [], {}
+    for kind in ("global", "local-m", "local-p"):
+        summary, result = _train_and_eval(
+            kind, model.replace(cross=kind), train_cfg, data, folder, beam, quiet
+        )
+        runs[kind] = summary["checkpoint"]
+        window = f"{2 * WINDOW_D + 1}" if kind != "global" else "all"
+        rows.append(_row(kind, result, window=window, tau=None))
+    flex_cfg = model.replace(cross="flexible")
+    summary, result = _train_and_eval("flexible", flex_cfg, train_cfg, data, folder, beam, quiet)
+    flex = summary["checkpoint"]
+    rows.append(_row("flexible, tau = inf", result, window="dynamic", tau=None))
+    tau, _ = _pick_tau(flex, data, beam)
+    picked = _eval(flex, data, "test", beam, model_overrides={"flexible_tau": tau})
+    rows.append(_row("flexible, tau on dev", picked, window="dynamic", tau=tau))
+    # fine-tuning with -beta mean g(t) (Eq. 9), from the trained Flexible model
+    fine_steps = max(1, train_cfg.steps // 3)
+    fine_cfg = train_cfg.replace(
+        steps=fine_steps, warmup=max(1, fine_steps // 10), init_checkpoint=flex
+    )
+    _log(f"[{folder.name}] flexible fine-tuning, beta = {FLEXIBLE_BETA}", quiet)
+    tuned = train(
+        flex_cfg.replace(flexible_beta=FLEXIBLE_BETA),
+        fine_cfg.replace(progress=fine_cfg.progress and not quiet),
+        folder / "runs" / "flexible-finetuned",
+        data=data,
+    )["checkpoint"]
+    base_ft = _eval(tuned, data, "test", beam, model_overrides={"flexible_tau": None})
+    rows.append(
+        _row(
+            f"flexible fine-tuned (beta {FLEXIBLE_BETA}), tau = inf",
+            base_ft,
+            window="dynamic",
+            tau=None,
+        )
+    )
+    tau_ft, _ = _pick_tau(tuned, data, beam)
+    picked_ft = _eval(tuned, data, "test", beam, model_overrides={"flexible_tau": tau_ft})
+    rows.append(
+        _row(
+            f"flexible fine-tuned (beta {FLEXIBLE_BETA}), tau on dev",
+            picked_ft,
+            window="dynamic",
+            tau=tau_ft,
+        )
+    )
+    curve = [
+        {"tau": t, **_eval(tuned, data, "test", beam, model_overrides={"flexible_tau": t})}
+        for t in TAUS
+    ]
+    # the same (fine-tuned) model at tau = infinity and at the tau picked on dev
+    reference, best = rows[-2], rows[-1]
+    reduction = 1.0 - best["vision_span"] / reference["vision_span"]
+    drop = reference["bleu"] - best["bleu"]
+    target = {
+        "what": "Flexible cuts the average window by >= 50% within 0.5 BLEU of tau = infinity",
+        "window_reduction": reduction,
+        "bleu_drop": drop,
+        "met": reduction >= 0.5 and drop <= BLEU_TOLERANCE,
+    }
+    return {
+        "beam": beam,
+        "window_d": WINDOW_D,
+        "flexible_beta": FLEXIBLE_BETA,
+        "fine_tune_steps": fine_steps,
+        "rows": rows,
+        "curve": curve,
+        "target": target,
+        "checkpoints": {**runs, "flexible": flex, "flexible-finetuned": tuned},
+        "data": data_cfg.__dict__.copy(),
+        "model": model.to_dict(),
+        "train": {k: v for k, v in train_cfg.to_dict().items() if k != "data"},
+    }
+
+
+def _window_eatt(quick: bool, folder: Path, quiet: bool) -> dict:
+    data_cfg, model, train_cfg, beam = _window_sizes(quick)
+    data = synthetic_task(data_cfg)
+    kinds = ("local-p", "flexible") if quick else ("global", "local-m", "local-p", "flexible")
+    rows = []
+    for kind in kinds:
+        for score in ("dot", "eatt"):
+            label = f"{kind} {score}"
+            cfg = model.replace(cross=kind, window_score=score)
+            summary, result = _train_and_eval(label, cfg, train_cfg, data, folder, beam, quiet)
+            rows.append(_row(label, result, kind=kind, score=score, tau=None))
+            if kind == "flexible":
+                windowed = _eval(
+                    summary["checkpoint"], data, "test", beam, model_overrides={"flexible_tau": 1.0}
+                )
+                rows.append(_row(f"{label}, tau = 1", windowed, kind=kind, score=score, tau=1.0))
+    return {
+        "beam": beam,
+        "window_d": WINDOW_D,
+        "rows": rows,
+        "data": data_cfg.__dict__.copy(),
+        "model": model.to_dict(),
+        "train": {k: v for k, v in train_cfg.to_dict().items() if k != "data"},
+    }
+
+
+def _long_sources(data, length: int, batch: int) -> torch.Tensor:
+    """(batch, length) source ids: test sentences concatenated, cut to ``length`` - 1, <eos>."""
+    from .data import EOS, encode_pairs
+
+    pairs = encode_pairs(data.test, data.src_vocab, data.tgt_vocab)
+    words = [i for p in pairs for i in p[0] if i != EOS]
+    rows = []
+    for b in range(batch):
+        start = (b * 97) % max(1, len(words) - length)
+        row = (words[start:] + words)[: length - 1]
+        rows.append(row + [EOS])
+    return torch.tensor(rows, dtype=torch.long)
+
+
+def _compaction_timing(checkpoint: str, data, lengths, steps: int, repeats: int) -> list[dict]:
+    """Beam-4 decoding seconds on the gated full memory vs the compacted memory (Algorithm 1)."""
+    from .evaluate import beam_search
+    from .seq2seq import load_checkpoint
+
+    model = load_checkpoint(checkpoint, "cpu")[0]
+    out = []
+    for length in lengths:
+        src = _long_sources(data, length, batch=8)
+        times, outputs = {}, {}
+        for compact in (False, True):
+            model.compact_memory = compact
+            beam_search(model, src[:1], beam=4, max_len=2)  # warm-up
+            best = float("inf")
+            for _ in range(repeats):
+                start = time.perf_counter()
+                outputs[compact] = beam_search(model, src, beam=4, max_len=steps)
+                best = min(best, time.perf_counter() - start)
+            times[compact] = best
+        model.gate_stats[:] = [0, 0]
+        model.compact_memory = True
+        memory, padding, counts = model.encode_for_decoding(src)
+        out.append(
+            {
+                "source_length": length,
+                "compacted_length": int(memory.shape[1]),
+                "seconds_full": times[False],
+                "seconds_compacted": times[True],
+                "speedup": times[False] / times[True],
+                "same_output": outputs[False] == outputs[True],
+                "sparsity_rate": model.gate_stats[0] / max(model.gate_stats[1], 1),
+            }
+        )
+    return out
+
+
+def _l0drop(quick: bool, folder: Path, quiet: bool) -> dict:
+    data_cfg, model, train_cfg, beam = _window_sizes(quick)
+    data = synthetic_task(data_cfg)
+    rows = []
+    _, base = _train_and_eval("no pruning", model, train_cfg, data, folder, beam, quiet)
+    rows.append(_row("no pruning", {**base, "sparsity_rate": 0.0}, rule=None, l0_lambda=None))
+    learned = []
+    for lam in _QUICK_L0_LAMBDAS if quick else L0_LAMBDAS:
+        cfg = model.replace(l0drop=True, l0drop_lambda=lam)
+        summary, result = _train_and_eval(
+            f"lambda {lam}", cfg, train_cfg, data, folder, beam, quiet
+        )
+        learned.append(summary["checkpoint"])
+        rows.append(_row(f"L0Drop lambda {lam}", result, rule=None, l0_lambda=lam))
+    # the rule patterns at the sparsity of the learned run closest to 50% (Table 2's setting)
+    matched = min(rows[1:], key=lambda r: abs(r["sparsity_rate"] - 0.5))
+    rate = matched["sparsity_rate"]
+    for rule in ("freq", "inv-freq", "group"):
+        cfg = model.replace(l0drop=True, l0drop_rule=rule, l0drop_rule_rate=min(max(rate, 0), 1))
+        _, result = _train_and_eval(f"rule {rule}", cfg, train_cfg, data, folder, beam, quiet)
+        rows.append(_row(f"rule {rule}", result, rule=rule, l0_lambda=None))
+    # the learned run with the most pruning within 0.5 BLEU of no pruning
+    fine = [r for r in rows[1 : 1 + len(learned)] if r["bleu"] >= base["bleu"] - BLEU_TOLERANCE]
+    best = max(fine, key=lambda r: r["sparsity_rate"]) if fine else None
+    timed = learned[rows.index(best) - 1] if best else learned[-1]
+    timing = _compaction_timing(
+        timed,
+        data,
+        _QUICK_LONG_SOURCES if quick else LONG_SOURCES,
+        steps=5 if quick else 30,
+        repeats=1 if quick else 3,
+    )
+    target = {
+        "what": "L0Drop prunes >= 40% of encoder outputs within 0.5 BLEU of no pruning; "
+        "compacted decoding faster at long sources",
+        "sparsity_rate": None if best is None else best["sparsity_rate"],
+        "bleu_drop": None if best is None else base["bleu"] - best["bleu"],
+        "speedup_longest": timing[-1]["speedup"],
+        "met": best is not None and best["sparsity_rate"] >= 0.4 and timing[-1]["speedup"] > 1.0,
+    }
+    return {
+        "beam": beam,
+        "rows": rows,
+        "matched_rate": rate,
+        "timing": timing,
+        "timed_checkpoint": timed,
+        "target": target,
+        "data": data_cfg.__dict__.copy(),
+        "model": model.to_dict(),
+        "train": {k: v for k, v in train_cfg.to_dict().items() if k != "data"},
+    }
+
+
+WINDOW_EXPERIMENTS = {"window": _window, "window-eatt": _window_eatt, "l0drop": _l0drop}
+
+
+def _run_window_experiment(name: str, quick: bool, out_dir: Path, quiet: bool) -> dict:
+    folder = out_dir / name
+    folder.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    report = {"experiment": name, "quick": quick, **WINDOW_EXPERIMENTS[name](quick, folder, quiet)}
+    report["seconds"] = time.perf_counter() - start
+    report["plot"] = _plot_window(report, folder / f"{name}.png")
+    atomic_write_text(folder / "results.md", format_table(report) + "\n")
+    atomic_write_text(folder / "results.json", json.dumps(report, indent=2) + "\n")
+    _log(f"[{name}] wrote {folder / 'results.md'} and results.json", quiet)
+    return report
+
+
+def _num(value, fmt: str = ".2f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _format_window_table(report: dict) -> str:
+    name, quick = report["experiment"], " (quick)" if report["quick"] else ""
+    beam = report["beam"]
+    if name == "l0drop":
+        lines = [
+            f"l0drop{quick}: test BLEU and sparsity rate (closed gates / source tokens), beam "
+            f"{beam}; rules trained at the learned sparsity closest to 50% "
+            f"({100 * report['matched_rate']:.1f}%)",
+            "",
+            "| model | sparsity % | BLEU | decode s |",
+            "| --- | --- | --- | --- |",
+        ]
+        for r in report["rows"]:
+            lines.append(
+                f"| {r['label']} | {_num(100 * (r['sparsity_rate'] or 0.0), '.1f')} | "
+                f"{_num(r['bleu'])} | {_num(r['decode_seconds'])} |"
+            )
+        lines += [
+            "",
+            "Beam-4 decoding (batch 8, CPU, best of the repeats) on the gated full memory vs the "
+            "compacted memory (Algorithm 1):",
+            "",
+            "| source length | compacted length | full s | compacted s | speed-up | same output |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for t in report["timing"]:
+            lines.append(
+                f"| {t['source_length']} | {t['compacted_length']} | {t['seconds_full']:.3f} | "
+                f"{t['seconds_compacted']:.3f} | {t['speedup']:.2f}x | {t['same_output']} |"
+            )
+    else:
+        lines = [
+            f"{name}{quick}: test BLEU and average vision span (source positions scored per "
+            f"decoding step, over steps and beam hypotheses), beam {beam}, D = "
+            f"{report['window_d']}",
+            "",
+            "| model | tau | vision span | BLEU |",
+            "| --- | --- | --- | --- |",
+        ]
+        for r in report["rows"]:
+            lines.append(
+                f"| {r['label']} | {_num(r.get('tau'), 'g')} | {_num(r['vision_span'])} | "
+                f"{_num(r['bleu'])} |"
+            )
+        if name == "window":
+            lines += [
+                "",
+                "Window vs BLEU of the fine-tuned Flexible model over tau (Fig. 3 analog):",
+                "",
+                "| tau | vision span | BLEU |",
+                "| --- | --- | --- |",
+            ]
+            for c in report["curve"]:
+                lines.append(f"| {c['tau']:g} | {c['vision_span']:.2f} | {c['bleu']:.2f} |")
+    target = report.get("target")
+    if target:
+        parts = [
+            f"{k} {_num(v, '.3f') if isinstance(v, float) else v}"
+            for k, v in target.items()
+            if k not in ("what", "met")
+        ]
+        lines += [
+            "",
+            f"Target: {target['what']}: {'met' if target['met'] else 'MISSED'} "
+            f"({', '.join(parts)})",
+        ]
+    return "\n".join(lines)
+
+
+def _plot_window(report: dict, path: Path) -> str | None:
+    if importlib.util.find_spec("matplotlib") is None:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    name, rows = report["experiment"], report["rows"]
+    if name == "l0drop":
+        fig, (ax, ax_t) = plt.subplots(1, 2, figsize=(9, 3.6))
+        learned = [r for r in rows if r["l0_lambda"] is not None]
+        ax.plot(
+            [100 * r["sparsity_rate"] for r in learned],
+            [r["bleu"] for r in learned],
+            marker="o",
+            label="L0Drop (lambda sweep)",
+        )
+        for r in rows:
+            if r["rule"] is not None or r["l0_lambda"] is None:
+                ax.scatter(
+                    [100 * (r["sparsity_rate"] or 0.0)], [r["bleu"]], marker="s", label=r["label"]
+                )
+        ax.set_xlabel("sparsity rate (%)")
+        ax.set_ylabel("test BLEU")
+        ax.legend(fontsize=7)
+        t = report["timing"]
+        ax_t.plot(
+            [x["source_length"] for x in t],
+            [x["seconds_full"] for x in t],
+            marker="o",
+            label="full gated memory",
+        )
+        ax_t.plot(
+            [x["source_length"] for x in t],
+            [x["seconds_compacted"] for x in t],
+            marker="s",
+            label="compacted (Algorithm 1)",
+        )
+        ax_t.set_xlabel("source length")
+        ax_t.set_ylabel("beam-4 decoding s (CPU)")
+        ax_t.legend(fontsize=7)
+    else:
+        panels = 2 if name == "window" else 1
+        fig, axes = plt.subplots(1, panels, figsize=(5 * panels + 2, 3.8))
+        axes = list(axes) if panels > 1 else [axes]
+        ax = axes[0]
+        for r in rows:
+            ax.scatter([r["vision_span"]], [r["bleu"]], label=r["label"])
+        ax.set_xlabel("average vision span (positions per step)")
+        ax.set_ylabel("test BLEU")
+        ax.legend(fontsize=6)
+        if name == "window":
+            c = report["curve"]
+            axes[1].plot([x["vision_span"] for x in c], [x["bleu"] for x in c], marker="o")
+            for x in c:
+                axes[1].annotate(
+                    f"{x['tau']:g}",
+                    (x["vision_span"], x["bleu"]),
+                    fontsize=7,
+                    textcoords="offset points",
+                    xytext=(3, 3),
+                )
+            axes[1].set_xlabel("average vision span")
+            axes[1].set_ylabel("test BLEU")
+            axes[1].set_title("fine-tuned Flexible over tau")
+    fig.suptitle(name)
+    return _save(fig, plt, path)

@@ -47,6 +47,8 @@ __all__ = [
     "ModelConfig",
     "RoleAttention",
     "Seq2Seq",
+    "WINDOW_KINDS",
+    "build_model",
     "load_checkpoint",
     "load_model_config",
     "read_mapping",
@@ -54,6 +56,11 @@ __all__ = [
 ]
 
 ATTENTION_KINDS = ("vanilla", "eatt", "binary-dot", "linear-l1", "dense", "randinit")
+#: Luong / Flexible windowed single-head cross-attention (eatt.model.windowed); ``cross`` only
+WINDOW_KINDS = ("global", "local-m", "local-p", "flexible")
+WINDOW_SCORES = ("dot", "general", "concat", "eatt")
+ARCHS = ("transformer", "lstm")
+L0DROP_RULES = ("freq", "inv-freq", "group")
 ROLES = ("enc_self", "dec_self", "cross")
 CHECKPOINT_FORMAT = "eatt.model.Seq2Seq"
 CHECKPOINT_VERSION = 1
@@ -88,6 +95,26 @@ class ModelConfig:
     tau: float = 1.0
     #: longest source (with <eos>) and target (with <bos>) a dense/randinit model accepts
     max_len: int = 64
+    #: "transformer" (Seq2Seq) or "lstm" (eatt.model.rnn.LSTMSeq2Seq); see build_model
+    arch: str = "transformer"
+    #: score of the windowed cross-attention kinds (Luong Eq. 8, or E-ATT's -L1)
+    window_score: str = "general"
+    #: D: half width of the local-m / local-p window [p_t - D, p_t + D] (Luong Sec. 3.2)
+    window_d: int = 10
+    #: sigma of the Flexible penalty (Eq. 6); None = 1.5, the paper's pick (Sec. 5.2)
+    flexible_sigma: float | None = None
+    #: test-time threshold tau of Flexible Attention (Sec. 3.1); None = infinity (no window)
+    flexible_tau: float | None = None
+    #: beta of the fine-tuning loss -beta * mean g(t) (Eq. 9)
+    flexible_beta: float = 0.0
+    #: L0Drop gates between encoder and decoder (Zhang et al., 2021)
+    l0drop: bool = False
+    #: lambda, weight of the expected-L0 penalty
+    l0drop_lambda: float = 0.0
+    #: rule-based pattern instead of learned gates: "freq", "inv-freq", "group" (None: learned)
+    l0drop_rule: str | None = None
+    #: fraction of source tokens a rule pattern drops
+    l0drop_rule_rate: float = 0.5
 
     def __post_init__(self) -> None:
         check_fields(self, "model")
@@ -110,16 +137,54 @@ class ModelConfig:
             raise ConfigError(f"norm: must be 'pre' or 'post', got {self.norm!r}")
         for key in ("attention", *ROLES):
             value = getattr(self, key)
-            if value is not None and value not in ATTENTION_KINDS:
-                raise ConfigError(
-                    f"{key}: must be one of {', '.join(ATTENTION_KINDS)}, got {value!r}"
-                )
+            allowed = ATTENTION_KINDS + WINDOW_KINDS if key == "cross" else ATTENTION_KINDS
+            if value in WINDOW_KINDS and key != "cross":
+                raise ConfigError(f"{key}: {value!r} is a windowed kind, valid for cross only")
+            if value is not None and value not in allowed:
+                raise ConfigError(f"{key}: must be one of {', '.join(allowed)}, got {value!r}")
+        if self.arch not in ARCHS:
+            raise ConfigError(f"arch: must be one of {', '.join(ARCHS)}, got {self.arch!r}")
+        if self.window_score not in WINDOW_SCORES:
+            raise ConfigError(
+                f"window_score: must be one of {', '.join(WINDOW_SCORES)}, "
+                f"got {self.window_score!r}"
+            )
+        if not 0 <= self.window_d <= 4096:
+            raise ConfigError(f"window_d: must be in [0, 4096], got {self.window_d}")
+        if self.flexible_sigma is not None and not self.flexible_sigma > 0:
+            raise ConfigError(f"flexible_sigma: must be > 0, got {self.flexible_sigma}")
+        if self.flexible_tau is not None and not self.flexible_tau > 0:
+            raise ConfigError(
+                f"flexible_tau: must be > 0 (null = infinity), got {self.flexible_tau}"
+            )
+        for key in ("flexible_beta", "l0drop_lambda"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{key}: must be >= 0, got {getattr(self, key)}")
+        if self.l0drop_rule is not None and self.l0drop_rule not in L0DROP_RULES:
+            raise ConfigError(
+                f"l0drop_rule: must be one of {', '.join(L0DROP_RULES)} or null, "
+                f"got {self.l0drop_rule!r}"
+            )
+        if self.l0drop_rule is not None and not self.l0drop:
+            raise ConfigError("l0drop_rule: a rule pattern needs l0drop: true")
+        if not 0.0 <= self.l0drop_rule_rate <= 1.0:
+            raise ConfigError(f"l0drop_rule_rate: must be in [0, 1], got {self.l0drop_rule_rate}")
 
     def kind(self, role: str) -> str:
         """The attention kind of ``role`` (one of :data:`ROLES`)."""
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}; choose from {ROLES}")
         return getattr(self, role) or self.attention
+
+    @property
+    def windowed(self) -> bool:
+        """Whether the cross-attention is one of the windowed kinds (eatt.model.windowed)."""
+        return self.kind("cross") in WINDOW_KINDS
+
+    @property
+    def sigma(self) -> float:
+        """Flexible Attention's sigma (Eq. 6): the configured one, or the paper's 1.5."""
+        return 1.5 if self.flexible_sigma is None else self.flexible_sigma
 
     @property
     def kinds(self) -> dict[str, str]:
@@ -159,14 +224,33 @@ class RoleAttention(nn.Module):
     """
 
     def __init__(
-        self, kind: str, dim: int, heads: int, tau: float = 1.0, max_len: int = 64
+        self,
+        kind: str,
+        dim: int,
+        heads: int,
+        tau: float = 1.0,
+        max_len: int = 64,
+        cfg: ModelConfig | None = None,
     ) -> None:
         super().__init__()
-        if kind not in ATTENTION_KINDS:
-            raise ValueError(f"unknown attention kind {kind!r}; choose from {ATTENTION_KINDS}")
+        if kind not in ATTENTION_KINDS + WINDOW_KINDS:
+            raise ValueError(
+                f"unknown attention kind {kind!r}; choose from {ATTENTION_KINDS + WINDOW_KINDS}"
+            )
         self.kind = kind
         self.heads, self.d_head, self.dim = heads, dim // heads, dim
-        if kind == "dense":
+        #: a windowed kind: one head of eatt.model.windowed, then an output projection
+        self.windowed = kind in WINDOW_KINDS
+        #: the decoding state of the last windowed forward (aux losses read g(t) from it)
+        self.last_state: dict | None = None
+        if self.windowed:
+            from .windowed import cross_attention
+
+            self.core = cross_attention(
+                cfg if cfg is not None else ModelConfig(cross=kind), dim, dim
+            )
+            self.o_proj = nn.Linear(dim, dim, bias=False)
+        elif kind == "dense":
             self.core: nn.Module = DenseSynthesizer(dim, heads, max_len)
         elif kind == "randinit":
             self.core = RandomSynthesizer(dim, heads, max_len)
@@ -204,6 +288,7 @@ class RoleAttention(nn.Module):
         cache: dict | None = None,
         offset: int = 0,
         query_padding_mask: Tensor | None = None,
+        counts: Tensor | None = None,
     ) -> Tensor:
         """Attend from ``x`` (batch, len_q, dim) to itself (``memory`` None) or to ``memory``.
 
@@ -215,7 +300,11 @@ class RoleAttention(nn.Module):
                 computed on the first call and reused.
             offset: absolute position of ``x``'s first row (incremental decoding).
             query_padding_mask: (batch, len_q) True = padding query; used only by statistics.
+            counts: (batch, len_k) multiplicity of each memory row (L0Drop's compacted memory,
+                Algorithm 1): ``log(count)`` is added to every score.
         """
+        if self.windowed:
+            return self._windowed(x, memory, key_padding_mask, cache, counts)
         self_attention = memory is None
         batch, len_q, _ = x.shape
         core = self.core
@@ -250,6 +339,9 @@ class RoleAttention(nn.Module):
             rows = torch.arange(len_q, device=x.device)[:, None] + (len_k - len_q)
             keep = torch.arange(len_k, device=x.device)[None, :] <= rows
             mask = keep if mask is None else mask & keep
+        if counts is not None:
+            keep = counts.gt(0)[:, None, None, :]
+            mask = keep if mask is None else mask & keep
         if self.synthesized:
             out, _ = synthesized_attention(core.scores(x, len_k, offset), v, mask)
         else:
@@ -257,10 +349,41 @@ class RoleAttention(nn.Module):
             if self.l1:
                 # F.l1_attention's math with an explicit kernel choice (see L1_IMPL)
                 scores = F.l1_scores(q, k, impl=L1_IMPL) * core.scale
+            elif counts is not None:
+                scores = torch.matmul(q, k.transpose(-1, -2)) * core.scale
+            if self.l1 or counts is not None:
+                if counts is not None:  # Algorithm 1's counted softmax: scores + log(count)
+                    log_c = torch.log(counts.clamp(min=1).to(scores.dtype))
+                    scores = scores + log_c[:, None, None, :]
                 out, _ = synthesized_attention(scores, v, mask)
             else:
                 out, _ = F.dot_attention(q, k, v, mask=mask, scale=core.scale)
         return core.o_proj(out.transpose(1, 2).reshape(batch, len_q, self.dim))
+
+    def _windowed(
+        self,
+        x: Tensor,
+        memory: Tensor | None,
+        padding: Tensor | None,
+        cache: dict | None,
+        counts: Tensor | None,
+    ) -> Tensor:
+        """Windowed cross-attention: the cached state advances one step per query row; without
+        a cache all target positions at once (Flexible loops over t inside, exactly)."""
+        if memory is None:
+            raise ValueError(f"{self.kind} attention is cross-attention only (needs a memory)")
+        if padding is None:
+            padding = torch.zeros(memory.shape[:2], dtype=torch.bool, device=memory.device)
+        if cache is not None:
+            if "window" not in cache:
+                cache["window"] = self.core.init_state(memory, padding, counts)
+            state = cache["window"]
+            context = torch.stack([self.core.step(x[:, i], state)[0] for i in range(x.shape[1])], 1)
+        else:
+            state = self.core.init_state(memory, padding, counts)
+            context, _ = self.core.attend_all(x, state)
+        self.last_state = state
+        return self.o_proj(context)
 
 
 # -- layers --------------------------------------------------------------------------------------
@@ -326,7 +449,9 @@ class DecoderLayer(nn.Module):
         self.self_attn = RoleAttention(
             cfg.kind("dec_self"), cfg.dim, cfg.heads, cfg.tau, cfg.max_len
         )
-        self.cross_attn = RoleAttention(cfg.kind("cross"), cfg.dim, cfg.heads, cfg.tau, cfg.max_len)
+        self.cross_attn = RoleAttention(
+            cfg.kind("cross"), cfg.dim, cfg.heads, cfg.tau, cfg.max_len, cfg=cfg
+        )
         self.ffn = FeedForward(cfg.dim, cfg.ffn_dim, cfg.dropout)
         self.res_self = _Residual(cfg.dim, cfg.dropout, pre)
         self.res_cross = _Residual(cfg.dim, cfg.dropout, pre)
@@ -340,6 +465,7 @@ class DecoderLayer(nn.Module):
         tgt_padding: Tensor | None,
         cache: dict | None,
         offset: int,
+        counts: Tensor | None = None,
     ) -> Tensor:
         self_cache = None if cache is None else cache.setdefault("self", {})
         cross_cache = None if cache is None else cache.setdefault("cross", {})
@@ -363,6 +489,7 @@ class DecoderLayer(nn.Module):
                 cache=cross_cache,
                 offset=offset,
                 query_padding_mask=tgt_padding,
+                counts=counts,
             ),
         )
         return self.res_ffn(x, self.ffn)
@@ -394,6 +521,21 @@ class Seq2Seq(nn.Module):
         if cfg.tie_embeddings:
             self.out_proj.weight = self.tgt_embed.weight
         self._uses_max_len = any(k in ("dense", "randinit") for k in cfg.kinds.values())
+        #: L0Drop gates on the encoder output (learned, or a rule pattern when l0drop_rule)
+        self.l0drop: nn.Module | None = None
+        if cfg.l0drop and cfg.l0drop_rule is None:
+            from .l0drop import L0Drop
+
+            self.l0drop = L0Drop(cfg.dim)
+        if cfg.l0drop and cfg.l0drop_rule is not None:
+            from .l0drop import vocab_token_rank
+
+            self.register_buffer("token_rank", vocab_token_rank(src_vocab_size), persistent=False)
+        #: decode on L0Drop's compacted memory at inference (Algorithm 1); False = gated memory
+        self.compact_memory = True
+        #: eval-mode gate statistics: [closed gates, source positions] (sparsity rate)
+        self.gate_stats = [0, 0]
+        self._l0_penalty: Tensor | None = None
         for i, layer in enumerate(self.encoder):
             layer.self_attn.stat_name = f"enc_self/{i}/"
         for i, layer in enumerate(self.decoder):
@@ -426,14 +568,72 @@ class Seq2Seq(nn.Module):
             )
 
     # -- encoder / decoder ---------------------------------------------------------------------
-    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
-        """(memory (batch, src_len, dim), src padding mask (batch, src_len), True = pad)."""
+    def _encode(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+        """(ungated memory, padding, L0Drop gates or None)."""
         self._check_length("source", src.shape[1])
         padding = src.eq(PAD)
         x = self._embed(self.src_embed, src)
         for layer in self.encoder:
             x = layer(x, padding)
-        return self.enc_norm(x), padding
+        memory = self.enc_norm(x)
+        if not self.cfg.l0drop:
+            return memory, padding, None
+        if self.l0drop is not None:
+            _, gates, self._l0_penalty = self.l0drop(memory, padding)
+        else:
+            from .l0drop import rule_gates
+
+            gates = rule_gates(
+                src, padding, self.cfg.l0drop_rule, self.cfg.l0drop_rule_rate, self.token_rank
+            ).to(memory.dtype)
+        if not self.training:
+            self.gate_stats[0] += int((gates.eq(0) & ~padding).sum())
+            self.gate_stats[1] += int((~padding).sum())
+        return memory, padding, gates
+
+    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        """(memory (batch, src_len, dim), src padding mask (batch, src_len), True = pad).
+
+        With ``l0drop`` the memory rows are multiplied by their gates (Eq. 4).
+        """
+        memory, padding, gates = self._encode(src)
+        if gates is not None:
+            memory = memory * gates.unsqueeze(-1)
+        return memory, padding
+
+    def encode_for_decoding(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+        """(memory, padding, counts) for search: L0Drop's compacted memory with counts
+        (Algorithm 1) in eval mode when ``compact_memory``; else :meth:`encode` and None.
+
+        Windowed and synthesized (dense / randinit) cross-attention keep the gated full memory:
+        their weights depend on source positions, which compaction renumbers.
+        """
+        memory, padding, gates = self._encode(src)
+        if gates is None:
+            return memory, padding, None
+        positional = self.cfg.windowed or self.cfg.kind("cross") in ("dense", "randinit")
+        if self.training or not self.compact_memory or positional:
+            return memory * gates.unsqueeze(-1), padding, None
+        from .l0drop import compact
+
+        memory, counts, padding = compact(memory, gates, padding)
+        return memory, padding, counts
+
+    def aux_losses(self) -> dict[str, Tensor]:
+        """Auxiliary terms of the last forward: ``l0`` (expected L0 of the gates, L0Drop
+        Eq. 10, per source position) and ``flexible_g`` (mean strength g(t), Flexible Eq. 9).
+        train.py adds ``l0drop_lambda * l0 - flexible_beta * flexible_g``."""
+        out: dict[str, Tensor] = {}
+        if self.l0drop is not None and self._l0_penalty is not None:
+            out["l0"] = self._l0_penalty
+        if self.cfg.kind("cross") == "flexible":
+            from .windowed import mean_strength
+
+            states = [layer.cross_attn.last_state for layer in self.decoder]
+            values = [mean_strength(st) for st in states if st is not None]
+            if values:
+                out["flexible_g"] = torch.stack(values).mean()
+        return out
 
     def decode(
         self,
@@ -442,10 +642,12 @@ class Seq2Seq(nn.Module):
         src_padding: Tensor,
         cache: list[dict] | None = None,
         offset: int = 0,
+        counts: Tensor | None = None,
     ) -> Tensor:
         """Logits (batch, len, tgt_vocab) for target prefix ids ``tgt_in`` at ``offset``.
 
         With ``cache`` (from :meth:`init_cache`), ``tgt_in`` holds only the new positions.
+        ``counts``: multiplicities of the memory rows (from :meth:`encode_for_decoding`).
         """
         self._check_length("target", offset + tgt_in.shape[1])
         tgt_padding = tgt_in.eq(PAD) if cache is None else None
@@ -454,7 +656,13 @@ class Seq2Seq(nn.Module):
         x = self._embed(self.tgt_embed, tgt_in, offset)
         for i, layer in enumerate(self.decoder):
             x = layer(
-                x, memory, src_padding, tgt_padding, None if cache is None else cache[i], offset
+                x,
+                memory,
+                src_padding,
+                tgt_padding,
+                None if cache is None else cache[i],
+                offset,
+                counts,
             )
         return self.out_proj(self.dec_norm(x))
 
@@ -469,13 +677,27 @@ class Seq2Seq(nn.Module):
     @staticmethod
     def reorder_cache(cache: list[dict], index: Tensor) -> list[dict]:
         """Select batch rows ``index`` of every cached tensor (beam search)."""
+        from .windowed import reorder_state
+
         return [
             {
-                part: {k: t.index_select(0, index) for k, t in entries.items()}
+                part: {
+                    k: reorder_state(t, index) if isinstance(t, dict) else t.index_select(0, index)
+                    for k, t in entries.items()
+                }
                 for part, entries in layer.items()
             }
             for layer in cache
         ]
+
+
+def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> nn.Module:
+    """The model ``cfg.arch`` names: :class:`Seq2Seq`, or ``eatt.model.rnn.LSTMSeq2Seq``."""
+    if cfg.arch == "lstm":
+        from .rnn import LSTMSeq2Seq
+
+        return LSTMSeq2Seq(cfg, src_vocab_size, tgt_vocab_size)
+    return Seq2Seq(cfg, src_vocab_size, tgt_vocab_size)
 
 
 # -- checkpoints ---------------------------------------------------------------------------------
@@ -500,11 +722,15 @@ def save_checkpoint(
 
 
 def load_checkpoint(
-    path: str | os.PathLike, device: str | torch.device = "cpu"
+    path: str | os.PathLike,
+    device: str | torch.device = "cpu",
+    overrides: dict[str, Any] | None = None,
 ) -> tuple[Seq2Seq, Vocab, Vocab, dict]:
     """(model in eval mode, src vocab, tgt vocab, the whole payload) of a save_checkpoint file.
 
-    Anything else raises a one-line ValueError that starts with the path.
+    ``overrides`` replaces model config keys that hold no weights (e.g. ``flexible_tau``: one
+    trained Flexible model evaluated at many thresholds). Anything else raises a one-line
+    ValueError that starts with the path.
     """
     path = Path(path)
     if not path.is_file():
@@ -518,12 +744,14 @@ def load_checkpoint(
         raise ValueError(f"{path}: not a seq2seq checkpoint (format {found!r})")
     try:
         cfg = ModelConfig.from_dict(payload["model_config"])
+        if overrides:
+            cfg = cfg.replace(**overrides)
         src_vocab = Vocab.from_list(payload["src_vocab"])
         tgt_vocab = Vocab.from_list(payload["tgt_vocab"])
-        model = Seq2Seq(cfg, len(src_vocab), len(tgt_vocab))
+        model = build_model(cfg, len(src_vocab), len(tgt_vocab))
         model.load_state_dict(payload["state_dict"])
     except KeyError as err:
         raise ValueError(f"{path}: checkpoint lacks {err}") from None
-    except (ValueError, RuntimeError) as err:
+    except (ValueError, RuntimeError, ConfigError) as err:
         raise ValueError(f"{path}: {_first_line(err)}") from None
     return model.to(device).eval(), src_vocab, tgt_vocab, payload

@@ -11,6 +11,12 @@ A run config is one YAML/JSON file with up to three sections, each optional::
 gradient clipping; writes ``last.pt`` and ``best.pt`` (lowest dev loss) checkpoints and
 ``train.json`` under the output folder. The same seed gives the same model, bit for bit, on
 the same machine and device.
+
+The model is :func:`eatt.model.seq2seq.build_model`'s (Transformer or LSTM, ``model.arch``).
+The objective adds the model's auxiliary terms (``aux_losses()``) with their config weights:
+``l0drop_lambda * l0`` (L0Drop's expected L0, Zhang et al. 2021 Eq. 12) and
+``- flexible_beta * flexible_g`` (Flexible Attention's fine-tuning term, Eq. 9).
+``init_checkpoint`` starts from a trained model's weights (fine-tuning, e.g. with beta > 0).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from .data import (
     load_data,
     make_batches,
 )
-from .seq2seq import ModelConfig, Seq2Seq, read_mapping, save_checkpoint
+from .seq2seq import ModelConfig, Seq2Seq, build_model, read_mapping, save_checkpoint
 
 __all__ = [
     "TrainConfig",
@@ -84,6 +90,8 @@ class TrainConfig:
     #: torch intra-op threads while training (restored after); 0 = leave torch's setting. On a
     #: small shared CPU, 1 is much faster than oversubscribed cores for these small models.
     threads: int = 0
+    #: start from this checkpoint's weights (same model config), e.g. to fine-tune; None = init
+    init_checkpoint: str | None = None
     data: TaskConfig | FilesConfig = field(default_factory=TaskConfig)
 
     def __post_init__(self) -> None:
@@ -183,6 +191,33 @@ def token_loss(model: Seq2Seq, batch, label_smoothing: float = 0.0) -> tuple[tor
     return loss, batch.n_tgt_tokens
 
 
+def aux_loss(model, cfg: ModelConfig) -> torch.Tensor | float:
+    """The weighted auxiliary terms of the last forward (0 when there are none)."""
+    aux = model.aux_losses() if hasattr(model, "aux_losses") else {}
+    total: torch.Tensor | float = 0.0
+    if "l0" in aux and cfg.l0drop_lambda:
+        total = total + cfg.l0drop_lambda * aux["l0"]
+    if "flexible_g" in aux and cfg.flexible_beta:
+        total = total - cfg.flexible_beta * aux["flexible_g"]
+    return total
+
+
+def _load_weights(model: nn.Module, path: str) -> None:
+    """Weights of a checkpoint into ``model`` (one-line ValueError when they do not fit)."""
+    from .seq2seq import load_checkpoint
+
+    loaded = load_checkpoint(path)[0]
+    try:
+        model.load_state_dict(loaded.state_dict())
+    except RuntimeError as err:
+        raise ValueError(f"{path}: init_checkpoint does not fit the model ({_line(err)})") from None
+
+
+def _line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
 @torch.no_grad()
 def dev_loss(model: Seq2Seq, batches, device: torch.device) -> float:
     """Mean per-token negative log-likelihood (no smoothing) over ``batches``, eval mode."""
@@ -269,7 +304,10 @@ def _train(
     torch.manual_seed(train_cfg.seed)
     if data is None:
         data = load_data(train_cfg.data)
-    model = Seq2Seq(model_cfg, len(data.src_vocab), len(data.tgt_vocab)).to(device)
+    model = build_model(model_cfg, len(data.src_vocab), len(data.tgt_vocab))
+    if train_cfg.init_checkpoint:
+        _load_weights(model, train_cfg.init_checkpoint)
+    model = model.to(device)
     model.train()
     optimizer = torch.optim.Adam(
         model.parameters(),
@@ -300,7 +338,7 @@ def _train(
                 group["lr"] = learning_rate(step, train_cfg)
             loss_sum, n_tokens = token_loss(model, batch, train_cfg.label_smoothing)
             optimizer.zero_grad(set_to_none=True)
-            (loss_sum / n_tokens).backward()
+            (loss_sum / n_tokens + aux_loss(model, model_cfg)).backward()
             if train_cfg.clip_norm > 0:
                 nn.utils.clip_grad_norm_(model.parameters(), train_cfg.clip_norm)
             optimizer.step()
