@@ -868,11 +868,23 @@ def generate_rtl(
     }
     if cfg.kind == "eatt":
         meta["eatt_datapath"] = opts
+    write_rtl_dir(out, {top_file: text}, [CTRL_FILE], weights, meta)
+    return meta
+
+
+def write_rtl_dir(
+    out: Path, generated: dict[str, str], hand_written: list[str], weights: CoreWeights, meta: dict
+) -> None:
+    """An RTL directory, all or nothing: the generated files, copies of hand-written ones from
+    rtl_sim/rtl/, weights.npz and metadata.json are written to a temporary directory beside
+    `out`, which then replaces `out` (a reader never sees half of it, no stale file stays)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        (tmp / top_file).write_text(text)
-        shutil.copyfile(RTL_DIR / CTRL_FILE, tmp / CTRL_FILE)
+        for name, text in generated.items():
+            (tmp / name).write_text(text)
+        for name in hand_written:
+            shutil.copyfile(RTL_DIR / name, tmp / name)
         np.savez(tmp / "weights.npz", **weights.as_dict())
         (tmp / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
         tmp.chmod(0o755)
@@ -887,7 +899,6 @@ def generate_rtl(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return meta
 
 
 def load_metadata(out_dir: str | os.PathLike) -> dict:

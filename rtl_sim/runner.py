@@ -144,32 +144,7 @@ def simulate(
     }
     (run / "job.json").write_text(json.dumps(job))
 
-    from cocotb_tools.runner import get_results, get_runner
-
-    log = run / "sim.log"
-    t0 = time.perf_counter()
-    with patched_environ(), _on_sys_path(TB_DIR):
-        os.environ["EATT_TB_JOB"] = str(run / "job.json")
-        runner = get_runner("verilator")
-        try:
-            xml = runner.test(
-                test_module=f"test_{meta['level']}",
-                hdl_toplevel=meta["top"],
-                hdl_toplevel_lang="verilog",
-                build_dir=bdir,
-                test_dir=run,
-                results_xml=str(run / "results.xml"),
-                seed=seed,
-                log_file=log,
-            )
-        except (RuntimeError, SystemExit) as err:
-            raise RuntimeError(f"simulation failed ({err}); see {log}:\n{_tail(log)}") from None
-    sim_seconds = time.perf_counter() - t0
-    total, failed = get_results(xml)
-    if failed:
-        raise RuntimeError(f"testbench: {failed} of {total} tests failed; see {log}:\n{_tail(log)}")
-
-    tb = json.loads((run / "results.json").read_text())
+    tb, sim_seconds = run_testbench(run, meta["top"], f"test_{meta['level']}", bdir, seed)
     got = np.load(run / "got.npy").reshape(expected.shape)
     nb = min(len(x), job["bubble_vectors"])
     got_bubbles = np.load(run / "got_bubbles.npy").reshape(expected[:nb].shape)
@@ -181,12 +156,7 @@ def simulate(
         "bubbles": (expected[:nb], got_bubbles),
         "latency": (expected[:1], latency_out[None]),
     }
-    compared = {name: _compare(exp, out) for name, (exp, out) in runs.items()}
-    wrong = np.zeros(len(x), dtype=bool)
-    for exp, out in runs.values():
-        wrong[: len(exp)] |= (exp != out).reshape(len(exp), -1).any(axis=1)
-    firsts = [dict(c["first_mismatch"], run=n) for n, c in compared.items() if c["first_mismatch"]]
-    first = firsts[0] if firsts else None
+    compared, wrong, first = compare_runs(runs, len(x))
     result = {
         "level": meta["level"],
         "kind": meta["kind"],
@@ -207,6 +177,46 @@ def simulate(
     }
     (run / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+def run_testbench(run: Path, top: str, test_module: str, bdir: Path, seed: int):
+    """Run cocotb testbench `test_module` (rtl_sim/tb/) on the built `top`; the job it reads
+    is run/job.json (passed through EATT_TB_JOB). Returns (run/results.json, seconds)."""
+    from cocotb_tools.runner import get_results, get_runner
+
+    log = run / "sim.log"
+    t0 = time.perf_counter()
+    with patched_environ(), _on_sys_path(TB_DIR):
+        os.environ["EATT_TB_JOB"] = str(run / "job.json")
+        try:
+            xml = get_runner("verilator").test(
+                test_module=test_module,
+                hdl_toplevel=top,
+                hdl_toplevel_lang="verilog",
+                build_dir=bdir,
+                test_dir=run,
+                results_xml=str(run / "results.xml"),
+                seed=seed,
+                log_file=log,
+            )
+        except (RuntimeError, SystemExit) as err:
+            raise RuntimeError(f"simulation failed ({err}); see {log}:\n{_tail(log)}") from None
+    seconds = time.perf_counter() - t0
+    total, failed = get_results(xml)
+    if failed:
+        raise RuntimeError(f"testbench: {failed} of {total} tests failed; see {log}:\n{_tail(log)}")
+    return json.loads((run / "results.json").read_text()), seconds
+
+
+def compare_runs(runs: dict, n: int) -> tuple[dict, np.ndarray, dict | None]:
+    """Compare every run {name: (expected, got)} (each a prefix of the n vectors): per-run
+    comparison, which of the n vectors are wrong in any run, and the first mismatch."""
+    compared = {name: _compare(exp, got) for name, (exp, got) in runs.items()}
+    wrong = np.zeros(n, dtype=bool)
+    for exp, got in runs.values():
+        wrong[: len(exp)] |= (exp != got).reshape(len(exp), -1).any(axis=1)
+    firsts = [dict(c["first_mismatch"], run=k) for k, c in compared.items() if c["first_mismatch"]]
+    return compared, wrong, firsts[0] if firsts else None
 
 
 def _compare(expected: np.ndarray, got: np.ndarray) -> dict:

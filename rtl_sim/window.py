@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -45,7 +43,7 @@ from eatt.quant.window import (
     penalty_table,
     random_window_inputs,
 )
-from eatt.rtl_sim.generate import RTL_DIR, _lit, _Writer
+from eatt.rtl_sim.generate import _lit, _Writer, write_rtl_dir
 
 TOP = "window_attention"
 HAND_WRITTEN = ("window_ctrl.sv", "window_ram.sv")
@@ -451,25 +449,7 @@ def generate_window_rtl(cfg: CoreConfig, weights: CoreWeights, out_dir: str | os
         "window_rows": rows,
         "formats": derive_window_formats(cfg).to_dict(),
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        (tmp / f"{TOP}.sv").write_text(text)
-        for name in HAND_WRITTEN:
-            shutil.copyfile(RTL_DIR / name, tmp / name)
-        np.savez(tmp / "weights.npz", **weights.as_dict())
-        (tmp / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
-        tmp.chmod(0o755)
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-            os.replace(out, old / "d")
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    write_rtl_dir(out, {f"{TOP}.sv": text}, list(HAND_WRITTEN), weights, meta)
     return meta
 
 
@@ -523,11 +503,8 @@ def simulate_window(
 ) -> dict:
     """Simulate a window RTL directory on `vectors` random steps (or the given grouped
     `steps`, window_steps' layout) and compare every output bit with WindowGolden."""
-    from cocotb_tools.runner import get_results, get_runner
-
     from eatt.rtl_sim.generate import load_metadata, load_weights
-    from eatt.rtl_sim.runner import TB_DIR, _compare, _on_sys_path, _tail, build
-    from eatt.rtl_sim.tools import patched_environ
+    from eatt.rtl_sim.runner import build, compare_runs, run_testbench
 
     out = Path(out_dir).resolve()
     meta = load_metadata(out)
@@ -560,29 +537,7 @@ def simulate_window(
         "bubble_vectors": 32,
     }
     (run / "job.json").write_text(json.dumps(job))
-    log = run / "sim.log"
-    t0 = time.perf_counter()
-    with patched_environ(), _on_sys_path(TB_DIR):
-        os.environ["EATT_TB_JOB"] = str(run / "job.json")
-        try:
-            xml = get_runner("verilator").test(
-                test_module="test_window",
-                hdl_toplevel=meta["top"],
-                hdl_toplevel_lang="verilog",
-                build_dir=bdir,
-                test_dir=run,
-                results_xml=str(run / "results.xml"),
-                seed=seed,
-                log_file=log,
-            )
-        except (RuntimeError, SystemExit) as err:
-            raise RuntimeError(f"simulation failed ({err}); see {log}:\n{_tail(log)}") from None
-    sim_seconds = time.perf_counter() - t0
-    total, failed = get_results(xml)
-    if failed:
-        raise RuntimeError(f"testbench: {failed} of {total} tests failed; see {log}:\n{_tail(log)}")
-
-    tb = json.loads((run / "results.json").read_text())
+    tb, sim_seconds = run_testbench(run, meta["top"], "test_window", bdir, seed)
     got = np.load(run / "got.npy").reshape(expected.shape)
     nb = min(n, job["bubble_vectors"])
     got_bubbles = np.load(run / "got_bubbles.npy").reshape(expected[:nb].shape)
@@ -592,11 +547,7 @@ def simulate_window(
         "latency": (expected[:1], np.asarray(tb["latency_output"])[None]),
         "after_reset": (expected[:1], np.asarray(tb["after_reset_output"])[None]),
     }
-    compared = {name: _compare(e, g) for name, (e, g) in runs.items()}
-    wrong = np.zeros(n, dtype=bool)
-    for e, g in runs.values():
-        wrong[: len(e)] |= (e != g).reshape(len(e), -1).any(axis=1)
-    firsts = [dict(c["first_mismatch"], run=k) for k, c in compared.items() if c["first_mismatch"]]
+    compared, wrong, first = compare_runs(runs, n)
 
     # cycles per step against the window's rows (stream run: starts held high per memory)
     lo = np.maximum(steps["p"] - steps["w"], 0)
@@ -624,7 +575,7 @@ def simulate_window(
         "memories": int(len(steps["keys"])),
         "mismatches": int(wrong.sum()),
         "mismatched_elements": compared["stream"]["mismatched_elements"],
-        "first_mismatch": firsts[0] if firsts else None,
+        "first_mismatch": first,
         "bubble_vectors": nb,
         "latency_cycles": tb["latency_cycles"],
         "ii_cycles": int(ii.max()) if len(ii) else None,
