@@ -257,13 +257,14 @@ class WindowGolden:
         return x, p, w, keys, values, counts, length, g
 
 
-def compact_memory(keys, values, gates, len_k: int | None = None):
+def compact_memory(keys, values, gates, len_k: int | None = None, count_bits: int | None = None):
     """L0Drop Algorithm 1 lines 1-4 on one memory: drop the rows whose gate is 0, append one
     zero row with count N - N' (only if a row was dropped). keys, values (N, dim), gates (N,).
 
     Returns (keys, values, counts, length) padded with zero rows (count 1) to len_k rows
     (default N); length = N' + (1 if N' < N else 0). The kept rows keep their gated values
-    (the caller passes codes of the gated encodings).
+    (the caller passes codes of the gated encodings). With ``count_bits`` (the config's), a
+    count N - N' that the unit's count field cannot hold is a ValueError, not a silent clamp.
     """
     keys, values, gates = np.asarray(keys), np.asarray(values), np.asarray(gates)
     n, dim = keys.shape
@@ -272,6 +273,10 @@ def compact_memory(keys, values, gates, len_k: int | None = None):
     len_k = n if len_k is None else len_k
     if rows > len_k:
         raise ValueError(f"compact_memory: {rows} rows do not fit len_k={len_k}")
+    if count_bits is not None and n - len(kept) > 2**count_bits - 1:
+        raise ValueError(
+            f"count_bits: {n - len(kept)} pruned rows do not fit a {count_bits}-bit count"
+        )
     k = np.zeros((len_k, dim), dtype=np.int64)
     v = np.zeros((len_k, dim), dtype=np.int64)
     c = np.ones(len_k, dtype=np.int64)

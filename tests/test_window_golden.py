@@ -266,3 +266,13 @@ def test_hypothesis_configs(score, position, len_k, heads, half_width, qk_bits, 
         count_bits=count_bits,
     )
     check_against_reference(cfg, n=8, seed=seed)
+
+
+def test_compact_memory_refuses_a_count_wider_than_count_bits():
+    keys = np.arange(40).reshape(10, 4)
+    gates = np.zeros(10, dtype=np.int64)
+    gates[0] = 1  # 9 rows pruned: a 3-bit count holds at most 7
+    with pytest.raises(ValueError, match="count_bits: 9 pruned rows"):
+        compact_memory(keys, keys, gates, count_bits=3)
+    _, _, counts, rows = compact_memory(keys, keys, gates, count_bits=4)
+    assert rows == 2 and counts[1] == 9
