@@ -47,6 +47,7 @@ from eatt.quant.golden import (
     edge_inputs,
     random_inputs,
     random_weights,
+    vector_report,
 )
 from eatt.quant.ops import (
     DOMAIN,
@@ -230,24 +231,8 @@ def run_csim(hls_model, cfg: CoreConfig, x: np.ndarray, y: np.ndarray) -> np.nda
 
 
 def compare(expected: np.ndarray, got: np.ndarray, vectors: int, seed: int) -> dict:
-    """{"vectors", "edge_vectors", "mismatches", "first_mismatch"} (as quant.export)."""
-    n = len(expected)
-    bad = np.flatnonzero((expected != got).reshape(n, -1).any(axis=1))
-    first = None
-    if len(bad):
-        i = int(bad[0])
-        where = f"random vector {i} (seed {seed})" if i < vectors else f"edge vector {i - vectors}"
-        idx = tuple(int(v) for v in np.argwhere(expected[i] != got[i])[0])
-        first = (
-            f"{len(bad)} of {n} vectors differ; first: {where}, output index {idx}: "
-            f"expected {int(expected[i][idx])}, got {int(got[i][idx])}"
-        )
-    return {
-        "vectors": int(vectors),
-        "edge_vectors": int(n - vectors),
-        "mismatches": int(len(bad)),
-        "first_mismatch": first,
-    }
+    """{"vectors", "edge_vectors", "mismatches", "first_mismatch"} (golden.vector_report)."""
+    return vector_report(expected, got, vectors, seed)
 
 
 def write_testbench_data(
@@ -255,20 +240,10 @@ def write_testbench_data(
 ) -> None:
     """tb_data/tb_input_features.dat (X then Y per line) and tb_output_predictions.dat (golden
     outputs), real values, edge vectors first: the files hls4ml's myproject_test.cpp reads."""
-    edges = len(edge_inputs(cfg)[0])
-    order = np.r_[np.arange(len(x) - edges, len(x)), np.arange(len(x) - edges)][:n]
     in_scale = 2.0**-cfg.in_frac
-    out_scale = derive_formats(cfg).out_lsb
-    tb = project / "tb_data"
-    tb.mkdir(exist_ok=True)
-    with (
-        open(tb / "tb_input_features.dat", "w") as fin,
-        open(tb / "tb_output_predictions.dat", "w") as fpr,
-    ):
-        for i in order:
-            row = np.concatenate([x[i].ravel(), y[i].ravel()]) * in_scale
-            fin.write(" ".join(repr(float(v)) for v in row) + "\n")
-            fpr.write(" ".join(repr(float(v)) for v in expected[i].ravel() * out_scale) + "\n")
+    out_frac = lsb_frac(derive_formats(cfg).out_lsb)
+    edges = len(edge_inputs(cfg)[0])
+    _write_tb(project, [x * in_scale, y * in_scale], expected, out_frac, edges, n)
 
 
 def _formats(cfg: CoreConfig) -> dict:

@@ -363,6 +363,33 @@ class GoldenCore:
         return x.astype(np.int64), y.astype(np.int64)
 
 
+def vector_report(expected: np.ndarray, got: np.ndarray, vectors: int, seed: int) -> dict:
+    """Compare per vector: ``vectors`` random ones (from ``seed``) first, then edge vectors.
+
+    {"vectors", "edge_vectors", "mismatches" (vectors with any differing element),
+    "first_mismatch" (one line naming the vector, output index, expected and got, or None)}:
+    the report of every check against the golden model (qonnx, hls4ml C simulation).
+    """
+    expected, got = np.asarray(expected), np.asarray(got)
+    n = len(expected)
+    bad = np.flatnonzero((expected != got).reshape(n, -1).any(axis=1))
+    first = None
+    if len(bad):
+        i = int(bad[0])
+        where = f"random vector {i} (seed {seed})" if i < vectors else f"edge vector {i - vectors}"
+        idx = tuple(int(v) for v in np.argwhere(expected[i] != got[i])[0])
+        first = (
+            f"{len(bad)} of {n} vectors differ; first: {where}, output index {idx}: "
+            f"expected {int(expected[i][idx])}, got {int(got[i][idx])}"
+        )
+    return {
+        "vectors": int(vectors),
+        "edge_vectors": int(n - vectors),
+        "mismatches": int(len(bad)),
+        "first_mismatch": first,
+    }
+
+
 def first_mismatch(expected: np.ndarray, got: np.ndarray) -> str | None:
     """None when equal, else one line naming the first differing vector, index and values."""
     expected, got = np.asarray(expected), np.asarray(got)
