@@ -90,6 +90,10 @@ def build(out_dir: str | os.PathLike, build_dir: str | os.PathLike | None = None
     return bdir
 
 
+#: vectors of the run with random gaps between starts (every testbench)
+BUBBLE_VECTORS = 32
+
+
 def simulate(
     out_dir: str | os.PathLike,
     vectors: int = 1000,
@@ -125,24 +129,17 @@ def simulate(
     bdir = build(out, build_dir)
     build_seconds = time.perf_counter() - t0
 
-    run = bdir / "run"
-    run.mkdir(exist_ok=True)
-    for stale in ("results.json", "got.npy", "got_bubbles.npy"):
-        (run / stale).unlink(missing_ok=True)
+    run = new_run(bdir)
     np.save(run / "x.npy", x)
     np.save(run / "y.npy", y)
-    job = {
-        "interface": meta["interface"],
-        "latency_cycles": meta.get("latency_cycles", 0),
-        "x": str(run / "x.npy"),
-        "y": str(run / "y.npy"),
-        "got": str(run / "got.npy"),
-        "got_bubbles": str(run / "got_bubbles.npy"),
-        "results": str(run / "results.json"),
-        "seed": seed,
-        "bubble_vectors": 32,
-    }
-    (run / "job.json").write_text(json.dumps(job))
+    job = write_job(
+        run,
+        seed,
+        interface=meta["interface"],
+        latency_cycles=meta.get("latency_cycles", 0),
+        x=str(run / "x.npy"),
+        y=str(run / "y.npy"),
+    )
 
     tb, sim_seconds = run_testbench(run, meta["top"], f"test_{meta['level']}", bdir, seed)
     got = np.load(run / "got.npy").reshape(expected.shape)
@@ -177,6 +174,30 @@ def simulate(
     }
     (run / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+def new_run(bdir: Path) -> Path:
+    """The run folder of a build, without the outputs of an earlier run."""
+    run = bdir / "run"
+    run.mkdir(exist_ok=True)
+    for stale in ("results.json", "got.npy", "got_bubbles.npy"):
+        (run / stale).unlink(missing_ok=True)
+    return run
+
+
+def write_job(run: Path, seed: int, **fields) -> dict:
+    """run/job.json, what a testbench reads: the caller's fields (interface, data files) plus
+    where to write outputs and results, the seed and the bubble-run length."""
+    job = {
+        **fields,
+        "got": str(run / "got.npy"),
+        "got_bubbles": str(run / "got_bubbles.npy"),
+        "results": str(run / "results.json"),
+        "seed": seed,
+        "bubble_vectors": BUBBLE_VECTORS,
+    }
+    (run / "job.json").write_text(json.dumps(job))
+    return job
 
 
 def run_testbench(run: Path, top: str, test_module: str, bdir: Path, seed: int):

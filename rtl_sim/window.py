@@ -504,7 +504,7 @@ def simulate_window(
     """Simulate a window RTL directory on `vectors` random steps (or the given grouped
     `steps`, window_steps' layout) and compare every output bit with WindowGolden."""
     from eatt.rtl_sim.generate import load_metadata, load_weights
-    from eatt.rtl_sim.runner import build, compare_runs, run_testbench
+    from eatt.rtl_sim.runner import build, compare_runs, new_run, run_testbench, write_job
 
     out = Path(out_dir).resolve()
     meta = load_metadata(out)
@@ -521,22 +521,15 @@ def simulate_window(
     t0 = time.perf_counter()
     bdir = build(out, build_dir)
     build_seconds = time.perf_counter() - t0
-    run = bdir / "run"
-    run.mkdir(exist_ok=True)
-    for stale in ("results.json", "got.npy", "got_bubbles.npy"):
-        (run / stale).unlink(missing_ok=True)
+    run = new_run(bdir)
     np.savez(run / "steps.npz", **steps)
-    job = {
-        "interface": meta["interface"],
-        "latency_cycles_max": meta["latency_cycles_max"],
-        "data": str(run / "steps.npz"),
-        "got": str(run / "got.npy"),
-        "got_bubbles": str(run / "got_bubbles.npy"),
-        "results": str(run / "results.json"),
-        "seed": seed,
-        "bubble_vectors": 32,
-    }
-    (run / "job.json").write_text(json.dumps(job))
+    job = write_job(
+        run,
+        seed,
+        interface=meta["interface"],
+        latency_cycles_max=meta["latency_cycles_max"],
+        data=str(run / "steps.npz"),
+    )
     tb, sim_seconds = run_testbench(run, meta["top"], "test_window", bdir, seed)
     got = np.load(run / "got.npy").reshape(expected.shape)
     nb = min(n, job["bubble_vectors"])
