@@ -35,17 +35,12 @@ def _emit(result: dict, as_json: bool, text: Callable[[dict], str]) -> None:
         print(text(result))
 
 
-def _load_core(args, window_ok: bool = False) -> tuple:
+def _load_core(args) -> tuple:
     """The core of a command: --config (or the embedded default) and --seed."""
     from eatt.config import default_config, load_config
     from eatt.quant.golden import random_weights
 
     cfg = load_config(args.config) if args.config else default_config()
-    if cfg.kind == "window" and not window_ok:
-        raise CommandError(
-            "kind window: use `eatt rtl` / `eatt export` (then `eatt sim` / `eatt resources` "
-            "on the folder); this command takes eatt or dot cores"
-        )
     if args.seed < 0:
         raise CommandError(f"--seed: must be >= 0, got {args.seed}")
     return cfg, random_weights(cfg, args.seed)
@@ -64,7 +59,7 @@ def cmd_energy(args) -> int:
 def cmd_golden(args) -> int:
     from eatt.quant.check import format_golden_check, golden_check
 
-    cfg, weights = _load_core(args, window_ok=True)
+    cfg, weights = _load_core(args)
     if args.vectors < 1:
         raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
     result = golden_check(cfg, weights, vectors=args.vectors, seed=args.seed)
@@ -91,7 +86,7 @@ def cmd_export(args) -> int:
             ) from None
         cfg, weights = checkpoint_core(args.checkpoint)
     else:
-        cfg, weights = _load_core(args, window_ok=True)  # export handles kind window
+        cfg, weights = _load_core(args)
     if args.check is not None and args.check < 1:
         raise CommandError(f"--check: must be >= 1, got {args.check}")
     result = export.export_core(cfg, weights, args.output)
@@ -161,7 +156,7 @@ def cmd_hls(args) -> int:
 def cmd_rtl(args) -> int:
     from eatt.rtl_sim.generate import generate_rtl
 
-    cfg, weights = _load_core(args, window_ok=True)
+    cfg, weights = _load_core(args)
     meta = generate_rtl(cfg, weights, args.output, level=args.level)  # window: one level
 
     def text(m: dict) -> str:
@@ -286,7 +281,7 @@ def cmd_experiment(args) -> int:
 def cmd_flow(args) -> int:
     from eatt.flow import format_flow, run_flow
 
-    cfg, weights = _load_core(args, window_ok=True)
+    cfg, weights = _load_core(args)
     if args.vectors < 1:
         raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
     from eatt.rtl_sim.tools import ToolMissing
