@@ -113,12 +113,21 @@ def greedy_decode(
             logits = _decode(model, tokens[:, -1:], memory, padding, cache, t, counts)[:, -1]
         else:
             logits = _decode(model, tokens, memory, padding, None, 0, counts)[:, -1]
-        nxt = logits.argmax(-1).masked_fill(finished, PAD)
+        nxt = _never_special(logits).argmax(-1).masked_fill(finished, PAD)
         tokens = torch.cat([tokens, nxt[:, None]], dim=1)
         finished |= nxt.eq(EOS)
         if bool(finished.all()):
             break
     return [_strip(row[1:]) for row in tokens.tolist()]
+
+
+def _never_special(logits: Tensor) -> Tensor:
+    """Logits with <pad> and <bos> ruled out: a decoder emits neither (an untrained or coarsely
+    quantized model could, and a <pad> in the prefix would be masked on re-reading it)."""
+    logits = logits.clone()
+    logits[..., PAD] = -math.inf
+    logits[..., BOS] = -math.inf
+    return logits
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -155,7 +164,7 @@ def beam_search(
     steps = _max_steps(model, src, max_len)
     for t in range(steps):
         logits = _decode(model, last, memory, padding, cache, t, counts)[:, -1]
-        logp = torch.log_softmax(logits.double(), dim=-1)
+        logp = torch.log_softmax(_never_special(logits.double()), dim=-1)
         vocab = logp.shape[-1]
         cand = (scores.view(-1, 1) + logp).view(batch, beam * vocab)
         top_scores, top_index = cand.topk(min(2 * beam, beam * vocab), dim=-1)

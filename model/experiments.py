@@ -17,7 +17,7 @@ Experiments (:data:`EXPERIMENTS`):
 * ``energy-vs-quality`` -- BLEU against the analytic attention energy (in % of the widest
   vanilla model) while halving the model dimension, vanilla and E-ATT, one seed (Fig. 1).
 
-Windowed attention and L0Drop (:data:`WINDOW_EXPERIMENTS`, eatt.model.windowed / l0drop):
+Staged experiments (:data:`STAGED_EXPERIMENTS`: later runs start from or depend on earlier ones):
 
 * ``window`` -- Luong global, local-m, local-p and Flexible Attention as the Transformer's
   cross-attention: average vision span (window size) and BLEU for Flexible at tau = infinity,
@@ -29,7 +29,12 @@ Windowed attention and L0Drop (:data:`WINDOW_EXPERIMENTS`, eatt.model.windowed /
   scores: BLEU and vision span;
 * ``l0drop`` -- BLEU against sparsity rate over lambda (Zhang et al. 2021, Fig. 4), the rule
   patterns Freq / Inv Freq / Group at the learned sparsity (Table 2), and beam-4 decoding time
-  with and without the compacted memory (Algorithm 1) at long sources.
+  with and without the compacted memory (Algorithm 1) at long sources; the gated runs
+  fine-tune the trained baseline, as the paper does;
+* ``qat`` -- float E-ATT vs quantization-aware E-ATT (``quant-eatt``: the hardware core's
+  Brevitas module, binarized inputs, 8-bit and 4-bit weights at a least-squares power-of-two
+  scale), each quantized model fine-tuned from the float one (``from_float``), beside the float
+  model fine-tuned for the same steps and the quantized models before fine-tuning (PTQ).
 
 Trainings run one after another in this process (torch's thread setting applies); the quick
 versions are what the tests run.
@@ -54,10 +59,10 @@ from eatt.config import atomic_write_text
 
 from .data import TaskConfig, synthetic_task
 from .evaluate import evaluate
-from .seq2seq import ModelConfig
+from .seq2seq import ModelConfig, build_model, load_checkpoint, save_checkpoint
 from .train import TrainConfig, train
 
-__all__ = ["EXPERIMENTS", "TAUS", "WINDOW_EXPERIMENTS", "Variant", "run_experiment"]
+__all__ = ["EXPERIMENTS", "TAUS", "STAGED_EXPERIMENTS", "Variant", "run_experiment"]
 
 
 @dataclass(frozen=True)
@@ -198,12 +203,12 @@ def run_experiment(
     ``workers`` > 1 trains that many runs at once in separate processes (one torch thread
     each, no progress bars); every run is deterministic, so the results do not depend on it.
     """
-    known = [*EXPERIMENTS, *WINDOW_EXPERIMENTS]
+    known = [*EXPERIMENTS, *STAGED_EXPERIMENTS]
     if name not in known:
         raise ValueError(f"unknown experiment {name!r}; choose from {', '.join(known)}")
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    if name in WINDOW_EXPERIMENTS:
+    if name in STAGED_EXPERIMENTS:
         return _run_window_experiment(name, quick, Path(out_dir), quiet)
     plan = EXPERIMENTS[name](quick)
     folder = Path(out_dir) / name
@@ -275,7 +280,7 @@ def run_experiment(
 
 def format_table(report: dict) -> str:
     """The Markdown table of an experiment report."""
-    if report["experiment"] in WINDOW_EXPERIMENTS:
+    if report["experiment"] in STAGED_EXPERIMENTS:
         return _format_window_table(report)
     n = len(report["seeds"])
     reference = (
@@ -388,7 +393,7 @@ WINDOW_D = 4
 #: Flexible's fine-tuning weight beta (Eq. 9; the paper picks 0.1) and the fine-tuning length
 FLEXIBLE_BETA = 0.1
 #: lambdas of the L0Drop sweep, and the source lengths of the compaction timing
-L0_LAMBDAS = (0.05, 0.2, 0.5, 1.0)
+L0_LAMBDAS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
 _QUICK_L0_LAMBDAS = (0.5,)
 LONG_SOURCES = (100, 400, 1000)
 _QUICK_LONG_SOURCES = (40,)
@@ -602,27 +607,32 @@ def _l0drop(quick: bool, folder: Path, quiet: bool) -> dict:
     data_cfg, model, train_cfg, beam = _window_sizes(quick)
     data = synthetic_task(data_cfg)
     rows = []
-    _, base = _train_and_eval("no pruning", model, train_cfg, data, folder, beam, quiet)
+    summary, base = _train_and_eval("no pruning", model, train_cfg, data, folder, beam, quiet)
     rows.append(_row("no pruning", {**base, "sparsity_rate": 0.0}, rule=None, l0_lambda=None))
+    # as the paper does (Sec. 5): fine-tune the trained baseline with the gates, per lambda;
+    # the rule patterns get the same fine-tuning, so every row has seen the same steps
+    fine_steps = max(1, train_cfg.steps // 2)
+    fine_cfg = train_cfg.replace(
+        steps=fine_steps, warmup=max(1, fine_steps // 10), init_checkpoint=summary["checkpoint"]
+    )
     learned = []
     for lam in _QUICK_L0_LAMBDAS if quick else L0_LAMBDAS:
         cfg = model.replace(l0drop=True, l0drop_lambda=lam)
-        summary, result = _train_and_eval(
-            f"lambda {lam}", cfg, train_cfg, data, folder, beam, quiet
-        )
-        learned.append(summary["checkpoint"])
+        tuned, result = _train_and_eval(f"lambda {lam}", cfg, fine_cfg, data, folder, beam, quiet)
+        learned.append(tuned["checkpoint"])
         rows.append(_row(f"L0Drop lambda {lam}", result, rule=None, l0_lambda=lam))
     # the rule patterns at the sparsity of the learned run closest to 50% (Table 2's setting)
-    matched = min(rows[1:], key=lambda r: abs(r["sparsity_rate"] - 0.5))
-    rate = matched["sparsity_rate"]
+    nearest = min(range(len(learned)), key=lambda i: abs(rows[1 + i]["sparsity_rate"] - 0.5))
+    rate = rows[1 + nearest]["sparsity_rate"]
     for rule in ("freq", "inv-freq", "group"):
         cfg = model.replace(l0drop=True, l0drop_rule=rule, l0drop_rule_rate=min(max(rate, 0), 1))
-        _, result = _train_and_eval(f"rule {rule}", cfg, train_cfg, data, folder, beam, quiet)
+        _, result = _train_and_eval(f"rule {rule}", cfg, fine_cfg, data, folder, beam, quiet)
         rows.append(_row(f"rule {rule}", result, rule=rule, l0_lambda=None))
-    # the learned run with the most pruning within 0.5 BLEU of no pruning
+    # the learned run with the most pruning within 0.5 BLEU of no pruning; the timing uses it,
+    # or (none within) the run nearest 50% sparsity, never a collapsed all-pruned one
     fine = [r for r in rows[1 : 1 + len(learned)] if r["bleu"] >= base["bleu"] - BLEU_TOLERANCE]
     best = max(fine, key=lambda r: r["sparsity_rate"]) if fine else None
-    timed = learned[rows.index(best) - 1] if best else learned[-1]
+    timed = learned[rows.index(best) - 1] if best else learned[nearest]
     timing = _compaction_timing(
         timed,
         data,
@@ -644,6 +654,7 @@ def _l0drop(quick: bool, folder: Path, quiet: bool) -> dict:
         "matched_rate": rate,
         "timing": timing,
         "timed_checkpoint": timed,
+        "fine_tune_steps": fine_steps,
         "target": target,
         "data": data_cfg.__dict__.copy(),
         "model": model.to_dict(),
@@ -651,14 +662,98 @@ def _l0drop(quick: bool, folder: Path, quiet: bool) -> dict:
     }
 
 
-WINDOW_EXPERIMENTS = {"window": _window, "window-eatt": _window_eatt, "l0drop": _l0drop}
+#: weight widths of the qat experiment
+QAT_BITS = (8, 4)
+
+
+def _quantized_copy(float_checkpoint: str, cfg: ModelConfig, path: Path) -> str:
+    """A checkpoint of the model ``cfg`` holding a float checkpoint's weights, untrained: the
+    quantized model before quantization-aware fine-tuning (post-training quantization)."""
+    model, src_vocab, tgt_vocab, payload = load_checkpoint(float_checkpoint)
+    quantized = build_model(cfg, len(src_vocab), len(tgt_vocab))
+    quantized.load_state_dict(model.state_dict())
+    keep = ("train_config", "data_config", "data_fingerprint")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_checkpoint(path, quantized, src_vocab, tgt_vocab, {k: payload[k] for k in keep})
+    return str(path)
+
+
+def _attention_weights(checkpoint: str) -> list[torch.Tensor]:
+    """The Q/K/V/O projection weights of every attention module of a checkpoint."""
+    model = load_checkpoint(checkpoint)[0]
+    return [
+        getattr(module.core, f"{p}_proj").weight
+        for _, _, module in model.attention_modules()
+        for p in ("q", "k", "v", "o")
+    ]
+
+
+def _qat(quick: bool, folder: Path, quiet: bool) -> dict:
+    from eatt.quant.modules import calibrate_weight_frac  # Brevitas: imported when needed
+
+    data_cfg, model, train_cfg = _sizes(quick)
+    train_cfg, beam = train_cfg.replace(data=data_cfg), 1 if quick else 4
+    data = synthetic_task(data_cfg)
+    float_cfg = model.replace(attention="eatt")
+    summary, result = _train_and_eval("float eatt", float_cfg, train_cfg, data, folder, beam, quiet)
+    trained = summary["checkpoint"]
+    rows = [_row("float eatt", result, bits=None, weight_frac=None, steps=train_cfg.steps)]
+    fine_steps = max(1, train_cfg.steps // 2)
+    fine_cfg = train_cfg.replace(
+        steps=fine_steps, warmup=max(1, fine_steps // 10), init_checkpoint=trained
+    )
+    total = train_cfg.steps + fine_steps
+    # the float model trained for as many steps as the quantized ones: the fair reference
+    _, ref = _train_and_eval("float eatt +", float_cfg, fine_cfg, data, folder, beam, quiet)
+    rows.append(_row("float eatt, fine-tuned", ref, bits=None, weight_frac=None, steps=total))
+    weights = _attention_weights(trained)
+    for bits in QAT_BITS:
+        frac = calibrate_weight_frac(weights, bits)
+        cfg = float_cfg.replace(
+            attention="quant-eatt", quant_weight_bits=bits, quant_weight_frac=frac
+        )
+        ptq = _quantized_copy(trained, cfg, folder / "runs" / f"ptq_w{bits}" / "model.pt")
+        _log(f"[{folder.name}] quant-eatt w{bits} before fine-tuning (frac {frac})", quiet)
+        label = f"quant-eatt w{bits}"
+        rows.append(
+            _row(f"{label}, PTQ", _eval(ptq, data, "test", beam), bits=bits, weight_frac=frac)
+        )
+        rows[-1]["steps"] = train_cfg.steps
+        _, result = _train_and_eval(label, cfg, fine_cfg, data, folder, beam, quiet)
+        rows.append(_row(f"{label}, QAT", result, bits=bits, weight_frac=frac, steps=total))
+    w8 = next(r for r in rows if r["bits"] == 8 and r["label"].endswith("QAT"))
+    target = {
+        "what": "quantized E-ATT (8-bit weights) within 0.5 BLEU of float E-ATT "
+        "(same training steps)",
+        "bleu_float": ref["bleu"],
+        "bleu_w8": w8["bleu"],
+        "bleu_drop": ref["bleu"] - w8["bleu"],
+        "met": w8["bleu"] >= ref["bleu"] - BLEU_TOLERANCE,
+    }
+    return {
+        "beam": beam,
+        "rows": rows,
+        "fine_tune_steps": fine_steps,
+        "target": target,
+        "data": data_cfg.__dict__.copy(),
+        "model": float_cfg.to_dict(),
+        "train": {k: v for k, v in train_cfg.to_dict().items() if k != "data"},
+    }
+
+
+STAGED_EXPERIMENTS = {
+    "window": _window,
+    "window-eatt": _window_eatt,
+    "l0drop": _l0drop,
+    "qat": _qat,
+}
 
 
 def _run_window_experiment(name: str, quick: bool, out_dir: Path, quiet: bool) -> dict:
     folder = out_dir / name
     folder.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    report = {"experiment": name, "quick": quick, **WINDOW_EXPERIMENTS[name](quick, folder, quiet)}
+    report = {"experiment": name, "quick": quick, **STAGED_EXPERIMENTS[name](quick, folder, quiet)}
     report["seconds"] = time.perf_counter() - start
     report["plot"] = _plot_window(report, folder / f"{name}.png")
     atomic_write_text(folder / "results.md", format_table(report) + "\n")
@@ -700,6 +795,21 @@ def _format_window_table(report: dict) -> str:
             lines.append(
                 f"| {t['source_length']} | {t['compacted_length']} | {t['seconds_full']:.3f} | "
                 f"{t['seconds_compacted']:.3f} | {t['speedup']:.2f}x | {t['same_output']} |"
+            )
+    elif name == "qat":
+        lines = [
+            f"qat{quick}: test BLEU (beam {beam}) of float E-ATT and quantized E-ATT "
+            "(quant-eatt: binarized inputs, weights <bits, frac>); QAT rows are fine-tuned "
+            f"from the float model for {report['fine_tune_steps']} steps, PTQ rows are the "
+            "float weights rounded to the grid",
+            "",
+            "| model | weight bits | weight frac | training steps | BLEU |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for r in report["rows"]:
+            lines.append(
+                f"| {r['label']} | {_num(r['bits'], 'd')} | {_num(r['weight_frac'], 'd')} | "
+                f"{r['steps']} | {_num(r['bleu'])} |"
             )
     else:
         lines = [
@@ -782,6 +892,13 @@ def _plot_window(report: dict, path: Path) -> str | None:
         ax_t.set_xlabel("source length")
         ax_t.set_ylabel("beam-4 decoding s (CPU)")
         ax_t.legend(fontsize=7)
+    elif name == "qat":
+        fig, ax = plt.subplots(figsize=(6.5, 3.6))
+        ax.bar(range(len(rows)), [r["bleu"] for r in rows])
+        ax.set_xticks(range(len(rows)), [r["label"] for r in rows], rotation=20, fontsize=7)
+        ax.set_ylabel("test BLEU")
+        low = min(r["bleu"] for r in rows)
+        ax.set_ylim(max(0.0, low - 5.0), max(r["bleu"] for r in rows) + 2.0)
     else:
         panels = 2 if name == "window" else 1
         fig, axes = plt.subplots(1, panels, figsize=(5 * panels + 2, 3.8))

@@ -7,7 +7,12 @@ Roles: ``enc_self`` (encoder self-attention), ``dec_self`` (decoder self-attenti
 * ``eatt`` and the Table 5 ablations ``binary-dot`` (discrete selection only) and
   ``linear-l1`` (L1 distance only) -- :class:`~eatt.model.attention.EAttention`;
 * ``dense`` / ``randinit`` -- the Synthesizer variants (:mod:`eatt.model.synthesizer`), shaped
-  by ``max_len``.
+  by ``max_len``;
+* ``quant-eatt`` / ``quant-vanilla`` -- the quantization-aware hardware core
+  (:class:`eatt.quant.modules.QuantAttentionCore`, Brevitas): inputs on the <quant_in_bits,
+  quant_in_frac> grid, E-ATT's binarized Q/K inputs, <quant_weight_bits, quant_weight_frac>
+  weights, Q/K/V/output requantized as the hardware does; the softmax is the float one (the
+  core's training surrogate: batches of mixed lengths need masks the fixed-size core has not).
 
 Every attention module keeps the parameter names of :mod:`eatt.model.attention` (``q_proj`` ...
 ``o_proj``) under ``<layer>.<role>.core`` so a trained layer can be handed to the quantized
@@ -43,6 +48,7 @@ from .synthesizer import DenseSynthesizer, RandomSynthesizer, synthesized_attent
 __all__ = [
     "ATTENTION_KINDS",
     "CHECKPOINT_FORMAT",
+    "QUANT_KINDS",
     "ROLES",
     "ModelConfig",
     "RoleAttention",
@@ -55,7 +61,18 @@ __all__ = [
     "save_checkpoint",
 ]
 
-ATTENTION_KINDS = ("vanilla", "eatt", "binary-dot", "linear-l1", "dense", "randinit")
+ATTENTION_KINDS = (
+    "vanilla",
+    "eatt",
+    "binary-dot",
+    "linear-l1",
+    "dense",
+    "randinit",
+    "quant-eatt",
+    "quant-vanilla",
+)
+#: kinds run by eatt.quant.modules.QuantAttentionCore, and the hardware kind of each
+QUANT_KINDS = {"quant-eatt": "eatt", "quant-vanilla": "dot"}
 #: Luong / Flexible windowed single-head cross-attention (eatt.model.windowed); ``cross`` only
 WINDOW_KINDS = ("global", "local-m", "local-p", "flexible")
 WINDOW_SCORES = ("dot", "general", "concat", "eatt")
@@ -115,6 +132,17 @@ class ModelConfig:
     l0drop_rule: str | None = None
     #: fraction of source tokens a rule pattern drops
     l0drop_rule_rate: float = 0.5
+    #: quant-eatt / quant-vanilla: weights <bits, frac> (frac None: bits - 2, the core's
+    #: default; eatt.model.train.calibrate_weight_frac picks one for a trained float model)
+    quant_weight_bits: int = 8
+    quant_weight_frac: int | None = None
+    #: ... and the attention inputs' grid <bits, frac> (E-ATT binarizes them at tau)
+    quant_in_bits: int = 8
+    quant_in_frac: int = 4
+    #: widths Q/K, V and the output are requantized to (the core's qk_bits, v_bits, out_bits).
+    #: The core derives its shifts from worst-case bounds, which grow with dim: at dim 128 the
+    #: core's 12-bit default leaves the output a step of 16 (8-bit weights), 24 bits 1/64
+    quant_acc_bits: int = 24
 
     def __post_init__(self) -> None:
         check_fields(self, "model")
@@ -169,6 +197,39 @@ class ModelConfig:
             raise ConfigError("l0drop_rule: a rule pattern needs l0drop: true")
         if not 0.0 <= self.l0drop_rule_rate <= 1.0:
             raise ConfigError(f"l0drop_rule_rate: must be in [0, 1], got {self.l0drop_rule_rate}")
+        if any(k in QUANT_KINDS for k in self.kinds.values()):
+            self.quant_core("quant-eatt")  # the core's own checks, under this config's key names
+
+    def quant_core(self, kind: str):
+        """The eatt.config.CoreConfig of a quantized kind's core (lengths: max_len)."""
+        from eatt.config import CoreConfig
+
+        try:
+            return CoreConfig(
+                kind=QUANT_KINDS[kind],
+                len_q=self.max_len,
+                len_k=self.max_len,
+                dim=self.dim,
+                heads=self.heads,
+                tau=self.tau,
+                in_bits=self.quant_in_bits,
+                in_frac=self.quant_in_frac,
+                weight_bits=self.quant_weight_bits,
+                weight_frac=self.quant_weight_frac,
+                qk_bits=self.quant_acc_bits,
+                v_bits=self.quant_acc_bits,
+                out_bits=self.quant_acc_bits,
+            )
+        except ConfigError as err:
+            # the core names its keys (weight_bits ...); this config calls them quant_*
+            message = str(err)
+            names = {"qk_bits": "quant_acc_bits", "v_bits": "quant_acc_bits"}
+            names["out_bits"] = "quant_acc_bits"
+            for key in ("weight_bits", "weight_frac", "in_bits", "in_frac", *names):
+                if message.startswith(f"{key}:"):
+                    message = names.get(key, f"quant_{key}") + message[len(key) :]
+                    break
+            raise ConfigError(message) from None
 
     def kind(self, role: str) -> str:
         """The attention kind of ``role`` (one of :data:`ROLES`)."""
@@ -254,13 +315,18 @@ class RoleAttention(nn.Module):
             self.core: nn.Module = DenseSynthesizer(dim, heads, max_len)
         elif kind == "randinit":
             self.core = RandomSynthesizer(dim, heads, max_len)
+        elif kind in QUANT_KINDS:
+            from eatt.quant.modules import QuantAttentionCore
+
+            self.core = QuantAttentionCore((cfg or ModelConfig()).quant_core(kind))
         elif kind == "vanilla":
             self.core = attention_variant(kind, dim, heads)
         else:
             self.core = attention_variant(kind, dim, heads, tau=tau)
         self.synthesized = kind in ("dense", "randinit")
-        self.binary = kind in ("eatt", "binary-dot")
-        self.l1 = kind in ("eatt", "linear-l1")
+        self.quantized = kind in QUANT_KINDS
+        self.binary = kind in ("eatt", "binary-dot", "quant-eatt")
+        self.l1 = kind in ("eatt", "linear-l1", "quant-eatt")
         self.tau = float(tau)
         #: set by Seq2Seq.set_recorder: called with (name, binarized tensor, valid-row mask)
         self.recorder: Recorder | None = None
@@ -271,10 +337,13 @@ class RoleAttention(nn.Module):
         return t.view(batch, length, self.heads, self.d_head).transpose(1, 2)
 
     def _select(self, t: Tensor, which: str, padding: Tensor | None) -> Tensor:
-        """E-ATT's feature selection f (Eq. 4) for Q/K inputs; identity for linear kinds."""
+        """E-ATT's feature selection f (Eq. 4) for Q/K inputs; identity for linear kinds.
+        Quantized kinds first put ``t`` on the core's input grid (as the hardware sees it)."""
+        if self.quantized:
+            t = self.core.input_quant(t)
         if not self.binary:
             return t
-        bits = F.binarize(t, self.tau)
+        bits = self.core.select(t) if self.quantized else F.binarize(t, self.tau)
         if self.recorder is not None:
             self.recorder(f"{self.stat_name}{which}", bits, padding)
         return bits
@@ -321,8 +390,11 @@ class RoleAttention(nn.Module):
                     y_sel = self._select(memory, "key", key_padding_mask)
                     if cache is not None and self.binary:
                         cache["binary"] = y_sel.to(torch.bool)
-                k = self._split(core.k_proj(y_sel))
-            v = self._split(core.v_proj(source))
+                k = self._split(self._project("k", y_sel))
+            if self.quantized:
+                v = self._split(core.project("v", core.input_quant(source)))
+            else:
+                v = self._split(core.v_proj(source))
             if cache is not None:
                 if self_attention and "v" in cache:
                     v = torch.cat([cache["v"], v], dim=2)
@@ -345,7 +417,7 @@ class RoleAttention(nn.Module):
         if self.synthesized:
             out, _ = synthesized_attention(core.scores(x, len_k, offset), v, mask)
         else:
-            q = self._split(core.q_proj(x_sel))
+            q = self._split(self._project("q", x_sel))
             if self.l1:
                 # F.l1_attention's math with an explicit kernel choice (see L1_IMPL)
                 scores = F.l1_scores(q, k, impl=L1_IMPL) * core.scale
@@ -358,7 +430,14 @@ class RoleAttention(nn.Module):
                 out, _ = synthesized_attention(scores, v, mask)
             else:
                 out, _ = F.dot_attention(q, k, v, mask=mask, scale=core.scale)
-        return core.o_proj(out.transpose(1, 2).reshape(batch, len_q, self.dim))
+        out = out.transpose(1, 2).reshape(batch, len_q, self.dim)
+        return core.output(out) if self.quantized else core.o_proj(out)
+
+    def _project(self, which: str, t: Tensor) -> Tensor:
+        """Q or K projection (quantized kinds: requantized to the core's Q/K format)."""
+        if self.quantized:
+            return self.core.project(which, t)
+        return getattr(self.core, f"{which}_proj")(t)
 
     def _windowed(
         self,
@@ -429,7 +508,7 @@ class EncoderLayer(nn.Module):
         super().__init__()
         pre = cfg.norm == "pre"
         self.self_attn = RoleAttention(
-            cfg.kind("enc_self"), cfg.dim, cfg.heads, cfg.tau, cfg.max_len
+            cfg.kind("enc_self"), cfg.dim, cfg.heads, cfg.tau, cfg.max_len, cfg=cfg
         )
         self.ffn = FeedForward(cfg.dim, cfg.ffn_dim, cfg.dropout)
         self.res_attn = _Residual(cfg.dim, cfg.dropout, pre)
@@ -447,7 +526,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         pre = cfg.norm == "pre"
         self.self_attn = RoleAttention(
-            cfg.kind("dec_self"), cfg.dim, cfg.heads, cfg.tau, cfg.max_len
+            cfg.kind("dec_self"), cfg.dim, cfg.heads, cfg.tau, cfg.max_len, cfg=cfg
         )
         self.cross_attn = RoleAttention(
             cfg.kind("cross"), cfg.dim, cfg.heads, cfg.tau, cfg.max_len, cfg=cfg

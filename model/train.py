@@ -208,7 +208,13 @@ def _load_weights(model: nn.Module, path: str) -> None:
 
     loaded = load_checkpoint(path)[0]
     try:
-        model.load_state_dict(loaded.state_dict())
+        # L0Drop's gates may be new (the paper fine-tunes a trained baseline with them, Zhang
+        # et al. 2021 Sec. 5): only their weights may be missing, nothing else
+        missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
+        others = [k for k in missing if not k.startswith("l0drop.")]
+        if others or unexpected:
+            what = "missing" if others else "unexpected"
+            raise RuntimeError(f"{what} keys: {', '.join((others or unexpected)[:3])}")
     except RuntimeError as err:
         raise ValueError(f"{path}: init_checkpoint does not fit the model ({_line(err)})") from None
 

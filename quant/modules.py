@@ -26,6 +26,7 @@ computes. Under ``torch.no_grad()`` only the integer path runs.
     integer_weights(module) -> CoreWeights    the weight codes, (in, out) as the golden model
     save_checkpoint / load_checkpoint         config + state dict, atomic write; one-line errors
     checkpoint_core(path) -> (cfg, weights)   what `eatt export CHECKPOINT` needs
+    calibrate_weight_frac(weights, bits)      the least-squares power-of-two weight scale
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ __all__ = [
     "CHECKPOINT_FORMAT",
     "Binarize",
     "QuantAttentionCore",
+    "calibrate_weight_frac",
     "checkpoint_core",
     "fixed_point_act_quant",
     "fixed_point_weight_quant",
@@ -325,24 +327,38 @@ class QuantAttentionCore(nn.Module):
         exp and reciprocal tables are replaced by a float softmax of the same logits
         (score * score_lsb, the 1/sqrt(d_head) scale included).
         """
-        cfg, f = self.cfg, self.formats
-        if self.binarize is not None:
-            xs = self.binarize(xq)
-            ys = xs if self_attention else self.binarize(yq)
-        else:
-            xs, ys = xq, yq
-        q = _requantize_ste(self.q_proj(xs), f.q_lsb)
-        k = _requantize_ste(self.k_proj(ys), f.q_lsb)
-        v = _requantize_ste(self.v_proj(yq), f.v_lsb)
+        cfg = self.cfg
+        xs = self.select(xq)
+        ys = xs if self_attention else self.select(yq)
+        q, k, v = self.project("q", xs), self.project("k", ys), self.project("v", yq)
 
         def split(t: Tensor) -> Tensor:
             return t.view(t.shape[0], t.shape[1], cfg.heads, cfg.d_head).transpose(1, 2)
 
-        scale = 1.0 / math.sqrt(cfg.d_head)
         attend = F.l1_attention if cfg.kind == "eatt" else F.dot_attention
-        o, _ = attend(split(q), split(k), split(v), scale=scale)
+        o, _ = attend(split(q), split(k), split(v), scale=self.scale)
+        return self.output(o.transpose(1, 2).reshape(xq.shape[0], cfg.len_q, cfg.dim))
+
+    # -- the surrogate's steps, also used one by one by the seq2seq model's quantized attention
+    #    (eatt.model.seq2seq, kinds quant-eatt / quant-vanilla: masks and caches of its own)
+    @property
+    def scale(self) -> float:
+        """The score scale 1/sqrt(d_head) (it lives in the hardware's exp table)."""
+        return 1.0 / math.sqrt(self.cfg.d_head)
+
+    def select(self, xq: Tensor) -> Tensor:
+        """E-ATT's feature selection 1[x > tau] of quantized inputs; identity for dot."""
+        return xq if self.binarize is None else self.binarize(xq)
+
+    def project(self, which: str, t: Tensor) -> Tensor:
+        """Q, K or V: the quantized projection requantized to its format (straight-through)."""
+        lsb = self.formats.v_lsb if which == "v" else self.formats.q_lsb
+        return _requantize_ste(getattr(self, f"{which}_proj")(t), lsb)
+
+    def output(self, o: Tensor) -> Tensor:
+        """Attention output (heads concatenated) -> rounded to V's grid -> W_O -> requantized."""
+        f = self.formats
         o = _RoundHalfUpSte.apply(o / f.v_lsb) * f.v_lsb
-        o = o.transpose(1, 2).reshape(xq.shape[0], cfg.len_q, cfg.dim)
         return _requantize_ste(self.o_proj(o), f.out_lsb)
 
     def extra_repr(self) -> str:
@@ -436,6 +452,27 @@ def from_float(float_module: nn.Module, cfg: CoreConfig) -> QuantAttentionCore:
         )
     device = float_module.q_proj.weight.device
     return module.to(device).train(float_module.training)
+
+
+def calibrate_weight_frac(weights: list[Tensor], bits: int) -> int:
+    """The weight_frac whose narrow-range <bits, frac> grid holds ``weights`` with the least
+    squared error: the power-of-two scale a hardware core needs, picked for trained weights
+    (the largest weight alone would waste the few levels of 4-bit weights on outliers)."""
+    if not 2 <= bits <= 32:
+        raise ValueError(f"weight bits must be in [2, 32], got {bits}")
+    w = torch.cat([t.detach().flatten().to(torch.float64).cpu() for t in weights])
+    peak = float(w.abs().max()) if w.numel() else 0.0
+    if not math.isfinite(peak):
+        raise ValueError("weights hold inf or nan")
+    if peak == 0.0:
+        return bits - 2  # nothing to fit: the core's default
+    limit = 2 ** (bits - 1) - 1
+    covering = bits - 1 - math.ceil(math.log2(peak))  # the largest weight just fits
+    errors = {}
+    for frac in range(covering - 1, covering + bits + 2):
+        q = torch.clamp(torch.round(w * 2.0**frac), -limit, limit) * 2.0**-frac
+        errors[frac] = float(((q - w) ** 2).sum())
+    return min(errors, key=lambda f: (errors[f], f))
 
 
 def to_float(module: QuantAttentionCore, dtype: torch.dtype = torch.float32) -> nn.Module:

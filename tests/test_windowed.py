@@ -418,8 +418,8 @@ def test_train_and_evaluate_windowed_and_lstm_checkpoints(tmp_path, model):
         assert wide["vision_span"] >= result["vision_span"]
 
 
-@pytest.mark.parametrize("name", ["window", "window-eatt", "l0drop"])
-def test_quick_window_experiments_write_their_tables(tmp_path, monkeypatch, name):
+@pytest.mark.parametrize("name", ["window", "window-eatt", "l0drop", "qat"])
+def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name):
     from eatt.model import experiments
 
     monkeypatch.setattr(experiments, "_QUICK_TRAIN", experiments._QUICK_TRAIN.replace(steps=3))
@@ -449,6 +449,18 @@ def test_quick_window_experiments_write_their_tables(tmp_path, monkeypatch, name
         timing = report["timing"][0]
         assert timing["same_output"] and timing["seconds_full"] > 0
         assert "| source length | compacted length |" in table
+        assert report["fine_tune_steps"] >= 1
+    if name == "qat":
+        assert list(rows) == [
+            "float eatt",
+            "float eatt, fine-tuned",
+            "quant-eatt w8, PTQ",
+            "quant-eatt w8, QAT",
+            "quant-eatt w4, PTQ",
+            "quant-eatt w4, QAT",
+        ]
+        assert rows["quant-eatt w4, QAT"]["bits"] == 4 and "Target: quantized E-ATT" in table
+        assert rows["quant-eatt w8, QAT"]["steps"] == rows["float eatt, fine-tuned"]["steps"]
 
 
 @pytest.mark.parametrize(

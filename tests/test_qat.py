@@ -1,0 +1,123 @@
+"""Quantization-aware attention in the seq2seq model (kinds quant-eatt / quant-vanilla)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from eatt.config import ConfigError
+from eatt.model.seq2seq import QUANT_KINDS, ModelConfig, RoleAttention, Seq2Seq
+from eatt.model.train import _load_weights
+from eatt.quant.modules import calibrate_weight_frac
+
+
+def _cfg(kind: str, **kw) -> ModelConfig:
+    base = dict(dim=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=1, dropout=0.0, max_len=12)
+    return ModelConfig(**{**base, "attention": kind, **kw})
+
+
+# -- the weight scale ------------------------------------------------------------------------------
+def test_calibrate_weight_frac_keeps_a_grid_it_can_hold():
+    torch.manual_seed(0)
+    for bits, frac in ((8, 6), (8, 9), (4, 3)):
+        limit = 2 ** (bits - 1) - 1
+        codes = torch.randint(-limit, limit + 1, (40, 40)).to(torch.float64)
+        codes[0, 0] = limit  # the grid's full range is used
+        assert calibrate_weight_frac([codes * 2.0**-frac], bits) == frac
+
+
+def test_calibrate_weight_frac_clips_a_lone_outlier_at_4_bits():
+    torch.manual_seed(1)
+    w = torch.randn(64, 64) * 0.05
+    w[0, 0] = 2.0
+    covering = 4 - 1 - math.ceil(math.log2(2.0))  # frac that holds the outlier: 2
+    frac = calibrate_weight_frac([w], 4)
+    assert frac > covering  # the 4095 small weights need the levels more than one outlier
+    assert calibrate_weight_frac([torch.zeros(3)], 8) == 6  # nothing to fit: the core's default
+
+
+@pytest.mark.parametrize("bad, message", [((8, "nan"), "inf or nan"), ((1, 0.1), "weight bits")])
+def test_calibrate_weight_frac_refuses_bad_input(bad, message):
+    bits, value = bad
+    with pytest.raises(ValueError, match=message):
+        calibrate_weight_frac([torch.tensor([float(value)])], bits)
+
+
+# -- config --------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "key, value, named",
+    [
+        ("quant_acc_bits", 40, "quant_acc_bits"),
+        ("quant_weight_bits", 1, "quant_weight_bits"),
+        ("quant_in_bits", 1, "quant_in_bits"),
+    ],
+)
+def test_quant_keys_are_checked_under_their_own_names(key, value, named):
+    with pytest.raises(ConfigError, match=rf"^{named}:"):
+        _cfg("quant-eatt", **{key: value})
+    _cfg("vanilla", **{key: value})  # keys of an unused core are not checked
+
+
+def test_quant_core_config_follows_the_model():
+    cfg = _cfg("quant-eatt", quant_weight_bits=4, quant_weight_frac=3, quant_acc_bits=20)
+    core = cfg.quant_core("quant-eatt")
+    assert (core.kind, core.len_q, core.len_k, core.dim, core.heads) == ("eatt", 12, 12, 16, 2)
+    assert (core.weight_bits, core.weight_frac, core.qk_bits, core.out_bits) == (4, 3, 20, 20)
+    assert cfg.quant_core("quant-vanilla").kind == "dot" and set(QUANT_KINDS) == {
+        "quant-eatt",
+        "quant-vanilla",
+    }
+
+
+# -- the seq2seq attention is the core's pipeline --------------------------------------------------
+@pytest.mark.parametrize("kind", sorted(QUANT_KINDS))
+def test_role_attention_runs_the_cores_surrogate_and_stays_near_the_hardware(kind):
+    torch.manual_seed(2)
+    cfg = _cfg(kind, max_len=6)
+    role = RoleAttention(kind, cfg.dim, cfg.heads, cfg.tau, cfg.max_len, cfg=cfg).eval()
+    core = role.core
+    x, y = torch.randn(5, 6, cfg.dim) * 1.5, torch.randn(5, 6, cfg.dim) * 1.5
+    with torch.no_grad():
+        got = role(x, memory=y)
+        surrogate = core.surrogate(core.input_quant(x), core.input_quant(y))
+        hardware = core(x, y)  # the golden model's integer arithmetic, exp/reciprocal tables
+    torch.testing.assert_close(got, surrogate, rtol=0, atol=1e-5)
+    # what differs is only the tables' softmax: a few output steps at most
+    step = core.formats.out_lsb
+    assert float((got - hardware).abs().max()) <= 64 * step
+    assert float((got - hardware).abs().mean()) <= 8 * step
+
+
+def test_binarized_inputs_of_quant_eatt_are_recorded():
+    torch.manual_seed(3)
+    model = Seq2Seq(_cfg("quant-eatt"), 20, 20).eval()
+    seen = []
+    model.set_recorder(lambda name, bits, mask: seen.append((name, bits)))
+    src, tgt = torch.randint(4, 20, (2, 7)), torch.randint(4, 20, (2, 5))
+    with torch.no_grad():
+        model(src, tgt)
+    assert seen and all(set(b.unique().tolist()) <= {0.0, 1.0} for _, b in seen)
+
+
+# -- starting from a float model -------------------------------------------------------------------
+def test_a_float_model_loads_into_its_quantized_twin_and_gates_may_be_new(tmp_path):
+    from eatt.model.data import Vocab
+    from eatt.model.seq2seq import save_checkpoint
+
+    vocab = Vocab.build([["a", "b", "c"]])
+    float_model = Seq2Seq(_cfg("eatt"), len(vocab), len(vocab))
+    path = tmp_path / "float.pt"
+    save_checkpoint(path, float_model, vocab, vocab)
+    quantized = Seq2Seq(_cfg("quant-eatt"), len(vocab), len(vocab))
+    _load_weights(quantized, str(path))
+    assert torch.equal(
+        quantized.decoder[0].cross_attn.core.q_proj.weight,
+        float_model.decoder[0].cross_attn.core.q_proj.weight,
+    )
+    gated = Seq2Seq(_cfg("eatt", l0drop=True), len(vocab), len(vocab))
+    _load_weights(gated, str(path))  # L0Drop's gates are new: fine-tuning adds them
+    wider = Seq2Seq(_cfg("eatt", ffn_dim=48), len(vocab), len(vocab))
+    with pytest.raises(ValueError, match="init_checkpoint does not fit"):
+        _load_weights(wider, str(path))
