@@ -341,7 +341,8 @@ def attention_energy(
     l1 = l2): encoder self-attention at the source length, decoder self- and cross-attention at
     the target length. Summed over sentences and modules; ``percent_of_vanilla`` compares with
     the same model with vanilla attention everywhere. Kinds without a formula (binary-dot,
-    linear-l1) make the totals None.
+    linear-l1, and the fixed-point quant-eatt / quant-vanilla, whose costs the paper's float
+    table does not give) make the totals None.
     """
     dim = model.cfg.dim
     totals = {"asic": 0.0, "fpga": 0.0}

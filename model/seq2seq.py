@@ -133,15 +133,17 @@ class ModelConfig:
     #: fraction of source tokens a rule pattern drops
     l0drop_rule_rate: float = 0.5
     #: quant-eatt / quant-vanilla: weights <bits, frac> (frac None: bits - 2, the core's
-    #: default; eatt.model.train.calibrate_weight_frac picks one for a trained float model)
+    #: default, range about +-2: coarse for trained weights, which are mostly far smaller;
+    #: eatt.quant.modules.calibrate_weight_frac picks one for a trained float model)
     quant_weight_bits: int = 8
     quant_weight_frac: int | None = None
     #: ... and the attention inputs' grid <bits, frac> (E-ATT binarizes them at tau)
     quant_in_bits: int = 8
     quant_in_frac: int = 4
     #: widths Q/K, V and the output are requantized to (the core's qk_bits, v_bits, out_bits).
-    #: The core derives its shifts from worst-case bounds, which grow with dim: at dim 128 the
-    #: core's 12-bit default leaves the output a step of 16 (8-bit weights), 24 bits 1/64
+    #: The core derives its shifts from worst-case bounds, which grow with dim: at dim 128 and
+    #: 8-bit weights of frac 8 the core's 12-bit default leaves the output a step of 16, 24 bits
+    #: 1/64 (and Q/K/V unshifted: the accumulators fit)
     quant_acc_bits: int = 24
 
     def __post_init__(self) -> None:
@@ -197,13 +199,15 @@ class ModelConfig:
             raise ConfigError("l0drop_rule: a rule pattern needs l0drop: true")
         if not 0.0 <= self.l0drop_rule_rate <= 1.0:
             raise ConfigError(f"l0drop_rule_rate: must be in [0, 1], got {self.l0drop_rule_rate}")
-        if any(k in QUANT_KINDS for k in self.kinds.values()):
-            self.quant_core("quant-eatt")  # the core's own checks, under this config's key names
+        for kind in sorted({k for k in self.kinds.values() if k in QUANT_KINDS}):
+            self.quant_core(kind)  # the core's own checks, under this config's key names
 
     def quant_core(self, kind: str):
         """The eatt.config.CoreConfig of a quantized kind's core (lengths: max_len)."""
         from eatt.config import CoreConfig
 
+        if kind not in QUANT_KINDS:
+            raise ValueError(f"{kind!r} is not a quantized kind ({', '.join(QUANT_KINDS)})")
         try:
             return CoreConfig(
                 kind=QUANT_KINDS[kind],
@@ -223,8 +227,8 @@ class ModelConfig:
         except ConfigError as err:
             # the core names its keys (weight_bits ...); this config calls them quant_*
             message = str(err)
-            names = {"qk_bits": "quant_acc_bits", "v_bits": "quant_acc_bits"}
-            names["out_bits"] = "quant_acc_bits"
+            names = {k: "quant_acc_bits" for k in ("qk_bits", "v_bits", "out_bits")}
+            names.update(len_q="max_len", len_k="max_len")
             for key in ("weight_bits", "weight_frac", "in_bits", "in_frac", *names):
                 if message.startswith(f"{key}:"):
                     message = names.get(key, f"quant_{key}") + message[len(key) :]
@@ -318,7 +322,14 @@ class RoleAttention(nn.Module):
         elif kind in QUANT_KINDS:
             from eatt.quant.modules import QuantAttentionCore
 
-            self.core = QuantAttentionCore((cfg or ModelConfig()).quant_core(kind))
+            if cfg is None:
+                cfg = ModelConfig(attention=kind, dim=dim, heads=heads, tau=tau, max_len=max_len)
+            if (cfg.dim, cfg.heads, cfg.tau, cfg.max_len) != (dim, heads, tau, max_len):
+                raise ValueError(
+                    f"{kind}: cfg says dim {cfg.dim}, heads {cfg.heads}, tau {cfg.tau}, max_len "
+                    f"{cfg.max_len}; the arguments say {dim}, {heads}, {tau}, {max_len}"
+                )
+            self.core = QuantAttentionCore(cfg.quant_core(kind))
         elif kind == "vanilla":
             self.core = attention_variant(kind, dim, heads)
         else:
@@ -599,7 +610,10 @@ class Seq2Seq(nn.Module):
         self.out_proj = nn.Linear(cfg.dim, tgt_vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.out_proj.weight = self.tgt_embed.weight
-        self._uses_max_len = any(k in ("dense", "randinit") for k in cfg.kinds.values())
+        # dense / randinit weights are shaped by max_len; a quantized core's formats are sized
+        # for it (its exp sums): longer inputs are refused
+        sized = ("dense", "randinit", *QUANT_KINDS)
+        self._uses_max_len = any(k in sized for k in cfg.kinds.values())
         #: L0Drop gates on the encoder output (learned, or a rule pattern when l0drop_rule)
         self.l0drop: nn.Module | None = None
         if cfg.l0drop and cfg.l0drop_rule is None:
@@ -643,7 +657,7 @@ class Seq2Seq(nn.Module):
         if self._uses_max_len and length > self.cfg.max_len:
             raise ValueError(
                 f"{what} length {length} exceeds max_len={self.cfg.max_len} "
-                "(dense/randinit attention weights are shaped by max_len)"
+                "(dense/randinit weights and quantized cores are sized by max_len)"
             )
 
     # -- encoder / decoder ---------------------------------------------------------------------

@@ -467,7 +467,7 @@ def calibrate_weight_frac(weights: list[Tensor], bits: int) -> int:
     if peak == 0.0:
         return bits - 2  # nothing to fit: the core's default
     limit = 2 ** (bits - 1) - 1
-    covering = bits - 1 - math.ceil(math.log2(peak))  # the largest weight just fits
+    covering = math.floor(math.log2(limit / peak))  # the largest frac whose grid holds the peak
     errors = {}
     for frac in range(covering - 1, covering + bits + 2):
         q = torch.clamp(torch.round(w * 2.0**frac), -limit, limit) * 2.0**-frac

@@ -259,3 +259,20 @@ def test_model_config_files(tmp_path):
     (tmp_path / "k.yaml").write_text("dim: 32\nheds: 4\n")
     with pytest.raises(ConfigError, match=r"k.yaml: model.heds: unknown key"):
         load_model_config(tmp_path / "k.yaml")
+
+
+def test_decoding_never_emits_pad_or_bos():
+    model = _model("vanilla")
+    projection = torch.nn.Linear(model.cfg.dim, TGT_V).double()
+    with torch.no_grad():  # <pad> and <bos> become the most likely tokens everywhere
+        projection.weight.copy_(model.out_proj.weight)
+        projection.bias.zero_()
+        projection.bias[PAD], projection.bias[BOS] = 100.0, 50.0
+    model.out_proj = projection
+    src, _ = _batch()
+    for tokens in (
+        greedy_decode(model, src, max_len=6),
+        greedy_decode(model, src, max_len=6, incremental=False),
+        beam_search(model, src, beam=3, max_len=6),
+    ):
+        assert tokens and all(PAD not in row and BOS not in row for row in tokens)

@@ -9,7 +9,7 @@ import torch
 from eatt.config import ConfigError
 from eatt.model.data import BOS, EOS, PAD
 from eatt.model.evaluate import beam_search, greedy_decode, translate_with_stats
-from eatt.model.seq2seq import ModelConfig, Seq2Seq, build_model
+from eatt.model.seq2seq import ModelConfig, Seq2Seq, build_model, load_checkpoint
 from eatt.model.windowed import (
     WINDOW_KINDS,
     WINDOW_SCORES,
@@ -444,12 +444,15 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
     if name == "window-eatt":
         assert {r["score"] for r in report["rows"]} == {"dot", "eatt"}
     if name == "l0drop":
-        assert list(rows)[0] == "no pruning" and "rule group" in rows
+        assert list(rows)[:2] == ["no pruning", "no pruning, fine-tuned"] and "rule group" in rows
+        assert report["target"]["bleu_reference"] == rows["no pruning, fine-tuned"]["bleu"]
         assert 0.3 < rows["rule group"]["sparsity_rate"] < 0.7  # odd positions only
         timing = report["timing"][0]
         assert timing["same_output"] and timing["seconds_full"] > 0
         assert "| source length | compacted length |" in table
         assert report["fine_tune_steps"] >= 1
+        payload = load_checkpoint(tmp_path / name / "runs" / "lambda_0.5" / "best.pt")[3]
+        assert payload["train_config"]["init_checkpoint"].endswith("no_pruning/best.pt")
     if name == "qat":
         assert list(rows) == [
             "float eatt",
@@ -461,6 +464,9 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
         ]
         assert rows["quant-eatt w4, QAT"]["bits"] == 4 and "Target: quantized E-ATT" in table
         assert rows["quant-eatt w8, QAT"]["steps"] == rows["float eatt, fine-tuned"]["steps"]
+        payload = load_checkpoint(tmp_path / name / "runs" / "quant-eatt_w8" / "best.pt")[3]
+        assert payload["train_config"]["init_checkpoint"].endswith("float_eatt/best.pt")
+        assert payload["model_config"]["attention"] == "quant-eatt"
 
 
 @pytest.mark.parametrize(
