@@ -157,12 +157,14 @@ def cmd_rtl(args) -> int:
     from eatt.rtl_sim.generate import generate_rtl
 
     cfg, weights = _load_core(args)
-    meta = generate_rtl(cfg, weights, args.output, level=args.level)  # window: one level
+    # window: one level, a fixed pipeline (adder_levels must be 0)
+    meta = generate_rtl(cfg, weights, args.output, level=args.level, adder_levels=args.adder_levels)
 
     def text(m: dict) -> str:
         return (
             f"wrote {m['level']} RTL of the {m['config']['kind']} core to {args.output}: "
             + ", ".join(m["sources"])
+            + f" (latency {m['latency_cycles']} cycles)"
         )
 
     _emit(meta, args.json, text)
@@ -354,6 +356,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="alignment",
         help="alignment: scores only; attention: the whole core (kind window: ignored)",
     )
+    p.add_argument(
+        "--adder-levels",
+        type=int,
+        default=0,
+        metavar="N",
+        help="pipeline the adder trees: at most N adder levels between registers (0: fixed)",
+    )
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     p.set_defaults(func=cmd_rtl)
 
@@ -392,7 +401,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "name",
         metavar="NAME",
-        help="eatt-vs-vanilla, ablation, hybrids, energy-vs-quality, window, window-eatt, l0drop",
+        help="eatt-vs-vanilla, ablation, hybrids, energy-vs-quality, window, window-eatt, l0drop, "
+        "qat",
     )
     p.add_argument("--quick", action="store_true", help="tiny version (seconds)")
     p.add_argument("-o", "--output", default="results", metavar="DIR", help="results folder")

