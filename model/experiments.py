@@ -369,7 +369,9 @@ def _plot(name: str, rows: list[dict], path: Path) -> str | None:
     ax_energy.set_ylabel("attention energy, % of vanilla (ASIC)")
     ax_energy.set_title("analytic energy")
     for ax in (ax_bleu, ax_energy):
-        ax.tick_params(axis="x", labelrotation=90 if len(labels) > 4 else 0, labelsize=8)
+        # long labels (the ablation's) would overlap side by side
+        crowded = len(labels) > 4 or sum(len(label) for label in labels) > 40
+        ax.tick_params(axis="x", labelrotation=90 if crowded else 0, labelsize=8)
     fig.suptitle(name)
     return _save(fig, plt, path)
 
