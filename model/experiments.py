@@ -403,6 +403,13 @@ _QUICK_LONG_SOURCES = (40,)
 BLEU_TOLERANCE = 0.5
 
 
+def _fine_tune(train_cfg: TrainConfig, fraction: int, checkpoint: str) -> TrainConfig:
+    """Training settings that continue ``checkpoint`` for 1/``fraction`` of the steps (a short
+    warm-up of its own): the fine-tuning stage of the staged experiments."""
+    steps = max(1, train_cfg.steps // fraction)
+    return train_cfg.replace(steps=steps, warmup=max(1, steps // 10), init_checkpoint=checkpoint)
+
+
 def _window_sizes(quick: bool) -> tuple[TaskConfig, ModelConfig, TrainConfig, int]:
     data, model, train_cfg = _sizes(quick)
     return data, model.replace(window_d=WINDOW_D), train_cfg.replace(data=data), 1 if quick else 4
@@ -470,10 +477,8 @@ def _window(quick: bool, folder: Path, quiet: bool) -> dict:
     picked = _eval(flex, data, "test", beam, model_overrides={"flexible_tau": tau})
     rows.append(_row("flexible, tau on dev", picked, window="dynamic", tau=tau))
     # fine-tuning with -beta mean g(t) (Eq. 9), from the trained Flexible model
-    fine_steps = max(1, train_cfg.steps // 3)
-    fine_cfg = train_cfg.replace(
-        steps=fine_steps, warmup=max(1, fine_steps // 10), init_checkpoint=flex
-    )
+    fine_cfg = _fine_tune(train_cfg, 3, flex)
+    fine_steps = fine_cfg.steps
     _log(f"[{folder.name}] flexible fine-tuning, beta = {FLEXIBLE_BETA}", quiet)
     tuned = train(
         flex_cfg.replace(flexible_beta=FLEXIBLE_BETA),
@@ -613,10 +618,8 @@ def _l0drop(quick: bool, folder: Path, quiet: bool) -> dict:
     rows.append(_row("no pruning", {**base, "sparsity_rate": 0.0}, rule=None, l0_lambda=None))
     # as the paper does (Sec. 5): fine-tune the trained baseline with the gates, per lambda;
     # the rule patterns and the reference without gates get the same fine-tuning
-    fine_steps = max(1, train_cfg.steps // 2)
-    fine_cfg = train_cfg.replace(
-        steps=fine_steps, warmup=max(1, fine_steps // 10), init_checkpoint=summary["checkpoint"]
-    )
+    fine_cfg = _fine_tune(train_cfg, 2, summary["checkpoint"])
+    fine_steps = fine_cfg.steps
     _, base = _train_and_eval("no pruning +", model, fine_cfg, data, folder, beam, quiet)
     rows.append(
         _row("no pruning, fine-tuned", {**base, "sparsity_rate": 0.0}, rule=None, l0_lambda=None)
@@ -708,10 +711,8 @@ def _qat(quick: bool, folder: Path, quiet: bool) -> dict:
     summary, result = _train_and_eval("float eatt", float_cfg, train_cfg, data, folder, beam, quiet)
     trained = summary["checkpoint"]
     rows = [_row("float eatt", result, bits=None, weight_frac=None, steps=train_cfg.steps)]
-    fine_steps = max(1, train_cfg.steps // 2)
-    fine_cfg = train_cfg.replace(
-        steps=fine_steps, warmup=max(1, fine_steps // 10), init_checkpoint=trained
-    )
+    fine_cfg = _fine_tune(train_cfg, 2, trained)
+    fine_steps = fine_cfg.steps
     total = train_cfg.steps + fine_steps
     # the float model trained for as many steps as the quantized ones: the fair reference
     _, ref = _train_and_eval("float eatt +", float_cfg, fine_cfg, data, folder, beam, quiet)
@@ -725,10 +726,10 @@ def _qat(quick: bool, folder: Path, quiet: bool) -> dict:
         ptq = _quantized_copy(trained, cfg, folder / "runs" / f"ptq_w{bits}" / "model.pt")
         _log(f"[{folder.name}] quant-eatt w{bits} before fine-tuning (frac {frac})", quiet)
         label = f"quant-eatt w{bits}"
+        result = _eval(ptq, data, "test", beam)
         rows.append(
-            _row(f"{label}, PTQ", _eval(ptq, data, "test", beam), bits=bits, weight_frac=frac)
+            _row(f"{label}, PTQ", result, bits=bits, weight_frac=frac, steps=train_cfg.steps)
         )
-        rows[-1]["steps"] = train_cfg.steps
         _, result = _train_and_eval(label, cfg, fine_cfg, data, folder, beam, quiet)
         rows.append(_row(f"{label}, QAT", result, bits=bits, weight_frac=frac, steps=total))
     w8 = next(r for r in rows if r["bits"] == 8 and r["label"].endswith("QAT"))
@@ -776,6 +777,15 @@ def _num(value, fmt: str = ".2f") -> str:
     return "-" if value is None else format(value, fmt)
 
 
+def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Lines of a Markdown table: the header, its rule, one line per row."""
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + " --- |" * len(header),
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
 def _format_window_table(report: dict) -> str:
     name, quick = report["experiment"], " (quick)" if report["quick"] else ""
     beam = report["beam"]
@@ -785,27 +795,44 @@ def _format_window_table(report: dict) -> str:
             f"{beam}; rules trained at the learned sparsity closest to 50% "
             f"({100 * report['matched_rate']:.1f}%)",
             "",
-            "| model | sparsity % | BLEU | decode s |",
-            "| --- | --- | --- | --- |",
-        ]
-        for r in report["rows"]:
-            lines.append(
-                f"| {r['label']} | {_num(100 * (r['sparsity_rate'] or 0.0), '.1f')} | "
-                f"{_num(r['bleu'])} | {_num(r['decode_seconds'])} |"
-            )
-        lines += [
+            *_markdown_table(
+                ["model", "sparsity %", "BLEU", "decode s"],
+                [
+                    [
+                        r["label"],
+                        _num(100 * (r["sparsity_rate"] or 0.0), ".1f"),
+                        _num(r["bleu"]),
+                        _num(r["decode_seconds"]),
+                    ]
+                    for r in report["rows"]
+                ],
+            ),
             "",
             "Beam-4 decoding (batch 8, CPU, best of the repeats) on the gated full memory vs the "
             "compacted memory (Algorithm 1):",
             "",
-            "| source length | compacted length | full s | compacted s | speed-up | same output |",
-            "| --- | --- | --- | --- | --- | --- |",
+            *_markdown_table(
+                [
+                    "source length",
+                    "compacted length",
+                    "full s",
+                    "compacted s",
+                    "speed-up",
+                    "same output",
+                ],
+                [
+                    [
+                        str(t["source_length"]),
+                        str(t["compacted_length"]),
+                        f"{t['seconds_full']:.3f}",
+                        f"{t['seconds_compacted']:.3f}",
+                        f"{t['speedup']:.2f}x",
+                        str(t["same_output"]),
+                    ]
+                    for t in report["timing"]
+                ],
+            ),
         ]
-        for t in report["timing"]:
-            lines.append(
-                f"| {t['source_length']} | {t['compacted_length']} | {t['seconds_full']:.3f} | "
-                f"{t['seconds_compacted']:.3f} | {t['speedup']:.2f}x | {t['same_output']} |"
-            )
     elif name == "qat":
         lines = [
             f"qat{quick}: test BLEU (beam {beam}) of float E-ATT and quantized E-ATT "
@@ -813,38 +840,47 @@ def _format_window_table(report: dict) -> str:
             f"from the float model for {report['fine_tune_steps']} steps, PTQ rows are the "
             "float weights rounded to the grid",
             "",
-            "| model | weight bits | weight frac | training steps | BLEU |",
-            "| --- | --- | --- | --- | --- |",
+            *_markdown_table(
+                ["model", "weight bits", "weight frac", "training steps", "BLEU"],
+                [
+                    [
+                        r["label"],
+                        _num(r["bits"], "d"),
+                        _num(r["weight_frac"], "d"),
+                        str(r["steps"]),
+                        _num(r["bleu"]),
+                    ]
+                    for r in report["rows"]
+                ],
+            ),
         ]
-        for r in report["rows"]:
-            lines.append(
-                f"| {r['label']} | {_num(r['bits'], 'd')} | {_num(r['weight_frac'], 'd')} | "
-                f"{r['steps']} | {_num(r['bleu'])} |"
-            )
     else:
         lines = [
             f"{name}{quick}: test BLEU and average vision span (source positions scored per "
             f"decoding step, over steps and beam hypotheses), beam {beam}, D = "
             f"{report['window_d']}",
             "",
-            "| model | tau | vision span | BLEU |",
-            "| --- | --- | --- | --- |",
+            *_markdown_table(
+                ["model", "tau", "vision span", "BLEU"],
+                [
+                    [r["label"], _num(r.get("tau"), "g"), _num(r["vision_span"]), _num(r["bleu"])]
+                    for r in report["rows"]
+                ],
+            ),
         ]
-        for r in report["rows"]:
-            lines.append(
-                f"| {r['label']} | {_num(r.get('tau'), 'g')} | {_num(r['vision_span'])} | "
-                f"{_num(r['bleu'])} |"
-            )
         if name == "window":
             lines += [
                 "",
                 "Window vs BLEU of the fine-tuned Flexible model over tau (Fig. 3 analog):",
                 "",
-                "| tau | vision span | BLEU |",
-                "| --- | --- | --- |",
+                *_markdown_table(
+                    ["tau", "vision span", "BLEU"],
+                    [
+                        [f"{c['tau']:g}", f"{c['vision_span']:.2f}", f"{c['bleu']:.2f}"]
+                        for c in report["curve"]
+                    ],
+                ),
             ]
-            for c in report["curve"]:
-                lines.append(f"| {c['tau']:g} | {c['vision_span']:.2f} | {c['bleu']:.2f} |")
     target = report.get("target")
     if target:
         parts = [
