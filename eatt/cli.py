@@ -240,6 +240,11 @@ def _threads(n: int) -> None:
     torch.set_num_threads(n)
 
 
+def _int_list(text: str) -> tuple[int, ...]:
+    """``1,2,3`` -> (1, 2, 3) (argparse reports a ValueError as one line)."""
+    return tuple(int(v) for v in text.split(","))
+
+
 def cmd_train(args) -> int:
     from eatt.model.train import train_from_config
 
@@ -274,7 +279,14 @@ def cmd_experiment(args) -> int:
     from eatt.model.experiments import format_table, run_experiment
 
     _threads(args.threads)
-    report = run_experiment(args.name, quick=args.quick, out_dir=args.output, workers=args.workers)
+    report = run_experiment(
+        args.name,
+        quick=args.quick,
+        out_dir=args.output,
+        workers=args.workers,
+        steps=args.steps,
+        seeds=args.seeds,
+    )
     _emit(report, args.json, format_table)
     return EXIT_OK
 
@@ -408,6 +420,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="results", metavar="DIR", help="results folder")
     p.add_argument("--workers", type=int, default=1, help="runs trained at once (processes)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="training updates per run (default: the plan's)",
+    )
+    p.add_argument(
+        "--seeds",
+        type=_int_list,
+        default=None,
+        metavar="S,S,..",
+        help="seeds (default: the plan's)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_experiment)
 

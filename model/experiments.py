@@ -50,7 +50,7 @@ import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -197,11 +197,16 @@ def run_experiment(
     out_dir: str | os.PathLike = "results",
     quiet: bool = False,
     workers: int = 1,
+    steps: int | None = None,
+    seeds: tuple[int, ...] | None = None,
 ) -> dict:
     """Run experiment ``name``; returns what ``results.json`` holds (see the module doc).
 
     ``workers`` > 1 trains that many runs at once in separate processes (one torch thread
     each, no progress bars); every run is deterministic, so the results do not depend on it.
+    ``steps`` / ``seeds`` replace the plan's training length and seeds (not for the staged
+    experiments, whose stages have their own lengths); the learning-rate schedule depends on
+    the step only, so a longer run passes through the shorter one's model on the way.
     """
     known = [*EXPERIMENTS, *STAGED_EXPERIMENTS]
     if name not in known:
@@ -209,8 +214,17 @@ def run_experiment(
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     if name in STAGED_EXPERIMENTS:
+        if steps is not None or seeds is not None:
+            raise ValueError(f"steps / seeds: not for the staged experiment {name!r}")
         return _run_window_experiment(name, quick, Path(out_dir), quiet)
     plan = EXPERIMENTS[name](quick)
+    if steps is not None:
+        plan = replace(plan, train=plan.train.replace(steps=steps))
+    if seeds is not None:
+        seeds = tuple(seeds)
+        if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+            raise ValueError(f"seeds: distinct integers >= 0, at least one, got {list(seeds)}")
+        plan = replace(plan, seeds=seeds)
     folder = Path(out_dir) / name
     folder.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -290,7 +304,8 @@ def format_table(report: dict) -> str:
     )
     lines = [
         f"{report['experiment']}{' (quick)' if report['quick'] else ''}: test BLEU over {n} "
-        f"seed{'s' if n > 1 else ''} (beam {report['beam']}, alpha {report['alpha']}); "
+        f"seed{'s' if n > 1 else ''} (beam {report['beam']}, alpha {report['alpha']}, "
+        f"{report['train']['steps']} steps); "
         f"attention energy in % of {reference} (paper Table 1 costs, test-set lengths)",
         "",
         "| model | BLEU mean +- std | BLEU per seed | ASIC % | FPGA % | train s |",

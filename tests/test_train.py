@@ -141,6 +141,22 @@ def test_quick_experiment_writes_its_table(tmp_path):
         run_experiment("table9", quick=True, out_dir=tmp_path)
 
 
+def test_experiment_steps_and_seeds_override_the_plan(tmp_path):
+    from eatt.model.experiments import run_experiment
+
+    report = run_experiment(
+        "eatt-vs-vanilla", quick=True, out_dir=tmp_path, quiet=True, steps=3, seeds=(7, 9)
+    )
+    assert report["seeds"] == [7, 9] and report["train"]["steps"] == 3
+    assert [r["seed"] for r in report["runs"]] == [7, 9, 7, 9]
+    assert all(len(r["bleus"]) == 2 for r in report["rows"])
+    assert "3 steps" in (tmp_path / "eatt-vs-vanilla" / "results.md").read_text()
+    with pytest.raises(ValueError, match="seeds: distinct"):
+        run_experiment("ablation", quick=True, out_dir=tmp_path, seeds=(1, 1))
+    with pytest.raises(ValueError, match="not for the staged experiment 'window'"):
+        run_experiment("window", quick=True, out_dir=tmp_path, steps=5)
+
+
 def test_train_from_a_config_file(tmp_path):
     from eatt.model.train import train_from_config
 
