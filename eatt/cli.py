@@ -241,8 +241,13 @@ def _threads(n: int) -> None:
 
 
 def _int_list(text: str) -> tuple[int, ...]:
-    """``1,2,3`` -> (1, 2, 3) (argparse reports a ValueError as one line)."""
-    return tuple(int(v) for v in text.split(","))
+    """``1,2,3`` -> (1, 2, 3)."""
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers such as 1,2,3, got {text!r}"
+        ) from None
 
 
 def cmd_train(args) -> int:
@@ -425,7 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="training updates per run (default: the plan's)",
+        help="training updates per run (default: the plan's; results still go to -o DIR/NAME)",
     )
     p.add_argument(
         "--seeds",

