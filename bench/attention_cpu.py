@@ -25,12 +25,12 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
+from eatt.config import atomic_write_text
 from eatt.model import functional as F
 from eatt.model.attention import DotProductAttention, EAttention
 
@@ -175,12 +175,7 @@ def bench_config(name, batch, length, dim, heads, warmup, repeats) -> dict:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(data, indent=2) + "\n")
 
 
 def main(argv=None) -> dict:

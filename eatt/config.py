@@ -283,6 +283,15 @@ def load_config(path: str | os.PathLike) -> CoreConfig:
     return CoreConfig.from_dict(read_mapping(path), source=str(path))
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+FILE_MODE = 0o666 & ~_umask()
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
     """Call write(temporary path) in the same folder, then rename: never half a file."""
     path = Path(path)
@@ -291,6 +300,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, FILE_MODE)  # mkstemp makes 0600; a written file gets the usual mode
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

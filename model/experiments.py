@@ -368,6 +368,30 @@ def _plot(name: str, rows: list[dict], path: Path) -> str | None:
         ax.legend()
         ax.set_title(name)
         return _save(fig, plt, path)
+    if name == "hybrids":  # the Table 6 grid as two heat maps: BLEU and energy
+        fig, axes = plt.subplots(1, 2, figsize=(9.5, 4.2))
+        kinds = HYBRID_KINDS
+        cell = {(r["attention"]["cross"], r["attention"]["enc_self"]): r for r in rows}
+        for ax, key, title, cmap in (
+            (axes[0], "bleu_mean", "test BLEU", "viridis"),
+            (axes[1], "energy_asic_percent", "attention energy, % of vanilla (ASIC)", "magma"),
+        ):
+            grid = [[cell[c, s][key] for s in kinds] for c in kinds]
+            image = ax.imshow(grid, cmap=cmap)
+            low, high = min(map(min, grid)), max(map(max, grid))
+            for i, row in enumerate(grid):
+                for j, value in enumerate(row):
+                    bright = (value - low) > 0.6 * (high - low)  # both maps end bright
+                    color = "black" if bright else "white"
+                    ax.text(j, i, f"{value:.1f}", ha="center", va="center", color=color)
+            ax.set_xticks(range(len(kinds)), kinds)
+            ax.set_yticks(range(len(kinds)), kinds)
+            ax.set_xlabel("self-attention")
+            ax.set_ylabel("cross-attention")
+            ax.set_title(title, fontsize=10)
+            fig.colorbar(image, ax=ax, shrink=0.8)
+        fig.suptitle(name)
+        return _save(fig, plt, path)
     labels = [r["label"] for r in rows]
     width = max(8.0, 1.1 * len(labels))
     fig, (ax_bleu, ax_energy) = plt.subplots(1, 2, figsize=(width, 3.6))

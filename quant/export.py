@@ -42,7 +42,7 @@ from qonnx.transformation.infer_shapes import InferShapes
 from qonnx.util.basic import get_preferred_onnx_opset, get_preferred_qonnx_opset
 
 import eatt
-from eatt.config import CoreConfig
+from eatt.config import FILE_MODE, CoreConfig
 from eatt.quant.golden import (
     CoreWeights,
     GoldenCore,
@@ -276,6 +276,7 @@ def export_core(
     try:
         onnx.save(model, tmp)
         load_core(tmp)  # what we wrote reads back as a valid core
+        os.chmod(tmp, FILE_MODE)  # not mkstemp's 0600
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from eatt.config import ConfigError, CoreConfig, default_config, load_config, save_config
+from eatt.config import FILE_MODE, ConfigError, CoreConfig, default_config, load_config, save_config
 
 
 def test_defaults_follow_the_paper_and_design():
@@ -24,6 +24,8 @@ def test_save_load_round_trip(tmp_path, suffix):
     save_config(cfg, path)
     assert load_config(path) == cfg
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
+    # the usual mode of a new file (umask), not the temporary file's 0600
+    assert path.stat().st_mode & 0o777 == FILE_MODE
 
 
 def test_replace_rederives_weight_frac():

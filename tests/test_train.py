@@ -199,6 +199,8 @@ def test_other_experiments_smoke(tmp_path, monkeypatch, name):
         assert rows["L1 distance only"]["energy_asic_percent"] is None
     if name == "hybrids":
         assert len(rows) == 16 and "| cross \\ self | vanilla | dense | randinit | eatt |" in table
+        if report["plot"] is not None:  # the grid as heat maps
+            assert (tmp_path / name / "hybrids.png").stat().st_size > 0
         assert rows["self=randinit cross=randinit"]["energy_asic_percent"] < 50.0
     if name == "energy-vs-quality":
         assert list(rows) == ["vanilla d=32", "vanilla d=16", "eatt d=32", "eatt d=16"]
