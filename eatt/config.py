@@ -292,11 +292,12 @@ def _umask() -> int:
 FILE_MODE = 0o666 & ~_umask()
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
-    """Call write(temporary path) in the same folder, then rename: never half a file."""
+def atomic_write(path: str | os.PathLike, write: Callable[[str], None], suffix: str = "") -> None:
+    """Call write(temporary path) in the same folder, then rename: never half a file. The
+    temporary name ends in ``suffix`` (for writers that look at the extension)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     os.close(fd)
     try:
         write(tmp)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import copy
 import os
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,7 +41,7 @@ from qonnx.transformation.infer_shapes import InferShapes
 from qonnx.util.basic import get_preferred_onnx_opset, get_preferred_qonnx_opset
 
 import eatt
-from eatt.config import FILE_MODE, CoreConfig
+from eatt.config import CoreConfig, atomic_write
 from eatt.quant.golden import (
     CoreWeights,
     GoldenCore,
@@ -270,17 +269,12 @@ def export_core(
     """
     model = build_model(cfg, weights)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".onnx", dir=path.parent)
-    os.close(fd)
-    try:
+
+    def write(tmp: str) -> None:
         onnx.save(model, tmp)
         load_core(tmp)  # what we wrote reads back as a valid core
-        os.chmod(tmp, FILE_MODE)  # not mkstemp's 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    atomic_write(path, write, suffix=".onnx")
     if cfg.kind == "window":
         formats = derive_window_formats(cfg).to_dict()
         out_frac = window_derived_attributes(cfg)["value_frac"]

