@@ -17,8 +17,11 @@ Yosys is slow on the big designs (minutes each; the all-fabric dot cores far lon
 rewritten after every job: a run cut short leaves every finished number in
 bench/results/rtl_compare.json.
 
-Usage: ``python bench/rtl_compare.py [--sizes 4x8,6x12] [--levels alignment] [--vectors N]
-[--no-sim] [--timeout S] [--out PATH] [--resume]``. Prints a table at the end.
+Usage: ``python bench/rtl_compare.py [--sizes 4x8,6x12] [--levels alignment] [--only NAMES]
+[--vectors N] [--no-sim] [--timeout S] [--out PATH] [--resume]``. ``--only eatt_nodsp,dot_nodsp``
+runs just those records (names as in the JSON: eatt, dot, eatt_nodsp, dot_nodsp, eatt_da4ml,
+dot_da4ml), for example to run two long all-fabric jobs side by side into two ``--out`` files.
+Prints a table at the end.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from eatt.config import CoreConfig
+from eatt.config import CoreConfig, atomic_write_text
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim import da4ml_trace
 from eatt.rtl_sim.generate import generate_rtl
@@ -41,6 +44,7 @@ from eatt.rtl_sim.runner import simulate
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "rtl_compare.json"
 SIZES = ((4, 8), (6, 12), (8, 16))
 LEVELS = ("alignment", "attention")
+NAMES = ("eatt", "dot", "eatt_nodsp", "dot_nodsp", "eatt_da4ml", "dot_da4ml")
 
 
 def _log(msg: str) -> None:
@@ -82,7 +86,14 @@ def _ratios(entry: dict) -> dict:
 
 
 def run(
-    sizes, levels, vectors: int, sim: bool, timeout: float | None, out_path: Path, resume: bool
+    sizes,
+    levels,
+    vectors: int,
+    sim: bool,
+    timeout: float | None,
+    out_path: Path,
+    resume: bool,
+    only: tuple[str, ...] = NAMES,
 ) -> dict:
     result = {
         "benchmark": "rtl_compare",
@@ -98,8 +109,8 @@ def run(
         key = f"{level}/{length}x{dim}"
         entry = result["entries"].setdefault(key, {"level": level, "len": length, "dim": dim})
         name = f"{kind}_{variant}" if variant else kind
-        if name in entry and "error" not in entry[name]:
-            continue  # --resume: done in an earlier run
+        if name not in only or (name in entry and "error" not in entry[name]):
+            continue  # not asked for, or --resume: done in an earlier run
         cfg = CoreConfig.from_dict(dict(kind=kind, len_q=length, len_k=length, dim=dim, heads=1))
         nodsp = variant == "nodsp"
         rtl = work / f"{level}_{kind}_{length}x{dim}{'_da4ml' if variant == 'da4ml' else ''}"
@@ -133,8 +144,7 @@ def run(
         _log(f"{key} {name}: {json.dumps({k: v for k, v in record.items() if k != 'cells'})}")
         entry[name] = record
         entry["ratios"] = _ratios(entry)
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        out_path.write_text(json.dumps(result, indent=2) + "\n")
+        atomic_write_text(out_path, json.dumps(result, indent=2) + "\n")
     return result
 
 
@@ -167,15 +177,30 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default=",".join(f"{a}x{b}" for a, b in SIZES))
     p.add_argument("--levels", default=",".join(LEVELS))
+    p.add_argument("--only", default=",".join(NAMES), help="records to run, comma-separated")
     p.add_argument("--vectors", type=int, default=200)
     p.add_argument("--no-sim", action="store_true", help="skip the Verilator simulation")
     p.add_argument("--timeout", type=float, default=None, help="seconds per Yosys run")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--resume", action="store_true", help="keep finished jobs of --out")
     args = p.parse_args(argv)
-    sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]
+    try:
+        sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or any(len(s) != 2 or min(s) < 1 for s in sizes):
+        p.error(f"--sizes: {args.sizes!r} is not a list of LENxDIM, for example 4x8,6x12")
     levels = args.levels.split(",")
-    result = run(sizes, levels, args.vectors, not args.no_sim, args.timeout, args.out, args.resume)
+    only = tuple(args.only.split(","))
+    for name in only:
+        if name not in NAMES:
+            p.error(f"--only: unknown record {name!r} (one of {', '.join(NAMES)})")
+    for level in levels:
+        if level not in LEVELS:
+            p.error(f"--levels: unknown level {level!r} (one of {', '.join(LEVELS)})")
+    result = run(
+        sizes, levels, args.vectors, not args.no_sim, args.timeout, args.out, args.resume, only
+    )
     print(table(result))
     print(json.dumps({k: e.get("ratios") for k, e in result["entries"].items()}))
     return 0
