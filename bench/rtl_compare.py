@@ -18,10 +18,13 @@ rewritten after every job: a run cut short leaves every finished number in
 bench/results/rtl_compare.json.
 
 Usage: ``python bench/rtl_compare.py [--sizes 4x8,6x12] [--levels alignment] [--only NAMES]
-[--vectors N] [--no-sim] [--timeout S] [--out PATH] [--resume]``. ``--only eatt_nodsp,dot_nodsp``
-runs just those records (names as in the JSON: eatt, dot, eatt_nodsp, dot_nodsp, eatt_da4ml,
-dot_da4ml), for example to run two long all-fabric jobs side by side into two ``--out`` files.
-Prints a table at the end.
+[--vectors N] [--no-sim] [--timeout S] [--out PATH] [--resume] [--no-abc-verify]``.
+``--only eatt_nodsp,dot_nodsp`` runs just those records (names as in the JSON: eatt, dot,
+eatt_nodsp, dot_nodsp, eatt_da4ml, dot_da4ml), for example two long all-fabric jobs side by side
+into two ``--out`` files. ``--no-abc-verify`` drops ABC's equivalence check of the mapped netlist
+(Yosys appends ``&verify`` after the netlist is written: the same cells, tested), which takes
+many minutes on the all-fabric cores; records run so say ``"abc_verify": false``. Prints a table
+at the end.
 """
 
 from __future__ import annotations
@@ -94,6 +97,7 @@ def run(
     out_path: Path,
     resume: bool,
     only: tuple[str, ...] = NAMES,
+    abc_verify: bool = True,
 ) -> dict:
     result = {
         "benchmark": "rtl_compare",
@@ -135,8 +139,10 @@ def run(
                         sim_seconds=s["sim_seconds"],
                     )
             _log(f"{key} {name}: yosys")
-            r = resources(rtl, nodsp=nodsp, timeout=timeout)
+            r = resources(rtl, nodsp=nodsp, timeout=timeout, abc_verify=abc_verify)
             record.update({k: r[k] for k in SUMMARY_KEYS}, yosys_seconds=r["seconds"])
+            if not abc_verify:
+                record["abc_verify"] = False
             record.update(yosys_tool=r["tool"], logic_depth=r["logic_depth"])
             record["cells"] = r["cells"]
         except Exception as err:  # record it and go on with the next job
@@ -183,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=None, help="seconds per Yosys run")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--resume", action="store_true", help="keep finished jobs of --out")
+    p.add_argument(
+        "--no-abc-verify",
+        action="store_true",
+        help="skip ABC's check of the mapped netlist (same cells; saves long minutes on big cores)",
+    )
     args = p.parse_args(argv)
     try:
         sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]
@@ -199,7 +210,15 @@ def main(argv: list[str] | None = None) -> int:
         if level not in LEVELS:
             p.error(f"--levels: unknown level {level!r} (one of {', '.join(LEVELS)})")
     result = run(
-        sizes, levels, args.vectors, not args.no_sim, args.timeout, args.out, args.resume, only
+        sizes,
+        levels,
+        args.vectors,
+        not args.no_sim,
+        args.timeout,
+        args.out,
+        args.resume,
+        only,
+        not args.no_abc_verify,
     )
     print(table(result))
     print(json.dumps({k: e.get("ratios") for k, e in result["entries"].items()}))

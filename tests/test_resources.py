@@ -305,3 +305,10 @@ def test_dot_alignment_uses_dsp_and_nodsp_does_not(tmp_path):
     assert dsp["DSP48E1"] > 0
     assert fabric["DSP48E1"] == 0 and fabric["nodsp"] is True
     assert fabric["LUT"] > dsp["LUT"]  # the products moved into LUTs
+    # without ABC's closing equivalence check (&verify, run after the netlist is written):
+    # the same cells and depth, and the check really left out of the ABC script
+    assert "&verify" in (out / "synth" / "yosys_nodsp.log").read_text()
+    quick = resources(out, nodsp=True, abc_verify=False)
+    assert "&verify" not in (out / "synth" / "yosys_nodsp.log").read_text()
+    assert quick["cells"] == fabric["cells"] and quick["logic_depth"] == fabric["logic_depth"]
+    assert quick["abc_verify"] is False and fabric["abc_verify"] is True
