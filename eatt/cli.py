@@ -205,7 +205,9 @@ def cmd_resources(args) -> int:
     from eatt.rtl_sim.tools import ToolMissing
 
     try:
-        result = resources_report(args.dir, nodsp=not args.no_nodsp)
+        result = resources_report(
+            args.dir, nodsp=not args.no_nodsp, abc_verify=not args.no_abc_verify
+        )
     except ToolMissing as err:
         raise CommandError(str(err), EXIT_TOOL_MISSING) from None
     except RuntimeError as err:  # synthesis failed: the log tail follows the first line
@@ -393,6 +395,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("resources", help="Yosys synth_xilinx (xc7) cell counts of an RTL folder")
     p.add_argument("dir", metavar="DIR", help="a folder written by `eatt rtl`")
     p.add_argument("--no-nodsp", action="store_true", help="skip the all-fabric (-nodsp) run")
+    p.add_argument(
+        "--no-abc-verify",
+        action="store_true",
+        help="skip ABC's check of the mapped netlist (same cells; faster on big cores)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_resources)
 

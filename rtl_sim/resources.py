@@ -265,15 +265,20 @@ def resources(
 
 
 def resources_report(
-    rtl_dir: str | os.PathLike, nodsp: bool = True, timeout: float | None = None
+    rtl_dir: str | os.PathLike,
+    nodsp: bool = True,
+    timeout: float | None = None,
+    abc_verify: bool = True,
 ) -> dict:
     """``{"yosys": resources(dir), "yosys_nodsp": resources(dir, nodsp=True)}`` (the second
     only with nodsp=True): the JSON of ``eatt resources DIR --json``. An alignment directory of
     an eatt or dot core also gets ``"da4ml"``: da4ml's LUT estimate of the same arithmetic
     (eatt.rtl_sim.da4ml_trace.estimate), traced from the directory's config and weights."""
-    report = {"yosys": resources(rtl_dir, timeout=timeout)}
+    report = {"yosys": resources(rtl_dir, timeout=timeout, abc_verify=abc_verify)}
     if nodsp:
-        report["yosys_nodsp"] = resources(rtl_dir, nodsp=True, timeout=timeout)
+        report["yosys_nodsp"] = resources(
+            rtl_dir, nodsp=True, timeout=timeout, abc_verify=abc_verify
+        )
     meta = load_metadata(rtl_dir)
     if meta["level"] == "alignment" and meta["config"].get("kind") in ("eatt", "dot"):
         from eatt.config import CoreConfig

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 import pytest
 
@@ -312,3 +313,22 @@ def test_dot_alignment_uses_dsp_and_nodsp_does_not(tmp_path):
     assert "&verify" not in (out / "synth" / "yosys_nodsp.log").read_text()
     assert quick["cells"] == fabric["cells"] and quick["logic_depth"] == fabric["logic_depth"]
     assert quick["abc_verify"] is False and fabric["abc_verify"] is True
+
+
+@pytest.mark.rtl
+def test_resources_cli(tmp_path):
+    """`eatt resources DIR --json` as a user runs it; a folder without metadata: exit 2."""
+    cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=2, len_k=2, dim=4, heads=1))
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg, seed=3), out)
+    cmd = [sys.executable, "-m", "eatt.cli", "resources"]
+    r = subprocess.run(
+        [*cmd, str(out), "--json", "--no-nodsp", "--no-abc-verify"], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert set(report) == {"yosys", "da4ml"}
+    assert report["yosys"]["DSP48E1"] == 0 and report["yosys"]["abc_verify"] is False
+    r = subprocess.run([*cmd, str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "metadata.json" in r.stderr
