@@ -146,7 +146,9 @@ def run(
             record.update(yosys_tool=r["tool"], logic_depth=r["logic_depth"])
             record["cells"] = r["cells"]
         except Exception as err:  # record it and go on with the next job
-            record["error"] = f"{type(err).__name__}: {str(err).splitlines()[0]}"
+            # the temporary work folder is this machine's, not the result's
+            first = str(err).splitlines()[0].replace(str(work), "<work>")
+            record["error"] = f"{type(err).__name__}: {first}"
         _log(f"{key} {name}: {json.dumps({k: v for k, v in record.items() if k != 'cells'})}")
         entry[name] = record
         entry["ratios"] = _ratios(entry)

@@ -102,3 +102,18 @@ def test_bad_arguments_exit_2(args, message, tmp_path):
     assert proc.returncode == 2
     assert message in proc.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_failed_job_is_recorded_without_the_work_folder(bench, fake_tools, monkeypatch, tmp_path):
+    def failing(rtl, nodsp, timeout, abc_verify=True):
+        raise RuntimeError(f"yosys: synthesis failed; see {rtl}/synth/yosys.log:\nlast lines")
+
+    monkeypatch.setattr(bench, "resources", failing)
+    out = tmp_path / "r.json"
+    result = bench.run([(2, 4)], ["alignment"], 1, False, None, out, resume=False, only=("dot",))
+    error = result["entries"]["alignment/2x4"]["dot"]["error"]
+    assert (
+        error
+        == "RuntimeError: yosys: synthesis failed; see <work>/alignment_dot_2x4/synth/yosys.log:"
+    )
+    assert "rtl_compare." not in out.read_text()
