@@ -24,6 +24,7 @@ eatt_nodsp, dot_nodsp, eatt_da4ml, dot_da4ml), for example two long all-fabric j
 into two ``--out`` files. ``--no-abc-verify`` drops ABC's equivalence check of the mapped netlist
 (Yosys appends ``&verify`` after the netlist is written: the same cells, tested), which takes
 many minutes on the all-fabric cores; each record says ``abc_verify`` (older ones lack it: true).
+Each record also says Yosys' peak memory, ``yosys_peak_mb`` (older records lack it).
 Prints a table at the end.
 """
 
@@ -140,7 +141,11 @@ def run(
                     )
             _log(f"{key} {name}: yosys")
             r = resources(rtl, nodsp=nodsp, timeout=timeout, abc_verify=abc_verify)
-            record.update({k: r[k] for k in SUMMARY_KEYS}, yosys_seconds=r["seconds"])
+            record.update(
+                {k: r[k] for k in SUMMARY_KEYS},
+                yosys_seconds=r["seconds"],
+                yosys_peak_mb=r["peak_mb"],
+            )
             record.update(
                 yosys_tool=r["tool"], logic_depth=r["logic_depth"], abc_verify=r["abc_verify"]
             )

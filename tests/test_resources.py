@@ -252,6 +252,8 @@ def test_eatt_alignment_has_no_dsp(tmp_path):
     assert r["LUT"] == sum(n for c, n in r["cells"].items() if c.startswith("LUT"))
     assert (out / "synth" / "stat.txt").is_file() and (out / "synth" / "yosys.log").is_file()
     assert r["logic_depth"] > 0 and (out / "synth" / "ltp.txt").is_file()
+    # Yosys' peak memory, from the reaped child's rusage: more than an empty Python process
+    assert isinstance(r["peak_mb"], int) and r["peak_mb"] > 20
     json.dumps(r)  # plain JSON
     # adder_levels 1: a register after every adder level of the trees: a shorter longest
     # path, paid for in flip-flops
@@ -332,3 +334,11 @@ def test_resources_cli(tmp_path):
     r = subprocess.run([*cmd, str(tmp_path)], capture_output=True, text=True)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "metadata.json" in r.stderr
+
+
+def test_timeout_stops_yosys(tmp_path):
+    cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=2, len_k=2, dim=4, heads=1))
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg, seed=3), out)
+    with pytest.raises(RuntimeError, match="ran past 0.2 s"):
+        resources(out, timeout=0.2)
