@@ -200,7 +200,8 @@ def _wait(proc: subprocess.Popen, timeout: float | None) -> int | None:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid == proc.pid:
             proc.returncode = os.waitstatus_to_exitcode(status)
-            return usage.ru_maxrss // 1024  # KiB on Linux
+            # ru_maxrss is in KiB on Linux, in bytes on macOS (pyosys has wheels for both)
+            return usage.ru_maxrss // (1024 * 1024 if sys.platform == "darwin" else 1024)
         if deadline is not None and time.monotonic() >= deadline:
             return None
         time.sleep(delay)
