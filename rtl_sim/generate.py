@@ -48,12 +48,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from eatt.config import CoreConfig
+from eatt.outdir import check_output_dir, replaced_dir
 from eatt.quant.golden import (
     CoreWeights,
     Formats,
@@ -1065,6 +1065,7 @@ def generate_rtl(
     """
     if isinstance(adder_levels, bool) or not isinstance(adder_levels, int) or adder_levels < 0:
         raise ValueError(f"adder_levels: must be an integer >= 0, got {adder_levels!r}")
+    check_output_dir(out_dir, "RTL", legacy=_legacy_rtl_dir)  # refuse before any work
     if cfg.kind == "window":  # the sequential windowed unit has its own generator (one level)
         from eatt.rtl_sim.window import generate_window_rtl
 
@@ -1114,33 +1115,29 @@ def generate_rtl(
     return meta
 
 
+def _legacy_rtl_dir(path: Path) -> bool:
+    """An RTL folder written before the output marker: its metadata.json names our generator."""
+    try:
+        meta = json.loads((path / "metadata.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and str(meta.get("generator", "")).startswith(("eatt", "da4ml"))
+
+
 def write_rtl_dir(
     out: Path, generated: dict[str, str], hand_written: list[str], weights: CoreWeights, meta: dict
 ) -> None:
-    """An RTL directory, all or nothing: the generated files, copies of hand-written ones from
-    rtl_sim/rtl/, weights.npz and metadata.json are written to a temporary directory beside
-    `out`, which then replaces `out` (a reader never sees half of it, no stale file stays)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    """An RTL directory, all or nothing (eatt.outdir.replaced_dir): the generated files, copies
+    of hand-written ones from rtl_sim/rtl/, weights.npz and metadata.json are written to a
+    temporary directory beside `out`, which then replaces `out` (a reader never sees half of it,
+    no stale file stays). A folder eatt did not make is refused (OutputError), never replaced."""
+    with replaced_dir(out, "RTL", legacy=_legacy_rtl_dir) as tmp:
         for name, text in generated.items():
             (tmp / name).write_text(text)
         for name in hand_written:
             shutil.copyfile(RTL_DIR / name, tmp / name)
         np.savez(tmp / "weights.npz", **weights.as_dict())
         (tmp / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
-        tmp.chmod(0o755)
-        if out.exists():
-            # swap: move the old directory aside, the new one in, then delete the old one
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-            os.replace(out, old / "d")
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def load_metadata(out_dir: str | os.PathLike) -> dict:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from eatt.config import CoreConfig
+from eatt.outdir import MARKER
 from eatt.quant.golden import (
     GoldenCore,
     derive_formats,
@@ -198,7 +199,7 @@ def test_regenerate_leaves_no_stale_files(tmp_path):
     cfg2 = cfg.replace(kind="eatt")
     meta = generate_rtl(cfg2, random_weights(cfg2, seed=2), out)
     names = sorted(p.name for p in out.iterdir())
-    assert names == sorted([*meta["sources"], "metadata.json", "weights.npz"])
+    assert names == sorted([*meta["sources"], "metadata.json", "weights.npz", MARKER])
     assert not list(tmp_path.glob(".rtl.*")), "temporary directories left behind"
     assert load_metadata(out)["kind"] == "eatt"
 
