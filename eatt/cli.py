@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -89,6 +91,9 @@ def cmd_export(args) -> int:
         cfg, weights = _load_core(args)
     if args.check is not None and args.check < 1:
         raise CommandError(f"--check: must be >= 1, got {args.check}")
+    from eatt.outdir import check_output_file
+
+    check_output_file(args.output)
     result = export.export_core(cfg, weights, args.output)
     ok = True
     if args.check:
@@ -125,9 +130,13 @@ def cmd_hls(args) -> int:
 
         source = default_config()
     kwargs = {"seed": args.seed, "backend": args.backend, "vectors": args.vectors}
-    if args.part:
+    if args.part is not None:
+        if not args.part.strip():
+            raise CommandError("--part: must name an FPGA part, got an empty string")
         kwargs["part"] = args.part
-    if args.clock:
+    if args.clock is not None:
+        if not (math.isfinite(args.clock) and args.clock > 0):
+            raise CommandError(f"--clock: must be a period in ns > 0, got {args.clock}")
         kwargs["clock_ns"] = args.clock
     result = write_project(source, args.output, **kwargs)
     if args.synth and result["ok"]:
@@ -154,17 +163,23 @@ def cmd_hls(args) -> int:
 
 # -- eatt rtl / eatt sim -------------------------------------------------------------------------
 def cmd_rtl(args) -> int:
+    from eatt.config import check_rtl_size
     from eatt.rtl_sim.generate import generate_rtl
 
     cfg, weights = _load_core(args)
+    check_rtl_size(cfg)
     # window: one level, a fixed pipeline (adder_levels must be 0)
     meta = generate_rtl(cfg, weights, args.output, level=args.level, adder_levels=args.adder_levels)
 
     def text(m: dict) -> str:
+        if "latency_cycles" in m:
+            latency = f"latency {m['latency_cycles']} cycles"
+        else:  # the windowed unit: cycles grow with the window
+            latency = f"latency up to {m['latency_cycles_max']} cycles"
         return (
             f"wrote {m['level']} RTL of the {m['config']['kind']} core to {args.output}: "
             + ", ".join(m["sources"])
-            + f" (latency {m['latency_cycles']} cycles)"
+            + f" ({latency})"
         )
 
     _emit(meta, args.json, text)
@@ -275,6 +290,14 @@ def cmd_evaluate(args) -> int:
     _threads(args.threads)
     if args.beam < 1:
         raise CommandError(f"--beam: must be >= 1, got {args.beam}")
+    if not (math.isfinite(args.alpha) and args.alpha >= 0):
+        raise CommandError(f"--alpha: must be a finite number >= 0, got {args.alpha}")
+    from eatt.model.train import resolve_device
+
+    try:
+        resolve_device(args.device)
+    except ValueError as err:
+        raise CommandError(f"--{err}") from None
     result = evaluate(
         args.checkpoint, beam=args.beam, alpha=args.alpha, split=args.split, device=args.device
     )
@@ -300,11 +323,13 @@ def cmd_experiment(args) -> int:
 
 # -- eatt flow ------------------------------------------------------------------------------------
 def cmd_flow(args) -> int:
+    from eatt.config import check_rtl_size
     from eatt.flow import format_flow, run_flow
 
     cfg, weights = _load_core(args)
     if args.vectors < 1:
         raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
+    check_rtl_size(cfg)
     from eatt.rtl_sim.tools import ToolMissing
 
     try:
@@ -459,21 +484,80 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    from eatt.config import ConfigError
+def _one_line_os_error(err: OSError) -> str:
+    """'PATH: reason' for a file-system fault (read-only, no space, a file where a folder goes)."""
+    what = err.strerror or str(err) or type(err).__name__
+    name = err.filename if err.filename is not None else None
+    if err.filename2 is not None:
+        name = f"{err.filename} -> {err.filename2}"
+    return f"{name}: {what}" if name else what
 
+
+def _terminate(signum, frame) -> None:
+    """SIGTERM ends a command like Ctrl-C: cleanups run, temporary files go."""
+    raise _Terminated()
+
+
+class _Terminated(KeyboardInterrupt):
+    pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit code (DESIGN.md section 4): 0 ok, 1 a check failed, 2 bad
+    input (one line naming the flag or file), 3 a missing tool, 130 interrupted (143 SIGTERM),
+    141 the reader of stdout went away (`eatt energy | head -3`)."""
+    import signal
+
+    from eatt.config import ConfigError
+    from eatt.rtl_sim.tools import ToolMissing
+
+    previous = signal.signal(signal.SIGTERM, _terminate) if threading_main() else None
     try:
         args = build_parser().parse_args(argv)
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
     except CommandError as err:
         print(f"eatt: error: {err}", file=sys.stderr)
         return err.code
+    except ToolMissing as err:
+        print(f"eatt: error: {first_line(err)}", file=sys.stderr)
+        return EXIT_TOOL_MISSING
     except (ConfigError, ValueError) as err:
-        print(f"eatt: error: {err}", file=sys.stderr)
+        print(f"eatt: error: {first_line(err)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        # the reader closed stdout: say nothing more there, exit like a tool killed by SIGPIPE
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except OSError as err:  # read-only folder, a file where a folder goes, disk full, ...
+        print(f"eatt: error: {_one_line_os_error(err)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except MemoryError:
+        print("eatt: error: out of memory (a smaller core or fewer --vectors)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except _Terminated:
+        print("eatt: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("eatt: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def threading_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def first_line(err: BaseException) -> str:
+    from eatt.config import first_line as first
+
+    return first(err)
 
 
 if __name__ == "__main__":

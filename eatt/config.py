@@ -244,6 +244,51 @@ def _validate(c: CoreConfig) -> None:
             f"recip_frac: numerator ({numer_bits} bits) times reciprocal ({c.recip_frac + 1} bits) "
             "exceeds 62 bits; lower v_bits, exp_frac or recip_frac"
         )
+    _validate_size(c)
+
+
+#: most score lanes (len_q x len_k x dim) of a core: one vector of the golden model holds a few
+#: int64 arrays of that many elements (the L1 broadcast), about 1.6 GB at this bound
+MAX_LANES = 2**26
+#: bytes of SystemVerilog per score lane (len_q x len_k x dim) and per projection product
+#: ((2 len_q + 2 len_k) x dim x dim) of the unrolled cores, fitted to generate_rtl's E-ATT
+#: attention level (the larger of the two kinds): 0.73 / 14.8 / 88.6 / 294 MB measured at
+#: 8x8x16 / 32x32x32 / 4x4x256 / 64x64x128, estimated 0.7 / 15.2 / 85 / 441 MB
+RTL_BYTES_PER_LANE = 200
+RTL_BYTES_PER_PRODUCT = 80
+#: most SystemVerilog `eatt rtl` writes for an unrolled core (EATT_MAX_RTL_MB overrides)
+MAX_RTL_MB = 512
+
+
+def _validate_size(c: CoreConfig) -> None:
+    lanes = c.len_q * c.len_k * c.dim
+    if c.kind != "window" and lanes > MAX_LANES:
+        gb = 24 * lanes / 1e9
+        raise ConfigError(
+            f"len_q x len_k x dim: {c.len_q} x {c.len_k} x {c.dim} = {lanes:,} score lanes; one "
+            f"vector of the golden model would need about {gb:,.0f} GB (at most {MAX_LANES:,})"
+        )
+
+
+def rtl_megabytes(c: CoreConfig) -> float:
+    """Estimated SystemVerilog of the unrolled core (kinds eatt/dot), in MB."""
+    if c.kind == "window":  # sequential: its size grows with the memory, not with len_k x dim
+        return (c.len_k * c.dim * 3 + c.dim * c.dim * 2) * 20 / 1e6
+    lanes = c.len_q * c.len_k * c.dim
+    products = 2 * (c.len_q + c.len_k) * c.dim * c.dim
+    return (lanes * RTL_BYTES_PER_LANE + products * RTL_BYTES_PER_PRODUCT) / 1e6
+
+
+def check_rtl_size(c: CoreConfig) -> None:
+    """Refuse, before any work, an unrolled core whose RTL would be too big to build."""
+    limit = float(os.environ.get("EATT_MAX_RTL_MB", MAX_RTL_MB))
+    mb = rtl_megabytes(c)
+    if mb > limit:
+        raise ConfigError(
+            f"core too big for unrolled RTL: {c.len_q} x {c.len_k} queries x keys at dim {c.dim} "
+            f"would be about {mb:,.0f} MB of SystemVerilog (limit {limit:,.0f} MB, "
+            "EATT_MAX_RTL_MB); use smaller len_q, len_k or dim"
+        )
 
 
 # -- files ----------------------------------------------------------------------------------------
@@ -253,24 +298,85 @@ def first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
+def _yaml_loader():
+    """PyYAML's SafeLoader that refuses a key given twice in one mapping (PyYAML takes the
+    later one silently), pointing at the second occurrence."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            try:
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping",
+                        node.start_mark,
+                        f"duplicate key {key!r} (first at line {seen[key].line + 1})",
+                        key_node.start_mark,
+                    )
+                seen[key] = key_node.start_mark
+            except TypeError:  # an unhashable key: PyYAML's own constructor says so
+                break
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return Loader
+
+
+def _yaml_error(err: Exception) -> str:
+    """PyYAML's problem with its line and column (1-based), on one line."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    problem = getattr(err, "problem", None) or first_line(err)
+    if mark is None:
+        return problem
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+
+
 def read_mapping(path: str | os.PathLike) -> dict:
-    """A YAML (.yaml/.yml) or JSON (.json) file holding a mapping; one-line ConfigErrors.
+    """A YAML (.yaml/.yml) or JSON (.json) file holding a mapping; one-line ConfigErrors
+    naming the file (and, for a parse error, the line and column).
 
     Shared by every config file of the toolkit (cores here, models in eatt.model.seq2seq).
     """
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
-    text = path.read_text()
     try:
-        if path.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
+        raw = path.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
+    if b"\0" in raw[:8192]:
+        raise ConfigError(f"{path}: binary file, not a YAML or JSON config")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}); not a config") from None
+    if path.suffix.lower() == ".json":
 
-            data = yaml.safe_load(text)
-    except Exception as err:
-        raise ConfigError(f"{path}: cannot parse: {first_line(err)}") from None
+        def no_duplicates(pairs: list) -> dict:
+            keys = [k for k, _ in pairs]
+            for k in keys:
+                if keys.count(k) > 1:
+                    raise ConfigError(f"{path}: duplicate key {k!r}")
+            return dict(pairs)
+
+        try:
+            data = json.loads(text, object_pairs_hook=no_duplicates)
+        except json.JSONDecodeError as err:
+            raise ConfigError(
+                f"{path}: cannot parse: line {err.lineno}, column {err.colno}: {err.msg}"
+            ) from None
+    else:
+        import yaml
+
+        try:
+            data = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 (a SafeLoader)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: cannot parse: {_yaml_error(err)}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

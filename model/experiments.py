@@ -56,6 +56,7 @@ from pathlib import Path
 import torch
 
 from eatt.config import atomic_write_text
+from eatt.outdir import claim_dir
 
 from .data import TaskConfig, synthetic_task
 from .evaluate import evaluate
@@ -191,6 +192,11 @@ def _run_one(
     }
 
 
+def _legacy_experiment_dir(path: Path) -> bool:
+    """An experiment folder written before the output marker."""
+    return (path / "results.json").is_file() or (path / "results.md").is_file()
+
+
 def run_experiment(
     name: str,
     quick: bool = False,
@@ -225,8 +231,7 @@ def run_experiment(
         if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
             raise ValueError(f"seeds: distinct integers >= 0, at least one, got {list(seeds)}")
         plan = replace(plan, seeds=seeds)
-    folder = Path(out_dir) / name
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = claim_dir(Path(out_dir) / name, "experiment", legacy=_legacy_experiment_dir)
     start = time.perf_counter()
     jobs = [
         (v, seed, folder / "runs" / f"{v.label}-seed{seed}")
@@ -800,8 +805,7 @@ STAGED_EXPERIMENTS = {
 
 
 def _run_window_experiment(name: str, quick: bool, out_dir: Path, quiet: bool) -> dict:
-    folder = out_dir / name
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = claim_dir(out_dir / name, "experiment", legacy=_legacy_experiment_dir)
     start = time.perf_counter()
     report = {"experiment": name, "quick": quick, **STAGED_EXPERIMENTS[name](quick, folder, quiet)}
     report["seconds"] = time.perf_counter() - start

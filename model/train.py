@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -34,6 +35,7 @@ import torch
 from torch import nn
 
 from eatt.config import ConfigError, atomic_write_text
+from eatt.outdir import claim_dir
 
 from .data import (
     PAD,
@@ -170,7 +172,17 @@ def learning_rate(step: int, cfg: TrainConfig) -> float:
     return cfg.peak_lr * min(t / cfg.warmup, 1.0, math.sqrt(cfg.decay / t))
 
 
+def _legacy_run_dir(path: Path) -> bool:
+    """A training folder written before the output marker."""
+    return (path / "train.json").is_file() or (path / "last.pt").is_file()
+
+
 def resolve_device(name: str) -> torch.device:
+    """auto (CUDA when present, else CPU), cpu, cuda, cuda:N or mps; one-line ValueError else."""
+    if not isinstance(name, str) or not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", name):
+        raise ValueError(f"device: must be auto, cpu, cuda, cuda:N or mps, got {name!r}")
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise ValueError("device 'mps' requested but MPS is not available")
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
@@ -304,8 +316,7 @@ def _train(
     out_dir: str | os.PathLike,
     data: TranslationData | None,
 ) -> dict:
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = claim_dir(out_dir, "training run", legacy=_legacy_run_dir)
     device = resolve_device(train_cfg.device)
     torch.manual_seed(train_cfg.seed)
     if data is None:
