@@ -89,6 +89,10 @@ L1_IMPL = "cdist"
 
 
 # -- config --------------------------------------------------------------------------------------
+#: most layer weights of a model: 16 bytes a weight with Adam's state is 16 GB
+MAX_LAYER_PARAMETERS = 1_000_000_000
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """A Transformer encoder-decoder. Every key is optional; docs/models.md lists them."""
@@ -146,6 +150,12 @@ class ModelConfig:
     #: 1/64 (and Q/K/V unshifted: the accumulators fit)
     quant_acc_bits: int = 24
 
+    def layer_parameters(self) -> int:
+        """Weights of the encoder and decoder layers (embeddings not counted: the vocabulary
+        comes with the data): 4 d^2 per attention, 2 d ffn_dim per feed-forward."""
+        d, f = self.dim, self.ffn_dim
+        return self.enc_layers * (4 * d * d + 2 * d * f) + self.dec_layers * (8 * d * d + 2 * d * f)
+
     def __post_init__(self) -> None:
         check_fields(self, "model")
         for key, low, high in (
@@ -161,6 +171,13 @@ class ModelConfig:
                 raise ConfigError(f"{key}: must be in [{low}, {high}], got {value}")
         if self.dim % self.heads:
             raise ConfigError(f"heads: dim={self.dim} is not divisible by heads={self.heads}")
+        params = self.layer_parameters()
+        if params > MAX_LAYER_PARAMETERS:
+            raise ConfigError(
+                f"dim/ffn_dim/layers: about {params:,} parameters in the layers "
+                f"({16 * params / 1e9:,.0f} GB with Adam's state); at most "
+                f"{MAX_LAYER_PARAMETERS:,}"
+            )
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"dropout: must be in [0, 1), got {self.dropout}")
         if self.norm not in ("pre", "post"):

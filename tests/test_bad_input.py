@@ -1,0 +1,234 @@
+"""Bad input and faults, as a new user meets them (issue 16): each case asserts its exit code (2
+bad input, 3 missing tool, 141 closed pipe), one line on stderr without a traceback, nothing on
+stdout, and that the file system is as it was (a snapshot of the folder before and after)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eatt.cli import main
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    """Every file and folder under root (hidden ones too): kind, mode and content hash."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        st = path.lstat()
+        if path.is_file():
+            out[rel] = ("f", st.st_mode, hashlib.sha256(path.read_bytes()).hexdigest())
+        else:
+            out[rel] = ("d" if path.is_dir() else "l", st.st_mode, None)
+    return out
+
+
+def eatt(*args: str, cwd: Path, env: dict | None = None, timeout: int = 300):
+    return subprocess.run(
+        [sys.executable, "-m", "eatt.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env,
+    )
+
+
+@pytest.fixture
+def user_tree(tmp_path: Path) -> Path:
+    """A folder as a user has one: notes, a source tree, a regular file, configs."""
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("call Bob\n")
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    (tmp_path / "src" / "pkg" / "main.c").write_text("int main(void) { return 0; }\n")
+    (tmp_path / "afile").write_text("not a folder\n")
+    (tmp_path / "dup.yaml").write_text(
+        "kind: eatt\nlen_q: 4\nlen_k: 4\ndim: 8\nheads: 2\nlen_q: 8\n"
+    )
+    (tmp_path / "syntax.yaml").write_text("kind: eatt\n  len_q: [4\n")
+    (tmp_path / "binary.yaml").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "huge.yaml").write_text(
+        "kind: eatt\nlen_q: 4096\nlen_k: 4096\ndim: 4096\nheads: 1\n"
+    )
+    (tmp_path / "big_rtl.yaml").write_text("kind: eatt\nlen_q: 64\nlen_k: 64\ndim: 256\nheads: 2\n")
+    (tmp_path / "big_model.yaml").write_text("model: {dim: 65536, heads: 8, enc_layers: 64}\n")
+    (tmp_path / "run.yaml").write_text("model: {dim: 16, heads: 2}\ntrain: {steps: 2}\n")
+    return tmp_path
+
+
+# (id, argv, exit code, words the one line must hold); {t} is the user tree
+CASES = [
+    ("rtl into a user's folder", ["rtl", "-o", "notes"], 2, "not made by eatt"),
+    ("rtl into a source tree", ["rtl", "-o", "src"], 2, "not made by eatt"),
+    ("rtl into the current folder", ["rtl", "-o", "."], 2, "current folder"),
+    ("rtl onto a file", ["rtl", "-o", "afile"], 2, "not a folder"),
+    ("rtl under a file", ["rtl", "-o", "afile/x"], 2, "is a file"),
+    ("hls into a user's folder", ["hls", "-o", "notes"], 2, "not made by eatt"),
+    ("flow into a user's folder", ["flow", "-o", "src", "--no-resources"], 2, "not made by eatt"),
+    ("train -o a file", ["train", "run.yaml", "-o", "afile"], 2, "not a folder"),
+    ("train into a user's folder", ["train", "run.yaml", "-o", "notes"], 2, "not made by eatt"),
+    ("experiment into a user's folder", ["experiment", "qat", "--quick", "-o", "."], 2, None),
+    ("export onto a folder", ["export", "-o", "notes"], 2, "is a folder"),
+    ("export under a file", ["export", "-o", "afile/core.onnx"], 2, "is a file"),
+    ("hls --clock nan", ["hls", "-o", "p", "--clock", "nan"], 2, "--clock"),
+    ("hls --clock -5", ["hls", "-o", "p", "--clock", "-5"], 2, "--clock"),
+    ("hls --clock 0", ["hls", "-o", "p", "--clock", "0"], 2, "--clock"),
+    ("hls --clock inf", ["hls", "-o", "p", "--clock", "inf"], 2, "--clock"),
+    ("evaluate --alpha nan", ["evaluate", "best.pt", "--alpha", "nan"], 2, "--alpha"),
+    ("evaluate --device tpu", ["evaluate", "best.pt", "--device", "tpu"], 2, "--device"),
+    ("duplicate YAML key", ["golden", "--config", "dup.yaml"], 2, "line 6, column 1"),
+    ("YAML syntax error", ["golden", "--config", "syntax.yaml"], 2, "line 2, column"),
+    ("binary config", ["golden", "--config", "binary.yaml"], 2, "binary.yaml"),
+    ("config given as a folder", ["golden", "--config", "notes"], 2, "notes"),
+    ("core too big for golden", ["golden", "--config", "huge.yaml"], 2, "GB"),
+    ("core too big for RTL", ["rtl", "--config", "big_rtl.yaml", "-o", "r"], 2, "MB"),
+    ("model too big", ["train", "big_model.yaml", "-o", "m"], 2, "parameters"),
+]
+
+# experiment -o . writes into ./qat: make that a user's folder in the case
+PREPARE = {"experiment into a user's folder": lambda t: (t / "qat").mkdir() or None}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_table(user_tree, case):
+    name, argv, code, words = case
+    if name in PREPARE:
+        PREPARE[name](user_tree)
+        (user_tree / "qat" / "mine.txt").write_text("mine\n")
+    before = snapshot(user_tree)
+    r = eatt(*argv, cwd=user_tree)
+    assert r.returncode == code, (r.returncode, r.stderr[-2000:])
+    lines = r.stderr.strip().splitlines()
+    assert "Traceback" not in r.stderr
+    assert lines and lines[-1].startswith("eatt: error:"), r.stderr
+    assert all(line.startswith("eatt: ") for line in lines), r.stderr  # progress or the error
+    assert words is None or words in lines[-1], lines[-1]
+    assert r.stdout == ""
+    assert snapshot(user_tree) == before, "the file system changed"
+
+
+def test_closed_pipe_exits_quietly(tmp_path):
+    """`eatt energy | head -3` where head has gone before eatt writes: no traceback, the exit
+    of a tool whose reader went away (141, as if killed by SIGPIPE)."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before eatt has even started
+    proc = subprocess.run(
+        [sys.executable, "-m", "eatt.cli", "energy", "--length", "22", "--dim", "512"],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
+    os.close(write)
+    assert proc.returncode == 141 and proc.stderr == "", proc.stderr
+
+
+def test_read_only_output_exits_2_and_leaves_nothing(tmp_path, monkeypatch, capsys):
+    """A folder the user cannot write to (root ignores modes, so the fault is injected where
+    the temporary folder is made): one line, exit 2, nothing left behind."""
+    import tempfile
+
+    def denied(*args, dir=None, **kwargs):
+        raise PermissionError(13, "Permission denied", str(dir))
+
+    monkeypatch.setattr(tempfile, "mkdtemp", denied)
+    before = snapshot(tmp_path)
+    assert main(["rtl", "-o", str(tmp_path / "ro" / "x")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Permission denied" in err[0] and str(tmp_path) in err[0]
+    after = snapshot(tmp_path)
+    assert {k for k in after if ".tmp-" in k or ".old-" in k} == set()
+    assert set(after) - set(before) <= {"ro"}  # at most the parent folder the user asked for
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_folder_really(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        r = eatt("rtl", "-o", "ro/x", cwd=tmp_path)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+        assert list(ro.iterdir()) == []
+    finally:
+        ro.chmod(0o755)
+
+
+def test_failed_rtl_keeps_the_old_folder(tmp_path, monkeypatch):
+    """A failure while an RTL folder is rewritten leaves the earlier one as it was."""
+    from eatt.config import default_config
+    from eatt.quant.golden import random_weights
+    from eatt.rtl_sim import generate
+
+    cfg = default_config()
+    out = tmp_path / "rtl"
+    generate.generate_rtl(cfg, random_weights(cfg, 1), out)
+    before = snapshot(tmp_path)
+
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(generate.np, "savez", broken)
+    with pytest.raises(OSError):
+        generate.generate_rtl(cfg, random_weights(cfg, 2), out)
+    assert snapshot(tmp_path) == before
+
+
+def test_rtl_rewrites_its_own_folder(tmp_path):
+    r = eatt("rtl", "-o", "r", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    (tmp_path / "r" / "stale.sv").write_text("// old\n")
+    r = eatt("rtl", "-o", "r", "--level", "attention", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "r" / "stale.sv").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["r"]
+
+
+def test_sigint_exits_130(tmp_path):
+    """Ctrl-C during a command: exit 130, one line, no traceback."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eatt.cli", "golden", "--vectors", "2000000"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "eatt: interrupted"
+
+
+def test_bad_weights_file_is_named(tmp_path):
+    r = eatt("rtl", "-o", "r", cwd=tmp_path)
+    assert r.returncode == 0
+    (tmp_path / "r" / "weights.npz").write_text("garbage")
+    r = eatt("sim", "r", "--vectors", "3", cwd=tmp_path)
+    assert r.returncode == 2 and "weights.npz" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.hls
+def test_missing_compiler_exits_3(tmp_path):
+    """No g++ on PATH: `eatt hls` says which tool is missing, exit 3."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("make", "sh"):  # keep what is not the compiler
+        if shutil.which(tool):
+            os.symlink(shutil.which(tool), bin_dir / tool)
+    env = {**os.environ, "PATH": str(bin_dir)}
+    env.pop("CXX", None)
+    r = eatt("hls", "-o", "p", "--vectors", "5", cwd=tmp_path, env=env)
+    assert r.returncode == 3, r.stderr[-2000:]
+    last = r.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in r.stderr and "g++" in last

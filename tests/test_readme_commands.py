@@ -1,0 +1,200 @@
+"""Every command README.md shows, run as a user runs it, in text mode and in --json mode.
+
+Small cores keep it quick; each form checks its exit code, that text mode prints what README
+says it prints (and no JSON), that --json prints exactly one JSON object, and that nothing but
+progress reaches stderr. Commands that need an earlier artifact (sim needs rtl, evaluate needs
+train) take it from a fixture made once per module.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TINY = "kind: eatt\nlen_q: 2\nlen_k: 3\ndim: 4\nheads: 1\n"
+TINY_WINDOW = "kind: window\nlen_q: 1\nlen_k: 6\ndim: 4\nheads: 1\nhalf_width: 1\n"
+TINY_RUN = (
+    "model: {dim: 16, heads: 2, ffn_dim: 32, enc_layers: 1, dec_layers: 1, attention: eatt}\n"
+    "train: {steps: 4, max_tokens: 256, eval_every: 4, progress: false}\n"
+    "data: {n_train: 40, n_dev: 8, n_test: 8}\n"
+)
+
+
+def eatt(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "eatt.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=cwd,
+    )
+
+
+def both_modes(args: list[str], text_has: str, cwd: Path | None = None, code: int = 0) -> dict:
+    """Run args in text mode and with --json; return the JSON object (None for failures)."""
+    text = eatt(*args, cwd=cwd)
+    assert text.returncode == code, f"{args}: exit {text.returncode}\n{text.stderr[-3000:]}"
+    assert "Traceback" not in text.stderr
+    if code == 0:
+        assert text_has in text.stdout, f"{args}: {text_has!r} not in\n{text.stdout[-2000:]}"
+        assert not text.stdout.lstrip().startswith("{"), "text mode printed JSON"
+    js = eatt(*args, "--json", cwd=cwd)
+    assert js.returncode == code, f"{args} --json: exit {js.returncode}\n{js.stderr[-3000:]}"
+    assert "Traceback" not in js.stderr
+    if code:
+        assert js.stdout == "" and text_has in js.stderr.strip().splitlines()[-1]
+        return {}
+    return json.loads(js.stdout)  # exactly one object: json.loads refuses anything more
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("readme")
+    (root / "tiny.yaml").write_text(TINY)
+    (root / "window.yaml").write_text(TINY_WINDOW)
+    (root / "run.yaml").write_text(TINY_RUN)
+    return root
+
+
+def test_energy(work):
+    r = both_modes(["energy", "--length", "22", "--dim", "512"], "E-ATT energy model")
+    assert round(r["ratios"]["eatt"]["attention"]["asic"], 2) == 34.09
+    r = both_modes(["energy", "--length", "22", "--dim", "512", "--table", "horowitz-int8"], "l=22")
+    assert r["table"] == "horowitz-int8"
+
+
+@pytest.mark.parametrize("config", [None, "tiny.yaml", "window.yaml"])
+def test_golden(work, config):
+    args = ["golden", "--vectors", "30", "--seed", "2"]
+    if config:
+        args += ["--config", str(work / config)]
+    r = both_modes(args, "result: PASS")
+    assert r["ok"]
+
+
+@pytest.mark.parametrize("config", ["tiny.yaml", "window.yaml"])
+def test_export(work, config):
+    out = work / f"{config}.onnx"
+    r = both_modes(
+        ["export", "--config", str(work / config), "-o", str(out), "--check", "40"], "exported"
+    )
+    assert r["check"]["mismatches"] == 0 and out.is_file()
+
+
+def test_export_checkpoint(work):
+    from eatt.config import CoreConfig
+    from eatt.quant.golden import random_weights
+    from eatt.quant.modules import from_integer, save_checkpoint
+
+    cfg = CoreConfig("eatt", 2, 3, 4, 1)
+    save_checkpoint(from_integer(cfg, random_weights(cfg, 5)), work / "core.pt")
+    out = work / "from_ckpt.onnx"
+    r = both_modes(["export", str(work / "core.pt"), "-o", str(out), "--check", "40"], "exported")
+    assert r["check"]["mismatches"] == 0
+
+
+@pytest.mark.hls
+@pytest.mark.parametrize("source", ["config", "onnx", "window"])
+def test_hls(work, source):
+    out = work / f"hls_{source}"
+    if source == "onnx":
+        onnx = work / "hls_src.onnx"
+        assert eatt("export", "--config", str(work / "tiny.yaml"), "-o", str(onnx)).returncode == 0
+        args = ["hls", str(onnx), "-o", str(out)]
+    else:
+        config = "window.yaml" if source == "window" else "tiny.yaml"
+        args = ["hls", "--config", str(work / config), "-o", str(out)]
+    r = both_modes([*args, "--vectors", "30"], "result: PASS")
+    assert r["csim"]["mismatches"] == 0
+
+
+@pytest.mark.hls
+def test_hls_synth_without_vendor_tools_exits_3(work):
+    both_modes(
+        ["hls", "--config", str(work / "tiny.yaml"), "-o", str(work / "hls_synth"), "--synth"],
+        "not found on PATH",
+        code=3,
+    )
+    assert (work / "hls_synth" / "build_prj.tcl").is_file()
+
+
+RTL_FORMS = {
+    "alignment": ["--config", "tiny.yaml"],
+    "attention": ["--config", "tiny.yaml", "--level", "attention"],
+    "adder-levels": ["--config", "tiny.yaml", "--level", "attention", "--adder-levels", "1"],
+    "window": ["--config", "window.yaml"],
+}
+
+
+@pytest.fixture(scope="module")
+def rtl_dirs(work) -> dict[str, Path]:
+    """`eatt rtl` of every README form, text and --json (the folder is rewritten: ours)."""
+    dirs = {}
+    for name, form in RTL_FORMS.items():
+        args = [a if not a.endswith(".yaml") else str(work / a) for a in form]
+        out = work / f"rtl_{name}"
+        r = both_modes(["rtl", *args, "-o", str(out)], "wrote")
+        assert r["sources"] and (out / "metadata.json").is_file()
+        dirs[name] = out
+    return dirs
+
+
+@pytest.mark.rtl
+def test_rtl(rtl_dirs):
+    assert set(rtl_dirs) == set(RTL_FORMS)
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("name", ["alignment", "attention", "window"])
+def test_sim(rtl_dirs, name):
+    r = both_modes(["sim", str(rtl_dirs[name]), "--vectors", "40"], "result: PASS")
+    assert r["mismatches"] == 0 and r["vectors"] == 40
+
+
+@pytest.mark.rtl
+def test_resources(rtl_dirs):
+    r = both_modes(["resources", str(rtl_dirs["alignment"]), "--no-nodsp"], "LUT")
+    assert r["yosys"]["LUT"] > 0
+
+
+@pytest.mark.rtl
+@pytest.mark.hls
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["tiny-no-window", "window"])
+def test_flow(work, form):
+    config = "window.yaml" if form == "window" else "tiny.yaml"
+    args = ["flow", "--config", str(work / config), "-o", str(work / f"flow_{form}")]
+    args += ["--vectors", "20", "--no-resources"]
+    if form != "window":
+        args.append("--no-window")
+    r = both_modes(args, "mismatches" if form != "window" else "windowed unit")
+    assert r["ok"]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(work) -> Path:
+    r = eatt("train", str(work / "run.yaml"), "-o", str(work / "run"), "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    return Path(json.loads(r.stdout)["checkpoint"])
+
+
+def test_train(work, checkpoint):
+    r = both_modes(["train", str(work / "run.yaml"), "-o", str(work / "run2")], "trained 4 steps")
+    assert Path(r["checkpoint"]).is_file()
+
+
+def test_evaluate(checkpoint):
+    r = both_modes(["evaluate", str(checkpoint), "--beam", "2", "--split", "dev"], "BLEU")
+    assert "bleu" in r
+
+
+def test_experiment_quick(work):
+    r = both_modes(
+        ["experiment", "eatt-vs-vanilla", "--quick", "-o", str(work / "results")], "vanilla"
+    )
+    assert (work / "results" / "eatt-vs-vanilla" / "results.json").is_file()
+    assert r["rows"] if "rows" in r else r
