@@ -8,25 +8,65 @@ alignment RTL. Before them, the analytic energy model. Then the windowed attenti
 window, docs/window.md; the embedded default unless the config is itself a window unit) through
 the same stages: golden, QONNX, hls4ml C simulation, sequential RTL in Verilator with its
 cycles per window size, Yosys. Artifacts go under the output folder (default runs/flow), one
-sub-folder per core and ``window``.
+sub-folder per core and ``window``, and the report: report.md (the comparison as Markdown
+tables), report.json (the whole result) and report.png (E-ATT/dot ratios, window cycles).
+
+The output folder is checked, and the tools every stage needs are looked for, before any work:
+a folder that is not empty and not eatt's is refused (eatt.outdir.OutputError), a missing tool
+is eatt.rtl_sim.tools.ToolMissing whose one-line message says what was written.
 """
 
 from __future__ import annotations
 
-import sys
+import json
+import math
 from pathlib import Path
 
-from eatt.config import CoreConfig
+from eatt.config import CoreConfig, atomic_write, atomic_write_text
 from eatt.model import energy
+from eatt.outdir import check_output_dir, claim_dir
+from eatt.progress import say, step
 from eatt.quant.check import format_golden_check, golden_check
 from eatt.quant.golden import CoreWeights
+from eatt.rtl_sim.tools import ToolMissing
 
 PEER = {"eatt": "dot", "dot": "eatt"}
 CELLS = ("LUT", "FF", "CARRY4", "DSP48E1")
+#: what a flow folder holds (sub-folders and report files)
+UNITS = ("eatt", "dot", "window")
+REPORT_FILES = {"md": "report.md", "json": "report.json", "png": "report.png"}
 
 
 def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    say(message)
+
+
+def is_legacy_flow(path: Path) -> bool:
+    """A flow folder written before eatt.outdir's marker: only core / window sub-folders (and
+    report files), at least one of them holding its exported QONNX file."""
+    names = {p.name for p in path.iterdir()}
+    if not names <= {*UNITS, *REPORT_FILES.values()}:
+        return False
+    return any((path / u / f).is_file() for u in UNITS for f in ("core.onnx", "window.onnx"))
+
+
+def check_tools(resources: bool = True) -> None:
+    """ToolMissing (one line) for the first tool a flow stage would miss: g++ for hls4ml's C
+    simulation, Verilator, make, a C++ compiler and cocotb for RTL simulation, Yosys."""
+    import importlib.util
+
+    from eatt.hls.project import check_csim_tools
+    from eatt.rtl_sim.tools import check_build_tools, find_verilator
+
+    check_csim_tools()
+    find_verilator()
+    check_build_tools()
+    if importlib.util.find_spec("cocotb_tools") is None:
+        raise ToolMissing("cocotb not found: pip install 'cocotb>=2'")
+    if resources:
+        from eatt.rtl_sim.resources import find_yosys
+
+        find_yosys()
 
 
 def core_energy(cfg: CoreConfig, table: str = energy.DEFAULT_TABLE) -> dict:
@@ -55,12 +95,12 @@ def run_core(
 
     kind = cfg.kind
     r: dict = {}
-    log(f"flow [{kind}]: golden model check")
-    r["golden"] = golden_check(cfg, weights, vectors=vectors, seed=seed)
-    log(f"flow [{kind}]: QONNX export, qonnx execution")
-    onnx_path = out_dir / "core.onnx"
-    r["export"] = export.export_core(cfg, weights, onnx_path)
-    r["export"]["check"] = export.check_export(onnx_path, vectors=vectors, seed=seed)
+    with step(f"flow [{kind}]: golden model check"):
+        r["golden"] = golden_check(cfg, weights, vectors=vectors, seed=seed)
+    with step(f"flow [{kind}]: QONNX export, qonnx execution"):
+        onnx_path = out_dir / "core.onnx"
+        r["export"] = export.export_core(cfg, weights, onnx_path)
+        r["export"]["check"] = export.check_export(onnx_path, vectors=vectors, seed=seed)
     log(f"flow [{kind}]: hls4ml project from the QONNX file, C simulation")
     r["hls"] = write_project(onnx_path, out_dir / "hls", vectors=vectors)
     r["rtl"], r["sim"] = {}, {}
@@ -93,12 +133,12 @@ def run_window(
     from eatt.rtl_sim.runner import simulate
 
     r: dict = {"config": cfg.to_dict()}
-    log("flow [window]: golden model check")
-    r["golden"] = golden_check(cfg, weights, vectors=vectors, seed=seed)
-    log("flow [window]: QONNX export, qonnx execution")
-    onnx_path = out_dir / "window.onnx"
-    r["export"] = export.export_core(cfg, weights, onnx_path)
-    r["export"]["check"] = export.check_export(onnx_path, vectors=vectors, seed=seed)
+    with step("flow [window]: golden model check"):
+        r["golden"] = golden_check(cfg, weights, vectors=vectors, seed=seed)
+    with step("flow [window]: QONNX export, qonnx execution"):
+        onnx_path = out_dir / "window.onnx"
+        r["export"] = export.export_core(cfg, weights, onnx_path)
+        r["export"]["check"] = export.check_export(onnx_path, vectors=vectors, seed=seed)
     log("flow [window]: hls4ml project from the QONNX file, C simulation")
     r["hls"] = write_project(onnx_path, out_dir / "hls", vectors=vectors)
     log("flow [window]: sequential RTL, Verilator + cocotb simulation")
@@ -129,8 +169,39 @@ def run_flow(
     window: bool = True,
 ) -> dict:
     """The core and its peer, then the windowed unit (``window=False`` skips it). A window
-    config runs the windowed unit alone."""
-    out_dir = Path(out_dir)
+    config runs the windowed unit alone. Ends with report.md, report.json and report.png in
+    out_dir (their paths in ``result["report"]``).
+
+    Before any work: OutputError when out_dir is a folder eatt must not write to, ToolMissing
+    ("nothing was written") when a tool is missing. A tool found missing later (it cannot be
+    used, though it was found) is ToolMissing naming out_dir, which holds the stages done.
+    """
+    given = Path(out_dir)
+    target = check_output_dir(given, "flow", legacy=is_legacy_flow)
+    try:
+        check_tools(resources)
+    except ToolMissing as err:
+        raise ToolMissing(f"{err}; nothing was written") from None
+    claim_dir(target, "flow", legacy=is_legacy_flow)
+    for name in REPORT_FILES.values():  # an earlier run's report must not outlive a failed run
+        (target / name).unlink(missing_ok=True)
+    try:
+        result = _run(cfg, weights, seed, vectors, given, resources, window)
+    except ToolMissing as err:
+        raise ToolMissing(f"{err} (the stages done so far are in {given})") from None
+    result["report"] = write_report(result, given)
+    return result
+
+
+def _run(
+    cfg: CoreConfig,
+    weights: CoreWeights,
+    seed: int,
+    vectors: int,
+    out_dir: Path,
+    resources: bool,
+    window: bool,
+) -> dict:
     cores, result = {}, {"config": cfg.to_dict(), "seed": seed, "out_dir": str(out_dir)}
     if cfg.kind != "window":
         paper = energy.energy_report(length=max(cfg.len_q, cfg.len_k), dim=cfg.dim)
@@ -234,35 +305,43 @@ def format_window(w: dict, out_dir: str) -> list[str]:
     return lines
 
 
+def _core_lines(c: dict) -> list[str]:
+    """One core's stages, as format_flow prints them (no heading)."""
+    from eatt.quant.export import format_check
+
+    lines = [format_golden_check(c["golden"]), format_check(c["export"]["check"])]
+    cs = c["hls"]["csim"]
+    lines.append(
+        f"hls4ml C simulation vs golden: {cs['vectors']} random + {cs['edge_vectors']} edge "
+        f"vectors, {cs['mismatches']} mismatching"
+    )
+    for level, s in c["sim"].items():
+        lines.append(
+            f"RTL {level}: Verilator + cocotb, {s['vectors']} vectors, {s['mismatches']} "
+            f"mismatching; latency {s['latency_cycles']} cycles, II {s['ii_cycles']}"
+        )
+        if s.get("first_mismatch"):
+            lines.append(f"  first mismatch: {s['first_mismatch']['message']}")
+    if "resources" in c:
+        res = c["resources"]["alignment"]
+        lines.append("Yosys xc7, alignment: " + ", ".join(f"{k} {res[k]}" for k in CELLS))
+    return lines
+
+
+def _paper_heading(r: dict) -> str:
+    paper = r["energy"]["paper"]
+    return f"the paper's levels at l={paper['length']}, d={paper['dim']}"
+
+
 def format_flow(r: dict) -> str:
     lines = []
     if "energy" in r:
-        paper = r["energy"]["paper"]
         lines = [
-            f"== energy: the paper's levels at l={paper['length']}, d={paper['dim']} ==",
-            energy.format_energy_table(paper),
+            f"== energy: {_paper_heading(r)} ==",
+            energy.format_energy_table(r["energy"]["paper"]),
         ]
-    from eatt.quant.export import format_check
-
     for kind, c in r["cores"].items():
-        lines += ["", f"=== core: {kind} ({r['out_dir']}/{kind}) ==="]
-        lines += [format_golden_check(c["golden"])]
-        lines += [format_check(c["export"]["check"])]
-        cs = c["hls"]["csim"]
-        lines.append(
-            f"hls4ml C simulation vs golden: {cs['vectors']} random + {cs['edge_vectors']} edge "
-            f"vectors, {cs['mismatches']} mismatching"
-        )
-        for level, s in c["sim"].items():
-            lines.append(
-                f"RTL {level}: Verilator + cocotb, {s['vectors']} vectors, {s['mismatches']} "
-                f"mismatching; latency {s['latency_cycles']} cycles, II {s['ii_cycles']}"
-            )
-            if s.get("first_mismatch"):
-                lines.append(f"  first mismatch: {s['first_mismatch']['message']}")
-        if "resources" in c:
-            res = c["resources"]["alignment"]
-            lines.append("Yosys xc7, alignment: " + ", ".join(f"{k} {res[k]}" for k in CELLS))
+        lines += ["", f"=== core: {kind} ({r['out_dir']}/{kind}) ===", *_core_lines(c)]
     if "comparison" in r:
         lines += ["", "=== E-ATT vs dot (same weights and formats) ==="]
         lines.append(f"{'metric':<40} {'eatt':>12} {'dot':>12} {'eatt/dot':>9}")
@@ -275,3 +354,151 @@ def format_flow(r: dict) -> str:
         lines += format_window(r["window"], r["out_dir"])
     lines += ["", "flow: " + ("PASS" if r["ok"] else "FAIL")]
     return "\n".join(lines)
+
+
+# -- report files ---------------------------------------------------------------------------------
+def _md_table(header: list[str], rows: list[list], right: int = 1) -> list[str]:
+    """A Markdown table; columns from `right` on are right-aligned (numbers)."""
+    align = ["---" if i < right else "---:" for i in range(len(header))]
+    out = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
+    out += [
+        "| " + " | ".join(_fmt(v) if not isinstance(v, str) else v for v in row) + " |"
+        for row in rows
+    ]
+    return out
+
+
+def _text_block(lines: list[str]) -> list[str]:
+    return ["```text", *lines, "```"]
+
+
+def format_markdown(r: dict) -> str:
+    """report.md: what format_flow prints, with the comparison and the window cycles as
+    Markdown tables."""
+    c = r["config"]
+    lines = [
+        f"# eatt flow: {'PASS' if r['ok'] else 'FAIL'}",
+        "",
+        f"Core: kind {c['kind']}, len_q {c['len_q']}, len_k {c['len_k']}, dim {c['dim']}, "
+        f"heads {c['heads']}; seed {r['seed']}; artifacts in `{r['out_dir']}`.",
+    ]
+    if "comparison" in r:
+        lines += ["", "## E-ATT vs dot (same weights and formats)", ""]
+        lines += _md_table(
+            ["metric", "eatt", "dot", "eatt/dot"],
+            [[row["metric"], row["eatt"], row["dot"], row["ratio"]] for row in r["comparison"]],
+        )
+    if "energy" in r:
+        lines += ["", f"## Energy: {_paper_heading(r)}", ""]
+        lines += _text_block(energy.format_energy_table(r["energy"]["paper"]).splitlines())
+    for kind, core in r["cores"].items():
+        lines += ["", f"## Core: {kind} (`{r['out_dir']}/{kind}`)", ""]
+        lines += _text_block("\n".join(_core_lines(core)).splitlines())
+    if "window" in r:
+        w = r["window"]
+        text = format_window(w, r["out_dir"])
+        heading = text[1].strip("= ")  # "windowed unit: ... scores, l_k ..."
+        lines += ["", f"## W{heading[1:]}", ""]
+        lines += _text_block("\n".join(text[2:]).splitlines())
+        by_rows = sorted(w["sim"]["cycles_by_rows"].items(), key=lambda kv: int(kv[0]))
+        lines += [""]
+        lines += _md_table(
+            ["window rows", "latency (cycles)", "II (cycles)"],
+            [[str(rows), v["latency_cycles"], v["ii_cycles"]] for rows, v in by_rows],
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _jsonable(value):
+    """The result as strict JSON values: numpy scalars as numbers, paths as strings, tuples
+    as lists, a NaN or infinity as null."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", None) == 0:
+        value = value.item()  # numpy scalar
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _cycles(value) -> float:
+    """A bar height of cycles_by_rows: the value, the worst of several, NaN (no bar) for None
+    (no two steps of that size in a row, so no II)."""
+    if isinstance(value, list):
+        return float(max(value)) if value else math.nan
+    return math.nan if value is None else float(value)
+
+
+def plot_report(r: dict, path: Path) -> bool:
+    """report.png: E-ATT/dot ratios of the energy and Yosys rows (log scale) and the windowed
+    unit's cycles per window size. False (nothing written) when there is nothing to plot."""
+    from matplotlib.figure import Figure
+
+    ratios = [
+        (row["metric"], row["ratio"])
+        for row in r.get("comparison", [])
+        if ("energy" in row["metric"] or "Yosys" in row["metric"])
+        and isinstance(row["ratio"], (int, float))
+        and row["ratio"] > 0
+    ]
+    zeros = [
+        row["metric"].removeprefix("alignment ").split(" (")[0]
+        for row in r.get("comparison", [])
+        if row["ratio"] == 0 and "Yosys" in row["metric"]
+    ]
+    cycles = sorted(
+        r.get("window", {}).get("sim", {}).get("cycles_by_rows", {}).items(),
+        key=lambda kv: int(kv[0]),
+    )
+    panels = [p for p in ("ratios", "cycles") if (ratios if p == "ratios" else cycles)]
+    if not panels:
+        return False
+    fig = Figure(figsize=(7.5, 3.6 * len(panels)), layout="constrained")
+    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
+    for ax, panel in zip(axes, panels, strict=True):
+        if panel == "ratios":
+            names = [m for m, _ in ratios][::-1]
+            values = [v for _, v in ratios][::-1]
+            colors = ["tab:green" if v < 1 else "tab:red" for v in values]
+            ax.barh(names, values, color=colors)
+            ax.set_xscale("log")
+            ax.axvline(1.0, color="black", linewidth=0.8)
+            ax.set_xlabel(
+                "E-ATT / dot (log scale; < 1: E-ATT smaller)"
+                + (f"\nE-ATT uses no {', '.join(zeros)} (ratio 0, not drawn)" if zeros else "")
+            )
+            ax.set_title("E-ATT vs dot, same weights and formats")
+            ax.tick_params(axis="y", labelsize=8)
+        else:
+            rows = [int(k) for k, _ in cycles]
+            lat = [_cycles(v["latency_cycles"]) for _, v in cycles]
+            ii = [_cycles(v["ii_cycles"]) for _, v in cycles]
+            width = 0.4
+            ax.bar([x - width / 2 for x in rows], lat, width, label="latency")
+            ax.bar([x + width / 2 for x in rows], ii, width, label="II")
+            ax.set_xticks(rows)
+            ax.set_xlabel("window rows")
+            ax.set_ylabel("cycles")
+            ax.set_title("windowed unit: RTL cycles per window size")
+            ax.legend()
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110), suffix=".png")
+    return True
+
+
+def write_report(r: dict, out_dir: Path) -> dict:
+    """report.md, report.json and report.png in out_dir; returns their paths (by kind)."""
+    out_dir = Path(out_dir)
+    paths = {kind: str(out_dir / name) for kind, name in REPORT_FILES.items()}
+    if not plot_report(r, out_dir / REPORT_FILES["png"]):
+        del paths["png"]
+    atomic_write_text(out_dir / REPORT_FILES["md"], format_markdown(r))
+    full = {**r, "report": paths}
+    atomic_write_text(
+        out_dir / REPORT_FILES["json"],
+        json.dumps(_jsonable(full), indent=2, allow_nan=False) + "\n",
+    )
+    return paths

@@ -10,6 +10,10 @@
     parse_csynth_report(path)
         latency, interval and resources from a C-synthesis report (csynth.xml)
 
+Missing tools are eatt.rtl_sim.tools.ToolMissing (re-exported here; one class for every tool,
+the CLI's exit 3): g++ is looked for before any work, a vendor tool by synth. A g++ that fails
+is BuildError. Output folders follow eatt.outdir (a user's folder is refused with OutputError).
+
 `source` is a QONNX file written by eatt.quant.export, an onnx.ModelProto, a (CoreConfig,
 CoreWeights) pair, or a CoreConfig alone (deterministic random weights from `seed`).
 
@@ -24,12 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
+import re
 import shutil
 import subprocess
 import sys
-import tempfile
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -40,6 +44,8 @@ import onnx
 from eatt.config import CoreConfig
 from eatt.hls import register
 from eatt.hls.handlers import ConversionError
+from eatt.outdir import check_output_dir, replaced_dir
+from eatt.progress import step
 from eatt.quant.golden import (
     CoreWeights,
     GoldenCore,
@@ -58,6 +64,7 @@ from eatt.quant.ops import (
     window_input_fracs,
     window_input_names,
 )
+from eatt.rtl_sim.tools import ToolMissing  # one class for every missing tool (CLI exit 3)
 
 #: backend name (ours, lower case) -> hls4ml backend name
 BACKENDS = {"vitis": "Vitis", "vivado": "Vivado"}
@@ -67,22 +74,50 @@ SUPPORTED_NODES = {
     (DOMAIN, OP_TYPE),
     (DOMAIN, WINDOW_OP_TYPE),
 }
-#: the file in every project directory that marks it as ours (and records what was built)
+#: the file in every project directory that records what was built (and, in projects written
+#: before eatt.outdir's marker, the one that marks it as ours)
 METADATA = "eatt_hls.json"
 PROJECT_NAME = "myproject"
+#: Xilinx part names (letters, digits, "-", "_", "."): written into project.tcl between quotes
+PART_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
-class ToolMissing(RuntimeError):
-    """A vendor tool is not on PATH; the project directory is ready to copy where it is."""
+def is_legacy_project(path: Path) -> bool:
+    """An eatt HLS project written before the output marker existed (it has METADATA)."""
+    return (path / METADATA).is_file()
 
-    def __init__(self, tool: str, project: str | os.PathLike, command: str | None = None):
-        self.tool = tool
-        self.project = str(project)
-        command = command or synth_command(tool)
-        super().__init__(
-            f"{tool} not found on PATH; the HLS project is ready in {self.project} "
-            f"(copy it to a machine with {tool} and run there: {command})"
+
+#: the C++ compiler hls4ml's build_lib.sh calls (CC=g++, run by /bin/bash) for compile()
+CSIM_COMPILER = "g++"
+
+
+class BuildError(RuntimeError):
+    """The C-simulation library did not build (g++ failed); one line, the compiler's output
+    went to stderr before it."""
+
+
+def _tool_missing(tool: str, project: str | os.PathLike, command: str | None = None):
+    """ToolMissing for a vendor tool: the message names the tool and the ready project;
+    ``err.tool`` and ``err.project`` say the same for callers."""
+    command = command or synth_command(tool)
+    err = ToolMissing(
+        f"{tool} not found on PATH; the HLS project is ready in {project} "
+        f"(copy it to a machine with {tool} and run there: {command})"
+    )
+    err.tool, err.project = tool, str(project)
+    return err
+
+
+def check_csim_tools() -> None:
+    """ToolMissing (one line, naming the tool) when hls4ml's C-simulation build cannot run:
+    its build_lib.sh is a bash script that calls g++."""
+    if shutil.which(CSIM_COMPILER) is None:
+        raise ToolMissing(
+            f"{CSIM_COMPILER} not found: hls4ml's C simulation needs a C++ compiler "
+            "(apt-get install g++)"
         )
+    if not os.access("/bin/bash", os.X_OK):
+        raise ToolMissing("/bin/bash not found: hls4ml's C-simulation build script runs in bash")
 
 
 # -- input -------------------------------------------------------------------------------------
@@ -154,10 +189,7 @@ def convert(
     import hls4ml
 
     register()
-    if backend not in BACKENDS:
-        raise ValueError(f"backend: {backend!r} is not one of {', '.join(BACKENDS)}")
-    if isinstance(reuse_factor, bool) or not isinstance(reuse_factor, int) or reuse_factor < 1:
-        raise ValueError(f"reuse_factor: must be a positive integer, got {reuse_factor!r}")
+    check_options(backend, part, clock_ns, reuse_factor)
     in_type = f"fixed<{cfg.in_bits},{cfg.in_bits - cfg.in_frac}>"
     inputs = [i.name for i in model.graph.input]
     # hls4ml's default input type is fixed<16,6>: give the inputs the core's own grid
@@ -318,22 +350,50 @@ def _write_tb(
             fpr.write(" ".join(repr(float(v)) for v in out) + "\n")
 
 
-def _replace_dir(tmp: Path, out_dir: Path) -> None:
-    """Move tmp onto out_dir; an existing project there is removed whole (no stale files)."""
-    if out_dir.exists():
-        if not out_dir.is_dir():
-            raise ValueError(f"{out_dir}: exists and is not a directory")
-        if any(out_dir.iterdir()) and not (out_dir / METADATA).is_file():
-            raise ValueError(
-                f"{out_dir}: not empty and not an eatt HLS project ({METADATA} missing); "
-                "refusing to replace it"
-            )
-        old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
-        os.replace(out_dir, old / out_dir.name)
-        os.replace(tmp, out_dir)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, out_dir)
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def check_options(backend: str, part: str | None, clock_ns: float, reuse_factor: int) -> None:
+    """One-line ValueError naming the option (as the CLI spells it) for a value hls4ml would
+    write into the project as given (a NaN or negative clock period, a part with quotes)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")
+    if part is not None and (not isinstance(part, str) or not PART_PATTERN.fullmatch(part)):
+        raise ValueError(
+            f"--part: {part!r} is not a part name (letters, digits, '-', '_', '.'; "
+            "e.g. xcvu13p-flga2577-2-e)"
+        )
+    if (
+        isinstance(clock_ns, bool)
+        or not isinstance(clock_ns, (int, float, np.integer, np.floating))
+        or not math.isfinite(clock_ns)
+        or clock_ns <= 0
+    ):
+        raise ValueError(
+            f"--clock: the clock period must be a finite number of ns > 0, got {clock_ns!r}"
+        )
+    if not _is_int(reuse_factor) or reuse_factor < 1:
+        raise ValueError(f"reuse_factor: must be an integer >= 1, got {reuse_factor!r}")
+
+
+def _final_paths(hls_model, tmp: Path, out_dir: Path) -> None:
+    """Make the project written in tmp name out_dir, where it will lie: hls4ml_config.yml is
+    dumped again with OutputDir = out_dir (as hls4ml's writer dumps it), and any other text file
+    that names tmp is rewritten (hls4ml 1.3 writes none; a later release might)."""
+    import yaml
+    from hls4ml.writer.vivado_writer import config_filename
+
+    hls_model.config.config["OutputDir"] = str(out_dir)
+    with open(tmp / config_filename, "w") as file:
+        yaml.dump(hls_model.config.config, file)
+    old, new = str(tmp).encode(), str(out_dir).encode()
+    for path in tmp.rglob("*"):
+        if not path.is_file() or path.is_symlink() or path.name == config_filename:
+            continue
+        data = path.read_bytes()
+        if old in data and b"\0" not in data:  # text files only; a binary keeps its bytes
+            path.write_bytes(data.replace(old, new))
 
 
 def write_project(
@@ -352,44 +412,61 @@ def write_project(
 ) -> dict:
     """Convert the core, write its hls4ml project to out_dir, compile and check the C simulation.
 
-    The project is written to a temporary sibling directory and moved onto out_dir only when
-    complete, so a second call leaves no stale files. tb_data/ holds the edge vectors and the
-    first random ones (tb_vectors in all) with the golden outputs, which the project's own
-    testbench (vendor C simulation / co-simulation) reads. With compile=False only the project is
-    written (no g++, no C simulation; "csim" is None).
+    out_dir is checked before any work (eatt.outdir: a folder that is not empty and not ours is
+    refused with OutputError), and so is g++ when compile is true (ToolMissing). The project is
+    written to a temporary sibling folder and replaces out_dir only when complete, so a second
+    call leaves no stale files; every path inside it names out_dir. tb_data/ holds the edge
+    vectors and the first random ones (tb_vectors in all) with the golden outputs, which the
+    project's own testbench (vendor C simulation / co-simulation) reads. With compile=False only
+    the project is written (no g++, no C simulation; "csim" is None). Conversion, the g++ build
+    and the C simulation report their progress on stderr (eatt.progress).
 
     Returns {"project", "backend", "part", "clock_ns", "source", "config", "csim": {"vectors",
     "edge_vectors", "mismatches", "first_mismatch", "compile_s", "csim_s", "vectors_per_s"},
     "ok"}.
     """
-    if isinstance(vectors, bool) or not isinstance(vectors, int) or vectors < 0:
+    if not _is_int(vectors) or vectors < 0:
         raise ValueError(f"vectors: must be a non-negative integer, got {vectors!r}")
+    if not _is_int(tb_vectors) or tb_vectors < 0:
+        raise ValueError(f"tb_vectors: must be a non-negative integer, got {tb_vectors!r}")
+    check_options(backend, part, clock_ns, reuse_factor)
+    out_dir = check_output_dir(out_dir, "hls4ml project", legacy=is_legacy_project)
+    if compile:
+        try:
+            check_csim_tools()
+        except ToolMissing as err:
+            raise ToolMissing(
+                f"{err}; nothing was written (compile=False writes the project alone)"
+            ) from None
     model, cfg, weights, where = load_source(source, seed=seed)
-    out_dir = Path(out_dir).resolve()
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
-    try:
+    with replaced_dir(out_dir, "hls4ml project", legacy=is_legacy_project) as tmp:
         with stdout_to_stderr():
-            hls_model = convert(model, cfg, tmp, backend, part, clock_ns, reuse_factor)
-            reals, expected, out_frac, n_edge = check_data(
-                model, cfg, weights, vectors, vector_seed
-            )
+            with step(f"hls4ml conversion of the {cfg.kind} core ({backend})"):
+                hls_model = convert(model, cfg, tmp, backend, part, clock_ns, reuse_factor)
+                reals, expected, out_frac, n_edge = check_data(
+                    model, cfg, weights, vectors, vector_seed
+                )
+                hls_model.write()
             csim = None
             if compile:
-                start = time.perf_counter()
-                hls_model.compile()
-                compile_s = time.perf_counter() - start
-                start = time.perf_counter()
-                got = predict_codes(hls_model, reals, expected.shape, out_frac)
-                csim_s = time.perf_counter() - start
+                with step(f"g++ build of the C simulation in {out_dir}") as built:
+                    try:
+                        hls_model._compile()  # compile() = write() (done above) + this
+                    except Exception as err:  # hls4ml raises a bare Exception
+                        raise BuildError(
+                            f"g++ could not build the C simulation ({err}; the compiler's "
+                            "output is above on stderr); nothing was written"
+                        ) from None
+                with step(f"C simulation of {len(expected)} vectors") as ran:
+                    got = predict_codes(hls_model, reals, expected.shape, out_frac)
                 csim = compare(expected, got, vectors, vector_seed)
                 csim.update(
-                    compile_s=round(compile_s, 3),
-                    csim_s=round(csim_s, 4),
-                    vectors_per_s=round(len(expected) / csim_s, 1) if csim_s > 0 else None,
+                    compile_s=round(built.seconds, 3),
+                    csim_s=round(ran.seconds, 4),
+                    vectors_per_s=(
+                        round(len(expected) / ran.seconds, 1) if ran.seconds > 0 else None
+                    ),
                 )
-            else:
-                hls_model.write()
         result = {
             "project": str(out_dir),
             "backend": backend,
@@ -403,11 +480,8 @@ def write_project(
             "ok": csim is None or csim["mismatches"] == 0,
         }
         _write_tb(tmp, reals, expected, out_frac, n_edge, tb_vectors)
-        (tmp / METADATA).write_text(json.dumps(result, indent=2) + "\n")
-        _replace_dir(tmp, out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        _final_paths(hls_model, tmp, out_dir)
+        (tmp / METADATA).write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
     return result
 
 
@@ -443,7 +517,7 @@ def synth(out_dir: str | os.PathLike, backend: str | None = None) -> dict:
     tool = next((t for t in SYNTH_TOOLS[backend] if shutil.which(t)), None)
     if tool is None:
         tools = SYNTH_TOOLS[backend]
-        raise ToolMissing(" or ".join(tools), out_dir, synth_command(tools[0]))
+        raise _tool_missing(" or ".join(tools), out_dir, synth_command(tools[0]))
     (out_dir / "build_opt.tcl").write_text(
         "array set opt {\n    reset 1\n    csim 0\n    synth 1\n    cosim 0\n"
         "    validation 0\n    export 0\n    vsynth 0\n    fifo_opt 0\n}\n"

@@ -7,8 +7,10 @@ per module (three cores); the other tests write projects without compiling them.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -22,13 +24,16 @@ from eatt.hls import TEMPLATES, register
 from eatt.hls.handlers import ConversionError
 from eatt.hls.project import (
     METADATA,
+    BuildError,
     ToolMissing,
     parse_csynth_report,
     synth,
     write_project,
 )
+from eatt.outdir import MARKER, OutputError
 from eatt.quant.export import build_model
 from eatt.quant.golden import random_weights
+from eatt.rtl_sim.tools import ToolMissing as RtlToolMissing
 
 pytestmark = pytest.mark.hls
 
@@ -243,12 +248,101 @@ def test_regenerate_leaves_no_stale_files(tmp_path, capfd):
     assert capfd.readouterr().out == ""  # hls4ml's prints go to stderr (--json owns stdout)
 
 
-def test_refuses_to_replace_a_foreign_directory(tmp_path):
+def test_refuses_to_replace_a_foreign_directory(tmp_path, monkeypatch):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
-    with pytest.raises(ValueError, match="not an eatt HLS project"):
-        write_project(SMALL, tmp_path / "mine", compile=False)
+    # refused before any work: no conversion, not even the source is read
+    monkeypatch.setattr("eatt.hls.project.load_source", lambda *a, **k: pytest.fail("loaded"))
+    with pytest.raises(OutputError, match="not made by eatt") as err:
+        write_project(SMALL, tmp_path / "mine")
+    assert "\n" not in str(err.value)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
+
+
+def test_replaces_a_project_written_before_the_marker(tmp_path):
+    """A project of an earlier eatt (METADATA, no marker) is still ours to replace."""
+    old = tmp_path / "prj"
+    (old / "firmware").mkdir(parents=True)
+    (old / METADATA).write_text("{}")
+    write_project(SMALL, old, compile=False)
+    assert (old / MARKER).is_file() and (old / "build_prj.tcl").is_file()
+
+
+def test_project_mode_and_paths_name_the_final_folder(tmp_path):
+    """The folder gets the usual mode (not mkdtemp's 0700) and nothing in it names the
+    temporary folder it was written in: hls4ml_config.yml's OutputDir is the project."""
+    out = tmp_path / "prj"
+    mask = os.umask(0o027)
+    try:
+        write_project(SMALL, out, compile=False)
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~0o027
+    config = (out / "hls4ml_config.yml").read_text().splitlines()
+    assert f"OutputDir: {out.resolve()}" in config
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert b".prj.tmp-" not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"clock_ns": float("nan")}, "--clock"),
+        ({"clock_ns": float("inf")}, "--clock"),
+        ({"clock_ns": -5.0}, "--clock"),
+        ({"clock_ns": 0}, "--clock"),
+        ({"clock_ns": "5"}, "--clock"),
+        ({"clock_ns": True}, "--clock"),
+        ({"part": ""}, "--part"),
+        ({"part": 'xc7a"; exec rm'}, "--part"),
+        ({"backend": "quartus"}, "--backend"),
+        ({"reuse_factor": 0}, "reuse_factor"),
+        ({"reuse_factor": 1.5}, "reuse_factor"),
+        ({"tb_vectors": -1}, "tb_vectors"),
+    ],
+)
+def test_bad_options_are_refused_before_any_work(tmp_path, kwargs, match):
+    with pytest.raises(ValueError, match=match) as err:
+        write_project(SMALL, tmp_path / "prj", compile=False, **kwargs)
+    assert "\n" not in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_clock_part_and_metadata_are_written_as_given(tmp_path):
+    out = tmp_path / "prj"
+    result = write_project(SMALL, out, compile=False, clock_ns=4, part="xc7a200t-fbg676-2")
+    assert result["clock_ns"] == 4 and result["part"] == "xc7a200t-fbg676-2"
+    tcl = (out / "project.tcl").read_text()
+    assert "set clock_period 4\n" in tcl and 'set part "xc7a200t-fbg676-2"' in tcl
+    # strict JSON: no NaN / Infinity anywhere
+    json.loads((out / METADATA).read_text(), parse_constant=pytest.fail)
+
+
+def test_missing_compiler_is_toolmissing_before_any_work(tmp_path, monkeypatch):
+    """No g++ on PATH: ToolMissing (the CLI's exit 3) in one line, nothing written."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(ToolMissing, match=r"^g\+\+ not found.*nothing was written") as err:
+        write_project(SMALL, tmp_path / "prj")
+    assert "\n" not in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+    assert ToolMissing is RtlToolMissing  # one class for every missing tool
+    # the project alone needs no compiler
+    assert write_project(SMALL, tmp_path / "prj", compile=False)["csim"] is None
+
+
+def test_compiler_failure_is_one_line(tmp_path, monkeypatch):
+    """g++ that fails: BuildError in one line, the folder is not left behind."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "g++").write_text("#!/bin/sh\necho 'broken compiler' >&2\nexit 1\n")
+    (fake / "g++").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(BuildError, match="could not build the C simulation") as err:
+        write_project(SMALL, tmp_path / "prj", vectors=5)
+    assert "\n" not in str(err.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin"]
 
 
 def test_synth_without_tool_names_tool_and_project(tmp_path, monkeypatch):

@@ -1,0 +1,103 @@
+"""`eatt flow` as a library: its output folder, its report files, missing tools up front.
+
+The end-to-end runs through the CLI are in tests/test_cli.py; here one small windowed unit goes
+through every stage (one g++ build, one Verilator build) and the report it leaves is checked.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eatt.config import CoreConfig
+from eatt.flow import format_flow, format_markdown, run_flow
+from eatt.outdir import MARKER, OutputError, check_output_dir
+from eatt.quant.golden import random_weights
+from eatt.rtl_sim.tools import ToolMissing
+
+WINDOW = CoreConfig(kind="window", len_q=1, len_k=6, dim=4, heads=1, half_width=1)
+
+
+@pytest.mark.rtl
+@pytest.mark.hls
+def test_flow_writes_its_report(tmp_path):
+    out = tmp_path / "flow"
+    result = run_flow(
+        WINDOW, random_weights(WINDOW, 1), vectors=8, out_dir=out, resources=False, window=False
+    )
+    assert result["ok"], format_flow(result)
+    report = result["report"]
+    assert report == {
+        "md": str(out / "report.md"),
+        "json": str(out / "report.json"),
+        "png": str(out / "report.png"),
+    }
+    # strict JSON (no NaN), the whole result
+    saved = json.loads((out / "report.json").read_text(), parse_constant=pytest.fail)
+    assert saved["ok"] is True and saved["report"] == report
+    assert saved["window"]["sim"]["mismatches"] == 0
+    md = (out / "report.md").read_text()
+    assert md.startswith("# eatt flow: PASS")
+    assert "| window rows | latency (cycles) | II (cycles) |" in md
+    assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / MARKER).is_file() and (out / "window" / "hls" / MARKER).is_file()
+    check_output_dir(out, "flow")  # a second run takes its own folder back
+
+
+def test_markdown_report_has_the_comparison_table():
+    """report.md of a two-core result: the comparison as a Markdown table (no tools needed)."""
+    rows = [
+        {"metric": "alignment energy, asic (pJ, analytic)", "eatt": 691.2, "dot": 2944.0,
+         "ratio": 0.2348},
+        {"metric": "alignment DSP48E1 (Yosys xc7)", "eatt": 0, "dot": 596, "ratio": 0.0},
+        {"metric": "mismatches, all levels", "eatt": 0, "dot": 0, "ratio": None},
+    ]  # fmt: skip
+    cfg = CoreConfig("eatt", 4, 4, 8, 2).to_dict()
+    r = {"config": cfg, "seed": 1, "out_dir": "runs/flow", "cores": {}, "comparison": rows,
+         "ok": False}  # fmt: skip
+    md = format_markdown(r)
+    assert md.startswith("# eatt flow: FAIL")
+    assert "| metric | eatt | dot | eatt/dot |\n| --- | ---: | ---: | ---: |" in md
+    assert "| alignment energy, asic (pJ, analytic) | 691.2 | 2944 | 0.2348 |" in md
+    assert "| mismatches, all levels | 0 | 0 | - |" in md
+
+
+def test_refuses_a_users_folder_before_any_work(tmp_path, monkeypatch):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    monkeypatch.setattr("eatt.flow.check_tools", lambda *a: pytest.fail("went on"))
+    with pytest.raises(OutputError, match="not made by eatt"):
+        run_flow(WINDOW, random_weights(WINDOW, 1), out_dir=mine)
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+
+
+def test_takes_back_a_flow_folder_written_before_the_marker(tmp_path, monkeypatch):
+    """An earlier eatt's runs/flow (core sub-folders, no marker) is not refused."""
+    old = tmp_path / "flow"
+    (old / "eatt").mkdir(parents=True)
+    (old / "eatt" / "core.onnx").write_bytes(b"")
+    (old / "window").mkdir()
+
+    def stop(*args):
+        raise ToolMissing("stop here")
+
+    monkeypatch.setattr("eatt.flow.check_tools", stop)
+    with pytest.raises(ToolMissing, match="stop here; nothing was written"):
+        run_flow(WINDOW, random_weights(WINDOW, 1), out_dir=old)
+    (old / "eatt" / "notes.txt").write_text("")
+    (old / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError):
+        run_flow(WINDOW, random_weights(WINDOW, 1), out_dir=old)
+
+
+def test_missing_compiler_is_reported_before_any_work(tmp_path, monkeypatch):
+    """No g++ on PATH: ToolMissing in one line before the folder is made (the CLI's exit 3)."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.delenv("CXX", raising=False)
+    out = tmp_path / "flow"
+    with pytest.raises(ToolMissing, match=r"^g\+\+ not found.*nothing was written") as err:
+        run_flow(WINDOW, random_weights(WINDOW, 1), out_dir=out, resources=False)
+    assert "\n" not in str(err.value)
+    assert not out.exists()
