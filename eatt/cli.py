@@ -115,7 +115,7 @@ def cmd_hls(args) -> int:
     from eatt.config import load_config
 
     try:
-        from eatt.hls.project import ToolMissing, synth, write_project
+        from eatt.hls.project import BuildError, ToolMissing, synth, write_project
     except ImportError as err:
         raise CommandError(
             f"hls needs hls4ml ({err}); nothing was written", EXIT_TOOL_MISSING
@@ -138,7 +138,10 @@ def cmd_hls(args) -> int:
         if not (math.isfinite(args.clock) and args.clock > 0):
             raise CommandError(f"--clock: must be a period in ns > 0, got {args.clock}")
         kwargs["clock_ns"] = args.clock
-    result = write_project(source, args.output, **kwargs)
+    try:
+        result = write_project(source, args.output, **kwargs)
+    except BuildError as err:  # g++ failed on the project: its output is above
+        raise CommandError(str(err), EXIT_CHECK_FAILED) from None
     if args.synth and result["ok"]:
         try:
             result["synth"] = synth(args.output)
@@ -330,7 +333,7 @@ def cmd_flow(args) -> int:
     if args.vectors < 1:
         raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
     check_rtl_size(cfg)
-    from eatt.rtl_sim.tools import ToolMissing
+    from eatt.hls.project import BuildError
 
     try:
         result = run_flow(
@@ -342,11 +345,8 @@ def cmd_flow(args) -> int:
             resources=not args.no_resources,
             window=not args.no_window,
         )
-    except ToolMissing as err:
-        raise CommandError(
-            f"{err} (the stages before RTL simulation were written to {args.output})",
-            EXIT_TOOL_MISSING,
-        ) from None
+    except BuildError as err:  # g++ failed on the HLS project: its output is above
+        raise CommandError(str(err), EXIT_CHECK_FAILED) from None
     _emit(result, args.json, format_flow)
     return EXIT_OK if result["ok"] else EXIT_CHECK_FAILED
 
