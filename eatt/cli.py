@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_TOOL_MISSING = 0, 1, 2, 3
+SIMULATORS = {"verilator": "Verilator", "icarus": "Icarus Verilog"}
 
 
 class CommandError(Exception):
@@ -196,7 +197,7 @@ def cmd_sim(args) -> int:
     if args.vectors < 1:
         raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
     try:
-        result = simulate(args.dir, vectors=args.vectors, seed=args.seed)
+        result = simulate(args.dir, vectors=args.vectors, seed=args.seed, simulator=args.simulator)
     except ToolMissing as err:
         raise CommandError(str(err), EXIT_TOOL_MISSING) from None
     except RuntimeError as err:  # a handshake assertion or a failed build: the check failed
@@ -204,9 +205,12 @@ def cmd_sim(args) -> int:
 
     def text(r: dict) -> str:
         lines = [
-            f"RTL simulation (Verilator + cocotb): {r['vectors']} vectors, "
+            f"RTL simulation ({SIMULATORS[r.get('simulator', 'verilator')]} + cocotb): "
+            f"{r['vectors']} vectors, "
             f"{r['mismatches']} mismatching; latency {r['latency_cycles']} cycles, "
-            f"II {r['ii_cycles']} cycles; sim {r['sim_seconds']:.2f} s",
+            f"II {r['ii_cycles']} cycles; build {r['build_seconds']:.1f} s"
+            + (" (cached)" if r.get("cached_build") else "")
+            + f", sim {r['sim_seconds']:.2f} s",
         ]
         if r.get("first_mismatch"):
             lines.append(f"  first mismatch: {r['first_mismatch']['message']}")
@@ -410,10 +414,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     p.set_defaults(func=cmd_rtl)
 
-    p = sub.add_parser("sim", help="simulate an RTL folder in Verilator, compare with golden")
+    p = sub.add_parser("sim", help="simulate an RTL folder (Verilator, Icarus) vs golden")
     p.add_argument("dir", metavar="DIR", help="a folder written by `eatt rtl`")
     p.add_argument("--vectors", type=int, default=1000, help="vectors (edge vectors first)")
     p.add_argument("--seed", type=int, default=1, help="seed of the random vectors")
+    p.add_argument(
+        "--simulator",
+        choices=sorted(SIMULATORS),
+        default="verilator",
+        help="verilator (2-state, fast) or icarus (4-state: unknown values show as X)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_sim)
 

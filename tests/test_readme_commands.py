@@ -9,6 +9,7 @@ train) take it from a fixture made once per module.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -149,9 +150,13 @@ def test_rtl(rtl_dirs):
 
 
 @pytest.mark.rtl
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 @pytest.mark.parametrize("name", ["alignment", "attention", "window"])
-def test_sim(rtl_dirs, name):
-    r = both_modes(["sim", str(rtl_dirs[name]), "--vectors", "40"], "result: PASS")
+def test_sim(rtl_dirs, name, simulator):
+    if simulator == "icarus" and shutil.which("iverilog") is None:
+        pytest.skip("Icarus Verilog not installed (apt-get install iverilog)")
+    args = ["sim", str(rtl_dirs[name]), "--vectors", "40", "--simulator", simulator]
+    r = both_modes(args, "result: PASS")
     assert r["mismatches"] == 0 and r["vectors"] == 40
 
 
