@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from eatt.config import check_vectors  # light: no torch, no hls4ml
+
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_TOOL_MISSING = 0, 1, 2, 3
 SIMULATORS = {"verilator": "Verilator", "icarus": "Icarus Verilog"}
 
@@ -65,6 +67,7 @@ def cmd_golden(args) -> int:
     cfg, weights = _load_core(args)
     if args.vectors < 1:
         raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
+    check_vectors(cfg, args.vectors)
     result = golden_check(cfg, weights, vectors=args.vectors, seed=args.seed)
     _emit(result, args.json, format_golden_check)
     return EXIT_OK if result["ok"] else EXIT_CHECK_FAILED
@@ -92,6 +95,8 @@ def cmd_export(args) -> int:
         cfg, weights = _load_core(args)
     if args.check is not None and args.check < 1:
         raise CommandError(f"--check: must be >= 1, got {args.check}")
+    if args.check:
+        check_vectors(cfg, args.check, "--check")
     from eatt.outdir import check_output_file
 
     check_output_file(args.output)
@@ -130,6 +135,8 @@ def cmd_hls(args) -> int:
         from eatt.config import default_config
 
         source = default_config()
+    if not args.onnx:
+        check_vectors(source, args.vectors)
     kwargs = {"seed": args.seed, "backend": args.backend, "vectors": args.vectors}
     if args.part is not None:
         if not args.part.strip():
@@ -196,6 +203,13 @@ def cmd_sim(args) -> int:
 
     if args.vectors < 1:
         raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
+    from eatt.config import CoreConfig
+    from eatt.rtl_sim.generate import load_metadata
+
+    meta = load_metadata(args.dir)
+    check_vectors(
+        CoreConfig.from_dict(meta["config"], source=f"{args.dir}/metadata.json"), args.vectors
+    )
     try:
         result = simulate(args.dir, vectors=args.vectors, seed=args.seed, simulator=args.simulator)
     except ToolMissing as err:
@@ -337,6 +351,7 @@ def cmd_flow(args) -> int:
     if args.vectors < 1:
         raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
     check_rtl_size(cfg)
+    check_vectors(cfg, args.vectors)
     from eatt.hls.project import BuildError
 
     try:

@@ -270,6 +270,21 @@ def _validate_size(c: CoreConfig) -> None:
         )
 
 
+#: most memory the test vectors of one check may take (inputs, golden outputs, their copies)
+MAX_VECTOR_GB = 8.0
+
+
+def check_vectors(c: CoreConfig, n: int, flag: str = "--vectors") -> None:
+    """Refuse, before any work, more test vectors than fit in memory (one-line ConfigError)."""
+    per_vector = (2 * c.len_q + c.len_k) * c.dim * 8 * 8  # int64 and float copies
+    gb = n * per_vector / 1e9
+    if gb > MAX_VECTOR_GB:
+        most = int(MAX_VECTOR_GB * 1e9 // per_vector)
+        raise ConfigError(
+            f"{flag}: {n:,} vectors of this core would need about {gb:,.0f} GB; at most {most:,}"
+        )
+
+
 def rtl_megabytes(c: CoreConfig) -> float:
     """Estimated SystemVerilog of the unrolled core (kinds eatt/dot), in MB."""
     if c.kind == "window":  # sequential: its size grows with the memory, not with len_k x dim
@@ -343,6 +358,8 @@ def read_mapping(path: str | os.PathLike) -> dict:
     Shared by every config file of the toolkit (cores here, models in eatt.model.seq2seq).
     """
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder, not a config file")
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
     try:

@@ -848,7 +848,8 @@ def load_checkpoint(
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:
-        raise ValueError(f"{path}: not a checkpoint ({_first_line(err)})") from None
+        why = _first_line(err).split(". ")[0]
+        raise ValueError(f"{path}: not a checkpoint written by eatt train ({why})") from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
         raise ValueError(f"{path}: not a seq2seq checkpoint (format {found!r})")

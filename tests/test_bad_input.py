@@ -89,6 +89,12 @@ CASES = [
     ("core too big for golden", ["golden", "--config", "huge.yaml"], 2, "GB"),
     ("core too big for RTL", ["rtl", "--config", "big_rtl.yaml", "-o", "r"], 2, "MB"),
     ("model too big", ["train", "big_model.yaml", "-o", "m"], 2, "parameters"),
+    ("too many vectors", ["golden", "--vectors", "100000000"], 2, "at most"),
+    ("export --check too many", ["export", "-o", "c.onnx", "--check", "100000000"], 2, "--check"),
+    ("not a checkpoint", ["evaluate", "afile"], 2, "not a checkpoint"),
+    ("not an ONNX file", ["hls", "afile", "-o", "p"], 2, "afile"),
+    ("sim of a user's folder", ["sim", "notes"], 2, "not an RTL directory"),
+    ("resources of a user's folder", ["resources", "notes"], 2, "not an RTL directory"),
 ]
 
 # experiment -o . writes into ./qat: make that a user's folder in the case
@@ -196,7 +202,7 @@ def test_sigint_exits_130(tmp_path):
     import time
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "eatt.cli", "golden", "--vectors", "2000000"],
+        [sys.executable, "-m", "eatt.cli", "golden", "--vectors", "1000000"],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
