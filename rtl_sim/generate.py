@@ -1163,5 +1163,15 @@ def load_metadata(out_dir: str | os.PathLike) -> dict:
 
 
 def load_weights(out_dir: str | os.PathLike, meta: dict) -> CoreWeights:
-    with np.load(Path(out_dir) / meta["weights"]) as data:
-        return CoreWeights(*(data[name].astype(np.int64) for name in CoreWeights.NAMES))
+    path = Path(out_dir) / meta["weights"]
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            missing = [name for name in CoreWeights.NAMES if name not in data.files]
+            if missing:
+                raise ValueError(f"{path}: no array {missing[0]!r} (has {', '.join(data.files)})")
+            return CoreWeights(*(data[name].astype(np.int64) for name in CoreWeights.NAMES))
+    except (OSError, EOFError, ValueError, AttributeError) as err:
+        if isinstance(err, ValueError) and str(err).startswith(str(path)):
+            raise
+        why = "not an .npz archive" if "pickle" in str(err) else str(err).splitlines()[0]
+        raise ValueError(f"{path}: not a weights file written by eatt rtl ({why})") from None
