@@ -112,9 +112,7 @@ def track(items: Iterable[T], total: int, what: str) -> Iterator[T]:
         from rich.progress import track as rich_track
 
         console = Console(stderr=True)
-        yield from rich_track(
-            items, total=total, description=what, transient=True, console=console
-        )
+        yield from rich_track(items, total=total, description=what, transient=True, console=console)
         return
     start = time.perf_counter()
     tenth = max(1, total // 10)
