@@ -15,8 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from eatt.config import check_vectors  # light: no torch, no hls4ml
+from eatt.progress import step
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_TOOL_MISSING = 0, 1, 2, 3
+#: an unexpected error (a bug): one line, EATT_DEBUG=1 for the traceback (BSD's EX_SOFTWARE)
+EXIT_INTERNAL = 70
 SIMULATORS = {"verilator": "Verilator", "icarus": "Icarus Verilog"}
 
 
@@ -55,6 +58,9 @@ def _load_core(args) -> tuple:
 def cmd_energy(args) -> int:
     from eatt.model import energy
 
+    for flag, value in (("--length", args.length), ("--dim", args.dim)):
+        if not 1 <= value <= 10**9:  # counts stay exact floats; far past any real model
+            raise CommandError(f"{flag}: must be in [1, 1000000000], got {value}")
     report = energy.energy_report(args.length, args.dim, table=args.table)
     _emit(report, args.json, energy.format_energy_table)
     return EXIT_OK
@@ -68,7 +74,8 @@ def cmd_golden(args) -> int:
     if args.vectors < 1:
         raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
     check_vectors(cfg, args.vectors)
-    result = golden_check(cfg, weights, vectors=args.vectors, seed=args.seed)
+    with step(f"golden model check of the {cfg.kind} core ({args.vectors} vectors)"):
+        result = golden_check(cfg, weights, vectors=args.vectors, seed=args.seed)
     _emit(result, args.json, format_golden_check)
     return EXIT_OK if result["ok"] else EXIT_CHECK_FAILED
 
@@ -103,7 +110,8 @@ def cmd_export(args) -> int:
     result = export.export_core(cfg, weights, args.output)
     ok = True
     if args.check:
-        result["check"] = export.check_export(args.output, vectors=args.check, seed=args.seed)
+        with step(f"qonnx execution of {args.output} ({args.check} vectors)"):
+            result["check"] = export.check_export(args.output, vectors=args.check, seed=args.seed)
         ok = result["check"]["ok"]
 
     def text(r: dict) -> str:
@@ -309,19 +317,25 @@ def cmd_evaluate(args) -> int:
     from eatt.model.evaluate import evaluate, format_evaluation
 
     _threads(args.threads)
-    if args.beam < 1:
-        raise CommandError(f"--beam: must be >= 1, got {args.beam}")
-    if not (math.isfinite(args.alpha) and args.alpha >= 0):
-        raise CommandError(f"--alpha: must be a finite number >= 0, got {args.alpha}")
+    if not 1 <= args.beam <= 256:
+        raise CommandError(f"--beam: must be in [1, 256], got {args.beam}")
+    if not (math.isfinite(args.alpha) and 0 <= args.alpha <= 10):
+        raise CommandError(f"--alpha: must be a number in [0, 10], got {args.alpha}")
     from eatt.model.train import resolve_device
 
     try:
         resolve_device(args.device)
     except ValueError as err:
         raise CommandError(f"--{err}") from None
-    result = evaluate(
-        args.checkpoint, beam=args.beam, alpha=args.alpha, split=args.split, device=args.device
-    )
+    checkpoint = Path(args.checkpoint)
+    if checkpoint.is_dir():
+        raise CommandError(f"{checkpoint}: is a folder; give its best.pt or last.pt")
+    if not checkpoint.is_file():
+        raise CommandError(f"{checkpoint}: no such checkpoint file")
+    with step(f"decoding the {args.split} split with {args.checkpoint} (beam {args.beam})"):
+        result = evaluate(
+            args.checkpoint, beam=args.beam, alpha=args.alpha, split=args.split, device=args.device
+        )
     _emit(result, args.json, format_evaluation)
     return EXIT_OK
 
@@ -519,12 +533,14 @@ def _one_line_os_error(err: OSError) -> str:
 
 
 def _terminate(signum, frame) -> None:
-    """SIGTERM ends a command like Ctrl-C: cleanups run, temporary files go."""
-    raise _Terminated()
+    """SIGTERM / SIGHUP end a command like Ctrl-C: cleanups run, temporary files go."""
+    raise _Terminated(signum)
 
 
 class _Terminated(KeyboardInterrupt):
-    pass
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -536,7 +552,8 @@ def main(argv: list[str] | None = None) -> int:
     from eatt.config import ConfigError
     from eatt.rtl_sim.tools import ToolMissing
 
-    previous = signal.signal(signal.SIGTERM, _terminate) if threading_main() else None
+    held = (signal.SIGTERM, signal.SIGHUP)  # end like Ctrl-C: cleanups run, temporaries go
+    previous = {sig: signal.signal(sig, _terminate) for sig in held} if threading_main() else {}
     try:
         args = build_parser().parse_args(argv)
         code = args.func(args)
@@ -562,15 +579,24 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         print("eatt: error: out of memory (a smaller core or fewer --vectors)", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except _Terminated:
+    except _Terminated as err:
         print("eatt: terminated", file=sys.stderr)
-        return 143
+        return 128 + err.signum
     except KeyboardInterrupt:
         print("eatt: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:  # a bug: still one line, and the traceback on request
+        if os.environ.get("EATT_DEBUG"):
+            raise
+        print(
+            f"eatt: internal error: {type(err).__name__}: {first_line(err)} "
+            "(please report it; EATT_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def threading_main() -> bool:

@@ -387,6 +387,8 @@ def read_mapping(path: str | os.PathLike) -> dict:
             raise ConfigError(
                 f"{path}: cannot parse: line {err.lineno}, column {err.colno}: {err.msg}"
             ) from None
+        except RecursionError:
+            raise ConfigError(f"{path}: cannot parse: nested too deeply") from None
     else:
         import yaml
 
@@ -394,6 +396,10 @@ def read_mapping(path: str | os.PathLike) -> dict:
             data = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 (a SafeLoader)
         except yaml.YAMLError as err:
             raise ConfigError(f"{path}: cannot parse: {_yaml_error(err)}") from None
+        except RecursionError:
+            raise ConfigError(f"{path}: cannot parse: nested too deeply") from None
+        except (ValueError, OverflowError) as err:  # a value PyYAML cannot build (a bad date)
+            raise ConfigError(f"{path}: cannot parse: {first_line(err)}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

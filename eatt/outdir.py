@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,34 +41,55 @@ def _marker_text(what: str) -> str:
     return json.dumps({"made_by": "eatt", "what": what}) + "\n"
 
 
-def is_ours(path: Path, legacy: Legacy = None) -> bool:
-    """True when `path` is a folder eatt made: it has the marker (or passes `legacy`, the test
-    for folders written before the marker existed)."""
-    if (path / MARKER).is_file():
-        return True
+def marker_kind(path: Path) -> str | None:
+    """What eatt wrote into `path` (the marker's "what"); None without a marker."""
+    marker = path / MARKER
+    if not marker.is_file():
+        return None
+    try:
+        data = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return ""
+    return str(data.get("what", "")) if isinstance(data, dict) else ""
+
+
+def is_ours(path: Path, what: str, legacy: Legacy = None) -> bool:
+    """True when `path` is a `what` folder eatt made: its marker says so (or, without a marker,
+    it passes `legacy`, the test for folders written before the marker existed)."""
+    kind = marker_kind(path)
+    if kind is not None:
+        return kind == what
     return bool(legacy is not None and legacy(path))
 
 
 def check_output_dir(path: str | os.PathLike, what: str, legacy: Legacy = None) -> Path:
-    """The absolute output folder, or OutputError when eatt must not write there."""
+    """The real (absolute, symlinks resolved) output folder, or OutputError when eatt must not
+    write a `what` there: a file, a path under a file, the current folder or one holding it,
+    an eatt folder of another kind, or a non-empty folder eatt did not make."""
     raw = Path(path)
-    out = Path(os.path.abspath(raw))
+    if str(path) == "":
+        raise OutputError("-o: an empty path; give a folder")
+    out = Path(os.path.realpath(raw))
     for parent in out.parents:
         if parent.exists() and not parent.is_dir():
             raise OutputError(f"{raw}: {parent} is a file, not a folder")
         if parent.is_dir():
             break
-    if out.exists() or out.is_symlink():
+    if out.exists():
         if not out.is_dir():
             raise OutputError(f"{raw}: exists and is not a folder; give a folder for the {what}")
         cwd = Path.cwd().resolve()
-        real = out.resolve()
-        if real == cwd or real in cwd.parents:
+        if out == cwd or out in cwd.parents:
             raise OutputError(f"{raw}: is the current folder (or holds it); give a new folder")
-        if any(out.iterdir()) and not is_ours(out, legacy):
+        kind = marker_kind(out)
+        if kind is not None and kind != what:
+            raise OutputError(
+                f"{raw}: holds an eatt {kind or 'output'}, not a {what}; give another folder"
+            )
+        if kind is None and any(out.iterdir()) and not (legacy is not None and legacy(out)):
             raise OutputError(
                 f"{raw}: folder is not empty and was not made by eatt ({MARKER} missing); "
-                "refusing to replace it: give a new or empty folder"
+                "refusing to write into it: give a new or empty folder"
             )
     return out
 
@@ -75,8 +97,8 @@ def check_output_dir(path: str | os.PathLike, what: str, legacy: Legacy = None) 
 @contextmanager
 def replaced_dir(path: str | os.PathLike, what: str, legacy: Legacy = None) -> Iterator[Path]:
     """Yield an empty temporary folder beside `path`; when the block ends without an error it
-    replaces `path` (an earlier folder of ours there is removed). On any error or interrupt the
-    temporary folder is removed and `path` is left as it was."""
+    replaces `path` (an earlier `what` folder of ours there is removed). On any error or
+    interrupt the temporary folder is removed and `path` is left as it was."""
     out = check_output_dir(path, what, legacy)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
@@ -90,25 +112,39 @@ def replaced_dir(path: str | os.PathLike, what: str, legacy: Legacy = None) -> I
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+#: signals held back while a folder is swapped, so an interrupt lands before or after it
+_HELD = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
 def _swap_in(tmp: Path, out: Path) -> None:
-    """Move tmp onto out; the old out goes aside first and is restored if the move fails."""
-    if not out.exists():
-        os.replace(tmp, out)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    """Move tmp onto out; the old out goes aside first and comes back if the move fails. Ctrl-C,
+    SIGTERM and SIGHUP wait until the swap is over (they are delivered right after it)."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
     try:
+        if not out.exists():
+            os.replace(tmp, out)
+            return
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
         os.replace(out, old / "d")
         try:
             os.replace(tmp, out)
         except BaseException:
-            os.replace(old / "d", out)
+            try:
+                os.replace(old / "d", out)
+            except OSError as err:
+                raise OSError(
+                    err.errno, f"could not put the old folder back; it is kept at {old / 'd'}"
+                ) from None
+            old.rmdir()
             raise
-    finally:
         shutil.rmtree(old, ignore_errors=True)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def claim_dir(path: str | os.PathLike, what: str, legacy: Legacy = None) -> Path:
-    """Create `path` (or take back a folder of ours) for writing step by step; marks it."""
+    """Create `path` (or take back a `what` folder of ours, or an empty one) for writing step
+    by step; marks it."""
     out = check_output_dir(path, what, legacy)
     out.mkdir(parents=True, exist_ok=True)
     marker = out / MARKER

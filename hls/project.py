@@ -83,8 +83,19 @@ PART_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 def is_legacy_project(path: Path) -> bool:
-    """An eatt HLS project written before the output marker existed (it has METADATA)."""
-    return (path / METADATA).is_file()
+    """An eatt HLS project written before the output marker existed: it has METADATA and
+    nothing but what hls4ml, eatt and the vendor tools write there (a user's file makes it not
+    ours)."""
+    if not (path / METADATA).is_file():
+        return False
+    for entry in path.iterdir():
+        name = entry.name
+        if entry.is_dir():
+            if name not in ("firmware", "tb_data") and not name.endswith("_prj"):
+                return False
+        elif not name.endswith((".tcl", ".sh", ".cpp", ".h", ".yml", ".json", ".log", ".so")):
+            return False
+    return True
 
 
 #: the C++ compiler hls4ml's build_lib.sh calls (CC=g++, run by /bin/bash) for compile()

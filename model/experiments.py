@@ -193,8 +193,18 @@ def _run_one(
 
 
 def _legacy_experiment_dir(path: Path) -> bool:
-    """An experiment folder written before the output marker."""
-    return (path / "results.json").is_file() or (path / "results.md").is_file()
+    """An experiment folder written before the output marker: its runs and results only."""
+    names = {p.name for p in path.iterdir()}
+    known = {"runs", "results.json", "results.md", "results.png"}
+    return bool(names & {"runs", "results.json"}) and all(
+        n in known or n.endswith((".png", ".json", ".md")) for n in names
+    )
+
+
+def _drop_results(folder: Path) -> None:
+    """An earlier run's table must not outlive a run that fails or is interrupted."""
+    for name in ("results.json", "results.md"):
+        (folder / name).unlink(missing_ok=True)
 
 
 def run_experiment(
@@ -232,6 +242,7 @@ def run_experiment(
             raise ValueError(f"seeds: distinct integers >= 0, at least one, got {list(seeds)}")
         plan = replace(plan, seeds=seeds)
     folder = claim_dir(Path(out_dir) / name, "experiment", legacy=_legacy_experiment_dir)
+    _drop_results(folder)
     start = time.perf_counter()
     jobs = [
         (v, seed, folder / "runs" / f"{v.label}-seed{seed}")
@@ -806,6 +817,7 @@ STAGED_EXPERIMENTS = {
 
 def _run_window_experiment(name: str, quick: bool, out_dir: Path, quiet: bool) -> dict:
     folder = claim_dir(out_dir / name, "experiment", legacy=_legacy_experiment_dir)
+    _drop_results(folder)
     start = time.perf_counter()
     report = {"experiment": name, "quick": quick, **STAGED_EXPERIMENTS[name](quick, folder, quiet)}
     report["seconds"] = time.perf_counter() - start

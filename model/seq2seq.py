@@ -843,6 +843,8 @@ def load_checkpoint(
     ValueError that starts with the path.
     """
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a folder; give its best.pt or last.pt")
     if not path.is_file():
         raise ValueError(f"{path}: no such checkpoint file")
     try:
@@ -863,6 +865,6 @@ def load_checkpoint(
         model.load_state_dict(payload["state_dict"])
     except KeyError as err:
         raise ValueError(f"{path}: checkpoint lacks {err}") from None
-    except (ValueError, RuntimeError, ConfigError) as err:
+    except (ValueError, RuntimeError, ConfigError, TypeError, AttributeError) as err:
         raise ValueError(f"{path}: {_first_line(err)}") from None
     return model.to(device).eval(), src_vocab, tgt_vocab, payload

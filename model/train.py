@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from eatt.config import ConfigError, atomic_write_text
-from eatt.outdir import claim_dir
+from eatt.outdir import check_output_dir, claim_dir
 
 from .data import (
     PAD,
@@ -173,8 +173,10 @@ def learning_rate(step: int, cfg: TrainConfig) -> float:
 
 
 def _legacy_run_dir(path: Path) -> bool:
-    """A training folder written before the output marker."""
-    return (path / "train.json").is_file() or (path / "last.pt").is_file()
+    """A training folder written before the output marker: last.pt and nothing else but
+    what training writes."""
+    names = {p.name for p in path.iterdir()}
+    return "last.pt" in names and names <= {"last.pt", "best.pt", "train.json"}
 
 
 def resolve_device(name: str) -> torch.device:
@@ -316,7 +318,7 @@ def _train(
     out_dir: str | os.PathLike,
     data: TranslationData | None,
 ) -> dict:
-    out = claim_dir(out_dir, "training run", legacy=_legacy_run_dir)
+    check_output_dir(out_dir, "training run", legacy=_legacy_run_dir)  # before any work
     device = resolve_device(train_cfg.device)
     torch.manual_seed(train_cfg.seed)
     if data is None:
@@ -324,6 +326,9 @@ def _train(
     model = build_model(model_cfg, len(data.src_vocab), len(data.tgt_vocab))
     if train_cfg.init_checkpoint:
         _load_weights(model, train_cfg.init_checkpoint)
+    out = claim_dir(out_dir, "training run", legacy=_legacy_run_dir)
+    # an earlier run's summary must not sit beside this run's checkpoints
+    (out / "train.json").unlink(missing_ok=True)
     model = model.to(device)
     model.train()
     optimizer = torch.optim.Adam(

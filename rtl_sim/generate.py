@@ -1115,13 +1115,23 @@ def generate_rtl(
     return meta
 
 
+#: what an RTL folder held besides its sources before the marker: run results and builds
+_LEGACY_RTL_EXTRA = {"metadata.json", "weights.npz", "sim", "sim_build", "synth", "da4ml"}
+
+
 def _legacy_rtl_dir(path: Path) -> bool:
-    """An RTL folder written before the output marker: its metadata.json names our generator."""
+    """An RTL folder written before the output marker: its metadata.json names our generator
+    and it holds nothing but what eatt writes there (a user's file makes it not ours)."""
     try:
         meta = json.loads((path / "metadata.json").read_text())
     except (OSError, ValueError):
         return False
-    return isinstance(meta, dict) and str(meta.get("generator", "")).startswith(("eatt", "da4ml"))
+    if not isinstance(meta, dict) or not str(meta.get("generator", "")).startswith(
+        ("eatt", "da4ml")
+    ):
+        return False
+    sources = {str(s).split("/")[0] for s in meta.get("sources", [])}
+    return {p.name for p in path.iterdir()} <= sources | _LEGACY_RTL_EXTRA
 
 
 def write_rtl_dir(

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from eatt.cli import main
+from eatt.outdir import MARKER
 
 
 def snapshot(root: Path) -> dict[str, tuple]:
@@ -59,6 +60,22 @@ def user_tree(tmp_path: Path) -> Path:
     (tmp_path / "big_rtl.yaml").write_text("kind: eatt\nlen_q: 64\nlen_k: 64\ndim: 256\nheads: 2\n")
     (tmp_path / "big_model.yaml").write_text("model: {dim: 65536, heads: 8, enc_layers: 64}\n")
     (tmp_path / "run.yaml").write_text("model: {dim: 16, heads: 2}\ntrain: {steps: 2}\n")
+    (tmp_path / "cuda.yaml").write_text("model: {dim: 16, heads: 2}\ntrain: {device: cuda}\n")
+    (tmp_path / "date.yaml").write_text("kind: eatt\ndate: 2020-13-45\n")
+    # eatt's own folders of other kinds: a training run and an RTL folder
+    run = tmp_path / "ourrun"
+    run.mkdir()
+    (run / MARKER).write_text('{"made_by": "eatt", "what": "training run"}\n')
+    (run / "last.pt").write_bytes(b"weights")
+    rtl = tmp_path / "ourrtl"
+    rtl.mkdir()
+    (rtl / MARKER).write_text('{"made_by": "eatt", "what": "RTL"}\n')
+    (rtl / "top.sv").write_text("module top; endmodule\n")
+    # an RTL folder from before the marker, copied into a user's project with their files
+    copied = tmp_path / "copied"
+    copied.mkdir()
+    (copied / "metadata.json").write_text('{"generator": "eatt.rtl_sim.generate", "sources": []}')
+    (copied / "NOTES.md").write_text("mine\n")
     return tmp_path
 
 
@@ -90,6 +107,15 @@ CASES = [
     ("core too big for RTL", ["rtl", "--config", "big_rtl.yaml", "-o", "r"], 2, "MB"),
     ("model too big", ["train", "big_model.yaml", "-o", "m"], 2, "parameters"),
     ("too many vectors", ["golden", "--vectors", "100000000"], 2, "at most"),
+    ("rtl into a training run", ["rtl", "-o", "ourrun"], 2, "eatt training run"),
+    ("hls into an RTL folder", ["hls", "-o", "ourrtl"], 2, "eatt RTL"),
+    ("train into an RTL folder", ["train", "run.yaml", "-o", "ourrtl"], 2, "eatt RTL"),
+    ("rtl into a copied RTL folder", ["rtl", "-o", "copied"], 2, "not made by eatt"),
+    ("train on a missing GPU", ["train", "cuda.yaml", "-o", "newrun"], 2, "CUDA"),
+    ("energy --length huge", ["energy", "--length", "1" + "0" * 30, "--dim", "8"], 2, "--length"),
+    ("evaluate --beam huge", ["evaluate", "best.pt", "--beam", "100000"], 2, "--beam"),
+    ("evaluate a folder", ["evaluate", "notes"], 2, "is a folder"),
+    ("YAML bad date", ["golden", "--config", "date.yaml"], 2, "date.yaml"),
     ("export --check too many", ["export", "-o", "c.onnx", "--check", "100000000"], 2, "--check"),
     ("not a checkpoint", ["evaluate", "afile"], 2, "not a checkpoint"),
     ("not an ONNX file", ["hls", "afile", "-o", "p"], 2, "afile"),
@@ -238,3 +264,36 @@ def test_missing_compiler_exits_3(tmp_path):
     assert r.returncode == 3, r.stderr[-2000:]
     last = r.stderr.strip().splitlines()[-1]
     assert "Traceback" not in r.stderr and "g++" in last
+
+
+def test_sighup_ends_like_an_interrupt(tmp_path):
+    """The terminal closed: cleanups run, exit 128 + SIGHUP, one line."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eatt.cli", "golden", "--vectors", "1000000"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(4)
+    proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGHUP, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "eatt: terminated"
+
+
+def test_a_bug_is_one_line_with_exit_70(monkeypatch, capsys):
+    """An unexpected exception (a bug) is still one line, never exit 1 ('a check failed')."""
+    import eatt.cli as cli
+
+    def broken(args):
+        raise TypeError("unsupported operand")
+
+    monkeypatch.setattr(cli, "cmd_energy", broken)
+    monkeypatch.delenv("EATT_DEBUG", raising=False)
+    assert cli.main(["energy", "--length", "4", "--dim", "8"]) == 70
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "internal error: TypeError: unsupported operand" in err[0]
