@@ -48,12 +48,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from eatt.config import CoreConfig
-from eatt.outdir import check_output_dir, replaced_dir
+from eatt.outdir import OutputError, check_output_dir, replaced_dir
 from eatt.quant.golden import (
     CoreWeights,
     Formats,
@@ -1134,6 +1135,23 @@ def _legacy_rtl_dir(path: Path) -> bool:
     return {p.name for p in path.iterdir()} <= sources | _LEGACY_RTL_EXTRA
 
 
+@contextmanager
+def _no_sim_running(out: Path):
+    """Hold `eatt sim`'s folder lock while the folder is replaced; refuse if a simulation of
+    it is running (it would lose its folder halfway)."""
+    from eatt.rtl_sim.procs import try_lock
+
+    lock = Path(out) / "sim" / ".lock"
+    fd = try_lock(lock) if lock.is_file() else None
+    if lock.is_file() and fd is None:
+        raise OutputError(f"{out}: an eatt sim of this folder is running; wait for it to end")
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 def write_rtl_dir(
     out: Path, generated: dict[str, str], hand_written: list[str], weights: CoreWeights, meta: dict
 ) -> None:
@@ -1141,7 +1159,7 @@ def write_rtl_dir(
     of hand-written ones from rtl_sim/rtl/, weights.npz and metadata.json are written to a
     temporary directory beside `out`, which then replaces `out` (a reader never sees half of it,
     no stale file stays). A folder eatt did not make is refused (OutputError), never replaced."""
-    with replaced_dir(out, "RTL", legacy=_legacy_rtl_dir) as tmp:
+    with _no_sim_running(out), replaced_dir(out, "RTL", legacy=_legacy_rtl_dir) as tmp:
         for name, text in generated.items():
             (tmp / name).write_text(text)
         for name in hand_written:

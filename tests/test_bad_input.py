@@ -297,3 +297,26 @@ def test_a_bug_is_one_line_with_exit_70(monkeypatch, capsys):
     assert cli.main(["energy", "--length", "4", "--dim", "8"]) == 70
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "internal error: TypeError: unsupported operand" in err[0]
+
+
+def test_rtl_refuses_a_folder_being_simulated(tmp_path):
+    """`eatt rtl -o DIR` while `eatt sim DIR` runs (it holds DIR/sim/.lock): refused, kept."""
+    from eatt.config import default_config
+    from eatt.outdir import OutputError
+    from eatt.quant.golden import random_weights
+    from eatt.rtl_sim.generate import generate_rtl
+    from eatt.rtl_sim.procs import try_lock
+
+    cfg = default_config()
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg, 1), out)
+    (out / "sim").mkdir()
+    fd = try_lock(out / "sim" / ".lock")  # what a running simulation holds
+    try:
+        before = snapshot(tmp_path)
+        with pytest.raises(OutputError, match="eatt sim of this folder is running"):
+            generate_rtl(cfg, random_weights(cfg, 2), out)
+        assert snapshot(tmp_path) == before
+    finally:
+        os.close(fd)
+    generate_rtl(cfg, random_weights(cfg, 2), out)  # free again: replaced
