@@ -252,8 +252,12 @@ def run_experiment(
     if workers == 1:
         data = synthetic_task(plan.data)
         runs = []
-        for variant, seed, run_dir in jobs:
-            _log(f"[{name}] {variant.label} seed {seed}", quiet)
+        for i, (variant, seed, run_dir) in enumerate(jobs, 1):
+            elapsed = time.perf_counter() - start
+            _log(
+                f"[{name}] run {i}/{len(jobs)}: {variant.label} seed {seed} ({elapsed:.0f} s)",
+                quiet,
+            )
             progress = plan.train.progress and not quiet
             runs.append(_run_one(variant, seed, plan, run_dir, progress, data))
     else:
@@ -263,9 +267,14 @@ def run_experiment(
                 pool.submit(_run_one, v, seed, plan, run_dir, False) for v, seed, run_dir in jobs
             ]
             runs = []
-            for (variant, seed, _), future in zip(jobs, futures, strict=True):
+            for i, ((variant, seed, _), future) in enumerate(zip(jobs, futures, strict=True), 1):
                 runs.append(future.result())
-                _log(f"[{name}] {variant.label} seed {seed}: BLEU {runs[-1]['bleu']:.2f}", quiet)
+                elapsed = time.perf_counter() - start
+                _log(
+                    f"[{name}] run {i}/{len(jobs)} done: {variant.label} seed {seed}: BLEU "
+                    f"{runs[-1]['bleu']:.2f} ({elapsed:.0f} s)",
+                    quiet,
+                )
     rows = []
     # energy-vs-quality compares absolute energy with the first (widest vanilla) variant
     reference = runs[0]["energy_pj"] if name == "energy-vs-quality" else None
