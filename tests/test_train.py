@@ -189,8 +189,9 @@ def test_evaluate_refuses_changed_data(tmp_path):
 def test_other_experiments_smoke(tmp_path, monkeypatch, name):
     """The other experiments' plans, tables and files, with 2 training steps per run."""
     from eatt.model import experiments
+    from eatt.model.experiments import base as sizes
 
-    monkeypatch.setattr(experiments, "_QUICK_TRAIN", experiments._QUICK_TRAIN.replace(steps=2))
+    monkeypatch.setattr(sizes, "_QUICK_TRAIN", sizes._QUICK_TRAIN.replace(steps=2))
     report = experiments.run_experiment(name, quick=True, out_dir=tmp_path, quiet=True)
     table = (tmp_path / name / "results.md").read_text()
     rows = {r["label"]: r for r in report["rows"]}

@@ -421,9 +421,10 @@ def test_train_and_evaluate_windowed_and_lstm_checkpoints(tmp_path, model):
 @pytest.mark.parametrize("name", ["window", "window-eatt", "l0drop", "qat"])
 def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name):
     from eatt.model import experiments
+    from eatt.model.experiments import base as sizes
 
-    monkeypatch.setattr(experiments, "_QUICK_TRAIN", experiments._QUICK_TRAIN.replace(steps=3))
-    monkeypatch.setattr(experiments, "_QUICK_DATA", _tiny_data())
+    monkeypatch.setattr(sizes, "_QUICK_TRAIN", sizes._QUICK_TRAIN.replace(steps=3))
+    monkeypatch.setattr(sizes, "_QUICK_DATA", _tiny_data())
     report = experiments.run_experiment(name, quick=True, out_dir=tmp_path, quiet=True)
     table = (tmp_path / name / "results.md").read_text()
     saved = (tmp_path / name / "results.json").read_text()

@@ -1,0 +1,234 @@
+"""``l0drop``: BLEU against sparsity rate over lambda (Zhang et al. 2021, Fig. 4), the rule
+patterns Freq / Inv Freq / Group at the learned sparsity (Table 2), and beam-4 decoding time with
+and without the compacted memory (Algorithm 1) at long sources; the gated runs fine-tune the
+trained baseline, as the paper does."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+
+from ..data import EOS, encode_pairs, synthetic_task
+from ..evaluate import beam_search
+from ..seq2seq import load_checkpoint
+from .base import BLEU_TOLERANCE, _markdown_table, _num
+from .staged import StagedExperiment, _fine_tune, _row, _train_and_eval, _window_sizes
+
+#: lambdas of the L0Drop sweep, and the source lengths of the compaction timing
+L0_LAMBDAS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+_QUICK_L0_LAMBDAS = (0.5,)
+LONG_SOURCES = (100, 400, 1000)
+_QUICK_LONG_SOURCES = (40,)
+
+
+def _long_sources(data, length: int, batch: int) -> torch.Tensor:
+    """(batch, length) source ids: test sentences concatenated, cut to ``length`` - 1, <eos>."""
+    pairs = encode_pairs(data.test, data.src_vocab, data.tgt_vocab)
+    words = [i for p in pairs for i in p[0] if i != EOS]
+    rows = []
+    for b in range(batch):
+        start = (b * 97) % max(1, len(words) - length)
+        row = (words[start:] + words)[: length - 1]
+        rows.append(row + [EOS])
+    return torch.tensor(rows, dtype=torch.long)
+
+
+def _compaction_timing(checkpoint: str, data, lengths, steps: int, repeats: int) -> list[dict]:
+    """Beam-4 decoding seconds on the gated full memory vs the compacted memory (Algorithm 1)."""
+    model = load_checkpoint(checkpoint, "cpu")[0]
+    out = []
+    for length in lengths:
+        src = _long_sources(data, length, batch=8)
+        times, outputs = {}, {}
+        for compact in (False, True):
+            model.compact_memory = compact
+            beam_search(model, src[:1], beam=4, max_len=2)  # warm-up
+            best = float("inf")
+            for _ in range(repeats):
+                start = time.perf_counter()
+                outputs[compact] = beam_search(model, src, beam=4, max_len=steps)
+                best = min(best, time.perf_counter() - start)
+            times[compact] = best
+        model.gate_stats[:] = [0, 0]
+        model.compact_memory = True
+        memory, padding, counts = model.encode_for_decoding(src)
+        out.append(
+            {
+                "source_length": length,
+                "compacted_length": int(memory.shape[1]),
+                "seconds_full": times[False],
+                "seconds_compacted": times[True],
+                "speedup": times[False] / times[True],
+                "same_output": outputs[False] == outputs[True],
+                "sparsity_rate": model.gate_stats[0] / max(model.gate_stats[1], 1),
+            }
+        )
+    return out
+
+
+class L0Drop(StagedExperiment):
+    name = "l0drop"
+
+    def stages(self, quick: bool, folder: Path, quiet: bool) -> dict:
+        data_cfg, model, train_cfg, beam = _window_sizes(quick)
+        data = synthetic_task(data_cfg)
+        rows = []
+        summary, base = _train_and_eval("no pruning", model, train_cfg, data, folder, beam, quiet)
+        rows.append(_row("no pruning", {**base, "sparsity_rate": 0.0}, rule=None, l0_lambda=None))
+        # as the paper does (Sec. 5): fine-tune the trained baseline with the gates, per lambda;
+        # the rule patterns and the reference without gates get the same fine-tuning
+        fine_cfg = _fine_tune(train_cfg, 2, summary["checkpoint"])
+        fine_steps = fine_cfg.steps
+        _, base = _train_and_eval("no pruning +", model, fine_cfg, data, folder, beam, quiet)
+        rows.append(
+            _row(
+                "no pruning, fine-tuned", {**base, "sparsity_rate": 0.0}, rule=None, l0_lambda=None
+            )
+        )
+        first = len(rows)  # the learned rows start here
+        learned = []
+        for lam in _QUICK_L0_LAMBDAS if quick else L0_LAMBDAS:
+            cfg = model.replace(l0drop=True, l0drop_lambda=lam)
+            tuned, result = _train_and_eval(
+                f"lambda {lam}", cfg, fine_cfg, data, folder, beam, quiet
+            )
+            learned.append(tuned["checkpoint"])
+            rows.append(_row(f"L0Drop lambda {lam}", result, rule=None, l0_lambda=lam))
+        # the rule patterns at the sparsity of the learned run closest to 50% (Table 2's setting)
+        nearest = min(
+            range(len(learned)), key=lambda i: abs(rows[first + i]["sparsity_rate"] - 0.5)
+        )
+        rate = rows[first + nearest]["sparsity_rate"]
+        for rule in ("freq", "inv-freq", "group"):
+            cfg = model.replace(
+                l0drop=True, l0drop_rule=rule, l0drop_rule_rate=min(max(rate, 0), 1)
+            )
+            _, result = _train_and_eval(f"rule {rule}", cfg, fine_cfg, data, folder, beam, quiet)
+            rows.append(_row(f"rule {rule}", result, rule=rule, l0_lambda=None))
+        # the learned run with the most pruning within 0.5 BLEU of no pruning; the timing uses
+        # it, or (none within) the run nearest 50% sparsity, never a collapsed all-pruned one
+        # (against the fine-tuned reference: every compared row has seen the same steps)
+        mine = rows[first : first + len(learned)]
+        fine = [r for r in mine if r["bleu"] >= base["bleu"] - BLEU_TOLERANCE]
+        best = max(fine, key=lambda r: r["sparsity_rate"]) if fine else None
+        timed = learned[mine.index(best)] if best else learned[nearest]
+        timing = _compaction_timing(
+            timed,
+            data,
+            _QUICK_LONG_SOURCES if quick else LONG_SOURCES,
+            steps=5 if quick else 30,
+            repeats=1 if quick else 3,
+        )
+        target = {
+            "what": "L0Drop prunes >= 40% of encoder outputs within 0.5 BLEU of no pruning "
+            "(fine-tuned as long); compacted decoding faster at long sources",
+            "sparsity_rate": None if best is None else best["sparsity_rate"],
+            "bleu_reference": base["bleu"],
+            "bleu_drop": None if best is None else base["bleu"] - best["bleu"],
+            "speedup_longest": timing[-1]["speedup"],
+            "met": best is not None
+            and best["sparsity_rate"] >= 0.4
+            and timing[-1]["speedup"] > 1.0,
+        }
+        return {
+            "beam": beam,
+            "rows": rows,
+            "matched_rate": rate,
+            "timing": timing,
+            "timed_checkpoint": timed,
+            "fine_tune_steps": fine_steps,
+            "target": target,
+            "data": data_cfg.__dict__.copy(),
+            "model": model.to_dict(),
+            "train": {k: v for k, v in train_cfg.to_dict().items() if k != "data"},
+        }
+
+    def table_lines(self, report: dict) -> list[str]:
+        quick = " (quick)" if report["quick"] else ""
+        return [
+            f"l0drop{quick}: test BLEU and sparsity rate (closed gates / source tokens), beam "
+            f"{report['beam']}; rules trained at the learned sparsity closest to 50% "
+            f"({100 * report['matched_rate']:.1f}%)",
+            "",
+            *_markdown_table(
+                ["model", "sparsity %", "BLEU", "decode s"],
+                [
+                    [
+                        r["label"],
+                        _num(100 * (r["sparsity_rate"] or 0.0), ".1f"),
+                        _num(r["bleu"]),
+                        _num(r["decode_seconds"]),
+                    ]
+                    for r in report["rows"]
+                ],
+            ),
+            "",
+            "Beam-4 decoding (batch 8, CPU, best of the repeats) on the gated full memory vs the "
+            "compacted memory (Algorithm 1):",
+            "",
+            *_markdown_table(
+                [
+                    "source length",
+                    "compacted length",
+                    "full s",
+                    "compacted s",
+                    "speed-up",
+                    "same output",
+                ],
+                [
+                    [
+                        str(t["source_length"]),
+                        str(t["compacted_length"]),
+                        f"{t['seconds_full']:.3f}",
+                        f"{t['seconds_compacted']:.3f}",
+                        f"{t['speedup']:.2f}x",
+                        str(t["same_output"]),
+                    ]
+                    for t in report["timing"]
+                ],
+            ),
+        ]
+
+    def figure(self, report: dict, plt):
+        """BLEU against sparsity (the lambda sweep, the rules, the references) and the
+        decoding time of the full vs the compacted memory."""
+        rows = report["rows"]
+        fig, (ax, ax_t) = plt.subplots(1, 2, figsize=(9, 3.6))
+        learned = [r for r in rows if r["l0_lambda"] is not None]
+        ax.plot(
+            [100 * r["sparsity_rate"] for r in learned],
+            [r["bleu"] for r in learned],
+            marker="o",
+            label="L0Drop (lambda sweep)",
+        )
+        for r in rows:
+            if r["rule"] is not None or r["l0_lambda"] is None:
+                ax.scatter(
+                    [100 * (r["sparsity_rate"] or 0.0)], [r["bleu"]], marker="s", label=r["label"]
+                )
+        ax.set_xlabel("sparsity rate (%)")
+        ax.set_ylabel("test BLEU")
+        ax.legend(fontsize=7)
+        t = report["timing"]
+        ax_t.plot(
+            [x["source_length"] for x in t],
+            [x["seconds_full"] for x in t],
+            marker="o",
+            label="full gated memory",
+        )
+        ax_t.plot(
+            [x["source_length"] for x in t],
+            [x["seconds_compacted"] for x in t],
+            marker="s",
+            label="compacted (Algorithm 1)",
+        )
+        ax_t.set_xlabel("source length")
+        ax_t.set_ylabel("beam-4 decoding s (CPU)")
+        ax_t.legend(fontsize=7)
+        fig.suptitle(self.name)
+        return fig
+
+
+EXPERIMENT = L0Drop()

@@ -1,0 +1,225 @@
+"""Experiments of independent runs: every variant (one row) trained for every seed.
+
+A :class:`SeededExperiment` gives its :class:`Plan` (:meth:`SeededExperiment.plan`); the run
+loop, the aggregated rows, the table (BLEU mean +- std and analytic attention energy) and the
+bar plot are shared, with hooks for what differs (the energy reference, extra table lines, the
+figure).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+from ..data import TaskConfig, synthetic_task
+from ..evaluate import evaluate
+from ..seq2seq import ModelConfig
+from ..train import TrainConfig, train
+from .base import Experiment, _log
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One row of an experiment's table."""
+
+    label: str
+    model: ModelConfig
+
+
+@dataclass(frozen=True)
+class Plan:
+    variants: list[Variant]
+    seeds: tuple[int, ...]
+    train: TrainConfig
+    data: TaskConfig
+    beam: int = 4
+    alpha: float = 0.6
+
+
+def _run_one(
+    variant: Variant, seed: int, plan: Plan, run_dir: Path, progress: bool, data=None
+) -> dict:
+    """Train and evaluate one (variant, seed); in a worker process ``data`` is regenerated."""
+    if data is None:
+        torch.set_num_threads(1)
+        data = synthetic_task(plan.data)
+    train_cfg = plan.train.replace(seed=seed, progress=progress)
+    summary = train(variant.model, train_cfg, run_dir, data=data)
+    result = evaluate(summary["checkpoint"], beam=plan.beam, alpha=plan.alpha, data=data)
+    return {
+        "label": variant.label,
+        "seed": seed,
+        "attention": variant.model.kinds,
+        "bleu": result["bleu"],
+        "exact_match": result["exact_match"],
+        "dev_loss": summary["dev_loss"],
+        "train_seconds": summary["seconds"],
+        "energy_percent_of_vanilla": result["energy"]["percent_of_vanilla"],
+        "energy_pj": result["energy"]["energy_pj"],
+        "binarization": result["binarization"],
+        "checkpoint": summary["checkpoint"],
+    }
+
+
+class SeededExperiment(Experiment):
+    """Variants x seeds, each run trained from scratch; subclasses give :meth:`plan`."""
+
+    def plan(self, quick: bool) -> Plan:
+        raise NotImplementedError
+
+    def configured_plan(
+        self, quick: bool, steps: int | None = None, seeds: tuple[int, ...] | None = None
+    ) -> Plan:
+        """:meth:`plan` with the training length and the seeds replaced when given."""
+        plan = self.plan(quick)
+        if steps is not None:
+            plan = replace(plan, train=plan.train.replace(steps=steps))
+        if seeds is not None:
+            seeds = tuple(seeds)
+            if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+                raise ValueError(f"seeds: distinct integers >= 0, at least one, got {list(seeds)}")
+            plan = replace(plan, seeds=seeds)
+        return plan
+
+    def check(self, quick, steps, seeds) -> None:
+        self.configured_plan(quick, steps, seeds)
+
+    def run(self, quick, folder, quiet, workers, steps, seeds) -> dict:
+        plan = self.configured_plan(quick, steps, seeds)
+        runs = self._runs(plan, folder, quiet, workers)
+        return {
+            "seeds": list(plan.seeds),
+            "beam": plan.beam,
+            "alpha": plan.alpha,
+            "model": plan.variants[0].model.to_dict(),
+            "train": {k: v for k, v in plan.train.to_dict().items() if k != "data"},
+            "data": plan.data.__dict__.copy(),
+            "rows": self._rows(plan, runs),
+            "runs": runs,
+        }
+
+    def _runs(self, plan: Plan, folder: Path, quiet: bool, workers: int) -> list[dict]:
+        """Every (variant, seed) in plan order, one after another or in ``workers`` processes."""
+        name, start = self.name, time.perf_counter()
+        jobs = [
+            (v, seed, folder / "runs" / f"{v.label}-seed{seed}")
+            for v in plan.variants
+            for seed in plan.seeds
+        ]
+        runs = []
+        if workers == 1:
+            data = synthetic_task(plan.data)
+            for i, (variant, seed, run_dir) in enumerate(jobs, 1):
+                elapsed = time.perf_counter() - start
+                _log(
+                    f"[{name}] run {i}/{len(jobs)}: {variant.label} seed {seed} ({elapsed:.0f} s)",
+                    quiet,
+                )
+                progress = plan.train.progress and not quiet
+                runs.append(_run_one(variant, seed, plan, run_dir, progress, data))
+            return runs
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures = [
+                pool.submit(_run_one, v, seed, plan, run_dir, False) for v, seed, run_dir in jobs
+            ]
+            for i, ((variant, seed, _), future) in enumerate(zip(jobs, futures, strict=True), 1):
+                runs.append(future.result())
+                elapsed = time.perf_counter() - start
+                _log(
+                    f"[{name}] run {i}/{len(jobs)} done: {variant.label} seed {seed}: BLEU "
+                    f"{runs[-1]['bleu']:.2f} ({elapsed:.0f} s)",
+                    quiet,
+                )
+        return runs
+
+    def energy_reference(self, runs: list[dict]) -> dict | None:
+        """Absolute attention energy (pJ per target) the rows are compared with; None: each
+        run's own model with vanilla attention."""
+        return None
+
+    def _rows(self, plan: Plan, runs: list[dict]) -> list[dict]:
+        rows = []
+        reference = self.energy_reference(runs)
+        for variant in plan.variants:
+            mine = [r for r in runs if r["label"] == variant.label]
+            bleus = [r["bleu"] for r in mine]
+            energy = mine[0]["energy_percent_of_vanilla"] or {}
+            if reference is not None:
+                energy = {t: 100.0 * mine[0]["energy_pj"][t] / reference[t] for t in reference}
+            rows.append(
+                {
+                    "label": variant.label,
+                    "attention": variant.model.kinds,
+                    "dim": variant.model.dim,
+                    "bleu_mean": statistics.fmean(bleus),
+                    "bleu_std": statistics.stdev(bleus) if len(bleus) > 1 else 0.0,
+                    "bleus": bleus,
+                    "energy_asic_percent": energy.get("asic"),
+                    "energy_fpga_percent": energy.get("fpga"),
+                    "train_seconds_mean": statistics.fmean(r["train_seconds"] for r in mine),
+                }
+            )
+        return rows
+
+    def energy_reference_text(self, report: dict) -> str:
+        """What the table's energy percentages are relative to."""
+        return "the same model with vanilla attention"
+
+    def extra_table_lines(self, report: dict) -> list[str]:
+        """Lines after the table (none by default)."""
+        return []
+
+    def table(self, report: dict) -> str:
+        n = len(report["seeds"])
+        lines = [
+            f"{report['experiment']}{' (quick)' if report['quick'] else ''}: test BLEU over {n} "
+            f"seed{'s' if n > 1 else ''} (beam {report['beam']}, alpha {report['alpha']}, "
+            f"{report['train']['steps']} steps); "
+            f"attention energy in % of {self.energy_reference_text(report)} "
+            "(paper Table 1 costs, test-set lengths)",
+            "",
+            "| model | BLEU mean +- std | BLEU per seed | ASIC % | FPGA % | train s |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for row in report["rows"]:
+            asic, fpga = row["energy_asic_percent"], row["energy_fpga_percent"]
+            lines.append(
+                f"| {row['label']} | {row['bleu_mean']:.2f} +- {row['bleu_std']:.2f} | "
+                + " ".join(f"{b:.2f}" for b in row["bleus"])
+                + f" | {'-' if asic is None else f'{asic:.2f}'}"
+                + f" | {'-' if fpga is None else f'{fpga:.2f}'}"
+                + f" | {row['train_seconds_mean']:.0f} |"
+            )
+        return "\n".join(lines + self.extra_table_lines(report))
+
+    def figure(self, report: dict, plt):
+        """BLEU (mean, std error bars) and ASIC energy per variant, side by side."""
+        rows = report["rows"]
+        labels = [r["label"] for r in rows]
+        width = max(8.0, 1.1 * len(labels))
+        fig, (ax_bleu, ax_energy) = plt.subplots(1, 2, figsize=(width, 3.6))
+        ax_bleu.bar(
+            labels,
+            [r["bleu_mean"] for r in rows],
+            yerr=[r["bleu_std"] for r in rows],
+            capsize=4,
+            color="#4878d0",
+        )
+        ax_bleu.set_ylabel("test BLEU")
+        ax_bleu.set_title("translation quality")
+        ax_energy.bar(labels, [r["energy_asic_percent"] or 0.0 for r in rows], color="#ee854a")
+        ax_energy.set_ylabel("attention energy, % of vanilla (ASIC)")
+        ax_energy.set_title("analytic energy")
+        for ax in (ax_bleu, ax_energy):
+            # long labels (the ablation's) would overlap side by side
+            crowded = len(labels) > 4 or sum(len(label) for label in labels) > 40
+            ax.tick_params(axis="x", labelrotation=90 if crowded else 0, labelsize=8)
+        fig.suptitle(self.name)
+        return fig

@@ -1,0 +1,97 @@
+"""Staged experiments: later runs start from (fine-tune) or depend on (a rate, a tau picked on
+dev) earlier ones, so they have no ``steps`` / ``seeds`` overrides.
+
+A :class:`StagedExperiment` implements :meth:`StagedExperiment.stages` (the report body),
+:meth:`StagedExperiment.table_lines` and :meth:`~.base.Experiment.figure`; the target line under
+the table is shared. The helpers train and evaluate one model each.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..data import TaskConfig
+from ..evaluate import evaluate
+from ..seq2seq import ModelConfig
+from ..train import TrainConfig, train
+from .base import Experiment, _log, _num, _sizes
+
+#: D of local-m / local-p on the bundled task (sources of 5-30 words; Luong's D = 10 would cover
+#: most sentences whole)
+WINDOW_D = 4
+
+
+class StagedExperiment(Experiment):
+    staged = True
+
+    def check(self, quick, steps, seeds) -> None:
+        if steps is not None or seeds is not None:
+            raise ValueError(f"steps / seeds: not for the staged experiment {self.name!r}")
+
+    def run(self, quick, folder, quiet, workers, steps, seeds) -> dict:
+        return self.stages(quick, folder, quiet)
+
+    def stages(self, quick: bool, folder: Path, quiet: bool) -> dict:
+        """Every stage, one after another: the report body (beam, rows, target, ...)."""
+        raise NotImplementedError
+
+    def table_lines(self, report: dict) -> list[str]:
+        raise NotImplementedError
+
+    def table(self, report: dict) -> str:
+        lines = self.table_lines(report)
+        target = report.get("target")
+        if target:
+            parts = [
+                f"{k} {_num(v, '.3f') if isinstance(v, float) else v}"
+                for k, v in target.items()
+                if k not in ("what", "met")
+            ]
+            lines += [
+                "",
+                f"Target: {target['what']}: {'met' if target['met'] else 'MISSED'} "
+                f"({', '.join(parts)})",
+            ]
+        return "\n".join(lines)
+
+
+def _fine_tune(train_cfg: TrainConfig, fraction: int, checkpoint: str) -> TrainConfig:
+    """Training settings that continue ``checkpoint`` for 1/``fraction`` of the steps (a short
+    warm-up of its own): the fine-tuning stage of the staged experiments."""
+    steps = max(1, train_cfg.steps // fraction)
+    return train_cfg.replace(steps=steps, warmup=max(1, steps // 10), init_checkpoint=checkpoint)
+
+
+def _window_sizes(quick: bool) -> tuple[TaskConfig, ModelConfig, TrainConfig, int]:
+    data, model, train_cfg = _sizes(quick)
+    return data, model.replace(window_d=WINDOW_D), train_cfg.replace(data=data), 1 if quick else 4
+
+
+def _train_and_eval(
+    label: str,
+    model_cfg: ModelConfig,
+    train_cfg: TrainConfig,
+    data,
+    folder: Path,
+    beam: int,
+    quiet: bool,
+) -> tuple[dict, dict]:
+    """(training summary, test evaluation) of one model."""
+    _log(f"[{folder.name}] {label}", quiet)
+    summary = train(
+        model_cfg,
+        train_cfg.replace(progress=train_cfg.progress and not quiet),
+        folder / "runs" / label.replace(" ", "_"),
+        data=data,
+    )
+    return summary, _eval(summary["checkpoint"], data, "test", beam)
+
+
+def _eval(checkpoint: str, data, split: str, beam: int, **kw) -> dict:
+    result = evaluate(checkpoint, beam=beam, alpha=0.6, split=split, data=data, **kw)
+    keep = ("bleu", "exact_match", "vision_span", "sparsity_rate", "decode_seconds")
+    return {k: result[k] for k in keep}
+
+
+def _row(label: str, result: dict, **extra) -> dict:
+    return {"label": label, **extra, **result}
