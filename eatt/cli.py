@@ -10,12 +10,31 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from eatt.config import check_vectors  # light: no torch, no hls4ml
+# Light modules only (numpy at most). torch (seconds to import), Brevitas, qonnx/onnx and hls4ml
+# are imported by the commands that need them, so `eatt --help`, rtl and sim start fast.
+from eatt.config import (
+    ConfigError,
+    CoreConfig,
+    check_rtl_size,
+    check_vectors,
+    default_config,
+    first_line,
+    load_config,
+)
+from eatt.model import energy
+from eatt.outdir import check_output_file
 from eatt.progress import step
+from eatt.quant.golden import random_weights
+from eatt.rtl_sim.generate import generate_rtl, load_metadata
+from eatt.rtl_sim.resources import resources_report
+from eatt.rtl_sim.runner import simulate
+from eatt.rtl_sim.tools import ToolMissing
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_TOOL_MISSING = 0, 1, 2, 3
 #: an unexpected error (a bug): one line, EATT_DEBUG=1 for the traceback (BSD's EX_SOFTWARE)
@@ -45,9 +64,6 @@ def _emit(result: dict, as_json: bool, text: Callable[[dict], str]) -> None:
 
 def _load_core(args) -> tuple:
     """The core of a command: --config (or the embedded default) and --seed."""
-    from eatt.config import default_config, load_config
-    from eatt.quant.golden import random_weights
-
     cfg = load_config(args.config) if args.config else default_config()
     if args.seed < 0:
         raise CommandError(f"--seed: must be >= 0, got {args.seed}")
@@ -56,8 +72,6 @@ def _load_core(args) -> tuple:
 
 # -- eatt energy ----------------------------------------------------------------------------------
 def cmd_energy(args) -> int:
-    from eatt.model import energy
-
     for flag, value in (("--length", args.length), ("--dim", args.dim)):
         if not 1 <= value <= 10**9:  # counts stay exact floats; far past any real model
             raise CommandError(f"{flag}: must be in [1, 1000000000], got {value}")
@@ -68,7 +82,7 @@ def cmd_energy(args) -> int:
 
 # -- eatt golden ----------------------------------------------------------------------------------
 def cmd_golden(args) -> int:
-    from eatt.quant.check import format_golden_check, golden_check
+    from eatt.quant.check import format_golden_check, golden_check  # torch: the float twin
 
     cfg, weights = _load_core(args)
     if args.vectors < 1:
@@ -83,7 +97,7 @@ def cmd_golden(args) -> int:
 # -- eatt export ----------------------------------------------------------------------------------
 def cmd_export(args) -> int:
     try:
-        from eatt.quant import export
+        from eatt.quant import export  # qonnx/onnx
     except ImportError as err:
         raise CommandError(
             f"export needs qonnx/onnx ({err}); nothing was written", EXIT_TOOL_MISSING
@@ -92,7 +106,7 @@ def cmd_export(args) -> int:
         if args.config:
             raise CommandError("give either --config or a CHECKPOINT, not both")
         try:
-            from eatt.quant.modules import checkpoint_core
+            from eatt.quant.modules import checkpoint_core  # Brevitas, torch
         except ImportError as err:
             raise CommandError(
                 f"checkpoints need brevitas ({err}); nothing was written", EXIT_TOOL_MISSING
@@ -104,8 +118,6 @@ def cmd_export(args) -> int:
         raise CommandError(f"--check: must be >= 1, got {args.check}")
     if args.check:
         check_vectors(cfg, args.check, "--check")
-    from eatt.outdir import check_output_file
-
     check_output_file(args.output)
     result = export.export_core(cfg, weights, args.output)
     ok = True
@@ -126,10 +138,8 @@ def cmd_export(args) -> int:
 
 # -- eatt hls -------------------------------------------------------------------------------------
 def cmd_hls(args) -> int:
-    from eatt.config import load_config
-
     try:
-        from eatt.hls.project import BuildError, ToolMissing, synth, write_project
+        from eatt.hls.project import BuildError, synth, write_project  # hls4ml
     except ImportError as err:
         raise CommandError(
             f"hls needs hls4ml ({err}); nothing was written", EXIT_TOOL_MISSING
@@ -140,8 +150,6 @@ def cmd_hls(args) -> int:
         raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
     source = args.onnx if args.onnx else (load_config(args.config) if args.config else None)
     if source is None:
-        from eatt.config import default_config
-
         source = default_config()
     if not args.onnx:
         check_vectors(source, args.vectors)
@@ -182,9 +190,6 @@ def cmd_hls(args) -> int:
 
 # -- eatt rtl / eatt sim -------------------------------------------------------------------------
 def cmd_rtl(args) -> int:
-    from eatt.config import check_rtl_size
-    from eatt.rtl_sim.generate import generate_rtl
-
     cfg, weights = _load_core(args)
     check_rtl_size(cfg)
     # window: one level, a fixed pipeline (adder_levels must be 0)
@@ -206,14 +211,8 @@ def cmd_rtl(args) -> int:
 
 
 def cmd_sim(args) -> int:
-    from eatt.rtl_sim.runner import simulate
-    from eatt.rtl_sim.tools import ToolMissing
-
     if args.vectors < 1:
         raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
-    from eatt.config import CoreConfig
-    from eatt.rtl_sim.generate import load_metadata
-
     meta = load_metadata(args.dir)
     check_vectors(
         CoreConfig.from_dict(meta["config"], source=f"{args.dir}/metadata.json"), args.vectors
@@ -245,9 +244,6 @@ def cmd_sim(args) -> int:
 
 # -- eatt resources --------------------------------------------------------------------------------
 def cmd_resources(args) -> int:
-    from eatt.rtl_sim.resources import resources_report
-    from eatt.rtl_sim.tools import ToolMissing
-
     try:
         result = resources_report(
             args.dir, nodsp=not args.no_nodsp, abc_verify=not args.no_abc_verify
@@ -279,7 +275,7 @@ def cmd_resources(args) -> int:
 # -- eatt train / evaluate / experiment (seq2seq models) -----------------------------------------
 def _threads(n: int) -> None:
     """Small models train fastest on one thread, and never oversubscribe a shared machine."""
-    import torch
+    import torch  # seconds to import: only the seq2seq commands load it
 
     if n < 1:
         raise CommandError(f"--threads: must be >= 1, got {n}")
@@ -297,7 +293,7 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 
 def cmd_train(args) -> int:
-    from eatt.model.train import train_from_config
+    from eatt.model.train import train_from_config  # torch
 
     _threads(args.threads)
     out = args.output or str(Path("runs") / Path(args.config).stem)
@@ -314,14 +310,14 @@ def cmd_train(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from eatt.model.evaluate import evaluate, format_evaluation
+    from eatt.model.evaluate import evaluate, format_evaluation  # torch
 
     _threads(args.threads)
     if not 1 <= args.beam <= 256:
         raise CommandError(f"--beam: must be in [1, 256], got {args.beam}")
     if not (math.isfinite(args.alpha) and 0 <= args.alpha <= 10):
         raise CommandError(f"--alpha: must be a number in [0, 10], got {args.alpha}")
-    from eatt.model.train import resolve_device
+    from eatt.model.train import resolve_device  # torch
 
     try:
         resolve_device(args.device)
@@ -341,7 +337,7 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_experiment(args) -> int:
-    from eatt.model.experiments import format_table, run_experiment
+    from eatt.model.experiments import format_table, run_experiment  # torch, matplotlib
 
     _threads(args.threads)
     report = run_experiment(
@@ -358,15 +354,14 @@ def cmd_experiment(args) -> int:
 
 # -- eatt flow ------------------------------------------------------------------------------------
 def cmd_flow(args) -> int:
-    from eatt.config import check_rtl_size
-    from eatt.flow import format_flow, run_flow
+    from eatt.flow import format_flow, run_flow  # torch (the golden check's float twin)
 
     cfg, weights = _load_core(args)
     if args.vectors < 1:
         raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
     check_rtl_size(cfg)
     check_vectors(cfg, args.vectors)
-    from eatt.hls.project import BuildError
+    from eatt.hls.project import BuildError  # hls4ml
 
     try:
         result = run_flow(
@@ -547,11 +542,6 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit code (DESIGN.md section 4): 0 ok, 1 a check failed, 2 bad
     input (one line naming the flag or file), 3 a missing tool, 130 interrupted (143 SIGTERM),
     141 the reader of stdout went away (`eatt energy | head -3`)."""
-    import signal
-
-    from eatt.config import ConfigError
-    from eatt.rtl_sim.tools import ToolMissing
-
     held = (signal.SIGTERM, signal.SIGHUP)  # end like Ctrl-C: cleanups run, temporaries go
     previous = {sig: signal.signal(sig, _terminate) for sig in held} if threading_main() else {}
     try:
@@ -600,15 +590,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def threading_main() -> bool:
-    import threading
-
     return threading.current_thread() is threading.main_thread()
-
-
-def first_line(err: BaseException) -> str:
-    from eatt.config import first_line as first
-
-    return first(err)
 
 
 if __name__ == "__main__":

@@ -18,17 +18,22 @@ is eatt.rtl_sim.tools.ToolMissing whose one-line message says what was written.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from pathlib import Path
 
-from eatt.config import CoreConfig, atomic_write, atomic_write_text
+from eatt.config import CoreConfig, atomic_write, atomic_write_text, default_config
 from eatt.model import energy
 from eatt.outdir import check_output_dir, claim_dir
 from eatt.progress import say, step
 from eatt.quant.check import format_golden_check, golden_check
-from eatt.quant.golden import CoreWeights
-from eatt.rtl_sim.tools import ToolMissing
+from eatt.quant.golden import CoreWeights, random_weights
+from eatt.rtl_sim.generate import generate_rtl
+from eatt.rtl_sim.resources import find_yosys
+from eatt.rtl_sim.resources import resources as yosys
+from eatt.rtl_sim.runner import simulate
+from eatt.rtl_sim.tools import ToolMissing, check_build_tools, find_verilator
 
 PEER = {"eatt": "dot", "dot": "eatt"}
 CELLS = ("LUT", "FF", "CARRY4", "DSP48E1")
@@ -53,10 +58,7 @@ def is_legacy_flow(path: Path) -> bool:
 def check_tools(resources: bool = True) -> None:
     """ToolMissing (one line) for the first tool a flow stage would miss: g++ for hls4ml's C
     simulation, Verilator, make, a C++ compiler and cocotb for RTL simulation, Yosys."""
-    import importlib.util
-
-    from eatt.hls.project import check_csim_tools
-    from eatt.rtl_sim.tools import check_build_tools, find_verilator
+    from eatt.hls.project import check_csim_tools  # hls4ml
 
     check_csim_tools()
     find_verilator()
@@ -64,8 +66,6 @@ def check_tools(resources: bool = True) -> None:
     if importlib.util.find_spec("cocotb_tools") is None:
         raise ToolMissing("cocotb not found: pip install 'cocotb>=2'")
     if resources:
-        from eatt.rtl_sim.resources import find_yosys
-
         find_yosys()
 
 
@@ -88,10 +88,8 @@ def run_core(
     cfg: CoreConfig, weights: CoreWeights, seed: int, vectors: int, out_dir: Path, resources: bool
 ) -> dict:
     """Every stage for one core; returns {stage: result} and "ok"."""
-    from eatt.hls.project import write_project
-    from eatt.quant import export
-    from eatt.rtl_sim.generate import generate_rtl
-    from eatt.rtl_sim.runner import simulate
+    from eatt.hls.project import write_project  # hls4ml
+    from eatt.quant import export  # qonnx/onnx
 
     kind = cfg.kind
     r: dict = {}
@@ -110,8 +108,6 @@ def run_core(
         r["rtl"][level] = generate_rtl(cfg, weights, rtl_dir, level=level)
         r["sim"][level] = simulate(rtl_dir, vectors=vectors, seed=seed)
     if resources:
-        from eatt.rtl_sim.resources import resources as yosys
-
         log(f"flow [{kind}]: Yosys synth_xilinx of the alignment RTL (minutes on big cores)")
         r["resources"] = {"alignment": yosys(out_dir / "rtl_alignment")}
     r["ok"] = bool(
@@ -127,10 +123,8 @@ def run_window(
     cfg: CoreConfig, weights: CoreWeights, seed: int, vectors: int, out_dir: Path, resources: bool
 ) -> dict:
     """Every stage for the windowed unit (kind window); returns {stage: result} and "ok"."""
-    from eatt.hls.project import write_project
-    from eatt.quant import export
-    from eatt.rtl_sim.generate import generate_rtl
-    from eatt.rtl_sim.runner import simulate
+    from eatt.hls.project import write_project  # hls4ml
+    from eatt.quant import export  # qonnx/onnx
 
     r: dict = {"config": cfg.to_dict()}
     with step("flow [window]: golden model check"):
@@ -145,8 +139,6 @@ def run_window(
     r["rtl"] = generate_rtl(cfg, weights, out_dir / "rtl")
     r["sim"] = simulate(out_dir / "rtl", vectors=vectors, seed=seed)
     if resources:
-        from eatt.rtl_sim.resources import resources as yosys
-
         log("flow [window]: Yosys synth_xilinx of the windowed unit")
         r["resources"] = yosys(out_dir / "rtl")
     r["ok"] = bool(
@@ -213,9 +205,6 @@ def _run(
         result["comparison"] = compare(cores, core_energy(cfg))
     result["cores"] = cores
     if cfg.kind == "window" or window:
-        from eatt.config import default_config
-        from eatt.quant.golden import random_weights
-
         wcfg = cfg if cfg.kind == "window" else default_config("window")
         wweights = weights if cfg.kind == "window" else random_weights(wcfg, seed)
         result["window"] = run_window(wcfg, wweights, seed, vectors, out_dir / "window", resources)
@@ -271,7 +260,7 @@ def _fmt(value) -> str:
 
 def format_window(w: dict, out_dir: str) -> list[str]:
     """The windowed unit's part of the report."""
-    from eatt.quant.export import format_check
+    from eatt.quant.export import format_check  # qonnx/onnx
 
     c = w["config"]
     s, cs = w["sim"], w["hls"]["csim"]
@@ -307,7 +296,7 @@ def format_window(w: dict, out_dir: str) -> list[str]:
 
 def _core_lines(c: dict) -> list[str]:
     """One core's stages, as format_flow prints them (no heading)."""
-    from eatt.quant.export import format_check
+    from eatt.quant.export import format_check  # qonnx/onnx
 
     lines = [format_golden_check(c["golden"]), format_check(c["export"]["check"])]
     cs = c["hls"]["csim"]
@@ -436,7 +425,7 @@ def _cycles(value) -> float:
 def plot_report(r: dict, path: Path) -> bool:
     """report.png: E-ATT/dot ratios of the energy and Yosys rows (log scale) and the windowed
     unit's cycles per window size. False (nothing written) when there is nothing to plot."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # matplotlib: only when a report is plotted
 
     ratios = [
         (row["metric"], row["ratio"])

@@ -27,6 +27,7 @@ import os
 import time
 from collections import defaultdict
 
+import sacrebleu
 import torch
 from torch import Tensor
 
@@ -42,8 +43,10 @@ from .data import (
     make_batches,
 )
 from .energy import energy_pj, paper_counts
+from .l0drop import L0Drop
 from .seq2seq import Seq2Seq, load_checkpoint
 from .train import resolve_device
+from .windowed import WindowedAttention
 
 __all__ = [
     "attention_energy",
@@ -241,9 +244,6 @@ def translate_with_stats(
     model, batches, beam: int = 1, alpha: float = 0.6, device: torch.device | None = None
 ) -> tuple[dict[int, list[int]], dict]:
     """:func:`translate_batches` plus :func:`decoding_stats` of exactly that decoding."""
-    from .l0drop import L0Drop
-    from .windowed import WindowedAttention
-
     windows = [m for m in model.modules() if isinstance(m, WindowedAttention)]
     for m in windows:
         m.reset_counters()
@@ -279,8 +279,6 @@ def decoding_stats(windows, closed: int, total: int, gated: bool) -> dict:
 
 def bleu(hypotheses: list[str], references: list[str]) -> dict:
     """Corpus BLEU (sacrebleu, 13a tokenization) of detokenized strings."""
-    import sacrebleu
-
     metric = sacrebleu.metrics.BLEU()
     result = metric.corpus_score(hypotheses, [references])
     return {"bleu": result.score, "signature": str(metric.get_signature())}

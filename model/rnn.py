@@ -29,6 +29,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from .config import ModelConfig
 from .data import PAD
 from .l0drop import L0Drop, compact, rule_gates, sparsity_rate, vocab_token_rank
 from .windowed import cross_attention, mean_strength, vision_span
@@ -42,12 +43,12 @@ INIT_RANGE = 0.1
 class LSTMSeq2Seq(nn.Module):
     """Bidirectional-LSTM encoder, input-feeding LSTM decoder; ``forward(src, tgt_in) -> logits``.
 
-    ``cfg`` is a :class:`~eatt.model.seq2seq.ModelConfig` with ``arch: lstm``: ``dim`` is the
+    ``cfg`` is a :class:`~eatt.model.config.ModelConfig` with ``arch: lstm``: ``dim`` is the
     hidden size, ``enc_layers`` / ``dec_layers`` the LSTM depths, the cross kind and
     ``window_score`` the attention; self-attention kinds, ``heads`` and ``ffn_dim`` are unused.
     """
 
-    def __init__(self, cfg, src_vocab_size: int, tgt_vocab_size: int) -> None:
+    def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> None:
         super().__init__()
         if src_vocab_size < 5 or tgt_vocab_size < 5:
             raise ValueError("vocabulary sizes must be >= 5 (4 special tokens and a word)")

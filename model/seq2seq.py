@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,18 +41,37 @@ from eatt.config import first_line as _first_line
 
 from . import functional as F
 from .attention import attention_variant
-from .data import PAD, Vocab, check_fields, dataclass_from_dict
+from .config import (  # the config lives below the model modules; re-exported from here
+    ARCHS,
+    ATTENTION_KINDS,
+    L0DROP_RULES,
+    MAX_LAYER_PARAMETERS,
+    QUANT_KINDS,
+    ROLES,
+    WINDOW_KINDS,
+    WINDOW_SCORES,
+    ModelConfig,
+    load_model_config,
+)
+from .data import PAD, Vocab
+from .l0drop import L0Drop, compact, rule_gates, vocab_token_rank
+from .rnn import LSTMSeq2Seq
 from .synthesizer import DenseSynthesizer, RandomSynthesizer, synthesized_attention
+from .windowed import cross_attention, mean_strength, reorder_state
 
 __all__ = [
+    "ARCHS",
     "ATTENTION_KINDS",
     "CHECKPOINT_FORMAT",
+    "L0DROP_RULES",
+    "MAX_LAYER_PARAMETERS",
     "QUANT_KINDS",
     "ROLES",
     "ModelConfig",
     "RoleAttention",
     "Seq2Seq",
     "WINDOW_KINDS",
+    "WINDOW_SCORES",
     "build_model",
     "load_checkpoint",
     "load_model_config",
@@ -61,24 +79,6 @@ __all__ = [
     "save_checkpoint",
 ]
 
-ATTENTION_KINDS = (
-    "vanilla",
-    "eatt",
-    "binary-dot",
-    "linear-l1",
-    "dense",
-    "randinit",
-    "quant-eatt",
-    "quant-vanilla",
-)
-#: kinds run by eatt.quant.modules.QuantAttentionCore, and the hardware kind of each
-QUANT_KINDS = {"quant-eatt": "eatt", "quant-vanilla": "dot"}
-#: Luong / Flexible windowed single-head cross-attention (eatt.model.windowed); ``cross`` only
-WINDOW_KINDS = ("global", "local-m", "local-p", "flexible")
-WINDOW_SCORES = ("dot", "general", "concat", "eatt")
-ARCHS = ("transformer", "lstm")
-L0DROP_RULES = ("freq", "inv-freq", "group")
-ROLES = ("enc_self", "dec_self", "cross")
 CHECKPOINT_FORMAT = "eatt.model.Seq2Seq"
 CHECKPOINT_VERSION = 1
 
@@ -86,212 +86,6 @@ CHECKPOINT_VERSION = 1
 #: "auto": length-bucketed batches change shape nearly every step, and "auto" compiles a kernel
 #: per shape (seconds each, then torch.compile's recompile limit); cdist needs no compiling.
 L1_IMPL = "cdist"
-
-
-# -- config --------------------------------------------------------------------------------------
-#: most layer weights of a model: 16 bytes a weight with Adam's state is 16 GB
-MAX_LAYER_PARAMETERS = 1_000_000_000
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """A Transformer encoder-decoder. Every key is optional; docs/models.md lists them."""
-
-    dim: int = 128
-    heads: int = 4
-    ffn_dim: int = 256
-    enc_layers: int = 2
-    dec_layers: int = 2
-    dropout: float = 0.1
-    #: "pre" (LayerNorm before each sub-layer, plus a final one) or "post" (Vaswani et al.)
-    norm: str = "pre"
-    #: share the decoder's input embedding with the output projection
-    tie_embeddings: bool = False
-    #: attention kind of every role, unless the role's own key below says otherwise
-    attention: str = "vanilla"
-    enc_self: str | None = None
-    dec_self: str | None = None
-    cross: str | None = None
-    #: E-ATT binarization threshold (Eq. 4), 1.0 as in the paper
-    tau: float = 1.0
-    #: longest source (with <eos>) and target (with <bos>) a dense/randinit model accepts
-    max_len: int = 64
-    #: "transformer" (Seq2Seq) or "lstm" (eatt.model.rnn.LSTMSeq2Seq); see build_model
-    arch: str = "transformer"
-    #: score of the windowed cross-attention kinds (Luong Eq. 8, or E-ATT's -L1)
-    window_score: str = "general"
-    #: D: half width of the local-m / local-p window [p_t - D, p_t + D] (Luong Sec. 3.2)
-    window_d: int = 10
-    #: sigma of the Flexible penalty (Eq. 6); None = 1.5, the paper's pick (Sec. 5.2)
-    flexible_sigma: float | None = None
-    #: test-time threshold tau of Flexible Attention (Sec. 3.1); None = infinity (no window)
-    flexible_tau: float | None = None
-    #: beta of the fine-tuning loss -beta * mean g(t) (Eq. 9)
-    flexible_beta: float = 0.0
-    #: L0Drop gates between encoder and decoder (Zhang et al., 2021)
-    l0drop: bool = False
-    #: lambda, weight of the expected-L0 penalty
-    l0drop_lambda: float = 0.0
-    #: rule-based pattern instead of learned gates: "freq", "inv-freq", "group" (None: learned)
-    l0drop_rule: str | None = None
-    #: fraction of source tokens a rule pattern drops
-    l0drop_rule_rate: float = 0.5
-    #: quant-eatt / quant-vanilla: weights <bits, frac> (frac None: bits - 2, the core's
-    #: default, range about +-2: coarse for trained weights, which are mostly far smaller;
-    #: eatt.quant.modules.calibrate_weight_frac picks one for a trained float model)
-    quant_weight_bits: int = 8
-    quant_weight_frac: int | None = None
-    #: ... and the attention inputs' grid <bits, frac> (E-ATT binarizes them at tau)
-    quant_in_bits: int = 8
-    quant_in_frac: int = 4
-    #: widths Q/K, V and the output are requantized to (the core's qk_bits, v_bits, out_bits).
-    #: The core derives its shifts from worst-case bounds, which grow with dim: at dim 128 and
-    #: 8-bit weights of frac 8 the core's 12-bit default leaves the output a step of 16, 24 bits
-    #: 1/64 (and Q/K/V unshifted: the accumulators fit)
-    quant_acc_bits: int = 24
-
-    def layer_parameters(self) -> int:
-        """Weights of the encoder and decoder layers (embeddings not counted: the vocabulary
-        comes with the data): 4 d^2 per attention, 2 d ffn_dim per feed-forward."""
-        d, f = self.dim, self.ffn_dim
-        return self.enc_layers * (4 * d * d + 2 * d * f) + self.dec_layers * (8 * d * d + 2 * d * f)
-
-    def __post_init__(self) -> None:
-        check_fields(self, "model")
-        for key, low, high in (
-            ("dim", 1, 65536),
-            ("heads", 1, 4096),
-            ("ffn_dim", 1, 1 << 20),
-            ("enc_layers", 1, 64),
-            ("dec_layers", 1, 64),
-            ("max_len", 1, 1 << 16),
-        ):
-            value = getattr(self, key)
-            if not low <= value <= high:
-                raise ConfigError(f"{key}: must be in [{low}, {high}], got {value}")
-        if self.dim % self.heads:
-            raise ConfigError(f"heads: dim={self.dim} is not divisible by heads={self.heads}")
-        params = self.layer_parameters()
-        if params > MAX_LAYER_PARAMETERS:
-            raise ConfigError(
-                f"dim/ffn_dim/layers: about {params:,} parameters in the layers "
-                f"({16 * params / 1e9:,.0f} GB with Adam's state); at most "
-                f"{MAX_LAYER_PARAMETERS:,}"
-            )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"dropout: must be in [0, 1), got {self.dropout}")
-        if self.norm not in ("pre", "post"):
-            raise ConfigError(f"norm: must be 'pre' or 'post', got {self.norm!r}")
-        for key in ("attention", *ROLES):
-            value = getattr(self, key)
-            allowed = ATTENTION_KINDS + WINDOW_KINDS if key == "cross" else ATTENTION_KINDS
-            if value in WINDOW_KINDS and key != "cross":
-                raise ConfigError(f"{key}: {value!r} is a windowed kind, valid for cross only")
-            if value is not None and value not in allowed:
-                raise ConfigError(f"{key}: must be one of {', '.join(allowed)}, got {value!r}")
-        if self.arch not in ARCHS:
-            raise ConfigError(f"arch: must be one of {', '.join(ARCHS)}, got {self.arch!r}")
-        if self.window_score not in WINDOW_SCORES:
-            raise ConfigError(
-                f"window_score: must be one of {', '.join(WINDOW_SCORES)}, "
-                f"got {self.window_score!r}"
-            )
-        if not 0 <= self.window_d <= 4096:
-            raise ConfigError(f"window_d: must be in [0, 4096], got {self.window_d}")
-        if self.flexible_sigma is not None and not self.flexible_sigma > 0:
-            raise ConfigError(f"flexible_sigma: must be > 0, got {self.flexible_sigma}")
-        if self.flexible_tau is not None and not self.flexible_tau > 0:
-            raise ConfigError(
-                f"flexible_tau: must be > 0 (null = infinity), got {self.flexible_tau}"
-            )
-        for key in ("flexible_beta", "l0drop_lambda"):
-            if getattr(self, key) < 0:
-                raise ConfigError(f"{key}: must be >= 0, got {getattr(self, key)}")
-        if self.l0drop_rule is not None and self.l0drop_rule not in L0DROP_RULES:
-            raise ConfigError(
-                f"l0drop_rule: must be one of {', '.join(L0DROP_RULES)} or null, "
-                f"got {self.l0drop_rule!r}"
-            )
-        if self.l0drop_rule is not None and not self.l0drop:
-            raise ConfigError("l0drop_rule: a rule pattern needs l0drop: true")
-        if not 0.0 <= self.l0drop_rule_rate <= 1.0:
-            raise ConfigError(f"l0drop_rule_rate: must be in [0, 1], got {self.l0drop_rule_rate}")
-        for kind in sorted({k for k in self.kinds.values() if k in QUANT_KINDS}):
-            self.quant_core(kind)  # the core's own checks, under this config's key names
-
-    def quant_core(self, kind: str):
-        """The eatt.config.CoreConfig of a quantized kind's core (lengths: max_len)."""
-        from eatt.config import CoreConfig
-
-        if kind not in QUANT_KINDS:
-            raise ValueError(f"{kind!r} is not a quantized kind ({', '.join(QUANT_KINDS)})")
-        try:
-            return CoreConfig(
-                kind=QUANT_KINDS[kind],
-                len_q=self.max_len,
-                len_k=self.max_len,
-                dim=self.dim,
-                heads=self.heads,
-                tau=self.tau,
-                in_bits=self.quant_in_bits,
-                in_frac=self.quant_in_frac,
-                weight_bits=self.quant_weight_bits,
-                weight_frac=self.quant_weight_frac,
-                qk_bits=self.quant_acc_bits,
-                v_bits=self.quant_acc_bits,
-                out_bits=self.quant_acc_bits,
-            )
-        except ConfigError as err:
-            # the core names its keys (weight_bits ...); this config calls them quant_*
-            message = str(err)
-            names = {k: "quant_acc_bits" for k in ("qk_bits", "v_bits", "out_bits")}
-            names.update(len_q="max_len", len_k="max_len")
-            for key in ("weight_bits", "weight_frac", "in_bits", "in_frac", *names):
-                if message.startswith(f"{key}:"):
-                    message = names.get(key, f"quant_{key}") + message[len(key) :]
-                    break
-            raise ConfigError(message) from None
-
-    def kind(self, role: str) -> str:
-        """The attention kind of ``role`` (one of :data:`ROLES`)."""
-        if role not in ROLES:
-            raise ValueError(f"unknown role {role!r}; choose from {ROLES}")
-        return getattr(self, role) or self.attention
-
-    @property
-    def windowed(self) -> bool:
-        """Whether the cross-attention is one of the windowed kinds (eatt.model.windowed)."""
-        return self.kind("cross") in WINDOW_KINDS
-
-    @property
-    def sigma(self) -> float:
-        """Flexible Attention's sigma (Eq. 6): the configured one, or the paper's 1.5."""
-        return 1.5 if self.flexible_sigma is None else self.flexible_sigma
-
-    @property
-    def kinds(self) -> dict[str, str]:
-        return {role: self.kind(role) for role in ROLES}
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def replace(self, **changes: Any) -> ModelConfig:
-        return ModelConfig.from_dict({**self.to_dict(), **changes})
-
-    @classmethod
-    def from_dict(cls, data: Any, source: str = "model") -> ModelConfig:
-        return dataclass_from_dict(cls, data, source)
-
-
-def load_model_config(path: str | os.PathLike) -> ModelConfig:
-    """A model config from a file: the whole file, or its ``model`` section if it has one."""
-    data = read_mapping(path)
-    if "model" in data:
-        data = data["model"]
-    try:
-        return ModelConfig.from_dict(data)
-    except ConfigError as err:
-        raise ConfigError(f"{path}: {err}") from None
 
 
 # -- attention of one role -----------------------------------------------------------------------
@@ -326,8 +120,6 @@ class RoleAttention(nn.Module):
         #: the decoding state of the last windowed forward (aux losses read g(t) from it)
         self.last_state: dict | None = None
         if self.windowed:
-            from .windowed import cross_attention
-
             self.core = cross_attention(
                 cfg if cfg is not None else ModelConfig(cross=kind), dim, dim
             )
@@ -337,6 +129,8 @@ class RoleAttention(nn.Module):
         elif kind == "randinit":
             self.core = RandomSynthesizer(dim, heads, max_len)
         elif kind in QUANT_KINDS:
+            # Brevitas: loaded only for the quantized kinds (the application layer above
+            # quant/; the float reference below it never imports quant/)
             from eatt.quant.modules import QuantAttentionCore
 
             if cfg is None:
@@ -634,12 +428,8 @@ class Seq2Seq(nn.Module):
         #: L0Drop gates on the encoder output (learned, or a rule pattern when l0drop_rule)
         self.l0drop: nn.Module | None = None
         if cfg.l0drop and cfg.l0drop_rule is None:
-            from .l0drop import L0Drop
-
             self.l0drop = L0Drop(cfg.dim)
         if cfg.l0drop and cfg.l0drop_rule is not None:
-            from .l0drop import vocab_token_rank
-
             self.register_buffer("token_rank", vocab_token_rank(src_vocab_size), persistent=False)
         #: decode on L0Drop's compacted memory at inference (Algorithm 1); False = gated memory
         self.compact_memory = True
@@ -691,8 +481,6 @@ class Seq2Seq(nn.Module):
         if self.l0drop is not None:
             _, gates, self._l0_penalty = self.l0drop(memory, padding)
         else:
-            from .l0drop import rule_gates
-
             gates = rule_gates(
                 src, padding, self.cfg.l0drop_rule, self.cfg.l0drop_rule_rate, self.token_rank
             ).to(memory.dtype)
@@ -724,8 +512,6 @@ class Seq2Seq(nn.Module):
         positional = self.cfg.windowed or self.cfg.kind("cross") in ("dense", "randinit")
         if self.training or not self.compact_memory or positional:
             return memory * gates.unsqueeze(-1), padding, None
-        from .l0drop import compact
-
         memory, counts, padding = compact(memory, gates, padding)
         return memory, padding, counts
 
@@ -737,8 +523,6 @@ class Seq2Seq(nn.Module):
         if self.l0drop is not None and self._l0_penalty is not None:
             out["l0"] = self._l0_penalty
         if self.cfg.kind("cross") == "flexible":
-            from .windowed import mean_strength
-
             states = [layer.cross_attn.last_state for layer in self.decoder]
             values = [mean_strength(st) for st in states if st is not None]
             if values:
@@ -787,8 +571,6 @@ class Seq2Seq(nn.Module):
     @staticmethod
     def reorder_cache(cache: list[dict], index: Tensor) -> list[dict]:
         """Select batch rows ``index`` of every cached tensor (beam search)."""
-        from .windowed import reorder_state
-
         return [
             {
                 part: {
@@ -804,8 +586,6 @@ class Seq2Seq(nn.Module):
 def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> nn.Module:
     """The model ``cfg.arch`` names: :class:`Seq2Seq`, or ``eatt.model.rnn.LSTMSeq2Seq``."""
     if cfg.arch == "lstm":
-        from .rnn import LSTMSeq2Seq
-
         return LSTMSeq2Seq(cfg, src_vocab_size, tgt_vocab_size)
     return Seq2Seq(cfg, src_vocab_size, tgt_vocab_size)
 

@@ -32,6 +32,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from torch import nn
 
 from eatt.config import ConfigError, atomic_write_text
@@ -50,7 +59,14 @@ from .data import (
     load_data,
     make_batches,
 )
-from .seq2seq import ModelConfig, Seq2Seq, build_model, read_mapping, save_checkpoint
+from .seq2seq import (
+    ModelConfig,
+    Seq2Seq,
+    build_model,
+    load_checkpoint,
+    read_mapping,
+    save_checkpoint,
+)
 
 __all__ = [
     "TrainConfig",
@@ -218,8 +234,6 @@ def aux_loss(model, cfg: ModelConfig) -> torch.Tensor | float:
 
 def _load_weights(model: nn.Module, path: str) -> None:
     """Weights of a checkpoint into ``model`` (one-line ValueError when they do not fit)."""
-    from .seq2seq import load_checkpoint
-
     loaded = load_checkpoint(path)[0]
     try:
         # L0Drop's gates may be new (the paper fine-tunes a trained baseline with them, Zhang
@@ -258,16 +272,6 @@ class _Progress:
         self.progress = None
         if not enabled:
             return
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),

@@ -31,15 +31,12 @@ integer ``c = round(p_t)`` clipped to the source (2D + 1 positions), the Gaussia
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
 from . import functional as F
-
-if TYPE_CHECKING:  # seq2seq imports this module lazily; no import cycle at run time
-    from .seq2seq import ModelConfig
+from .config import WINDOW_KINDS, WINDOW_SCORES, ModelConfig
 
 __all__ = [
     "WINDOW_KINDS",
@@ -57,8 +54,6 @@ __all__ = [
     "vision_span",
 ]
 
-WINDOW_KINDS = ("global", "local-m", "local-p", "flexible")
-WINDOW_SCORES = ("dot", "general", "concat", "eatt")
 
 #: L1 kernel for E-ATT scores (eatt.model.functional.l1_scores): cdist, no per-shape compiling
 L1_IMPL = "cdist"

@@ -12,11 +12,14 @@ against derive_window_formats, and O compared with a float64 softmax over the sa
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from eatt.config import CoreConfig
 from eatt.quant.float_check import compare_with_float
-from eatt.quant.golden import CoreWeights, GoldenCore, edge_inputs, random_inputs
+from eatt.quant.golden import CoreWeights, GoldenCore, binarize_int, edge_inputs, random_inputs
+from eatt.quant.window import WindowGolden, derive_window_formats, window_bounds
 
 
 def width_violations(golden: GoldenCore, stages: dict[str, np.ndarray]) -> list[str]:
@@ -71,9 +74,6 @@ def window_float_forward(cfg: CoreConfig, weights: CoreWeights, steps: dict) -> 
     core, the exact position term g (s - p)^2 / (2 sigma^2) (local-p Eq. 10, Flexible Eq. 5-7),
     softmax over the window with weights c_s (L0Drop Algorithm 1), values V = codes * v_lsb.
     """
-    from eatt.quant.golden import binarize_int
-    from eatt.quant.window import derive_window_formats, window_bounds
-
     wf = derive_window_formats(cfg)
     f = wf.core
     x = steps["x"]
@@ -116,10 +116,6 @@ def window_float_bound(
     Without counted_rows (sum of the counts in the window) and exp_total (the golden sum of the
     counted exps, smallest over heads) the worst case of the config: window_rows rows of count
     count_max over a sum of 2**exp_frac; with them (arrays), the bound of each step."""
-    import math
-
-    from eatt.quant.window import derive_window_formats
-
     wf = derive_window_formats(cfg)
     f = wf.core
     scale = 1.0 / math.sqrt(cfg.d_head)
@@ -148,8 +144,8 @@ def window_golden_check(
     cfg: CoreConfig, weights: CoreWeights, vectors: int = 1000, seed: int = 1
 ) -> dict:
     """golden_check for kind window: widths of every intermediate, and O vs float64."""
+    # qonnx/onnx: the window check's vectors come from export; the core's check needs neither
     from eatt.quant.export import window_vectors
-    from eatt.quant.window import WindowGolden
 
     golden = WindowGolden(cfg, weights)
     wf = golden.formats

@@ -449,7 +449,7 @@ def execute_core(
     turned into real values (code * 2**-in_frac), executed in batches, and the real outputs
     turned back into codes (output / out_lsb).
     """
-    from qonnx.core.onnx_exec import execute_onnx
+    from qonnx.core.onnx_exec import execute_onnx  # loads onnxruntime: only to execute
 
     model, where = _read_model(source)
     cfg, _, names, out_name = _load(model, where)
@@ -551,7 +551,7 @@ def execute_window(
     steps: arrays named as window.STEP_INPUTS (x (n, dim); p, w, length, g (n,); keys, values
     (n, len_k, dim); counts (n, len_k)), g only read for position flexible. Returns O (n, dim).
     """
-    from qonnx.core.onnx_exec import execute_onnx
+    from qonnx.core.onnx_exec import execute_onnx  # loads onnxruntime: only to execute
 
     model, where = _read_model(source)
     cfg, _, names, out_name = _load(model, where)

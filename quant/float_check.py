@@ -11,17 +11,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
 from eatt.config import CoreConfig
+from eatt.model.attention import DotProductAttention, EAttention
 from eatt.quant.golden import CoreWeights, GoldenCore, derive_formats
 
 
 def to_float_module(cfg: CoreConfig, weights: CoreWeights, dtype=None):
     """The float twin of a core: same weights as real numbers, in float64 by default."""
-    import torch
-
-    from eatt.model.attention import DotProductAttention, EAttention
-
     dtype = dtype or torch.float64
     if cfg.kind == "eatt":
         module = EAttention(cfg.dim, cfg.heads, tau=cfg.tau)
@@ -40,8 +38,6 @@ def float_forward(
     cfg: CoreConfig, weights: CoreWeights, x: np.ndarray, y: np.ndarray
 ) -> np.ndarray:
     """Run the float module on dequantized integer inputs; returns real outputs (numpy)."""
-    import torch
-
     module = to_float_module(cfg, weights)
     scale = 2.0**-cfg.in_frac
     with torch.no_grad():

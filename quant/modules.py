@@ -46,6 +46,8 @@ from torch import Tensor, nn
 
 from eatt.config import ConfigError, CoreConfig, atomic_write
 from eatt.model import functional as F
+from eatt.model.attention import DotProductAttention, EAttention
+from eatt.quant.float_check import to_float_module
 from eatt.quant.golden import CoreWeights, derive_formats, exp_table, recip_table
 
 __all__ = [
@@ -392,8 +394,6 @@ def from_integer(cfg: CoreConfig, weights: CoreWeights) -> QuantAttentionCore:
 
 
 def _float_kind(module: nn.Module) -> str:
-    from eatt.model.attention import DotProductAttention, EAttention
-
     if isinstance(module, EAttention):
         if (module.selection, module.score) == ("binary", "l1"):
             return "eatt"
@@ -477,8 +477,6 @@ def calibrate_weight_frac(weights: list[Tensor], bits: int) -> int:
 
 def to_float(module: QuantAttentionCore, dtype: torch.dtype = torch.float32) -> nn.Module:
     """The float twin (eatt.model EAttention / DotProductAttention) with the quantized weights."""
-    from eatt.quant.float_check import to_float_module
-
     return to_float_module(module.cfg, integer_weights(module), dtype=dtype).train(module.training)
 
 

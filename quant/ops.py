@@ -25,12 +25,13 @@ import math
 from typing import Any
 
 import numpy as np
-from onnx import NodeProto, TensorProto, helper
+from onnx import NodeProto, TensorProto, helper, numpy_helper
 from qonnx.core.datatype import DataType
 from qonnx.custom_op.base import CustomOp
 
 from eatt.config import CoreConfig
 from eatt.quant.golden import CoreWeights, GoldenCore, derive_formats, exp_table, recip_table
+from eatt.quant.window import WindowGolden, core_config, derive_window_formats, penalty_table
 
 #: the ONNX domain of our nodes: the import path of this module (how qonnx finds it)
 DOMAIN = "eatt.quant.ops"
@@ -207,8 +208,6 @@ def core_from_node(node: NodeProto) -> tuple[CoreConfig, CoreWeights]:
 
 
 def _to_array(tensor: Any) -> np.ndarray:
-    from onnx import numpy_helper
-
     return tensor if isinstance(tensor, np.ndarray) else numpy_helper.to_array(tensor)
 
 
@@ -337,8 +336,6 @@ def window_input_names(cfg: CoreConfig) -> tuple[str, ...]:
 
 def window_derived_attributes(cfg: CoreConfig) -> dict[str, Any]:
     """The derived attributes of a WindowAttention node (Python ints / int32 tables)."""
-    from eatt.quant.window import core_config, derive_window_formats, penalty_table
-
     wf = derive_window_formats(cfg)
     f = wf.core
     core = core_config(cfg)
@@ -471,8 +468,6 @@ class WindowAttention(CustomOp):
         return types
 
     def golden(self):
-        from eatt.quant.window import WindowGolden
-
         return WindowGolden(*window_from_node(self.onnx_node))
 
     def make_shape_compatible_op(self, model):
