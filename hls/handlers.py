@@ -14,12 +14,14 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import fields
 
 from hls4ml.backends.template import FunctionCallTemplate, LayerConfigTemplate
 
 from eatt.config import CoreConfig
 from eatt.hls.layers import (
+    CONFIG_ATTR,
     INT_ATTRS,
     TABLE_NAMES,
     WEIGHT_NAMES,
@@ -72,6 +74,7 @@ def parse_attention_core(node, input_names, input_shapes, graph):
         "inputs": list(input_names),
         "outputs": list(node.output),
         "kind": cfg.kind,
+        CONFIG_ATTR: json.dumps(cfg.to_dict(), sort_keys=True),  # widths: golden Formats
     }
     for key in INT_ATTRS:
         layer[key] = int(derived[key]) if key in derived else int(getattr(cfg, key))
@@ -171,7 +174,6 @@ def window_layer_attributes(cfg: CoreConfig) -> dict:
     wf = derive_window_formats(cfg)
     d = window_derived_attributes(cfg)
     attrs = {key: int(d[key]) for key in WINDOW_INT_ATTRS if key in d and key != "exp_table"}
-    big = max(cfg.len_k, wf.count_max, cfg.half_width, cfg.g_levels)
     attrs.update(
         len_k=cfg.len_k,
         dim=cfg.dim,
@@ -187,7 +189,7 @@ def window_layer_attributes(cfg: CoreConfig) -> dict:
         recip_frac=cfg.recip_frac,
         v_bits=cfg.v_bits,
         count_bits=cfg.count_bits,
-        int_bits=big.bit_length() + 1,
+        int_bits=wf.int_bits,
         q_acc_bound=wf.core.q_acc_bound,
         score_bound=wf.core.score_bound,
         penalty_max=wf.penalty_max,
@@ -222,6 +224,7 @@ def parse_window_attention(node, input_names, input_shapes, graph):
         "outputs": list(node.output),
         "score": cfg.score,
         "position": cfg.position,
+        CONFIG_ATTR: json.dumps(cfg.to_dict(), sort_keys=True),  # widths: golden WindowFormats
         **window_layer_attributes(cfg),
         "wq_data": weights.wq,
     }

@@ -6,21 +6,30 @@ grid), one output (len_q x dim, real values on the <out_bits, out_frac> grid), a
 variables that hls4ml writes into firmware/weights/ like any layer's weights: the integer
 matrices wq, wk, wv, wo and the softmax tables exp_table, recip_table.
 
-``datapath_widths`` derives every intermediate width from the golden model's bounds
-(docs/golden.md), so the C++ adders are exactly as wide as the worst case needs and nothing can
-overflow; the config template writes them into the layer's CONFIG_T struct as ap_int typedefs.
+``datapath_widths`` reads every intermediate width from the golden model's formats
+(eatt.quant.golden.Formats, docs/golden.md), so the C++ adders are exactly as wide as the worst
+case needs and nothing can overflow; the config template writes them into the layer's CONFIG_T
+struct as ap_int typedefs. The layer carries its config as JSON (attribute ``golden_config``,
+set by the ONNX handlers) so that the formats are derived from the config, not re-derived here.
 
 ``WindowAttention`` is the layer of the windowed unit (kind window): inputs X, P, W, K, V, C,
 L[, G] as in the QONNX file (docs/export.md), output O (dim), weights wq and the exp,
-reciprocal and position tables; ``window_datapath_widths`` gives its widths (sums over at most
-window_rows rows weighted by counts, docs/window.md).
+reciprocal and position tables; ``window_datapath_widths`` reads its widths from
+eatt.quant.window.WindowFormats (sums over at most window_rows rows weighted by counts,
+docs/window.md).
 """
 
 from __future__ import annotations
 
+import json
+
 from hls4ml.model.attributes import Attribute, ChoiceAttribute, WeightAttribute
 from hls4ml.model.layers import Layer
 from hls4ml.model.types import FixedPrecisionType, IntegerPrecisionType
+
+from eatt.config import CoreConfig
+from eatt.quant.golden import derive_formats
+from eatt.quant.window import WindowFormats, derive_window_formats
 
 #: integer attributes of the layer (from the AttentionCore node: config and derived formats)
 INT_ATTRS = (
@@ -53,54 +62,35 @@ TABLE_NAMES = ("exp_table", "recip_table")
 KINDS = ("eatt", "dot")
 
 
-def signed_bits(bound: int) -> int:
-    """Bits of a signed integer holding [-bound, bound] (as quant.golden.signed_bits)."""
-    return int(bound).bit_length() + 1
+#: the layer attribute that carries the node's config (JSON of CoreConfig.to_dict())
+CONFIG_ATTR = "golden_config"
 
 
-def unsigned_bits(bound: int) -> int:
-    """Bits of an unsigned integer holding [0, bound]."""
-    return max(1, int(bound).bit_length())
+def layer_config(a) -> CoreConfig:
+    """The CoreConfig of a layer, from its ``golden_config`` attribute."""
+    return CoreConfig.from_dict(json.loads(a[CONFIG_ATTR]))
 
 
-def datapath_widths(a: dict) -> dict[str, tuple[bool, int]]:
-    """(signed, width) of every integer type of the datapath, from the layer's attributes.
-
-    The bounds are docs/golden.md's (worst case over every weight and input in range).
-    """
-    wmax = 2 ** (a["weight_bits"] - 1) - 1
-    x_abs = 2 ** (a["in_bits"] - 1)
-    qk_abs = 2 ** (a["qk_bits"] - 1)
-    if a["kind"] == "eatt":
-        q_acc_bound = a["dim"] * wmax
-        score_bound = a["d_head"] * (2 * qk_abs - 1)
-    else:
-        q_acc_bound = a["dim"] * x_abs * wmax
-        score_bound = a["d_head"] * qk_abs * qk_abs
-    v_acc_bound = a["dim"] * x_abs * wmax
-    exp_max = 2 ** a["exp_frac"]
-    esum_bound = a["len_k"] * exp_max
-    numer_bound = esum_bound * 2 ** (a["v_bits"] - 1)
-    recip_bound = 2 ** a["recip_frac"]
-    k = a["recip_index_bits"]
+def datapath_widths(a) -> dict[str, tuple[bool, int]]:
+    """(signed, width) of every integer type of the datapath: the golden Formats' widths."""
+    f = derive_formats(layer_config(a))
     return {
-        "in_code_t": (True, a["in_bits"]),
-        "qacc_t": (True, signed_bits(q_acc_bound)),
-        "qk_t": (True, a["qk_bits"]),
-        "diff_t": (True, a["qk_bits"] + 1),
-        "score_t": (True, signed_bits(score_bound)),
-        "zidx_t": (False, unsigned_bits(2 * score_bound)),
-        "vacc_t": (True, signed_bits(v_acc_bound)),
-        "v_t": (True, a["v_bits"]),
-        "exp_t": (False, unsigned_bits(exp_max)),
-        "esum_t": (False, unsigned_bits(esum_bound)),
-        "norm_t": (False, max(unsigned_bits(esum_bound), k + 1)),
-        "recip_t": (False, unsigned_bits(recip_bound)),
-        "numer_t": (True, signed_bits(numer_bound)),
-        # N * R, plus one bit for the rounding constant, plus one of margin
-        "prod_t": (True, signed_bits(numer_bound * recip_bound) + 2),
-        "oacc_t": (True, signed_bits(a["dim"] * 2 ** (a["v_bits"] - 1) * wmax)),
-        "out_code_t": (True, a["out_bits"]),
+        "in_code_t": (True, f.in_bits),
+        "qacc_t": (True, f.q_acc_bits),
+        "qk_t": (True, f.qk_code_bits),
+        "diff_t": (True, f.diff_bits),
+        "score_t": (True, f.score_bits),
+        "zidx_t": (False, f.zdiff_bits),
+        "vacc_t": (True, f.v_acc_bits),
+        "v_t": (True, f.attn_bits),  # V codes (<= v_code_bits) and O (clamped into v_bits)
+        "exp_t": (False, f.exp_bits),
+        "esum_t": (False, f.esum_bits),
+        "norm_t": (False, f.norm_bits),
+        "recip_t": (False, f.recip_bits),
+        "numer_t": (True, f.numer_bits),
+        "prod_t": (True, f.prod_bits),  # N * R + the rounding half
+        "oacc_t": (True, f.out_acc_bits),
+        "out_code_t": (True, f.out_code_bits),
     }
 
 
@@ -134,10 +124,8 @@ class AttentionCore(Layer):
                 precision=IntegerPrecisionType(width=a["weight_bits"], signed=True),
                 data=self.get_attr(name + "_data"),
             )
-        widths = {
-            "exp_table": unsigned_bits(2 ** a["exp_frac"]),
-            "recip_table": unsigned_bits(2 ** a["recip_frac"]),
-        }
+        f = derive_formats(layer_config(a))
+        widths = {"exp_table": f.exp_bits, "recip_table": f.recip_bits}
         for name in TABLE_NAMES:
             self.add_weights_variable(
                 name=name,
@@ -187,34 +175,36 @@ SCORES = ("eatt", "dot")
 POSITIONS = ("none", "gaussian", "flexible")
 
 
-def window_datapath_widths(a: dict) -> dict[str, tuple[bool, int]]:
-    """(signed, width) of every integer type of the window datapath (docs/window.md bounds).
+def window_formats(a) -> WindowFormats:
+    """The golden WindowFormats of a WindowAttention layer (from its ``golden_config``)."""
+    return derive_window_formats(layer_config(a))
+
+
+def window_datapath_widths(a) -> dict[str, tuple[bool, int]]:
+    """(signed, width) of every integer type of the window datapath: the golden WindowFormats'.
 
     The sums run over at most window_rows rows, each weighted by a count <= count_max.
     """
-    exp_max = 2 ** a["exp_frac"]
-    cexp_bound = exp_max * a["count_max"]
-    esum_bound = a["window_rows"] * cexp_bound
-    numer_bound = esum_bound * 2 ** (a["v_code_bits"] - 1)
-    recip_bound = 2 ** a["recip_frac"]
+    wf = window_formats(a)
+    f = wf.core
     return {
-        "in_code_t": (True, a["in_bits"]),
-        "qacc_t": (True, signed_bits(a["q_acc_bound"])),
-        "qk_t": (True, a["qk_code_bits"]),
-        "diff_t": (True, a["qk_code_bits"] + 1),
-        "score_t": (True, signed_bits(a["score_bound"])),
-        "logit_t": (True, signed_bits(a["score_bound"] + a["penalty_max"])),
-        "zidx_t": (False, unsigned_bits(a["diff_bound"])),
-        "exp_t": (False, unsigned_bits(exp_max)),
-        "count_t": (False, a["count_bits"]),
-        "cexp_t": (False, unsigned_bits(cexp_bound)),
-        "esum_t": (False, unsigned_bits(esum_bound)),
-        "norm_t": (False, max(unsigned_bits(esum_bound), a["recip_index_bits"] + 1)),
-        "recip_t": (False, unsigned_bits(recip_bound)),
-        "v_t": (True, a["v_bits"]),
-        "vcode_t": (True, a["v_code_bits"]),
-        "numer_t": (True, signed_bits(numer_bound)),
-        "prod_t": (True, signed_bits(numer_bound * recip_bound) + 2),
+        "in_code_t": (True, f.in_bits),
+        "qacc_t": (True, f.q_acc_bits),
+        "qk_t": (True, wf.qk_code_bits),
+        "diff_t": (True, f.diff_bits),
+        "score_t": (True, f.score_bits),
+        "logit_t": (True, wf.logit_bits),
+        "zidx_t": (False, wf.diff_bits),
+        "exp_t": (False, f.exp_bits),
+        "count_t": (False, wf.count_bits),
+        "cexp_t": (False, wf.weighted_bits),
+        "esum_t": (False, wf.esum_bits),
+        "norm_t": (False, wf.norm_bits),
+        "recip_t": (False, wf.recip_bits),
+        "v_t": (True, wf.attn_bits),
+        "vcode_t": (True, wf.v_code_bits),
+        "numer_t": (True, wf.numer_bits),
+        "prod_t": (True, wf.prod_bits),
     }
 
 
@@ -245,10 +235,11 @@ class WindowAttention(Layer):
             precision=IntegerPrecisionType(width=a["weight_bits"], signed=True),
             data=self.get_attr("wq_data"),
         )
+        wf = window_formats(a)
         widths = {
-            "exp_table": unsigned_bits(2 ** a["exp_frac"]),
-            "recip_table": unsigned_bits(2 ** a["recip_frac"]),
-            "penalty_table": unsigned_bits(a["penalty_max"]),
+            "exp_table": wf.core.exp_bits,
+            "recip_table": wf.recip_bits,
+            "penalty_table": wf.penalty_bits,
         }
         for name in WINDOW_TABLE_NAMES:
             self.add_weights_variable(

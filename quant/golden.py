@@ -39,6 +39,43 @@ def signed_bits(bound: int) -> int:
     return int(bound).bit_length() + 1
 
 
+def unsigned_bits(bound: int) -> int:
+    """Bits of an unsigned integer holding every value in [0, bound] (at least 1)."""
+    return max(1, int(bound).bit_length())
+
+
+def softmax_bounds(
+    rows: int, weight_max: int, exp_frac: int, v_code_bits: int, recip_frac: int, index_bits: int
+) -> dict[str, int]:
+    """Bounds and widths of the sum, numerator and normalization (docs/golden.md, steps 6-8).
+
+    ``rows`` terms, each weighted by ``e * c`` with ``e <= 2**exp_frac`` and a count
+    ``c <= weight_max`` (1 for the core), values ``V`` in signed ``v_code_bits``.
+    """
+    exp_bound = 2**exp_frac
+    weighted_bound = exp_bound * weight_max  # one term's weight e * c
+    esum_bound = rows * weighted_bound  # E
+    esum_bits = unsigned_bits(esum_bound)
+    numer_bound = esum_bound * 2 ** (v_code_bits - 1)  # |N| <= E * |V|
+    recip_bound = 2**recip_frac  # RECIP[i] <= 2**recip_frac
+    # the rounding half 2**(recip_frac + n - 1) with n = floor(log2 E) <= esum_bits - 1
+    round_bound = 2 ** (recip_frac + esum_bits - 2)
+    prod_bound = numer_bound * recip_bound + round_bound  # |N * R + half|
+    return {
+        "exp_bits": unsigned_bits(exp_bound),
+        "weighted_bits": unsigned_bits(weighted_bound),
+        "esum_bound": esum_bound,
+        "esum_bits": esum_bits,
+        # E normalized so that its leading one is on top, with index_bits bits below it
+        "norm_bits": max(esum_bits, index_bits + 1),
+        "numer_bound": numer_bound,
+        "numer_bits": signed_bits(numer_bound),
+        "recip_bits": unsigned_bits(recip_bound),
+        "prod_bound": prod_bound,
+        "prod_bits": signed_bits(prod_bound),
+    }
+
+
 def round_half_up(x: np.ndarray | float) -> np.ndarray:
     """floor(x + 1/2): the rounding of a hardware adder that adds half an LSB, then truncates."""
     return np.floor(np.asarray(x, dtype=np.float64) + 0.5).astype(np.int64)
@@ -64,6 +101,29 @@ class Formats:
     out_acc_bound: int
     out_shift: int
     out_lsb: float  # real value of one unit of the core's output
+    # -- widths of every integer of the datapath (hls/ and rtl_sim/ only read these) ----------
+    in_bits: int  # X, Y codes
+    q_acc_bits: int  # Q, K accumulators: bits(q_acc_bound)
+    qk_code_bits: int  # Q, K after the shift: q_acc_bits - q_shift (<= cfg.qk_bits)
+    diff_bits: int  # Q - K (E-ATT): qk_code_bits + 1
+    score_bits: int  # S: bits(score_bound)
+    zdiff_bound: int  # max_j S - S lies in [0, 2 * score_bound] (unsigned)
+    zdiff_bits: int
+    exp_index_bits: int  # zdiff >> exp_shift
+    v_acc_bits: int  # V accumulator: bits(v_acc_bound)
+    v_code_bits: int  # V after the shift: v_acc_bits - v_shift (<= cfg.v_bits)
+    exp_bits: int  # e <= 2**exp_frac (unsigned)
+    esum_bound: int  # E <= len_k * 2**exp_frac
+    esum_bits: int  # unsigned
+    norm_bits: int  # E with its leading one on top (HLS reciprocal index)
+    numer_bound: int  # |N| <= esum_bound * 2**(v_code_bits - 1)
+    numer_bits: int
+    recip_bits: int  # RECIP <= 2**recip_frac (unsigned)
+    prod_bound: int  # |N * R + 2**(recip_frac + n - 1)|
+    prod_bits: int
+    attn_bits: int  # O, clamped into cfg.v_bits
+    out_acc_bits: int  # O @ W_O: bits(out_acc_bound)
+    out_code_bits: int  # Z: out_acc_bits - out_shift (<= cfg.out_bits)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -109,6 +169,15 @@ def derive_formats(cfg: CoreConfig) -> Formats:
     out_acc_bound = cfg.dim * 2 ** (cfg.v_bits - 1) * wmax
     out_shift = max(0, signed_bits(out_acc_bound) - cfg.out_bits)
     out_lsb = v_lsb * 2.0**-cfg.weight_frac * 2.0**out_shift
+
+    q_acc_bits = signed_bits(q_acc_bound)
+    qk_code_bits = q_acc_bits - q_shift
+    v_acc_bits = signed_bits(v_acc_bound)
+    v_code_bits = v_acc_bits - v_shift
+    recip_index_bits = int(cfg.recip_table_size).bit_length() - 1
+    zdiff_bits = unsigned_bits(2 * score_bound)
+    soft = softmax_bounds(cfg.len_k, 1, cfg.exp_frac, v_code_bits, cfg.recip_frac, recip_index_bits)
+    out_acc_bits = signed_bits(out_acc_bound)
     return Formats(
         q_acc_bound=q_acc_bound,
         q_shift=q_shift,
@@ -121,11 +190,33 @@ def derive_formats(cfg: CoreConfig) -> Formats:
         exp_shift=exp_shift,
         exp_table_size=cfg.exp_table_size,
         exp_frac=cfg.exp_frac,
-        recip_index_bits=int(cfg.recip_table_size).bit_length() - 1,
+        recip_index_bits=recip_index_bits,
         recip_frac=cfg.recip_frac,
         out_acc_bound=out_acc_bound,
         out_shift=out_shift,
         out_lsb=out_lsb,
+        in_bits=cfg.in_bits,
+        q_acc_bits=q_acc_bits,
+        qk_code_bits=qk_code_bits,
+        diff_bits=qk_code_bits + 1,
+        score_bits=signed_bits(score_bound),
+        zdiff_bound=2 * score_bound,
+        zdiff_bits=zdiff_bits,
+        exp_index_bits=max(1, zdiff_bits - exp_shift),
+        v_acc_bits=v_acc_bits,
+        v_code_bits=v_code_bits,
+        exp_bits=soft["exp_bits"],
+        esum_bound=soft["esum_bound"],
+        esum_bits=soft["esum_bits"],
+        norm_bits=soft["norm_bits"],
+        numer_bound=soft["numer_bound"],
+        numer_bits=soft["numer_bits"],
+        recip_bits=soft["recip_bits"],
+        prod_bound=soft["prod_bound"],
+        prod_bits=soft["prod_bits"],
+        attn_bits=cfg.v_bits,
+        out_acc_bits=out_acc_bits,
+        out_code_bits=out_acc_bits - out_shift,
     )
 
 

@@ -38,6 +38,8 @@ from eatt.quant.golden import (
     requantize,
     round_half_up,
     signed_bits,
+    softmax_bounds,
+    unsigned_bits,
 )
 
 #: names of the per-step inputs, in the order of WindowGolden.forward
@@ -68,6 +70,32 @@ class WindowFormats:
     penalty_max: int  # largest table entry (<= penalty_cap)
     diff_bound: int  # max S' - S' lies in [0, diff_bound]
     sigma: float
+    # -- widths of the unit's integers (hls/ and rtl_sim/window.py only read these) -----------
+    penalty_bits: int  # P in [0, penalty_max] (unsigned)
+    logit_bound: int  # S' = S - P in [-(score_bound + penalty_max), score_bound]
+    logit_bits: int
+    diff_bits: int  # max S' - S' (unsigned)
+    exp_index_bits: int  # (max S' - S') >> exp_shift
+    exp_table_bits: int  # log2(exp_table_size): the exp ROM's address
+    count_bits: int
+    weighted_bits: int  # e * c <= 2**exp_frac * count_max (unsigned)
+    esum_bound: int  # E <= window_rows * 2**exp_frac * count_max
+    esum_bits: int
+    norm_bits: int
+    numer_bound: int  # |N| <= esum_bound * 2**(v_code_bits - 1)
+    numer_bits: int
+    recip_bits: int
+    prod_bound: int  # |N * R + 2**(recip_frac + n - 1)|
+    prod_bits: int
+    attn_bits: int  # O, clamped into cfg.v_bits
+    addr_bits: int  # a row address 0 .. len_k - 1 (and p)
+    len_bits: int  # length 1 .. len_k
+    w_bits: int  # w 0 .. half_width
+    dist_bits: int  # |s - p| 0 .. half_width
+    index_bits: int  # a window buffer entry 0 .. window_rows - 1
+    rows_bits: int  # rows read 0 .. window_rows
+    g_bits: int  # Flexible level 0 .. g_levels
+    int_bits: int  # signed width of the integer inputs' port type (HLS)
 
     def to_dict(self) -> dict:
         data = dict(self.__dict__)
@@ -80,16 +108,47 @@ def derive_window_formats(cfg: CoreConfig) -> WindowFormats:
     table = penalty_table(cfg, f)
     cap = 2 * f.score_bound + (cfg.exp_table_size << f.exp_shift)
     pmax = int(table.max())
+    rows, count_max = cfg.window_rows, 2**cfg.count_bits - 1
+    diff_bits = unsigned_bits(2 * f.score_bound + pmax)
+    soft = softmax_bounds(
+        rows, count_max, cfg.exp_frac, f.v_code_bits, cfg.recip_frac, f.recip_index_bits
+    )
+    half = cfg.half_width
     return WindowFormats(
         core=f,
-        qk_code_bits=signed_bits(f.q_acc_bound) - f.q_shift,
-        v_code_bits=signed_bits(f.v_acc_bound) - f.v_shift,
-        window_rows=cfg.window_rows,
-        count_max=2**cfg.count_bits - 1,
+        qk_code_bits=f.qk_code_bits,
+        v_code_bits=f.v_code_bits,
+        window_rows=rows,
+        count_max=count_max,
         penalty_cap=cap,
         penalty_max=pmax,
         diff_bound=2 * f.score_bound + pmax,
         sigma=window_sigma(cfg),
+        penalty_bits=unsigned_bits(pmax),
+        logit_bound=f.score_bound + pmax,
+        logit_bits=signed_bits(f.score_bound + pmax),
+        diff_bits=diff_bits,
+        exp_index_bits=max(1, diff_bits - f.exp_shift),
+        exp_table_bits=int(cfg.exp_table_size).bit_length() - 1,
+        count_bits=cfg.count_bits,
+        weighted_bits=soft["weighted_bits"],
+        esum_bound=soft["esum_bound"],
+        esum_bits=soft["esum_bits"],
+        norm_bits=soft["norm_bits"],
+        numer_bound=soft["numer_bound"],
+        numer_bits=soft["numer_bits"],
+        recip_bits=soft["recip_bits"],
+        prod_bound=soft["prod_bound"],
+        prod_bits=soft["prod_bits"],
+        attn_bits=cfg.v_bits,
+        addr_bits=unsigned_bits(cfg.len_k - 1),
+        len_bits=unsigned_bits(cfg.len_k),
+        w_bits=unsigned_bits(half),
+        dist_bits=unsigned_bits(half),
+        index_bits=unsigned_bits(rows - 1),
+        rows_bits=unsigned_bits(rows),
+        g_bits=unsigned_bits(cfg.g_levels),
+        int_bits=signed_bits(max(cfg.len_k, count_max, half, cfg.g_levels)),
     )
 
 

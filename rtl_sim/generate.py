@@ -80,16 +80,14 @@ def _lit(value: int, width: int) -> str:
 
 
 def alignment_widths(cfg: CoreConfig, formats: Formats | None = None) -> dict[str, int]:
-    """Bit widths of the alignment datapath, all derived from the golden model's Formats."""
+    """Bit widths of the alignment datapath: read from the golden model's Formats."""
     f = formats or derive_formats(cfg)
-    acc_bits = signed_bits(f.q_acc_bound)  # |Q| before the shift <= q_acc_bound
-    qk_bits = acc_bits - f.q_shift  # what the arithmetic shift leaves (<= cfg.qk_bits)
     return {
-        "in_bits": cfg.in_bits,
-        "acc_bits": acc_bits,
+        "in_bits": f.in_bits,
+        "acc_bits": f.q_acc_bits,  # |Q| before the shift <= q_acc_bound
         "q_shift": f.q_shift,
-        "qk_bits": qk_bits,
-        "score_bits": signed_bits(f.score_bound),
+        "qk_bits": f.qk_code_bits,  # what the arithmetic shift leaves (<= cfg.qk_bits)
+        "score_bits": f.score_bits,
     }
 
 
@@ -134,36 +132,26 @@ def alignment_interface(cfg: CoreConfig) -> dict:
 
 
 def attention_widths(cfg: CoreConfig, formats: Formats | None = None) -> dict[str, int]:
-    """Bit widths of the whole-core datapath (attention level), from the golden Formats."""
+    """Bit widths of the whole-core datapath (attention level): read from the golden Formats."""
     f = formats or derive_formats(cfg)
     w = alignment_widths(cfg, f)
-    v_acc_bits = signed_bits(f.v_acc_bound)
-    v_bits = v_acc_bits - f.v_shift  # |V| < 2**(v_bits-1) (<= cfg.v_bits)
-    diff_max = 2 * f.score_bound  # max_j S - S lies in [0, 2 * score_bound]
-    diff_bits = max(1, diff_max.bit_length())  # unsigned
-    total_bits = (cfg.len_k * 2**cfg.exp_frac).bit_length()  # E <= len_k * 2**exp_frac
-    numer_bits = signed_bits(cfg.len_k * 2**cfg.exp_frac * 2 ** (v_bits - 1))
-    recip_bits = cfg.recip_frac + 1  # RECIP[i] <= 2**recip_frac, unsigned
-    # N * R as signed (recip zero-extended by one bit), plus the rounding half (< 2**shift)
-    prod_bits = max(numer_bits + recip_bits + 1, cfg.recip_frac + total_bits) + 1
-    out_acc_bits = signed_bits(f.out_acc_bound)
     w.update(
-        v_acc_bits=v_acc_bits,
+        v_acc_bits=f.v_acc_bits,
         v_shift=f.v_shift,
-        v_bits=v_bits,
-        diff_bits=diff_bits,
+        v_bits=f.v_code_bits,  # |V| <= 2**(v_bits-1) (<= cfg.v_bits)
+        diff_bits=f.zdiff_bits,  # max_j S - S in [0, 2 * score_bound], unsigned
         exp_shift=f.exp_shift,
-        exp_index_bits=max(1, diff_bits - f.exp_shift),
-        exp_bits=cfg.exp_frac + 1,
-        total_bits=total_bits,
-        numer_bits=numer_bits,
+        exp_index_bits=f.exp_index_bits,
+        exp_bits=f.exp_bits,
+        total_bits=f.esum_bits,  # E <= len_k * 2**exp_frac
+        numer_bits=f.numer_bits,
         recip_index_bits=f.recip_index_bits,
-        recip_bits=recip_bits,
-        prod_bits=prod_bits,
-        attn_bits=cfg.v_bits,  # O is clamped into cfg.v_bits (golden weighted_values)
-        out_acc_bits=out_acc_bits,
+        recip_bits=f.recip_bits,  # RECIP[i] <= 2**recip_frac, unsigned
+        prod_bits=f.prod_bits,  # N * R + 2**(recip_frac + n - 1)
+        attn_bits=f.attn_bits,  # O is clamped into cfg.v_bits (golden weighted_values)
+        out_acc_bits=f.out_acc_bits,
         out_shift=f.out_shift,
-        out_bits=out_acc_bits - f.out_shift,
+        out_bits=f.out_code_bits,
     )
     return w
 
@@ -737,7 +725,7 @@ def _front_end(
         _const_matmul(out, pipe, "qa", "xe", lq, weights.wq, aw, "W_Q")
         _const_matmul(out, pipe, "ka", "ye", lk, weights.wk, aw, "W_K")
     if with_v:
-        aw_v, vs = signed_bits(f.v_acc_bound), f.v_shift
+        aw_v, vs = f.v_acc_bits, f.v_shift
         vb = aw_v - vs
         out(f"    // ---- values V = Y @ W_V: {aw_v}-bit accumulators (|acc| <= {f.v_acc_bound})")
         out(f"    logic signed [{aw_v - 1}:0] va [{lk}][{dim}];")

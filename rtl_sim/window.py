@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from eatt.config import CoreConfig
-from eatt.quant.golden import CoreWeights, exp_table, recip_table, signed_bits
+from eatt.quant.golden import CoreWeights, exp_table, recip_table
 from eatt.quant.window import (
     WindowGolden,
     core_config,
@@ -50,49 +50,40 @@ HAND_WRITTEN = ("window_ctrl.sv", "window_ram.sv")
 LATENCY_EXTRA = 3
 
 
-def _bits(lo: int, hi: int) -> int:
-    return signed_bits(max(-lo, hi, 0))
-
-
 def window_widths(cfg: CoreConfig) -> dict[str, int]:
-    """Every width of the unit, from the golden model's formats (derive_window_formats)."""
+    """Every width of the unit: read from the golden model's formats (derive_window_formats)."""
     wf = derive_window_formats(cfg)
     f = wf.core
-    rows, cmax = wf.window_rows, wf.count_max
-    vb = wf.v_code_bits
-    total_bits = (rows * cmax * 2**cfg.exp_frac).bit_length()
-    numer_bits = signed_bits(rows * cmax * 2**cfg.exp_frac * 2 ** (vb - 1))
-    recip_bits = cfg.recip_frac + 1
     return {
-        "in_bits": cfg.in_bits,
-        "acc_bits": signed_bits(f.q_acc_bound),
+        "in_bits": f.in_bits,
+        "acc_bits": f.q_acc_bits,
         "q_shift": f.q_shift,
         "qk_bits": wf.qk_code_bits,
-        "v_bits": vb,
-        "count_bits": cfg.count_bits,
-        "score_bits": signed_bits(f.score_bound),
-        "penalty_bits": max(1, wf.penalty_max.bit_length()),
-        "logit_bits": _bits(-(f.score_bound + wf.penalty_max), f.score_bound),
-        "diff_bits": max(1, wf.diff_bound.bit_length()),
+        "v_bits": wf.v_code_bits,
+        "count_bits": wf.count_bits,
+        "score_bits": f.score_bits,
+        "penalty_bits": wf.penalty_bits,
+        "logit_bits": wf.logit_bits,
+        "diff_bits": wf.diff_bits,
         "exp_shift": f.exp_shift,
-        "exp_index_bits": max(1, wf.diff_bound.bit_length() - f.exp_shift),
-        "exp_table_bits": int(cfg.exp_table_size).bit_length() - 1,
-        "exp_bits": cfg.exp_frac + 1,
-        "weighted_bits": cfg.exp_frac + 1 + cfg.count_bits,
-        "total_bits": total_bits,
-        "numer_bits": numer_bits,
+        "exp_index_bits": wf.exp_index_bits,
+        "exp_table_bits": wf.exp_table_bits,
+        "exp_bits": f.exp_bits,
+        "weighted_bits": wf.weighted_bits,
+        "total_bits": wf.esum_bits,
+        "numer_bits": wf.numer_bits,
         "recip_index_bits": f.recip_index_bits,
-        "recip_bits": recip_bits,
-        "prod_bits": max(numer_bits + recip_bits + 1, cfg.recip_frac + total_bits) + 1,
-        "attn_bits": cfg.v_bits,
-        "window_rows": rows,
-        "addr_bits": max(1, (cfg.len_k - 1).bit_length()),
-        "len_bits": cfg.len_k.bit_length(),
-        "w_bits": max(1, cfg.half_width.bit_length()),
-        "dist_bits": max(1, cfg.half_width.bit_length()),
-        "index_bits": max(1, (rows - 1).bit_length()),
-        "rows_bits": rows.bit_length(),
-        "g_bits": max(1, cfg.g_levels.bit_length()),
+        "recip_bits": wf.recip_bits,
+        "prod_bits": wf.prod_bits,
+        "attn_bits": wf.attn_bits,
+        "window_rows": wf.window_rows,
+        "addr_bits": wf.addr_bits,
+        "len_bits": wf.len_bits,
+        "w_bits": wf.w_bits,
+        "dist_bits": wf.dist_bits,
+        "index_bits": wf.index_bits,
+        "rows_bits": wf.rows_bits,
+        "g_bits": wf.g_bits,
     }
 
 
