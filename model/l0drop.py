@@ -161,10 +161,9 @@ def counted_softmax(scores: Tensor, counts: Tensor, padding: Tensor | None = Non
     Computed as softmax(e + log c): positions with count 0 or padding get weight 0; a row with
     no position left gets all-zero weights (not NaN).
     """
-    log_counts = torch.log(counts.to(scores.dtype))  # log 0 = -inf: excluded
+    logits = scores + torch.log(counts.to(scores.dtype))  # log 0 = -inf: excluded
     if padding is not None:
-        log_counts = log_counts.masked_fill(padding, float("-inf"))
-    logits = scores + log_counts
+        logits = logits.masked_fill(padding, float("-inf"))
     empty = torch.isneginf(logits).all(dim=-1, keepdim=True)
     weights = torch.softmax(logits.masked_fill(empty, 0.0), dim=-1)
     return weights.masked_fill(empty, 0.0)

@@ -54,7 +54,7 @@ from .config import (  # the config lives below the model modules; re-exported f
     load_model_config,
 )
 from .data import PAD, Vocab
-from .l0drop import L0Drop, compact, rule_gates, vocab_token_rank
+from .l0drop import L0Drop, compact, counted_softmax, rule_gates, vocab_token_rank
 from .rnn import LSTMSeq2Seq
 from .synthesizer import DenseSynthesizer, RandomSynthesizer, synthesized_attention
 from .windowed import cross_attention, mean_strength, reorder_state
@@ -245,10 +245,9 @@ class RoleAttention(nn.Module):
                 scores = F.l1_scores(q, k, impl=L1_IMPL) * core.scale
             elif counts is not None:
                 scores = torch.matmul(q, k.transpose(-1, -2)) * core.scale
-            if self.l1 or counts is not None:
-                if counts is not None:  # Algorithm 1's counted softmax: scores + log(count)
-                    log_c = torch.log(counts.clamp(min=1).to(scores.dtype))
-                    scores = scores + log_c[:, None, None, :]
+            if counts is not None:  # Algorithm 1's counted softmax (mask covers count 0)
+                out = counted_softmax(scores, counts[:, None, None, :], ~mask) @ v
+            elif self.l1:
                 out, _ = synthesized_attention(scores, v, mask)
             else:
                 out, _ = F.dot_attention(q, k, v, mask=mask, scale=core.scale)

@@ -37,6 +37,7 @@ from torch import Tensor, nn
 
 from . import functional as F
 from .config import WINDOW_KINDS, WINDOW_SCORES, ModelConfig
+from .l0drop import counted_softmax
 
 __all__ = [
     "WINDOW_KINDS",
@@ -156,9 +157,12 @@ def mean_strength(state: dict) -> Tensor:
     return state["g_sum"].mean() / steps
 
 
-def _softmax(scores: Tensor, valid: Tensor) -> Tensor:
+def _softmax(scores: Tensor, valid: Tensor, counts: Tensor | None = None) -> Tensor:
     """Softmax over the last dim of already-masked scores; a row with no valid slot (all of a
-    compacted memory's rows padding) gets zero weights instead of NaN."""
+    compacted memory's rows padding) gets zero weights instead of NaN. With ``counts`` (L0Drop's
+    compacted memory) it is Algorithm 1's :func:`~eatt.model.l0drop.counted_softmax`."""
+    if counts is not None:
+        return counted_softmax(scores, counts, ~valid)
     empty = ~valid.any(-1, keepdim=True)
     return torch.softmax(scores.masked_fill(empty, 0.0), dim=-1).masked_fill(~valid, 0.0)
 
@@ -306,8 +310,8 @@ class WindowedAttention(nn.Module):
             "steps": 0,
         }
         if counts is not None:
-            # count 0 (an empty slot of the compacted memory) -> -inf: never attended
-            state["log_counts"] = torch.log(counts.to(memory.dtype))
+            # multiplicities for the counted softmax (count 0, an empty slot, is padding too)
+            state["counts"] = counts
         return state
 
     reorder_state = staticmethod(reorder_state)
@@ -336,27 +340,24 @@ class WindowedAttention(nn.Module):
         g = self.strength(h, g_input) if self.kind == "flexible" else None
         p_t = self.predicted_position(h, state["lengths"]) if self.kind == "local-p" else None
         window = self._window(state, g, p_t)
-        log_counts = state.get("log_counts")
+        counts = state.get("counts")
         if window is None:
             keys, values = state["keys"], state["memory"]
             positions = torch.arange(seq, device=h.device).expand(batch, seq)
             valid = ~state["padding"]
-            extra = log_counts
         else:
             start, end = window
             keys, positions, valid = gather_window(state["keys"], start, end)
             values = gather_window(state["memory"], start, end)[0]
             valid = valid & ~state["padding"].gather(1, positions)
-            extra = None if log_counts is None else log_counts.gather(1, positions)
+            counts = None if counts is None else counts.gather(1, positions)
         scores = self._scores(self._queries(h)[:, None, :], keys)[:, 0]
-        if extra is not None:
-            scores = scores + extra
         if g is not None:
             scores = scores - flexible_penalty(
                 positions, state["p_prev"][:, None], g[:, None], self.sigma
             )
         scores = scores.masked_fill(~valid, float("-inf"))
-        a = _softmax(scores, valid)
+        a = _softmax(scores, valid, counts)
         if p_t is not None:
             a = a * gaussian_weight(positions, p_t[:, None], self.window_d / 2.0)
         # masked slots have a = 0 and finite values; where() keeps 0 * inf out of the sum
@@ -391,8 +392,6 @@ class WindowedAttention(nn.Module):
         seq = state["padding"].shape[1]
         lengths = state["lengths"]
         scores = self._scores(self._queries(h), state["keys"])
-        if "log_counts" in state:
-            scores = scores + state["log_counts"][:, None, :]
         positions = torch.arange(seq, device=h.device)
         valid = (~state["padding"])[:, None, :].expand(batch, steps, seq)
         if self.kind in ("local-m", "local-p"):
@@ -406,7 +405,8 @@ class WindowedAttention(nn.Module):
             inside = (positions >= start[..., None]) & (positions < end[..., None])
             valid = valid & inside
         scores = scores.masked_fill(~valid, float("-inf"))
-        a = _softmax(scores, valid)
+        counts = state.get("counts")
+        a = _softmax(scores, valid, None if counts is None else counts[:, None, :])
         if self.kind == "local-p":
             a = a * gaussian_weight(positions, p_t[..., None], self.window_d / 2.0)
         values = state["memory"].masked_fill(state["padding"][..., None], 0.0)
