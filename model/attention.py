@@ -27,6 +27,7 @@ __all__ = [
     "DotProductAttention",
     "EAttention",
     "attention_variant",
+    "variant_switches",
 ]
 
 
@@ -187,6 +188,21 @@ ATTENTION_VARIANTS: dict[str, dict[str, str] | None] = {
     "binary-dot": {"selection": "binary", "score": "dot"},  # discrete selection only
     "linear-l1": {"selection": "linear", "score": "l1"},  # L1 distance only
 }
+
+
+def variant_switches(name: str) -> tuple[bool, bool]:
+    """EAttention's two switches of a Table 5 variant: (binary selection, L1 score).
+
+    The vanilla variant (:class:`DotProductAttention`) has neither: linear selection, dot score.
+    """
+    if name not in ATTENTION_VARIANTS:
+        raise ValueError(
+            f"unknown attention variant {name!r}; choose from {list(ATTENTION_VARIANTS)}"
+        )
+    variant = ATTENTION_VARIANTS[name]
+    if variant is None:
+        return False, False
+    return variant["selection"] == "binary", variant["score"] == "l1"
 
 
 def attention_variant(name: str, dim: int, heads: int, **kw) -> nn.Module:

@@ -40,7 +40,7 @@ from eatt.config import ConfigError, atomic_write, read_mapping
 from eatt.config import first_line as _first_line
 
 from . import functional as F
-from .attention import attention_variant
+from .attention import ATTENTION_VARIANTS, attention_variant, variant_switches
 from .config import (  # the config lives below the model modules; re-exported from here
     ARCHS,
     ATTENTION_KINDS,
@@ -147,8 +147,12 @@ class RoleAttention(nn.Module):
             self.core = attention_variant(kind, dim, heads, tau=tau)
         self.synthesized = kind in ("dense", "randinit")
         self.quantized = kind in QUANT_KINDS
-        self.binary = kind in ("eatt", "binary-dot", "quant-eatt")
-        self.l1 = kind in ("eatt", "linear-l1", "quant-eatt")
+        # EAttention's switches (Table 5); a quantized kind has those of its float variant
+        # (quant-eatt: eatt, quant-vanilla: vanilla), synthesized and windowed kinds neither
+        variant = kind.removeprefix("quant-")
+        self.binary, self.l1 = (
+            variant_switches(variant) if variant in ATTENTION_VARIANTS else (False, False)
+        )
         self.tau = float(tau)
         #: set by Seq2Seq.set_recorder: called with (name, binarized tensor, valid-row mask)
         self.recorder: Recorder | None = None
