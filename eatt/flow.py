@@ -34,6 +34,7 @@ from eatt.rtl_sim.resources import find_yosys
 from eatt.rtl_sim.resources import resources as yosys
 from eatt.rtl_sim.runner import simulate
 from eatt.rtl_sim.tools import ToolMissing, check_build_tools, find_verilator
+from eatt.units import unit_for
 
 PEER = {"eatt": "dot", "dot": "eatt"}
 CELLS = ("LUT", "FF", "CARRY4", "DSP48E1")
@@ -194,22 +195,42 @@ def _run(
     resources: bool,
     window: bool,
 ) -> dict:
-    cores, result = {}, {"config": cfg.to_dict(), "seed": seed, "out_dir": str(out_dir)}
-    if cfg.kind != "window":
-        paper = energy.energy_report(length=max(cfg.len_q, cfg.len_k), dim=cfg.dim)
-        for kind in (cfg.kind, PEER[cfg.kind]):
-            core_cfg = cfg if kind == cfg.kind else cfg.replace(kind=kind)
-            # same integer weights for both: the comparison changes the mechanism, nothing else
-            cores[kind] = run_core(core_cfg, weights, seed, vectors, out_dir / kind, resources)
-        result["energy"] = {"paper": paper, "core": core_energy(cfg)}
-        result["comparison"] = compare(cores, core_energy(cfg))
-    result["cores"] = cores
-    if cfg.kind == "window" or window:
-        wcfg = cfg if cfg.kind == "window" else default_config("window")
-        wweights = weights if cfg.kind == "window" else random_weights(wcfg, seed)
-        result["window"] = run_window(wcfg, wweights, seed, vectors, out_dir / "window", resources)
+    result = {"config": cfg.to_dict(), "seed": seed, "out_dir": str(out_dir)}
+    # the unit's flow (eatt.units): run_cores for eatt/dot, run_window_unit for window
+    part = unit_for(cfg).load("flow")(cfg, weights, seed, vectors, out_dir, resources)
+    result.update(part if "cores" in part else {"cores": {}, **part})
+    if window and "window" not in result:  # --window: the default windowed unit beside the cores
+        wunit = unit_for("window")
+        wcfg = default_config(wunit.kinds[0])
+        wweights = random_weights(wcfg, seed)
+        result.update(wunit.load("flow")(wcfg, wweights, seed, vectors, out_dir, resources))
+    cores = result["cores"]
     result["ok"] = all(c["ok"] for c in cores.values()) and result.get("window", {}).get("ok", True)
     return result
+
+
+def run_cores(
+    cfg: CoreConfig, weights: CoreWeights, seed: int, vectors: int, out_dir: Path, resources: bool
+) -> dict:
+    """The core unit's flow: cfg's kind and its peer (E-ATT vs dot) with the same weights, each
+    through run_core; returns the result's "energy", "comparison" and "cores" entries."""
+    cores, result = {}, {}
+    paper = energy.energy_report(length=max(cfg.len_q, cfg.len_k), dim=cfg.dim)
+    for kind in (cfg.kind, PEER[cfg.kind]):
+        core_cfg = cfg if kind == cfg.kind else cfg.replace(kind=kind)
+        # same integer weights for both: the comparison changes the mechanism, nothing else
+        cores[kind] = run_core(core_cfg, weights, seed, vectors, out_dir / kind, resources)
+    result["energy"] = {"paper": paper, "core": core_energy(cfg)}
+    result["comparison"] = compare(cores, core_energy(cfg))
+    result["cores"] = cores
+    return result
+
+
+def run_window_unit(
+    cfg: CoreConfig, weights: CoreWeights, seed: int, vectors: int, out_dir: Path, resources: bool
+) -> dict:
+    """The window unit's flow: run_window in out_dir/window; returns the result's "window"."""
+    return {"window": run_window(cfg, weights, seed, vectors, out_dir / "window", resources)}
 
 
 def compare(cores: dict, core_en: dict) -> list[dict]:

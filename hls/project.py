@@ -65,6 +65,7 @@ from eatt.quant.ops import (
     window_input_names,
 )
 from eatt.rtl_sim.tools import ToolMissing  # one class for every missing tool (CLI exit 3)
+from eatt.units import unit_for
 
 #: backend name (ours, lower case) -> hls4ml backend name
 BACKENDS = {"vitis": "Vitis", "vivado": "Vivado"}
@@ -290,24 +291,33 @@ def write_testbench_data(
 
 
 def _formats(cfg: CoreConfig) -> dict:
-    if cfg.kind == "window":
-        from eatt.quant.window import derive_window_formats
-
-        return derive_window_formats(cfg).to_dict()
-    return derive_formats(cfg).to_dict()
+    return unit_for(cfg).load("formats")(cfg).to_dict()  # the unit's derived formats
 
 
 def check_data(
     model: onnx.ModelProto, cfg: CoreConfig, weights: CoreWeights, vectors: int, seed: int
 ) -> tuple[list[np.ndarray], np.ndarray, int, int]:
     """The checked vectors: (real inputs, one (n, features) array per graph input in graph
-    order; golden output codes; output fraction; number of edge vectors, which come last)."""
-    if cfg.kind != "window":
-        x, y = _vectors(cfg, vectors, seed)
-        n, scale = len(x), 2.0**-cfg.in_frac
-        reals = [x.reshape(n, -1) * scale, y.reshape(n, -1) * scale]
-        expected = GoldenCore(cfg, weights).forward(x, y)
-        return reals, expected, lsb_frac(derive_formats(cfg).out_lsb), len(edge_inputs(cfg)[0])
+    order; golden output codes; output fraction; number of edge vectors, which come last).
+    Dispatches to the unit's (eatt.units: core_check_data, window_check_data)."""
+    return unit_for(cfg).load("hls_check_data")(model, cfg, weights, vectors, seed)
+
+
+def core_check_data(
+    model: onnx.ModelProto, cfg: CoreConfig, weights: CoreWeights, vectors: int, seed: int
+) -> tuple[list[np.ndarray], np.ndarray, int, int]:
+    """check_data of a core: random plus edge (x, y) pairs against GoldenCore."""
+    x, y = _vectors(cfg, vectors, seed)
+    n, scale = len(x), 2.0**-cfg.in_frac
+    reals = [x.reshape(n, -1) * scale, y.reshape(n, -1) * scale]
+    expected = GoldenCore(cfg, weights).forward(x, y)
+    return reals, expected, lsb_frac(derive_formats(cfg).out_lsb), len(edge_inputs(cfg)[0])
+
+
+def window_check_data(
+    model: onnx.ModelProto, cfg: CoreConfig, weights: CoreWeights, vectors: int, seed: int
+) -> tuple[list[np.ndarray], np.ndarray, int, int]:
+    """check_data of the window unit: random plus edge steps against WindowGolden."""
     from eatt.quant.export import WINDOW_STEP_NAMES, core_input_names, window_vectors
     from eatt.quant.window import WindowGolden
 

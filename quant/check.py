@@ -20,6 +20,7 @@ from eatt.config import CoreConfig
 from eatt.quant.float_check import compare_with_float
 from eatt.quant.golden import CoreWeights, GoldenCore, binarize_int, edge_inputs, random_inputs
 from eatt.quant.window import WindowGolden, derive_window_formats, window_bounds
+from eatt.units import unit_for
 
 
 def width_violations(golden: GoldenCore, stages: dict[str, np.ndarray]) -> list[str]:
@@ -47,8 +48,14 @@ def width_violations(golden: GoldenCore, stages: dict[str, np.ndarray]) -> list[
 
 
 def golden_check(cfg: CoreConfig, weights: CoreWeights, vectors: int = 1000, seed: int = 1) -> dict:
-    if cfg.kind == "window":
-        return window_golden_check(cfg, weights, vectors, seed)
+    """The golden model's self-check of cfg's unit (eatt.units: core_golden_check for kinds
+    eatt and dot, window_golden_check for window)."""
+    return unit_for(cfg).load("golden_check")(cfg, weights, vectors, seed)
+
+
+def core_golden_check(
+    cfg: CoreConfig, weights: CoreWeights, vectors: int = 1000, seed: int = 1
+) -> dict:
     golden = GoldenCore(cfg, weights)
     x, y = random_inputs(cfg, vectors, seed=seed)
     ex, ey = edge_inputs(cfg)

@@ -72,6 +72,7 @@ from eatt.quant.window import (
     derive_window_formats,
     random_window_inputs,
 )
+from eatt.units import unit_for
 
 QONNX_DOMAIN = "qonnx.custom_op.general"
 #: vectors per qonnx execution call (bounds the float tensors of one batched run)
@@ -377,7 +378,7 @@ def _check_quant(label, tensor, cfg, where, producers, inits, graph_inputs) -> s
     """The graph input behind the Quant node feeding `tensor` (checked: the input format)."""
     q = producers.get(tensor)
     if q is None or q.op_type != "Quant":
-        op = WINDOW_OP_TYPE if cfg.kind == "window" else OP_TYPE
+        op = unit_for(cfg).op_type
         raise ValueError(f"{where}: {op} input {label} does not come from a Quant node")
     attrs = {a.name: helper.get_attribute_value(a) for a in q.attribute}
     rounding = attrs.get("rounding_mode", b"ROUND")
@@ -611,13 +612,28 @@ def check_export(path: str | os.PathLike, vectors: int = 1000, seed: int = 1) ->
     if isinstance(vectors, bool) or not isinstance(vectors, int) or vectors < 0:
         raise ValueError(f"vectors: must be a non-negative integer, got {vectors!r}")
     cfg, weights = load_core(path)
-    if cfg.kind == "window":
-        steps, _ = window_vectors(cfg, vectors, seed)
-        expected = WindowGolden(cfg, weights).forward(**steps)
-        start = time.perf_counter()
-        got = execute_window(path, steps)
-        seconds = time.perf_counter() - start
-        return _mismatch_report(expected, got, vectors, seed, seconds)
+    # the file's unit (eatt.units): check_core_export or check_window_export
+    return unit_for(cfg).load("check_export")(path, cfg, weights, vectors, seed)
+
+
+def check_window_export(
+    path: str | os.PathLike, cfg: CoreConfig, weights: CoreWeights, vectors: int, seed: int
+) -> dict:
+    """check_export of a window unit file (cfg, weights: read from it): random steps plus the
+    edge steps (window_vectors) against WindowGolden."""
+    steps, _ = window_vectors(cfg, vectors, seed)
+    expected = WindowGolden(cfg, weights).forward(**steps)
+    start = time.perf_counter()
+    got = execute_window(path, steps)
+    seconds = time.perf_counter() - start
+    return _mismatch_report(expected, got, vectors, seed, seconds)
+
+
+def check_core_export(
+    path: str | os.PathLike, cfg: CoreConfig, weights: CoreWeights, vectors: int, seed: int
+) -> dict:
+    """check_export of a core file (cfg, weights: read from it): random plus edge vectors
+    against GoldenCore."""
     golden = GoldenCore(cfg, weights)
     x, y = random_inputs(cfg, vectors, seed=seed)
     ex, ey = edge_inputs(cfg)

@@ -63,6 +63,7 @@ from eatt.quant.golden import (
     recip_table,
     signed_bits,
 )
+from eatt.units import unit_for
 
 RTL_DIR = Path(__file__).parent / "rtl"
 CTRL_FILE = "ap_pipe_ctrl.sv"
@@ -1043,7 +1044,36 @@ def generate_rtl(
     eatt_datapath: dict | None = None,
     adder_levels: int = 0,
 ) -> dict:
+    """Write the RTL of cfg's unit into out_dir; return the metadata (also in metadata.json).
+
+    Dispatches to the unit's generator (eatt.units: generate_core_rtl for kinds eatt and dot,
+    rtl_sim.window.generate_window_rtl for the window unit) after the checks every unit shares.
+    """
+    if isinstance(adder_levels, bool) or not isinstance(adder_levels, int) or adder_levels < 0:
+        raise ValueError(f"adder_levels: must be an integer >= 0, got {adder_levels!r}")
+    check_output_dir(out_dir, "RTL", legacy=_legacy_rtl_dir)  # refuse before any work
+    generate = unit_for(cfg).load("generate_rtl")
+    return generate(
+        cfg,
+        weights,
+        out_dir,
+        level=level,
+        eatt_datapath=eatt_datapath,
+        adder_levels=adder_levels,
+    )
+
+
+def generate_core_rtl(
+    cfg: CoreConfig,
+    weights: CoreWeights,
+    out_dir: str | os.PathLike,
+    level: str = "alignment",
+    eatt_datapath: dict | None = None,
+    adder_levels: int = 0,
+) -> dict:
     """Write the RTL of one core into out_dir; return the metadata (also in metadata.json).
+
+    Called through generate_rtl (which checks adder_levels and out_dir first).
 
     eatt_datapath overrides keys of EATT_DATAPATH (E-ATT only: how Q/K and the scores are
     built; every choice is bit-exact, they differ in resources).
@@ -1052,15 +1082,6 @@ def generate_rtl(
     The directory is built beside out_dir and renamed into place, so a reader never sees half
     of it, and a second generation into the same directory leaves no stale file behind.
     """
-    if isinstance(adder_levels, bool) or not isinstance(adder_levels, int) or adder_levels < 0:
-        raise ValueError(f"adder_levels: must be an integer >= 0, got {adder_levels!r}")
-    check_output_dir(out_dir, "RTL", legacy=_legacy_rtl_dir)  # refuse before any work
-    if cfg.kind == "window":  # the sequential windowed unit has its own generator (one level)
-        from eatt.rtl_sim.window import generate_window_rtl
-
-        if adder_levels:
-            raise ValueError("adder_levels: the window unit has a fixed pipeline; use 0")
-        return generate_window_rtl(cfg, weights, out_dir)
     if level not in LEVELS:
         raise ValueError(f"level: must be one of {', '.join(LEVELS)}, got {level!r}")
     opts = _eatt_datapath(eatt_datapath)

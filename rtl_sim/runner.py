@@ -71,6 +71,7 @@ from eatt.quant.golden import GoldenCore, edge_inputs, random_inputs
 from eatt.rtl_sim.generate import load_metadata, load_weights
 from eatt.rtl_sim.procs import LockTimeout, file_lock, run_group, sigterm_as_interrupt, try_lock
 from eatt.rtl_sim.tools import ToolMissing, check_build_tools, find_verilator, verilator_env
+from eatt.units import unit_for_level
 
 __all__ = [
     "SIMULATORS",
@@ -442,24 +443,43 @@ def simulate(
     simulator: str = "verilator",
     lock_timeout: float | None = None,
 ) -> dict:
-    """Simulate out_dir's RTL on `vectors` input pairs (edge vectors first, then random ones,
-    or the given `inputs` (x, y)) in `simulator` and compare every output with the golden
-    model."""
+    """Simulate out_dir's RTL in `simulator` and compare every output with the golden model.
+
+    Dispatches on the directory's level to its unit's simulate (eatt.units: simulate_core for
+    the core's levels, rtl_sim.window.simulate_window for the window unit)."""
     out = Path(out_dir).resolve()
     meta = load_metadata(out)
     if simulator not in SIMULATORS:
         raise ValueError(f"simulator: {simulator!r} is not one of {', '.join(SIMULATORS)}")
-    if meta["level"] == "window":  # the windowed unit: steps over a loaded memory
-        from eatt.rtl_sim.window import simulate_window
+    try:
+        unit = unit_for_level(meta["level"])
+    except KeyError:
+        raise ValueError(f"{out}: level {meta['level']!r} has no testbench") from None
+    given = {} if inputs is None else {"inputs": inputs}  # the window unit reads no pairs
+    return unit.load("simulate")(
+        out,
+        vectors=vectors,
+        seed=seed,
+        build_dir=build_dir,
+        simulator=simulator,
+        lock_timeout=lock_timeout,
+        **given,
+    )
 
-        return simulate_window(
-            out,
-            vectors=vectors,
-            seed=seed,
-            build_dir=build_dir,
-            simulator=simulator,
-            lock_timeout=lock_timeout,
-        )
+
+def simulate_core(
+    out_dir: str | os.PathLike,
+    vectors: int = 1000,
+    seed: int = 0,
+    build_dir: str | os.PathLike | None = None,
+    inputs: tuple[np.ndarray, np.ndarray] | None = None,
+    simulator: str = "verilator",
+    lock_timeout: float | None = None,
+) -> dict:
+    """Simulate a core's RTL directory (level alignment or attention) on `vectors` input pairs
+    (edge vectors first, then random ones, or the given `inputs` (x, y)); through simulate."""
+    out = Path(out_dir).resolve()
+    meta = load_metadata(out)
     if meta["level"] not in ("alignment", "attention"):
         raise ValueError(f"{out}: level {meta['level']!r} has no testbench")
     cfg = CoreConfig.from_dict(meta["config"], source=str(out / "metadata.json"))

@@ -42,7 +42,8 @@ from eatt.quant.window import (
     penalty_table,
     random_window_inputs,
 )
-from eatt.rtl_sim.generate import _lit, _Writer, write_rtl_dir
+from eatt.rtl_sim.generate import _lit, _Writer, load_metadata, load_weights, write_rtl_dir
+from eatt.rtl_sim.runner import compare_runs, sim_run, write_job
 
 TOP = "window_attention"
 HAND_WRITTEN = ("window_ctrl.sv", "window_ram.sv")
@@ -422,10 +423,23 @@ def _window_sv(cfg: CoreConfig, weights: CoreWeights) -> str:
     return out.text()
 
 
-def generate_window_rtl(cfg: CoreConfig, weights: CoreWeights, out_dir: str | os.PathLike) -> dict:
-    """Write the window unit's RTL directory; return its metadata (also metadata.json)."""
+def generate_window_rtl(
+    cfg: CoreConfig,
+    weights: CoreWeights,
+    out_dir: str | os.PathLike,
+    level: str = "window",
+    eatt_datapath: dict | None = None,
+    adder_levels: int = 0,
+) -> dict:
+    """Write the window unit's RTL directory; return its metadata (also metadata.json).
+
+    One level (the sequential unit): `level` and `eatt_datapath` (core options, passed by
+    generate_rtl) are not read; a pipelined form (adder_levels) does not exist.
+    """
     if cfg.kind != "window":
         raise ValueError(f"kind: expected window, got {cfg.kind}")
+    if adder_levels:
+        raise ValueError("adder_levels: the window unit has a fixed pipeline; use 0")
     weights.check(cfg)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -508,9 +522,6 @@ def simulate_window(
     """Simulate a window RTL directory on `vectors` random steps (or the given grouped
     `steps`, window_steps' layout) in `simulator` and compare every output bit with
     WindowGolden (runner.simulate's build cache, run folder, locks and result keys)."""
-    from eatt.rtl_sim.generate import load_metadata, load_weights
-    from eatt.rtl_sim.runner import sim_run
-
     out = Path(out_dir).resolve()
     meta = load_metadata(out)
     cfg = CoreConfig.from_dict(meta["config"], source=str(out / "metadata.json"))
@@ -530,7 +541,6 @@ def simulate_window(
 
 def _run_window(sr, meta: dict, cfg: CoreConfig, steps: dict, expected, seed: int) -> dict:
     """One window run inside runner.sim_run: the job, the testbench, the comparison."""
-    from eatt.rtl_sim.runner import compare_runs, write_job
 
     n = len(expected)
     run = sr.dir

