@@ -8,14 +8,14 @@
                               constant scale 2**-weight_frac (Brevitas), no bias
            -> the golden model's requantizing shifts, scores, exp/reciprocal tables, rounding
 
-Its forward always returns the hardware's output: the golden model's integer arithmetic
-(eatt.quant.golden), computed here in torch int64 from the integer codes of the inputs and
-weights, times ``out_lsb``. So ``module(x, y) == GoldenCore(cfg, integer_weights(module))
-.forward(x_int, y_int) * out_lsb`` bit for bit, in train() and in eval() mode alike. When a
-gradient is needed (training), a differentiable fake-quant pipeline of the same steps (straight
-through floors, float softmax in place of the tables) runs beside it and carries the gradient
-back (a straight-through estimator around the whole core): QAT optimizes what the hardware
-computes. Under ``torch.no_grad()`` only the integer path runs.
+Its forward always returns the hardware's output: the golden model (eatt.quant.golden, the one
+implementation of the integer arithmetic) run on the integer codes of the inputs and weights,
+times ``out_lsb``. So ``module(x, y) == GoldenCore(cfg, integer_weights(module)).forward(x_int,
+y_int) * out_lsb`` bit for bit, in train() and in eval() mode alike. When a gradient is needed
+(training), a differentiable fake-quant pipeline of the same steps (straight-through floors,
+float softmax in place of the tables) runs beside it and carries the gradient back (a
+straight-through estimator around the whole core): QAT optimizes what the hardware computes.
+Under ``torch.no_grad()`` only the integer path runs.
 
     QuantAttentionCore(cfg)                   a fresh core (PyTorch's default Linear init)
     from_integer(cfg, weights)                a core holding given integer weights (CoreWeights)
@@ -48,7 +48,7 @@ from eatt.config import ConfigError, CoreConfig, atomic_write
 from eatt.model import functional as F
 from eatt.model.attention import DotProductAttention, EAttention
 from eatt.quant.float_check import to_float_module
-from eatt.quant.golden import CoreWeights, derive_formats, exp_table, recip_table
+from eatt.quant.golden import CoreWeights, GoldenCore, derive_formats
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -60,9 +60,12 @@ __all__ = [
     "fixed_point_weight_quant",
     "from_float",
     "from_integer",
+    "hardware_value",
     "integer_forward",
     "integer_weights",
     "load_checkpoint",
+    "requantize_ste",
+    "round_half_up_ste",
     "save_checkpoint",
     "to_float",
 ]
@@ -70,9 +73,6 @@ __all__ = [
 #: the "format" entry of a checkpoint written by save_checkpoint
 CHECKPOINT_FORMAT = "eatt.quant.QuantAttentionCore"
 CHECKPOINT_VERSION = 1
-
-#: vectors per int64 block of integer_forward (bounds the L1 temporary, as the golden model does)
-_BLOCK_ELEMENTS = 1 << 22
 
 _PROJECTIONS = (("wq", "q_proj"), ("wk", "k_proj"), ("wv", "v_proj"), ("wo", "o_proj"))
 
@@ -162,88 +162,35 @@ class _HardwareValue(torch.autograd.Function):
         return None, grad
 
 
-def _requantize_ste(acc: Tensor, lsb: float) -> Tensor:
+def requantize_ste(acc: Tensor, lsb: float) -> Tensor:
     """floor(acc / lsb) * lsb with a straight-through gradient: the arithmetic right shift."""
     return _FloorSte.apply(acc / lsb) * lsb
 
 
-# -- the golden arithmetic in torch int64 ----------------------------------------------------------
-def _reciprocal(total: Tensor, table: Tensor, index_bits: int) -> tuple[Tensor, Tensor]:
-    """total (>= 1) = 1.m * 2**n: returns (RECIP[mantissa index], n), as golden.reciprocal."""
-    n = torch.floor(torch.log2(total.to(torch.float64))).to(torch.int64)
-    one = torch.ones_like(total)
-    # float64 log2 can be off by one right at powers of two: fix it exactly.
-    n = torch.where((one << n) > total, n - 1, n)
-    n = torch.where((one << (n + 1)) <= total, n + 1, n)
-    top = torch.where(
-        n >= index_bits,
-        total >> torch.clamp(n - index_bits, min=0),
-        total << torch.clamp(index_bits - n, min=0),
-    )
-    return table[top - (1 << index_bits)], n
+def round_half_up_ste(x: Tensor) -> Tensor:
+    """floor(x + 1/2) with a straight-through gradient: the output rounding."""
+    return _RoundHalfUpSte.apply(x)
 
 
-def integer_forward(
-    cfg: CoreConfig,
-    weights: dict[str, Tensor],
-    x: Tensor,
-    y: Tensor,
-    exp_tab: Tensor | None = None,
-    recip_tab: Tensor | None = None,
-) -> Tensor:
-    """The golden model's steps (docs/golden.md) on int64 tensors: codes in, codes out.
+def hardware_value(hardware: Tensor, surrogate: Tensor) -> Tensor:
+    """``hardware`` forward, the gradient to ``surrogate``: a straight-through estimator around
+    a whole unit (QuantAttentionCore, QuantWindowAttention)."""
+    return _HardwareValue.apply(hardware, surrogate)
 
-    weights: {"wq", "wk", "wv", "wo"} int64 (dim, dim) in input -> output order;
-    x: (n, len_q, dim), y: (n, len_k, dim) int64 input codes. Runs on the CPU (torch has no
-    integer matmul on CUDA) and returns (n, len_q, dim) int64 output codes there.
+
+# -- the golden arithmetic ------------------------------------------------------------------------
+def integer_forward(cfg: CoreConfig, weights: dict[str, Tensor], x: Tensor, y: Tensor) -> Tensor:
+    """The golden model itself (GoldenCore.forward) on int64 tensors: codes in, codes out.
+
+    weights: {"wq", "wk", "wv", "wo"} integer (dim, dim) in input -> output order;
+    x: (n, len_q, dim), y: (n, len_k, dim) integer input codes. Not on the gradient path: the
+    codes go to numpy on the CPU and the (n, len_q, dim) int64 output codes come back there.
     """
-    f = derive_formats(cfg)
-    cpu = torch.device("cpu")
-    w = {k: v.to(cpu, torch.int64) for k, v in weights.items()}
-    exp_tab = torch.from_numpy(exp_table(cfg)) if exp_tab is None else exp_tab.to(cpu)
-    recip_tab = torch.from_numpy(recip_table(cfg)) if recip_tab is None else recip_tab.to(cpu)
-    x, y = x.to(cpu, torch.int64), y.to(cpu, torch.int64)
-    per_vector = cfg.heads * cfg.len_q * cfg.len_k * max(cfg.d_head, 1)
-    block = max(1, _BLOCK_ELEMENTS // per_vector)
-    parts = [
-        _integer_block(cfg, f, w, x[i : i + block], y[i : i + block], exp_tab, recip_tab)
-        for i in range(0, len(x), block)
-    ]
-    if not parts:
+    w = CoreWeights(**{k: v.detach().cpu().numpy().astype(np.int64) for k, v in weights.items()})
+    if len(x) == 0:
         return torch.zeros(0, cfg.len_q, cfg.dim, dtype=torch.int64)
-    return torch.cat(parts)
-
-
-def _integer_block(cfg, f, w, x, y, exp_tab, recip_tab) -> Tensor:
-    def split(t: Tensor) -> Tensor:  # (n, len, dim) -> (n, heads, len, d_head)
-        return t.view(t.shape[0], t.shape[1], cfg.heads, cfg.d_head).transpose(1, 2)
-
-    if cfg.kind == "eatt":  # Eq. 4 on the grid: x_int > floor(tau * 2**in_frac)
-        xs, ys = (x > cfg.tau_int).to(torch.int64), (y > cfg.tau_int).to(torch.int64)
-    else:
-        xs, ys = x, y
-    q = split((xs @ w["wq"]) >> f.q_shift)
-    k = split((ys @ w["wk"]) >> f.q_shift)
-    v = split((y @ w["wv"]) >> f.v_shift)
-    if cfg.kind == "eatt":  # Eq. 10 without the scale (it lives in the exp table)
-        s = -(q.unsqueeze(-2) - k.unsqueeze(-3)).abs().sum(-1)
-    else:
-        s = q @ k.transpose(-1, -2)
-    idx = (s.amax(dim=-1, keepdim=True) - s) >> f.exp_shift
-    e = torch.where(
-        idx < f.exp_table_size,
-        exp_tab[torch.clamp(idx, max=f.exp_table_size - 1)],
-        torch.zeros((), dtype=torch.int64),
-    )
-    total = e.sum(-1)  # >= 2**exp_frac: the maximum score reads EXP[0]
-    numer = e @ v
-    recip, n = _reciprocal(total, recip_tab, f.recip_index_bits)
-    shift = (f.recip_frac + n).unsqueeze(-1)
-    half = torch.ones_like(shift) << (shift - 1)
-    o = (numer * recip.unsqueeze(-1) + half) >> shift
-    o = torch.clamp(o, -(2 ** (cfg.v_bits - 1)), 2 ** (cfg.v_bits - 1) - 1)
-    o = o.transpose(1, 2).reshape(x.shape[0], cfg.len_q, cfg.dim)
-    return (o @ w["wo"]) >> f.out_shift
+    out = GoldenCore(cfg, w).forward(x.detach().cpu().numpy(), y.detach().cpu().numpy())
+    return torch.from_numpy(out)
 
 
 # -- the module ------------------------------------------------------------------------------------
@@ -275,9 +222,6 @@ class QuantAttentionCore(nn.Module):
             setattr(
                 self, proj, QuantLinear(cfg.dim, cfg.dim, bias=False, weight_quant=weight_quant)
             )
-        # Derived from the config: not part of the state dict (the checkpoint holds the config).
-        self.register_buffer("exp_table", torch.from_numpy(exp_table(cfg)), persistent=False)
-        self.register_buffer("recip_table", torch.from_numpy(recip_table(cfg)), persistent=False)
 
     # -- codes ----------------------------------------------------------------------------------
     def input_codes(self, x: Tensor) -> Tensor:
@@ -292,10 +236,8 @@ class QuantAttentionCore(nn.Module):
         }
 
     def forward_int(self, x: Tensor, y: Tensor) -> Tensor:
-        """Integer codes in, integer codes out: the golden model's arithmetic (int64, CPU)."""
-        return integer_forward(
-            self.cfg, self.weight_codes(), x, y, self.exp_table, self.recip_table
-        )
+        """Integer codes in, integer codes out: the golden model (int64, CPU)."""
+        return integer_forward(self.cfg, self.weight_codes(), x, y)
 
     # -- forward --------------------------------------------------------------------------------
     def forward(self, x: Tensor, y: Tensor | None = None) -> Tensor:
@@ -320,7 +262,7 @@ class QuantAttentionCore(nn.Module):
             hardware = (codes.to(torch.float64) * self.formats.out_lsb).to(x.device, x.dtype)
         if not torch.is_grad_enabled():
             return hardware
-        return _HardwareValue.apply(hardware, self.surrogate(xq, yq, self_attention))
+        return hardware_value(hardware, self.surrogate(xq, yq, self_attention))
 
     def surrogate(self, xq: Tensor, yq: Tensor, self_attention: bool = False) -> Tensor:
         """The differentiable fake-quant pipeline that carries the gradient (docs/quant.md).
@@ -355,13 +297,13 @@ class QuantAttentionCore(nn.Module):
     def project(self, which: str, t: Tensor) -> Tensor:
         """Q, K or V: the quantized projection requantized to its format (straight-through)."""
         lsb = self.formats.v_lsb if which == "v" else self.formats.q_lsb
-        return _requantize_ste(getattr(self, f"{which}_proj")(t), lsb)
+        return requantize_ste(getattr(self, f"{which}_proj")(t), lsb)
 
     def output(self, o: Tensor) -> Tensor:
         """Attention output (heads concatenated) -> rounded to V's grid -> W_O -> requantized."""
         f = self.formats
-        o = _RoundHalfUpSte.apply(o / f.v_lsb) * f.v_lsb
-        return _requantize_ste(self.o_proj(o), f.out_lsb)
+        o = round_half_up_ste(o / f.v_lsb) * f.v_lsb
+        return requantize_ste(self.o_proj(o), f.out_lsb)
 
     def extra_repr(self) -> str:
         c = self.cfg

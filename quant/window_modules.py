@@ -11,7 +11,7 @@ like quant/modules.py's QuantAttentionCore:
     term from the table (local-p Eq. 10 / Flexible Attention Eq. 5-7), the counted softmax
     (L0Drop Algorithm 1) and the core's reciprocal and rounding.
 
-The forward returns the hardware's output, computed in torch int64 from the integer codes:
+The forward returns the hardware's output, computed by the golden model on the integer codes:
 ``module(x, p, w, keys, values, counts, length, g) == WindowGolden(cfg, integer_weights(module))
 .forward(codes...) * v_lsb`` bit for bit. With gradients enabled a fake-quant surrogate (float
 softmax of the same logits plus log counts, straight-through floors) runs beside it and carries
@@ -32,17 +32,16 @@ from brevitas.nn import QuantIdentity, QuantLinear
 from torch import Tensor, nn
 
 from eatt.config import CoreConfig
-from eatt.quant.golden import CoreWeights, exp_table, recip_table
+from eatt.quant.golden import CoreWeights
 from eatt.quant.modules import (
     Binarize,
-    _HardwareValue,
-    _reciprocal,
-    _requantize_ste,
-    _RoundHalfUpSte,
     fixed_point_act_quant,
     fixed_point_weight_quant,
+    hardware_value,
+    requantize_ste,
+    round_half_up_ste,
 )
-from eatt.quant.window import WindowGolden, core_config, derive_window_formats, penalty_table
+from eatt.quant.window import WindowGolden, derive_window_formats, penalty_table
 
 __all__ = ["QuantWindowAttention", "from_integer", "integer_weights", "window_integer_forward"]
 
@@ -58,47 +57,14 @@ def window_integer_forward(
     counts: Tensor,
     length: Tensor,
     g: Tensor,
-    tables: dict[str, Tensor],
 ) -> Tensor:
-    """WindowGolden.forward's steps on int64 tensors (CPU): codes in, O codes (n, dim) out."""
-    wf = derive_window_formats(cfg)
-    f = wf.core
-    n = x.shape[0]
-    xs = (x > cfg.tau_int).to(torch.int64) if cfg.score == "eatt" else x
-    q = (xs @ wq) >> f.q_shift  # (n, dim)
-    qh = q.view(n, cfg.heads, 1, cfg.d_head)
-    kh = keys.view(n, cfg.len_k, cfg.heads, cfg.d_head).transpose(1, 2)  # (n, heads, len_k, dh)
-    if cfg.score == "eatt":  # E-ATT Eq. 10 without the scale (it lives in the exp table)
-        s = -(qh - kh).abs().sum(-1)
-    else:
-        s = (qh * kh).sum(-1)
-    pos = torch.arange(cfg.len_k).unsqueeze(0)
-    lo = torch.clamp(p - w, min=0).unsqueeze(1)
-    hi = torch.minimum(p + w, length - 1).unsqueeze(1)
-    mask = (pos >= lo) & (pos <= hi)  # (n, len_k)
-    dist = torch.clamp((pos - p.unsqueeze(1)).abs(), max=cfg.half_width)
-    level = g if cfg.position == "flexible" else torch.zeros_like(g)
-    pen = tables["penalty"][level.unsqueeze(1), dist]  # (n, len_k)
-    logits = s - pen.unsqueeze(1)
-    floor = torch.tensor(torch.iinfo(torch.int64).min // 4)
-    top = torch.where(mask.unsqueeze(1), logits, floor).amax(-1, keepdim=True)
-    idx = (top - logits) >> f.exp_shift
-    inside = mask.unsqueeze(1) & (idx < f.exp_table_size)
-    e = torch.where(
-        inside,
-        tables["exp"][torch.clamp(idx, 0, f.exp_table_size - 1)],
-        torch.zeros((), dtype=torch.int64),
-    )
-    ce = e * counts.unsqueeze(1)  # counted softmax weights (L0Drop Algorithm 1)
-    total = ce.sum(-1)  # (n, heads) >= 2**exp_frac: the centre row p is in every window
-    vh = values.view(n, cfg.len_k, cfg.heads, cfg.d_head).transpose(1, 2)
-    numer = (ce.unsqueeze(-1) * vh).sum(-2)  # (n, heads, d_head)
-    recip, nexp = _reciprocal(total, tables["recip"], f.recip_index_bits)
-    shift = (f.recip_frac + nexp).unsqueeze(-1)
-    half = torch.ones_like(shift) << (shift - 1)
-    o = (numer * recip.unsqueeze(-1) + half) >> shift
-    o = torch.clamp(o, -(2 ** (cfg.v_bits - 1)), 2 ** (cfg.v_bits - 1) - 1)
-    return o.reshape(n, cfg.dim)
+    """The golden model itself (WindowGolden.forward) on int64 tensors: codes in, O codes
+    (n, dim) out. Not on the gradient path: numpy on the CPU, the result a CPU tensor."""
+    wq_codes = wq.detach().cpu().numpy().astype(np.int64)
+    zero = np.zeros_like(wq_codes)
+    golden = WindowGolden(cfg, CoreWeights(wq_codes, zero, zero, zero))
+    step = (t.detach().cpu().numpy() for t in (x, p, w, keys, values, counts, length, g))
+    return torch.from_numpy(np.asarray(golden.forward(*step)))
 
 
 class QuantWindowAttention(nn.Module):
@@ -131,9 +97,6 @@ class QuantWindowAttention(nn.Module):
             bias=False,
             weight_quant=fixed_point_weight_quant(cfg.weight_bits, cfg.weight_frac),
         )
-        core = core_config(cfg)
-        self.register_buffer("exp_table", torch.from_numpy(exp_table(core)), persistent=False)
-        self.register_buffer("recip_table", torch.from_numpy(recip_table(core)), persistent=False)
         pen = penalty_table(cfg, self.formats.core)
         self.register_buffer("penalty_table", torch.from_numpy(pen), persistent=False)
 
@@ -164,19 +127,12 @@ class QuantWindowAttention(nn.Module):
                 xc.cpu().numpy(), step[0], step[1], kc.numpy(), vc.numpy(), *step[2:]
             )
             xi, pi, wi, _, _, ci, li, gi = (torch.from_numpy(np.asarray(a)) for a in checked)
-            tables = {
-                "exp": self.exp_table.to(cpu),
-                "recip": self.recip_table.to(cpu),
-                "penalty": self.penalty_table.to(cpu),
-            }
-            codes = window_integer_forward(
-                cfg, self.weight_codes().to(cpu), xi, pi, wi, kc, vc, ci, li, gi, tables
-            )
+            codes = window_integer_forward(cfg, self.weight_codes(), xi, pi, wi, kc, vc, ci, li, gi)
             hardware = (codes.to(torch.float64) * f.v_lsb).to(x.device, x.dtype)
         if not torch.is_grad_enabled():
             return hardware
         surrogate = self.surrogate(xq, pi, wi, keys, values, ci, li, gi)
-        return _HardwareValue.apply(hardware, surrogate.to(x.device))
+        return hardware_value(hardware, surrogate.to(x.device))
 
     def surrogate(self, xq, p, w, keys, values, counts, length, g) -> Tensor:
         """The differentiable fake-quant twin (docs/quant.md): straight-through floors, a float
@@ -185,7 +141,7 @@ class QuantWindowAttention(nn.Module):
         cfg, f = self.cfg, self.formats.core
         n = xq.shape[0]
         xs = self.binarize(xq) if self.binarize is not None else xq
-        q = _requantize_ste(self.q_proj(xs), f.q_lsb)
+        q = requantize_ste(self.q_proj(xs), f.q_lsb)
         dev = q.device
         qh = q.view(n, cfg.heads, 1, cfg.d_head)
         kh = keys.to(dev, q.dtype).view(n, cfg.len_k, cfg.heads, cfg.d_head).transpose(1, 2)
@@ -207,7 +163,7 @@ class QuantWindowAttention(nn.Module):
         logits = logits.masked_fill(~mask.unsqueeze(1), float("-inf"))
         a = torch.softmax(logits, dim=-1)
         o = (a.unsqueeze(-1) * vh).sum(-2)
-        o = _RoundHalfUpSte.apply(o / f.v_lsb) * f.v_lsb
+        o = round_half_up_ste(o / f.v_lsb) * f.v_lsb
         return o.reshape(n, cfg.dim)
 
     def extra_repr(self) -> str:
