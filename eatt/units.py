@@ -27,11 +27,16 @@ STAGES = (
     "golden_check",  # (cfg, weights, vectors, seed) -> report dict (`eatt golden`)
     "brevitas",  # (cfg, weights) -> the Brevitas module holding those integer weights
     "export",  # (cfg, weights, path) -> report dict: writes the QONNX file
+    "float32_carried",  # (cfg) -> ((setting, frac, bits), ...) the file carries as float32
+    "qonnx_graph",  # (cfg, weights, inputs, inits) -> (nodes, output, name, input datatypes)
+    "output_frac",  # (cfg) -> fraction bits of the output codes
     "from_node",  # (onnx NodeProto) -> (cfg, weights): reads the QONNX op back
     "check_export",  # (path, vectors, seed) -> report dict: the file against the golden model
     "qonnx_op",  # the qonnx CustomOp class (executes the op in qonnx)
     "hls_layer",  # the hls4ml Layer class
     "hls_handler",  # the hls4ml ONNX handler: QONNX node -> layer attributes
+    "hls_ports",  # (cfg, input names) -> (hls4ml type per input, Model options) for convert
+    "hls_finish",  # (cfg, hls_model) -> None: the unit's changes to the converted model
     "hls_check_data",  # (model, cfg, weights, vectors, seed) -> the C simulation's check data
     "generate_rtl",  # (cfg, weights, out_dir, level, eatt_datapath, adder_levels) -> metadata
     "simulate",  # (out_dir, vectors, seed, build_dir, inputs, simulator, lock_timeout) -> dict
@@ -49,6 +54,8 @@ class Unit:
     rtl_levels: tuple[str, ...]  # the "level" of its RTL directories (metadata.json)
     testbenches: tuple[str, ...]  # cocotb testbenches, rtl_sim/tb/<name>.py, one per level
     stages: dict[str, str] = field(repr=False)  # stage -> "module:attribute"
+    #: the CoreWeights a unit holds (the rest are zero): the window unit only W_Q
+    weight_names: tuple[str, ...] = ("wq", "wk", "wv", "wo")
 
     def path(self, stage: str) -> str:
         try:
@@ -113,11 +120,16 @@ register(
             "golden_check": "eatt.quant.check:core_golden_check",
             "brevitas": "eatt.quant.modules:from_integer",
             "export": "eatt.quant.export:export_core",
+            "float32_carried": "eatt.quant.export:core_float32_carried",
+            "qonnx_graph": "eatt.quant.export:core_graph",
+            "output_frac": "eatt.quant.export:core_output_frac",
             "from_node": "eatt.quant.ops:core_from_node",
             "check_export": "eatt.quant.export:check_core_export",
             "qonnx_op": "eatt.quant.ops:AttentionCore",
             "hls_layer": "eatt.hls.layers:AttentionCore",
             "hls_handler": "eatt.hls.handlers:parse_attention_core",
+            "hls_ports": "eatt.hls.project:core_hls_ports",
+            "hls_finish": "eatt.hls.project:core_hls_finish",
             "hls_check_data": "eatt.hls.project:core_check_data",
             "generate_rtl": "eatt.rtl_sim.generate:generate_core_rtl",
             "simulate": "eatt.rtl_sim.runner:simulate_core",
@@ -139,15 +151,21 @@ register(
             "golden_check": "eatt.quant.check:window_golden_check",
             "brevitas": "eatt.quant.window_modules:from_integer",
             "export": "eatt.quant.export:export_core",
+            "float32_carried": "eatt.quant.export:window_float32_carried",
+            "qonnx_graph": "eatt.quant.export:window_graph",
+            "output_frac": "eatt.quant.export:window_output_frac",
             "from_node": "eatt.quant.ops:window_from_node",
             "check_export": "eatt.quant.export:check_window_export",
             "qonnx_op": "eatt.quant.ops:WindowAttention",
             "hls_layer": "eatt.hls.layers:WindowAttention",
             "hls_handler": "eatt.hls.handlers:parse_window_attention",
+            "hls_ports": "eatt.hls.project:window_hls_ports",
+            "hls_finish": "eatt.hls.project:window_hls_finish",
             "hls_check_data": "eatt.hls.project:window_check_data",
             "generate_rtl": "eatt.rtl_sim.window:generate_window_rtl",
             "simulate": "eatt.rtl_sim.window:simulate_window",
             "flow": "eatt.flow:run_window_unit",
         },
+        weight_names=("wq",),  # the memory comes projected; W_O is outside the unit
     )
 )

@@ -202,18 +202,15 @@ def convert(
 
     register()
     check_options(backend, part, clock_ns, reuse_factor)
-    in_type = f"fixed<{cfg.in_bits},{cfg.in_bits - cfg.in_frac}>"
+    unit = unit_for(cfg)
     inputs = [i.name for i in model.graph.input]
-    # hls4ml's default input type is fixed<16,6>: give the inputs the core's own grid
-    types = window_port_types(cfg) if cfg.kind == "window" else dict.fromkeys(inputs, in_type)
+    # hls4ml's default input type is fixed<16,6>: give the inputs the unit's own grid
+    types, model_options = unit.load("hls_ports")(cfg, inputs)
     hls_config = {
         "Model": {"Precision": "fixed<16,6>", "ReuseFactor": reuse_factor, "Strategy": "Latency"},
         "LayerName": {name: {"Precision": {"result": types[name]}} for name in inputs},
     }
-    if cfg.kind == "window":
-        # not a pipelined top (which would unroll the window loops): the loops carry their own
-        # PIPELINE II=1 (templates/nnet_window_attention.h)
-        hls_config["Model"]["PipelineStyle"] = "dataflow"
+    hls_config["Model"].update(model_options)
     kwargs: dict[str, Any] = {"clock_period": clock_ns}
     if part:
         kwargs["part"] = part
@@ -229,12 +226,32 @@ def convert(
         write_weights_txt=False,
         **kwargs,
     )
-    if cfg.kind == "window":
-        # the memory arrays: one row (dim codes) per word, so a window row is read per cycle
-        for var in hls_model.get_input_variables():
-            if var.name in ("K", "V"):
-                var.pragma = ("reshape", "cyclic", cfg.dim)
+    unit.load("hls_finish")(cfg, hls_model)
     return hls_model
+
+
+def core_hls_ports(cfg: CoreConfig, inputs: list[str]) -> tuple[dict[str, str], dict]:
+    """convert's settings for a core: every input on the core's input grid, hls4ml's defaults."""
+    in_type = f"fixed<{cfg.in_bits},{cfg.in_bits - cfg.in_frac}>"
+    return dict.fromkeys(inputs, in_type), {}
+
+
+def window_hls_ports(cfg: CoreConfig, inputs: list[str]) -> tuple[dict[str, str], dict]:
+    """convert's settings for the window unit: each input's own grid (window_port_types), and
+    not a pipelined top (which would unroll the window loops): the loops carry their own
+    PIPELINE II=1 (templates/nnet_window_attention.h)."""
+    return window_port_types(cfg), {"PipelineStyle": "dataflow"}
+
+
+def core_hls_finish(cfg: CoreConfig, hls_model) -> None:
+    """Nothing to change in a core's converted model."""
+
+
+def window_hls_finish(cfg: CoreConfig, hls_model) -> None:
+    """The memory arrays: one row (dim codes) per word, so a window row is read per cycle."""
+    for var in hls_model.get_input_variables():
+        if var.name in ("K", "V"):
+            var.pragma = ("reshape", "cyclic", cfg.dim)
 
 
 def window_port_types(cfg: CoreConfig) -> dict[str, str]:

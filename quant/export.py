@@ -52,7 +52,6 @@ from eatt.quant.golden import (
 )
 from eatt.quant.ops import (
     DOMAIN,
-    EXPORTABLE_KINDS,
     FORMAT_VERSION,
     OP_TYPE,
     WINDOW_OP_TYPE,
@@ -72,7 +71,7 @@ from eatt.quant.window import (
     derive_window_formats,
     random_window_inputs,
 )
-from eatt.units import unit_for
+from eatt.units import UNITS, unit_for
 
 QONNX_DOMAIN = "qonnx.custom_op.general"
 #: vectors per qonnx execution call (bounds the float tensors of one batched run)
@@ -87,15 +86,18 @@ def validate_exportable(cfg: CoreConfig, weights: CoreWeights | Mapping[str, Any
     """
     if not isinstance(cfg, CoreConfig):
         raise ValueError(f"config: expected a CoreConfig, got {type(cfg).__name__}")
-    window = cfg.kind == "window"
-    if cfg.kind not in EXPORTABLE_KINDS and not window:
-        supported = ", ".join((*EXPORTABLE_KINDS, "window"))
-        raise ValueError(f"kind: {cfg.kind!r} cannot be exported (supported: {supported})")
+    try:
+        unit = unit_for(cfg)
+    except KeyError:
+        supported = ", ".join(k for u in UNITS.values() for k in u.kinds)
+        raise ValueError(
+            f"kind: {cfg.kind!r} cannot be exported (supported: {supported})"
+        ) from None
     if isinstance(weights, CoreWeights):
         arrays = weights.as_dict()
     elif isinstance(weights, Mapping):
-        # the window unit holds only W_Q (the memory comes projected; W_O is outside)
-        needed = ("wq",) if window else CoreWeights.NAMES
+        # the unit's own weights (the window unit holds only W_Q: the memory comes projected)
+        needed = unit.weight_names
         missing = [n for n in needed if n not in weights]
         if missing:
             raise ValueError(f"weights: missing '{missing[0]}'")
@@ -119,20 +121,7 @@ def validate_exportable(cfg: CoreConfig, weights: CoreWeights | Mapping[str, Any
     core_weights = CoreWeights(**ints)
     core_weights.check(cfg)  # shape and narrow range, one-line ValueError
     # The file carries X, Y and Z as float32: every value must be exact there.
-    if window:
-        d = window_derived_attributes(cfg)
-        carried = (
-            ("in_frac", cfg.in_frac, cfg.in_bits),
-            ("qk_bits", d["key_frac"], d["qk_code_bits"]),
-            ("v_bits", d["value_frac"], max(d["v_code_bits"], cfg.v_bits)),
-            ("count_bits", 0, cfg.count_bits + 1),
-        )
-    else:
-        f = derive_formats(cfg)
-        carried = (
-            ("in_frac", cfg.in_frac, cfg.in_bits),
-            ("out_bits", lsb_frac(f.out_lsb), cfg.out_bits),
-        )
+    carried = unit.load("float32_carried")(cfg)
     for what, frac, bits in carried:
         lo = np.float64(2.0**-frac)
         hi = lo * 2.0 ** (bits - 1)
@@ -220,24 +209,8 @@ def build_model(cfg: CoreConfig, weights: CoreWeights | Mapping[str, Any]) -> on
     w = validate_exportable(cfg, weights)
     inputs: list = []
     inits: list = []
-    if cfg.kind == "window":
-        nodes = [_quant_node(inputs, inits, "X", (1, cfg.dim), cfg)]
-        names = window_input_names(cfg)
-        for name, shape in window_input_shapes(cfg).items():
-            if name != "X":
-                inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
-        node_inputs = ["X_quant", *names[1:]]
-        nodes.append(make_window_node(cfg, w, node_inputs, "O", name=f"{WINDOW_OP_TYPE}_0"))
-        output = helper.make_tensor_value_info("O", TensorProto.FLOAT, [1, cfg.dim])
-        graph_name = "eatt_window_unit"
-    else:
-        nodes = [
-            _quant_node(inputs, inits, "X", (1, cfg.len_q, cfg.dim), cfg),
-            _quant_node(inputs, inits, "Y", (1, cfg.len_k, cfg.dim), cfg),
-            make_core_node(cfg, w, ["X_quant", "Y_quant"], "Z", name=f"{OP_TYPE}_0"),
-        ]
-        output = helper.make_tensor_value_info("Z", TensorProto.FLOAT, [1, cfg.len_q, cfg.dim])
-        graph_name = f"eatt_{cfg.kind}_core"
+    # the unit's graph (eatt.units: core_graph or window_graph)
+    nodes, output, graph_name, datatypes = unit_for(cfg).load("qonnx_graph")(cfg, w, inputs, inits)
     graph = helper.make_graph(nodes, graph_name, inputs, [output], initializer=inits)
     model = helper.make_model(
         graph,
@@ -251,13 +224,68 @@ def build_model(cfg: CoreConfig, weights: CoreWeights | Mapping[str, Any]) -> on
     )
     helper.set_model_props(model, {"eatt.format_version": str(FORMAT_VERSION)})
     wrapped = ModelWrapper(model)
-    if cfg.kind == "window":
-        for name, dtype in window_input_datatypes(cfg).items():
-            wrapped.set_tensor_datatype(name, DataType[dtype])
+    for name, dtype in datatypes.items():
+        wrapped.set_tensor_datatype(name, DataType[dtype])
     wrapped = wrapped.transform(InferShapes())
     wrapped = wrapped.transform(InferDataTypes())
     onnx.checker.check_model(wrapped.model)
     return wrapped.model
+
+
+def core_float32_carried(cfg: CoreConfig) -> tuple[tuple[str, int, int], ...]:
+    """(setting, fraction, bits) of every value a core file carries as float32."""
+    f = derive_formats(cfg)
+    return (
+        ("in_frac", cfg.in_frac, cfg.in_bits),
+        ("out_bits", lsb_frac(f.out_lsb), cfg.out_bits),
+    )
+
+
+def window_float32_carried(cfg: CoreConfig) -> tuple[tuple[str, int, int], ...]:
+    """(setting, fraction, bits) of every value a window file carries as float32."""
+    d = window_derived_attributes(cfg)
+    return (
+        ("in_frac", cfg.in_frac, cfg.in_bits),
+        ("qk_bits", d["key_frac"], d["qk_code_bits"]),
+        ("v_bits", d["value_frac"], max(d["v_code_bits"], cfg.v_bits)),
+        ("count_bits", 0, cfg.count_bits + 1),
+    )
+
+
+def window_graph(cfg: CoreConfig, w: CoreWeights, inputs: list, inits: list) -> tuple:
+    """build_model's graph of the window unit: (nodes, output, graph name, input datatypes);
+    fills the graph inputs and initializers."""
+    nodes = [_quant_node(inputs, inits, "X", (1, cfg.dim), cfg)]
+    names = window_input_names(cfg)
+    for name, shape in window_input_shapes(cfg).items():
+        if name != "X":
+            inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
+    node_inputs = ["X_quant", *names[1:]]
+    nodes.append(make_window_node(cfg, w, node_inputs, "O", name=f"{WINDOW_OP_TYPE}_0"))
+    output = helper.make_tensor_value_info("O", TensorProto.FLOAT, [1, cfg.dim])
+    return nodes, output, "eatt_window_unit", window_input_datatypes(cfg)
+
+
+def core_graph(cfg: CoreConfig, w: CoreWeights, inputs: list, inits: list) -> tuple:
+    """build_model's graph of a core: (nodes, output, graph name, input datatypes: none, the
+    Quant nodes carry them); fills the graph inputs and initializers."""
+    nodes = [
+        _quant_node(inputs, inits, "X", (1, cfg.len_q, cfg.dim), cfg),
+        _quant_node(inputs, inits, "Y", (1, cfg.len_k, cfg.dim), cfg),
+        make_core_node(cfg, w, ["X_quant", "Y_quant"], "Z", name=f"{OP_TYPE}_0"),
+    ]
+    output = helper.make_tensor_value_info("Z", TensorProto.FLOAT, [1, cfg.len_q, cfg.dim])
+    return nodes, output, f"eatt_{cfg.kind}_core", {}
+
+
+def core_output_frac(cfg: CoreConfig) -> int:
+    """Fraction bits of a core's output codes."""
+    return lsb_frac(derive_formats(cfg).out_lsb)
+
+
+def window_output_frac(cfg: CoreConfig) -> int:
+    """Fraction bits of the window unit's output codes (O is on V's grid)."""
+    return window_derived_attributes(cfg)["value_frac"]
 
 
 def export_core(
@@ -276,12 +304,9 @@ def export_core(
         load_core(tmp)  # what we wrote reads back as a valid core
 
     atomic_write(path, write, suffix=".onnx")
-    if cfg.kind == "window":
-        formats = derive_window_formats(cfg).to_dict()
-        out_frac = window_derived_attributes(cfg)["value_frac"]
-    else:
-        formats = derive_formats(cfg).to_dict()
-        out_frac = lsb_frac(derive_formats(cfg).out_lsb)
+    unit = unit_for(cfg)
+    formats = unit.load("formats")(cfg).to_dict()
+    out_frac = unit.load("output_frac")(cfg)
     return {
         "path": str(path),
         "bytes": path.stat().st_size,

@@ -14,7 +14,7 @@ import pytest
 
 from eatt import units
 from eatt.config import KINDS, CoreConfig
-from eatt.quant.golden import random_weights
+from eatt.quant.golden import CoreWeights, random_weights
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.runner import TB_DIR
 from eatt.units import STAGES, UNITS, Unit, unit_for, unit_for_level
@@ -55,6 +55,7 @@ def test_every_stage_resolves(name):
     assert unit.load("qonnx_op").__name__ == unit.op_type
     assert unit.load("hls_layer").__name__ == unit.op_type
     assert unit.load("config") is CoreConfig
+    assert set(unit.weight_names) <= set(CoreWeights.NAMES)
 
 
 def test_register_refuses_a_half_or_clashing_unit():
