@@ -316,9 +316,32 @@ def requantize(acc: np.ndarray, shift: int) -> np.ndarray:
     return acc >> shift if shift else acc
 
 
+def matmul_int(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` of integer arrays, exact, as int64.
+
+    Through float64 (BLAS) when ``inner * max|a| * max|b| < 2**53``: every product and partial
+    sum is then an integer that float64 holds exactly, whatever the summation order; otherwise
+    numpy's int64 matmul (several times slower).
+    """
+    if a.size and b.size:
+        amax = max(abs(int(a.max())), abs(int(a.min())))
+        bmax = max(abs(int(b.max())), abs(int(b.min())))
+        if a.shape[-1] * amax * bmax < 2**53:
+            return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.int64)
+    return (a @ b).astype(np.int64, copy=False)
+
+
 def l1_scores_int(q: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """S[..., i, j] = -sum_d |q[..., i, d] - k[..., j, d]| (Eq. 10 without the scale)."""
-    return -np.abs(q[..., :, None, :] - k[..., None, :, :]).sum(axis=-1)
+    """S[..., i, j] = -sum_d |q[..., i, d] - k[..., j, d]| (Eq. 10 without the scale).
+
+    Accumulated one feature d at a time (exact integers, so the order does not matter): no
+    (..., len_q, len_k, d_head) temporary, several times faster than one reduction over it.
+    """
+    s = np.zeros(np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2]))
+    s = s.astype(np.int64)
+    for d in range(q.shape[-1]):
+        s -= np.abs(q[..., :, d, None] - k[..., None, :, d])
+    return s
 
 
 def reciprocal(total: np.ndarray, table: np.ndarray, index_bits: int) -> tuple[np.ndarray, ...]:
@@ -354,10 +377,11 @@ class GoldenCore:
             xs, ys = binarize_int(x, cfg.tau_int), binarize_int(y, cfg.tau_int)
         else:
             xs, ys = x, y
-        return requantize(xs @ w.wq, f.q_shift), requantize(ys @ w.wk, f.q_shift)
+        q = requantize(matmul_int(xs, w.wq), f.q_shift)
+        return q, requantize(matmul_int(ys, w.wk), f.q_shift)
 
     def project_v(self, y: np.ndarray) -> np.ndarray:
-        return requantize(y @ self.weights.wv, self.formats.v_shift)
+        return requantize(matmul_int(y, self.weights.wv), self.formats.v_shift)
 
     def split_heads(self, t: np.ndarray) -> np.ndarray:
         """(n, len, dim) -> (n, heads, len, d_head): head h owns columns h*d_head:(h+1)*d_head."""
@@ -368,7 +392,7 @@ class GoldenCore:
         qh, kh = self.split_heads(q), self.split_heads(k)
         if self.cfg.kind == "eatt":
             return l1_scores_int(qh, kh)
-        return qh @ kh.transpose(0, 1, 3, 2)
+        return matmul_int(qh, kh.transpose(0, 1, 3, 2))
 
     def softmax_weights(self, s: np.ndarray) -> np.ndarray:
         """Unnormalized softmax weights e = EXP[(max S - S) >> exp_shift] (0 past the table)."""
@@ -381,7 +405,7 @@ class GoldenCore:
         """O = clamp(round_half_up(sum_j e_j V_j / sum_j e_j)) with the table reciprocal."""
         cfg, f = self.cfg, self.formats
         total = e.sum(axis=-1)  # (n, heads, len_q) >= 2**exp_frac: the max entry is EXP[0]
-        numer = e @ self.split_heads(v)  # (n, heads, len_q, d_head)
+        numer = matmul_int(e, self.split_heads(v))  # (n, heads, len_q, d_head)
         recip, n = reciprocal(total, self.recip_table, f.recip_index_bits)
         shift = (f.recip_frac + n)[..., None]
         o = (numer * recip[..., None] + (np.int64(1) << (shift - 1))) >> shift
@@ -391,7 +415,7 @@ class GoldenCore:
         return o.transpose(0, 2, 1, 3).reshape(nb, len_q, heads * d_head)
 
     def project_out(self, o: np.ndarray) -> np.ndarray:
-        return requantize(o @ self.weights.wo, self.formats.out_shift)
+        return requantize(matmul_int(o, self.weights.wo), self.formats.out_shift)
 
     # -- whole core -----------------------------------------------------------------------------
     def forward(self, x: np.ndarray, y: np.ndarray, intermediates: bool = False):
