@@ -44,6 +44,19 @@ def unsigned_bits(bound: int) -> int:
     return max(1, int(bound).bit_length())
 
 
+#: the widths of softmax_bounds every unit's formats carry (the sum, numerator, normalization)
+SOFTMAX_WIDTHS = (
+    "esum_bound",
+    "esum_bits",
+    "norm_bits",
+    "numer_bound",
+    "numer_bits",
+    "recip_bits",
+    "prod_bound",
+    "prod_bits",
+)
+
+
 def softmax_bounds(
     rows: int, weight_max: int, exp_frac: int, v_code_bits: int, recip_frac: int, index_bits: int
 ) -> dict[str, int]:
@@ -206,14 +219,7 @@ def derive_formats(cfg: CoreConfig) -> Formats:
         v_acc_bits=v_acc_bits,
         v_code_bits=v_code_bits,
         exp_bits=soft["exp_bits"],
-        esum_bound=soft["esum_bound"],
-        esum_bits=soft["esum_bits"],
-        norm_bits=soft["norm_bits"],
-        numer_bound=soft["numer_bound"],
-        numer_bits=soft["numer_bits"],
-        recip_bits=soft["recip_bits"],
-        prod_bound=soft["prod_bound"],
-        prod_bits=soft["prod_bits"],
+        **{key: soft[key] for key in SOFTMAX_WIDTHS},
         attn_bits=cfg.v_bits,
         out_acc_bits=out_acc_bits,
         out_code_bits=out_acc_bits - out_shift,

@@ -30,6 +30,7 @@ import numpy as np
 
 from eatt.config import CoreConfig
 from eatt.quant.golden import (
+    SOFTMAX_WIDTHS,
     CoreWeights,
     Formats,
     GoldenCore,
@@ -132,14 +133,7 @@ def derive_window_formats(cfg: CoreConfig) -> WindowFormats:
         exp_table_bits=int(cfg.exp_table_size).bit_length() - 1,
         count_bits=cfg.count_bits,
         weighted_bits=soft["weighted_bits"],
-        esum_bound=soft["esum_bound"],
-        esum_bits=soft["esum_bits"],
-        norm_bits=soft["norm_bits"],
-        numer_bound=soft["numer_bound"],
-        numer_bits=soft["numer_bits"],
-        recip_bits=soft["recip_bits"],
-        prod_bound=soft["prod_bound"],
-        prod_bits=soft["prod_bits"],
+        **{key: soft[key] for key in SOFTMAX_WIDTHS},
         attn_bits=cfg.v_bits,
         addr_bits=unsigned_bits(cfg.len_k - 1),
         len_bits=unsigned_bits(cfg.len_k),
