@@ -45,6 +45,7 @@ from torch import nn
 
 from eatt.config import ConfigError, atomic_write_text
 from eatt.outdir import check_output_dir, claim_dir
+from eatt.progress import enabled as progress_enabled
 
 from .data import (
     PAD,
@@ -270,7 +271,7 @@ class _Progress:
 
     def __init__(self, enabled: bool, total: int, label: str) -> None:
         self.progress = None
-        if not enabled:
+        if not enabled or not progress_enabled():  # EATT_PROGRESS=0 silences every bar
             return
         self.progress = Progress(
             TextColumn("{task.description}"),
