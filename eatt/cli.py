@@ -543,7 +543,11 @@ def main(argv: list[str] | None = None) -> int:
     input (one line naming the flag or file), 3 a missing tool, 130 interrupted (143 SIGTERM),
     141 the reader of stdout went away (`eatt energy | head -3`)."""
     held = (signal.SIGTERM, signal.SIGHUP)  # end like Ctrl-C: cleanups run, temporaries go
-    previous = {sig: signal.signal(sig, _terminate) for sig in held} if threading_main() else {}
+    previous = (
+        {sig: signal.signal(sig, _terminate) for sig in held}
+        if threading.current_thread() is threading.main_thread()
+        else {}
+    )
     try:
         args = build_parser().parse_args(argv)
         code = args.func(args)
@@ -587,10 +591,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-def threading_main() -> bool:
-    return threading.current_thread() is threading.main_thread()
 
 
 if __name__ == "__main__":
