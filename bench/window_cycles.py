@@ -44,14 +44,14 @@ def _log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def unit_config(len_k: int, half_width: int) -> CoreConfig:
+def unit_config(len_k: int, window_d: int) -> CoreConfig:
     return CoreConfig.from_dict(
-        dict(kind="window", len_q=1, len_k=len_k, dim=4, heads=1, half_width=half_width)
+        dict(kind="window", len_q=1, len_k=len_k, dim=4, heads=1, window_d=window_d)
     )
 
 
 def build_unit(cfg: CoreConfig, work: Path) -> Path:
-    out = work / f"lk{cfg.len_k}_d{cfg.half_width}"
+    out = work / f"lk{cfg.len_k}_d{cfg.window_d}"
     generate_rtl(cfg, random_weights(cfg, seed=1), out)
     return out
 
@@ -86,7 +86,7 @@ def compaction_steps(cfg: CoreConfig, kept: list[int], n: int, seed: int) -> dic
         steps["counts"][i, k] = cfg.len_k - k
         steps["length"][i] = k + 1
     steps["p"] = np.zeros_like(steps["group"])
-    steps["w"] = np.full_like(steps["group"], cfg.half_width)
+    steps["w"] = np.full_like(steps["group"], cfg.window_d)
     return steps
 
 

@@ -1,15 +1,15 @@
-"""The attention-core configuration: one typed, validated object (DESIGN.md section 4).
+"""The hardware units' configurations: typed, validated objects (DESIGN.md section 4).
 
-A core is one multi-head attention layer in hardware: ``len_q`` queries attend to ``len_k``
-keys/values of width ``dim`` split into ``heads``. Every stage (golden model, Brevitas, QONNX,
-hls4ml, RTL) is driven by this object, so every check of a value lives here, and every error
-names the key it is about in one line.
+A core (:class:`CoreConfig`, kinds eatt and dot) is one multi-head attention layer in hardware:
+``len_q`` queries attend to ``len_k`` keys/values of width ``dim`` split into ``heads``. Every
+stage (golden model, Brevitas, QONNX, hls4ml, RTL) is driven by this object, so every check of
+a value lives here, and every error names the key it is about in one line.
 
-Kind ``window`` is the windowed cross-attention unit of one decoding step (quant/window.py,
-docs/window.md): ``len_q`` must be 1, ``len_k`` is the memory size l_k, and the keys listed in
-:data:`WINDOW_KEYS` (score, half_width, position, sigma, g_levels, count_bits) configure it. For
-the other kinds those keys must be absent; they are left out of ``to_dict`` there, so eatt/dot
-configs read and write exactly as before.
+Each hardware unit declares its config class in eatt/units.py; :meth:`CoreConfig.from_dict`
+(and so :func:`load_config`) builds the class of the ``kind`` it reads. The windowed
+cross-attention unit of one decoding step (quant/window.py, docs/window.md) is
+:class:`WindowConfig`: a core's formats plus the keys of :data:`WINDOW_KEYS`, with ``len_q`` 1
+and ``len_k`` the memory size l_k.
 
 Formats are signed fixed point ``<bits, frac>``: an integer ``n`` stands for ``n * 2**-frac``.
 docs/golden.md explains what each width is for and why nothing overflows.
@@ -24,26 +24,36 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-KINDS = ("eatt", "dot", "window")
-#: keys of kind window only (None, and left out of to_dict, for the other kinds)
-WINDOW_KEYS = ("score", "half_width", "position", "sigma", "g_levels", "count_bits")
-#: defaults of the window keys (docs/window.md)
-WINDOW_DEFAULTS = {
-    "score": "eatt",
-    "half_width": 4,
-    "position": "gaussian",
-    "sigma": None,
-    "g_levels": 4,
-    "count_bits": 8,
-}
+import yaml
+
+from eatt.units import UNITS, unit_for
+
+#: renamed keys and kinds: an old config gets one line naming the new word
+RENAMED_KEYS = {"half_width": "window_d", "sigma": "window_sigma", "score": "window_score"}
+RENAMED_KINDS: dict[str, str] = {}
+#: score functions (Luong's names: "dot"; E-ATT's "eatt", -L1 of binarized-query projections)
 SCORES = ("eatt", "dot")
 POSITIONS = ("none", "gaussian", "flexible")
 
 
 class ConfigError(ValueError):
     """A bad configuration value; the message is one line that names the key."""
+
+
+def kinds() -> tuple[str, ...]:
+    """Every kind some registered unit serves (eatt/units.py)."""
+    return tuple(k for unit in UNITS.values() for k in unit.kinds)
+
+
+def config_class(kind: Any) -> type[CoreConfig]:
+    """The config class of a kind (the unit's ``config`` stage); ConfigError if none."""
+    if isinstance(kind, str) and kind in RENAMED_KINDS:
+        raise ConfigError(f"kind: {kind!r} is now called {RENAMED_KINDS[kind]!r}")
+    if not isinstance(kind, str) or kind not in kinds():
+        raise ConfigError(f"kind: must be one of {', '.join(kinds())}, got {kind!r}")
+    return unit_for(kind).load("config")
 
 
 @dataclass(frozen=True)
@@ -76,29 +86,21 @@ class CoreConfig:
     #: reciprocal table: entries (a power of two) indexed by the mantissa of the exp sum
     recip_table_size: int = 256
     recip_frac: int = 12
-    # -- kind window only (docs/window.md); None for eatt/dot -----------------------------------
-    #: score function of the window: "eatt" (L1 of binarized-query projections) or "dot"
-    score: str | None = None
-    #: static maximum half-width D: positions [p - D, p + D] (Luong local-p, Eq. 9-10)
-    half_width: int | None = None
-    #: position term in the log domain: "none", "gaussian" (local-p, sigma = D/2) or
-    #: "flexible" (Flexible Attention Eq. 5-7, g quantized to g_levels levels)
-    position: str | None = None
-    #: sigma of the position term; None means half_width / 2 (Luong's choice)
-    sigma: float | None = None
-    #: Flexible's strength g(t) in (0, 1] is an input level l in [0, g_levels]: g = l / g_levels
-    g_levels: int | None = None
-    #: bits of a memory row's count (L0Drop Algorithm 1 compaction): counts in [1, 2**bits - 1]
-    count_bits: int | None = None
+
+    #: the kinds this class describes (the unit registers the same in eatt/units.py)
+    KINDS: ClassVar[tuple[str, ...]] = ("eatt", "dot")
+    #: the embedded default (`make flow`); a kind of the class other than the file's is
+    #: the file with that kind
+    DEFAULT_FILE: ClassVar[str] = "eatt_default.yaml"
 
     def __post_init__(self) -> None:
         if self.weight_frac is None:
             object.__setattr__(self, "weight_frac", self.weight_bits - 2)
-        if self.kind == "window":
-            for key, value in WINDOW_DEFAULTS.items():
-                if getattr(self, key) is None:
-                    object.__setattr__(self, key, value)
-        _validate(self)
+        if not isinstance(self.kind, str) or self.kind not in self.KINDS:
+            raise ConfigError(
+                f"kind: {type(self).__name__} is one of {', '.join(self.KINDS)}, got {self.kind!r}"
+            )
+        self._validate()
 
     # -- derived quantities -------------------------------------------------------------------
     @property
@@ -116,48 +118,211 @@ class CoreConfig:
 
     @property
     def score_kind(self) -> str:
-        """The score function: the kind itself for eatt/dot, the score key for window."""
-        return self.score if self.kind == "window" else self.kind
+        """The score function (one of SCORES): the kind itself for a core."""
+        return self.kind
 
     @property
     def window_rows(self) -> int:
-        """Most memory rows one window reads: min(2 D + 1, len_k) (len_k for eatt/dot)."""
-        return min(2 * self.half_width + 1, self.len_k) if self.kind == "window" else self.len_k
+        """Most key rows one softmax reads: every key of a core."""
+        return self.len_k
+
+    @property
+    def softmax_terms(self) -> int:
+        """Most weight units one softmax sums (docs/golden.md): a weight of 1 per row."""
+        return self.window_rows
+
+    @property
+    def score_lanes(self) -> int:
+        """|q - k| (or q k) lanes computed at once: the golden model holds them all."""
+        return self.len_q * self.len_k * self.dim
+
+    def rtl_megabytes(self) -> float:
+        """Estimated SystemVerilog of the unrolled core, in MB."""
+        products = 2 * (self.len_q + self.len_k) * self.dim * self.dim
+        return (self.score_lanes * RTL_BYTES_PER_LANE + products * RTL_BYTES_PER_PRODUCT) / 1e6
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        if self.kind != "window":
-            for key in WINDOW_KEYS:
-                data.pop(key)
-        return data
+        return asdict(self)
 
     def replace(self, **changes: Any) -> CoreConfig:
+        """A copy with ``changes`` (weight_frac re-derived when weight_bits changes alone); a
+        new kind may change the class: keys the new class lacks are dropped."""
         data = self.to_dict()
         if "weight_bits" in changes and "weight_frac" not in changes:
             data["weight_frac"] = None  # re-derive
         data.update(changes)
-        if data.get("kind") != "window":
-            for key in WINDOW_KEYS:
-                data.pop(key, None)
-        return CoreConfig.from_dict(data)
+        cls = config_class(data.get("kind"))
+        known = {f.name for f in fields(cls)}
+        return cls.from_dict({k: v for k, v in data.items() if k in known or k in changes})
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "config") -> CoreConfig:
+        """The config that ``data`` describes, of its kind's class (a subclass of ``cls``)."""
         if not isinstance(data, dict):
             raise ConfigError(f"{source}: expected a mapping of keys to values")
-        known = {f.name for f in fields(cls)}
+        if "kind" not in data:
+            raise ConfigError(f"{source}: missing required key 'kind'")
+        try:
+            target = config_class(data["kind"])
+        except ConfigError as err:
+            raise ConfigError(f"{source}: {err}") from None
+        if not issubclass(target, cls):
+            raise ConfigError(
+                f"{source}: kind: expected one of {', '.join(cls.KINDS)}, got {data['kind']!r}"
+            )
+        known = {f.name for f in fields(target)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ConfigError(
-                f"{source}: unknown key '{unknown[0]}' (known: {', '.join(sorted(known))})"
-            )
-        missing = [k for k in ("kind", "len_q", "len_k", "dim", "heads") if k not in data]
+            key = unknown[0]
+            if key in RENAMED_KEYS and RENAMED_KEYS[key] in known:
+                raise ConfigError(f"{source}: key '{key}' is now called '{RENAMED_KEYS[key]}'")
+            if owners := _kind_with(key):
+                raise ConfigError(
+                    f"{source}: {key}: only for kind {owners} (kind is {data['kind']})"
+                )
+            raise ConfigError(f"{source}: unknown key '{key}' (known: {', '.join(sorted(known))})")
+        missing = [k for k in ("len_q", "len_k", "dim", "heads") if k not in data]
         if missing:
             raise ConfigError(f"{source}: missing required key '{missing[0]}'")
         try:
-            return cls(**data)
+            return target(**data)
         except ConfigError as err:
             raise ConfigError(f"{source}: {err}") from None
+
+    # -- checks ---------------------------------------------------------------------------------
+    def _validate(self) -> None:
+        for key, (low, high) in _INT_RANGES.items():
+            _check_int(key, getattr(self, key), low, high)
+        if self.dim % self.heads:
+            raise ConfigError(f"heads: dim={self.dim} is not divisible by heads={self.heads}")
+        tau = self.tau
+        if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not math.isfinite(tau):
+            raise ConfigError(f"tau: must be a finite number, got {tau!r}")
+        in_lo, in_hi = -(2 ** (self.in_bits - 1)), 2 ** (self.in_bits - 1) - 1
+        if self.score_kind == "eatt" and not in_lo - 1 <= tau * 2**self.in_frac <= in_hi:
+            # A threshold outside the input range makes every bit constant: surely a mistake.
+            lo, hi = in_lo / 2**self.in_frac, in_hi / 2**self.in_frac
+            raise ConfigError(f"tau: {tau} is outside the input range [{lo}, {hi}]")
+        for key in ("exp_table_size", "recip_table_size"):
+            value = getattr(self, key)
+            if value & (value - 1):
+                raise ConfigError(f"{key}: must be a power of two, got {value}")
+        # Widest intermediate: the softmax numerator times the reciprocal (docs/golden.md).
+        numer_bits = math.ceil(math.log2(self.softmax_terms)) + self.exp_frac + 1 + self.v_bits
+        if numer_bits + self.recip_frac + 1 > 62:
+            raise ConfigError(
+                f"recip_frac: numerator ({numer_bits} bits) times reciprocal "
+                f"({self.recip_frac + 1} bits) exceeds 62 bits; lower v_bits, exp_frac or "
+                "recip_frac"
+            )
+        lanes = self.score_lanes
+        if lanes > MAX_LANES:
+            gb = 24 * lanes / 1e9
+            raise ConfigError(
+                f"len_q x len_k x dim: {self.len_q} x {self.len_k} x {self.dim} = {lanes:,} score "
+                f"lanes; one vector of the golden model would need about {gb:,.0f} GB "
+                f"(at most {MAX_LANES:,})"
+            )
+
+
+#: keys of kind window only, with their defaults (docs/window.md)
+WINDOW_KEYS = ("window_score", "window_d", "position", "window_sigma", "g_levels", "count_bits")
+
+
+@dataclass(frozen=True)
+class WindowConfig(CoreConfig):
+    """The windowed cross-attention unit of one decoding step (docs/window.md): a core's
+    formats (score_kind is window_score) plus the window. len_q must be 1; len_k is l_k."""
+
+    #: score function of the window: "eatt" (L1 of binarized-query projections) or "dot"
+    window_score: str = "eatt"
+    #: Luong's D, the static maximum half-width: positions [p - D, p + D] (local-p, Eq. 9-10)
+    window_d: int = 4
+    #: position term in the log domain: "none", "gaussian" (local-p, sigma = D/2) or
+    #: "flexible" (Flexible Attention Eq. 5-7, g quantized to g_levels levels)
+    position: str = "gaussian"
+    #: sigma of the position term; None: D / 2 for gaussian (Luong), 1.5 for flexible (its
+    #: Sec. 5.2), as the model's window_sigma
+    window_sigma: float | None = None
+    #: Flexible's strength g(t) in (0, 1] is an input level l in [0, g_levels]: g = l / g_levels
+    g_levels: int = 4
+    #: bits of a memory row's count (L0Drop Algorithm 1 compaction): counts in [1, 2**bits - 1]
+    count_bits: int = 8
+
+    KINDS: ClassVar[tuple[str, ...]] = ("window",)
+    DEFAULT_FILE: ClassVar[str] = "window_default.yaml"
+
+    @property
+    def score_kind(self) -> str:
+        return self.window_score
+
+    @property
+    def window_rows(self) -> int:
+        """Most memory rows one window reads: min(2 D + 1, len_k)."""
+        return min(2 * self.window_d + 1, self.len_k)
+
+    @property
+    def softmax_terms(self) -> int:
+        """A row weighs its count, < 2**count_bits (docs/window.md)."""
+        return self.window_rows * (2**self.count_bits - 1)
+
+    @property
+    def score_lanes(self) -> int:
+        """Sequential over the memory: one row's lanes at a time."""
+        return self.dim
+
+    def rtl_megabytes(self) -> float:
+        """Sequential: the text hardly grows with the memory (38,171 B at l_k 16, 38,183 B at
+        1024; dim 4)."""
+        return 0.04 + self.dim * self.dim * 100 / 1e6
+
+    def _validate(self) -> None:
+        if self.len_q != 1:
+            raise ConfigError(
+                f"len_q: must be 1 for kind window (one decoding step), got {self.len_q}"
+            )
+        if self.window_score not in SCORES:
+            raise ConfigError(
+                f"window_score: must be one of {', '.join(SCORES)}, got {self.window_score!r}"
+            )
+        if self.position not in POSITIONS:
+            raise ConfigError(
+                f"position: must be one of {', '.join(POSITIONS)}, got {self.position!r}"
+            )
+        for key, low, high in (("window_d", 0, 4096), ("g_levels", 1, 64), ("count_bits", 1, 16)):
+            _check_int(key, getattr(self, key), low, high)
+        sigma = self.window_sigma
+        if sigma is not None and (
+            isinstance(sigma, bool)
+            or not isinstance(sigma, (int, float))
+            or not (math.isfinite(sigma) and sigma > 0)
+        ):
+            raise ConfigError(
+                f"window_sigma: must be a positive number or null (the paper's pick), got {sigma!r}"
+            )
+        super()._validate()
+
+    def core(self) -> CoreConfig:
+        """The core config (kind = the score function) whose formats and tables it shares."""
+        data = {f.name: getattr(self, f.name) for f in fields(CoreConfig)}
+        return CoreConfig.from_dict({**data, "kind": self.window_score})
+
+
+def _kind_with(key: str) -> str:
+    """The kinds whose config class has this key ('' if none)."""
+    found = []
+    for unit in UNITS.values():
+        cls = unit.load("config")
+        if key in {f.name for f in fields(cls)}:
+            found += unit.kinds
+    return ", ".join(found)
+
+
+def _check_int(key: str, value: Any, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{key}: must be an integer, got {value!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"{key}: must be in [{low}, {high}], got {value}")
 
 
 _INT_RANGES = {
@@ -180,73 +345,6 @@ _INT_RANGES = {
 }
 
 
-def _validate_window(c: CoreConfig) -> None:
-    if c.kind != "window":
-        for key in WINDOW_KEYS:
-            if getattr(c, key) is not None:
-                raise ConfigError(f"{key}: only for kind window (kind is {c.kind})")
-        return
-    if c.len_q != 1:
-        raise ConfigError(f"len_q: must be 1 for kind window (one decoding step), got {c.len_q}")
-    if c.score not in SCORES:
-        raise ConfigError(f"score: must be one of {', '.join(SCORES)}, got {c.score!r}")
-    if c.position not in POSITIONS:
-        raise ConfigError(f"position: must be one of {', '.join(POSITIONS)}, got {c.position!r}")
-    for key, (low, high) in (
-        ("half_width", (0, 4096)),
-        ("g_levels", (1, 64)),
-        ("count_bits", (1, 16)),
-    ):
-        value = getattr(c, key)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key}: must be an integer, got {value!r}")
-        if not low <= value <= high:
-            raise ConfigError(f"{key}: must be in [{low}, {high}], got {value}")
-    if c.sigma is not None and (
-        isinstance(c.sigma, bool)
-        or not isinstance(c.sigma, (int, float))
-        or not (math.isfinite(c.sigma) and c.sigma > 0)
-    ):
-        raise ConfigError(
-            f"sigma: must be a positive number or null (half_width / 2), got {c.sigma!r}"
-        )
-
-
-def _validate(c: CoreConfig) -> None:
-    if not isinstance(c.kind, str) or c.kind not in KINDS:
-        raise ConfigError(f"kind: must be one of {', '.join(KINDS)}, got {c.kind!r}")
-    _validate_window(c)
-    for key, (low, high) in _INT_RANGES.items():
-        value = getattr(c, key)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key}: must be an integer, got {value!r}")
-        if not low <= value <= high:
-            raise ConfigError(f"{key}: must be in [{low}, {high}], got {value}")
-    if c.dim % c.heads:
-        raise ConfigError(f"heads: dim={c.dim} is not divisible by heads={c.heads}")
-    if isinstance(c.tau, bool) or not isinstance(c.tau, (int, float)) or not math.isfinite(c.tau):
-        raise ConfigError(f"tau: must be a finite number, got {c.tau!r}")
-    in_lo, in_hi = -(2 ** (c.in_bits - 1)), 2 ** (c.in_bits - 1) - 1
-    if c.score_kind == "eatt" and not in_lo - 1 <= c.tau * 2**c.in_frac <= in_hi:
-        # A threshold outside the input range makes every bit constant: surely a mistake.
-        lo, hi = in_lo / 2**c.in_frac, in_hi / 2**c.in_frac
-        raise ConfigError(f"tau: {c.tau} is outside the input range [{lo}, {hi}]")
-    for key in ("exp_table_size", "recip_table_size"):
-        value = getattr(c, key)
-        if value & (value - 1):
-            raise ConfigError(f"{key}: must be a power of two, got {value}")
-    # Widest intermediate: the softmax numerator times the reciprocal (docs/golden.md). A window
-    # sums at most window_rows rows, each weighted by a count < 2**count_bits (docs/window.md).
-    terms = c.window_rows * (2**c.count_bits - 1 if c.kind == "window" else 1)
-    numer_bits = math.ceil(math.log2(terms)) + c.exp_frac + 1 + c.v_bits
-    if numer_bits + c.recip_frac + 1 > 62:
-        raise ConfigError(
-            f"recip_frac: numerator ({numer_bits} bits) times reciprocal ({c.recip_frac + 1} bits) "
-            "exceeds 62 bits; lower v_bits, exp_frac or recip_frac"
-        )
-    _validate_size(c)
-
-
 #: most score lanes (len_q x len_k x dim) of a core: one vector of the golden model holds a few
 #: int64 arrays of that many elements (the L1 broadcast), about 1.6 GB at this bound
 MAX_LANES = 2**26
@@ -258,16 +356,6 @@ RTL_BYTES_PER_LANE = 200
 RTL_BYTES_PER_PRODUCT = 80
 #: most SystemVerilog `eatt rtl` writes for an unrolled core (EATT_MAX_RTL_MB overrides)
 MAX_RTL_MB = 512
-
-
-def _validate_size(c: CoreConfig) -> None:
-    lanes = c.len_q * c.len_k * c.dim
-    if c.kind != "window" and lanes > MAX_LANES:
-        gb = 24 * lanes / 1e9
-        raise ConfigError(
-            f"len_q x len_k x dim: {c.len_q} x {c.len_k} x {c.dim} = {lanes:,} score lanes; one "
-            f"vector of the golden model would need about {gb:,.0f} GB (at most {MAX_LANES:,})"
-        )
 
 
 #: most memory the test vectors of one check may take (inputs, golden outputs, their copies)
@@ -286,18 +374,14 @@ def check_vectors(c: CoreConfig, n: int, flag: str = "--vectors") -> None:
 
 
 def rtl_megabytes(c: CoreConfig) -> float:
-    """Estimated SystemVerilog of the unrolled core (kinds eatt/dot), in MB."""
-    if c.kind == "window":  # sequential: the text hardly grows with the memory (38,171 B at
-        return 0.04 + c.dim * c.dim * 100 / 1e6  # l_k 16, 38,183 B at 1024; dim 4)
-    lanes = c.len_q * c.len_k * c.dim
-    products = 2 * (c.len_q + c.len_k) * c.dim * c.dim
-    return (lanes * RTL_BYTES_PER_LANE + products * RTL_BYTES_PER_PRODUCT) / 1e6
+    """Estimated SystemVerilog of the unit's RTL, in MB."""
+    return c.rtl_megabytes()
 
 
 def check_rtl_size(c: CoreConfig) -> None:
     """Refuse, before any work, an unrolled core whose RTL would be too big to build."""
     limit = float(os.environ.get("EATT_MAX_RTL_MB", MAX_RTL_MB))
-    mb = rtl_megabytes(c)
+    mb = c.rtl_megabytes()
     if mb > limit:
         raise ConfigError(
             f"core too big for unrolled RTL: {c.len_q} x {c.len_k} queries x keys at dim {c.dim} "
@@ -316,7 +400,6 @@ def first_line(err: BaseException) -> str:
 def _yaml_loader():
     """PyYAML's SafeLoader that refuses a key given twice in one mapping (PyYAML takes the
     later one silently), pointing at the second occurrence."""
-    import yaml
 
     class Loader(yaml.SafeLoader):
         pass
@@ -390,8 +473,6 @@ def read_mapping(path: str | os.PathLike) -> dict:
         except RecursionError:
             raise ConfigError(f"{path}: cannot parse: nested too deeply") from None
     else:
-        import yaml
-
         try:
             data = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 (a SafeLoader)
         except yaml.YAMLError as err:
@@ -447,19 +528,15 @@ def save_config(config: CoreConfig, path: str | os.PathLike) -> None:
     if path.suffix.lower() == ".json":
         text = json.dumps(config.to_dict(), indent=2) + "\n"
     else:
-        import yaml
-
         text = yaml.safe_dump(config.to_dict(), sort_keys=False)
     atomic_write_text(path, text)
 
 
-DEFAULT_CONFIG_PATH = Path(__file__).parent / "configs" / "eatt_default.yaml"
-WINDOW_CONFIG_PATH = Path(__file__).parent / "configs" / "window_default.yaml"
+CONFIGS_DIR = Path(__file__).parent / "configs"
+DEFAULT_CONFIG_PATH = CONFIGS_DIR / CoreConfig.DEFAULT_FILE
 
 
 def default_config(kind: str = "eatt") -> CoreConfig:
-    """The embedded default core (what `make flow` runs); kind window has its own file."""
-    if kind == "window":
-        return load_config(WINDOW_CONFIG_PATH)
-    base = load_config(DEFAULT_CONFIG_PATH)
+    """The embedded default of a kind (what `make flow` runs): its config class's file."""
+    base = load_config(CONFIGS_DIR / config_class(kind).DEFAULT_FILE)
     return base if kind == base.kind else base.replace(kind=kind)

@@ -287,7 +287,7 @@ def format_window(w: dict, out_dir: str) -> list[str]:
     s, cs = w["sim"], w["hls"]["csim"]
     lines = [
         "",
-        f"=== windowed unit: {c['score']} scores, l_k {c['len_k']}, D {c['half_width']}, "
+        f"=== windowed unit: {c['window_score']} scores, l_k {c['len_k']}, D {c['window_d']}, "
         f"position {c['position']} ({out_dir}/window) ===",
         format_golden_check(w["golden"]),
         format_check(w["export"]["check"]),

@@ -23,6 +23,9 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+from rich.console import Console
+from rich.progress import track as rich_track
+
 T = TypeVar("T")
 
 
@@ -70,8 +73,6 @@ def step(what: str, *, every: float = 15.0) -> Iterator[Step]:
     stop = threading.Event()
     ticker = None
     if _tty():
-        from rich.console import Console
-
         console = Console(stderr=True)
         status = console.status(f"{what} (0 s)")
         status.start()
@@ -108,9 +109,6 @@ def track(items: Iterable[T], total: int, what: str) -> Iterator[T]:
         yield from items
         return
     if _tty():
-        from rich.console import Console
-        from rich.progress import track as rich_track
-
         console = Console(stderr=True)
         yield from rich_track(items, total=total, description=what, transient=True, console=console)
         return

@@ -21,7 +21,7 @@ from typing import Any
 
 #: every stage a unit must declare (docs/architecture.md, "How to add a unit")
 STAGES = (
-    "config",  # the config class (CoreConfig: window-only fields still live there)
+    "config",  # the config class: a CoreConfig (subclass) whose KINDS are the unit's kinds
     "golden",  # the golden model class: GoldenModel(cfg, weights).forward(...)
     "formats",  # (cfg) -> the derived formats (widths, shifts; .to_dict())
     "golden_check",  # (cfg, weights, vectors, seed) -> report dict (`eatt golden`)
@@ -35,6 +35,7 @@ STAGES = (
     "qonnx_op",  # the qonnx CustomOp class (executes the op in qonnx)
     "hls_layer",  # the hls4ml Layer class
     "hls_handler",  # the hls4ml ONNX handler: QONNX node -> layer attributes
+    "hls_templates",  # () -> the hls4ml backend templates (config, function call)
     "hls_ports",  # (cfg, input names) -> (hls4ml type per input, Model options) for convert
     "hls_finish",  # (cfg, hls_model) -> None: the unit's changes to the converted model
     "hls_check_data",  # (model, cfg, weights, vectors, seed) -> the C simulation's check data
@@ -128,6 +129,7 @@ register(
             "qonnx_op": "eatt.quant.ops:AttentionCore",
             "hls_layer": "eatt.hls.layers:AttentionCore",
             "hls_handler": "eatt.hls.handlers:parse_attention_core",
+            "hls_templates": "eatt.hls.handlers:core_templates",
             "hls_ports": "eatt.hls.project:core_hls_ports",
             "hls_finish": "eatt.hls.project:core_hls_finish",
             "hls_check_data": "eatt.hls.project:core_check_data",
@@ -145,7 +147,7 @@ register(
         rtl_levels=("window",),
         testbenches=("test_window",),
         stages={
-            "config": "eatt.config:CoreConfig",
+            "config": "eatt.config:WindowConfig",
             "golden": "eatt.quant.window:WindowGolden",
             "formats": "eatt.quant.window:derive_window_formats",
             "golden_check": "eatt.quant.check:window_golden_check",
@@ -159,6 +161,7 @@ register(
             "qonnx_op": "eatt.quant.ops:WindowAttention",
             "hls_layer": "eatt.hls.layers:WindowAttention",
             "hls_handler": "eatt.hls.handlers:parse_window_attention",
+            "hls_templates": "eatt.hls.handlers:window_templates",
             "hls_ports": "eatt.hls.project:window_hls_ports",
             "hls_finish": "eatt.hls.project:window_hls_finish",
             "hls_check_data": "eatt.hls.project:window_check_data",

@@ -3,10 +3,10 @@
 Importing eatt.hls registers, once per process (importing or calling register() again is
 harmless):
 
-- the layer classes ``AttentionCore`` and ``WindowAttention`` (eatt.hls.layers) with hls4ml's
-  layer map,
-- the ONNX handlers for op_types ``AttentionCore`` and ``WindowAttention`` (eatt.hls.handlers),
-- the config and function templates and the headers templates/nnet_attention_core.h and
+- for each hardware unit of the registry (eatt/units.py): its layer class (stage ``hls_layer``,
+  named as its op type) with hls4ml's layer map, its ONNX handler (``hls_handler``) and its
+  config and function templates (``hls_templates``) for each backend,
+- the headers templates/nnet_attention_core.h and
   templates/nnet_window_attention.h (which includes the core's) for the Vivado and Vitis
   backends.
 
@@ -17,6 +17,8 @@ describes the generated project.
 from __future__ import annotations
 
 from pathlib import Path
+
+from eatt.units import UNITS
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 BACKENDS = ("Vivado", "Vitis")
@@ -32,30 +34,17 @@ def register() -> None:
     import hls4ml
     from hls4ml.converters.onnx_to_hls import layer_handlers, register_onnx_layer_handler
 
-    from eatt.hls.handlers import (
-        AttentionCoreConfigTemplate,
-        AttentionCoreFunctionTemplate,
-        WindowAttentionConfigTemplate,
-        WindowAttentionFunctionTemplate,
-        parse_attention_core,
-        parse_window_attention,
-    )
-    from eatt.hls.layers import AttentionCore, WindowAttention
-
-    hls4ml.model.layers.register_layer("AttentionCore", AttentionCore)
-    hls4ml.model.layers.register_layer("WindowAttention", WindowAttention)
-    # register_onnx_layer_handler refuses a second registration: check first (a re-imported
-    # module would otherwise fail)
-    if "AttentionCore" not in layer_handlers:
-        register_onnx_layer_handler("AttentionCore", parse_attention_core)
-    if "WindowAttention" not in layer_handlers:
-        register_onnx_layer_handler("WindowAttention", parse_window_attention)
-    for name in BACKENDS:
-        backend = hls4ml.backends.get_backend(name)
-        backend.register_template(AttentionCoreConfigTemplate)
-        backend.register_template(AttentionCoreFunctionTemplate)
-        backend.register_template(WindowAttentionConfigTemplate)
-        backend.register_template(WindowAttentionFunctionTemplate)
+    backends = [hls4ml.backends.get_backend(name) for name in BACKENDS]
+    for unit in UNITS.values():  # each unit's layer, handler and templates (eatt/units.py)
+        hls4ml.model.layers.register_layer(unit.op_type, unit.load("hls_layer"))
+        # register_onnx_layer_handler refuses a second registration: check first (a
+        # re-imported module would otherwise fail)
+        if unit.op_type not in layer_handlers:
+            register_onnx_layer_handler(unit.op_type, unit.load("hls_handler"))
+        for backend in backends:
+            for template in unit.load("hls_templates")():
+                backend.register_template(template)
+    for backend in backends:
         for header in sorted(TEMPLATES.glob("*.h")):
             backend.register_source(header)
     _registered = True

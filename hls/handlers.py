@@ -43,6 +43,7 @@ from eatt.quant.ops import (
     window_from_node,
     window_input_names,
 )
+from eatt.quant.window import derive_window_formats, penalty_levels
 
 HEADER = "nnet_utils/nnet_attention_core.h"
 WINDOW_HEADER = "nnet_utils/nnet_window_attention.h"
@@ -169,7 +170,6 @@ class AttentionCoreFunctionTemplate(FunctionCallTemplate):
 # -- the windowed cross-attention unit ------------------------------------------------------------
 def window_layer_attributes(cfg: CoreConfig) -> dict:
     """Integer attributes of the WindowAttention layer for a window config."""
-    from eatt.quant.window import derive_window_formats, penalty_levels
 
     wf = derive_window_formats(cfg)
     d = window_derived_attributes(cfg)
@@ -178,7 +178,7 @@ def window_layer_attributes(cfg: CoreConfig) -> dict:
         len_k=cfg.len_k,
         dim=cfg.dim,
         heads=cfg.heads,
-        half_width=cfg.half_width,
+        window_d=cfg.window_d,
         penalty_levels=penalty_levels(cfg),
         g_level=0,  # no G input: the one row of the gaussian (or zero) table
         in_bits=cfg.in_bits,
@@ -213,7 +213,7 @@ def parse_window_attention(node, input_names, input_shapes, graph):
             f"{where}: expected {len(names)} inputs ({', '.join(names)}), 1 output"
         )
     derived = window_derived_attributes(cfg)
-    known = {"format_version", "wq", *(f.name for f in fields(CoreConfig)), *derived}
+    known = {"format_version", "wq", *(f.name for f in fields(type(cfg))), *derived}
     unknown = sorted({a.name for a in node.attribute} - known)
     if unknown:
         raise ConversionError(f"{where}: unsupported attribute '{unknown[0]}'")
@@ -222,7 +222,7 @@ def parse_window_attention(node, input_names, input_shapes, graph):
         "name": node.name,
         "inputs": list(input_names),
         "outputs": list(node.output),
-        "score": cfg.score,
+        "window_score": cfg.window_score,
         "position": cfg.position,
         CONFIG_ATTR: json.dumps(cfg.to_dict(), sort_keys=True),  # widths: golden WindowFormats
         **window_layer_attributes(cfg),
@@ -238,7 +238,7 @@ window_config_template = """struct config{index} : nnet::window_attention_config
     static const unsigned dim = {dim};
     static const unsigned heads = {heads};
     static const unsigned d_head = {d_head};
-    static const unsigned half_width = {half_width};
+    static const unsigned window_d = {window_d};
     static const unsigned window_rows = {window_rows};
     static const unsigned penalty_levels = {penalty_levels};
     static const unsigned g_level = {g_level};
@@ -279,7 +279,7 @@ class WindowAttentionConfigTemplate(LayerConfigTemplate):
             f"    typedef {ap_type(signed, width)} {name};"
             for name, (signed, width) in widths.items()
         )
-        params["score_eatt"] = "true" if params["score"] == "eatt" else "false"
+        params["score_eatt"] = "true" if params["window_score"] == "eatt" else "false"
         params["esum_bits"] = widths["esum_t"][1]
         params["v_min"] = -(2 ** (params["v_bits"] - 1))
         params["v_max"] = 2 ** (params["v_bits"] - 1) - 1
@@ -308,3 +308,13 @@ class WindowAttentionFunctionTemplate(FunctionCallTemplate):
             *(node.get_weights(w).name for w in ("wq", *WINDOW_TABLE_NAMES)),
         ]
         return f"nnet::{name}<{types}>({', '.join(args)});"
+
+
+def core_templates() -> tuple[type, ...]:
+    """The attention core's backend templates (the unit registry's ``hls_templates``)."""
+    return (AttentionCoreConfigTemplate, AttentionCoreFunctionTemplate)
+
+
+def window_templates() -> tuple[type, ...]:
+    """The windowed unit's backend templates (the unit registry's ``hls_templates``)."""
+    return (WindowAttentionConfigTemplate, WindowAttentionFunctionTemplate)

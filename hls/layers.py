@@ -143,7 +143,7 @@ WINDOW_INT_ATTRS = (
     "dim",
     "heads",
     "d_head",
-    "half_width",
+    "window_d",
     "window_rows",
     "penalty_levels",
     "g_level",
@@ -219,7 +219,7 @@ class WindowAttention(Layer):
     """One step of the windowed unit; arithmetic of eatt.quant.window.WindowGolden."""
 
     _expected_attributes = [
-        ChoiceAttribute("score", list(SCORES), configurable=False),
+        ChoiceAttribute("window_score", list(SCORES), configurable=False),
         ChoiceAttribute("position", list(POSITIONS), configurable=False),
         *[Attribute(name) for name in WINDOW_INT_ATTRS],
         *[WeightAttribute(name) for name in ("wq", *WINDOW_TABLE_NAMES)],

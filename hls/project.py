@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import yaml
 
 from eatt.config import CoreConfig
 from eatt.hls import register
@@ -64,6 +65,7 @@ from eatt.quant.ops import (
     window_input_fracs,
     window_input_names,
 )
+from eatt.quant.window import WindowGolden
 from eatt.rtl_sim.tools import ToolMissing  # one class for every missing tool (CLI exit 3)
 from eatt.units import unit_for
 
@@ -336,7 +338,6 @@ def window_check_data(
 ) -> tuple[list[np.ndarray], np.ndarray, int, int]:
     """check_data of the window unit: random plus edge steps against WindowGolden."""
     from eatt.quant.export import WINDOW_STEP_NAMES, core_input_names, window_vectors
-    from eatt.quant.window import WindowGolden
 
     steps, n_edge = window_vectors(cfg, vectors, seed)
     expected = WindowGolden(cfg, weights).forward(**steps)
@@ -419,7 +420,6 @@ def _final_paths(hls_model, tmp: Path, out_dir: Path) -> None:
     """Make the project written in tmp name out_dir, where it will lie: hls4ml_config.yml is
     dumped again with OutputDir = out_dir (as hls4ml's writer dumps it), and any other text file
     that names tmp is rewritten (hls4ml 1.3 writes none; a later release might)."""
-    import yaml
     from hls4ml.writer.vivado_writer import config_filename
 
     hls_model.config.config["OutputDir"] = str(out_dir)

@@ -48,6 +48,9 @@ ARCHS = ("transformer", "lstm")
 L0DROP_RULES = ("freq", "inv-freq", "group")
 ROLES = ("enc_self", "dec_self", "cross")
 
+#: keys renamed (one name per idea across the toolkit's layers): old -> new
+RENAMED_KEYS = {"flexible_sigma": "window_sigma"}
+
 #: most layer weights of a model: 16 bytes a weight with Adam's state is 16 GB
 MAX_LAYER_PARAMETERS = 1_000_000_000
 
@@ -81,8 +84,9 @@ class ModelConfig:
     window_score: str = "general"
     #: D: half width of the local-m / local-p window [p_t - D, p_t + D] (Luong Sec. 3.2)
     window_d: int = 10
-    #: sigma of the Flexible penalty (Eq. 6); None = 1.5, the paper's pick (Sec. 5.2)
-    flexible_sigma: float | None = None
+    #: sigma of the position term of local-p (Luong Eq. 10) and Flexible (its Eq. 6); None =
+    #: each paper's pick, D / 2 and 1.5 (Flexible Sec. 5.2). The hardware key has this name too
+    window_sigma: float | None = None
     #: test-time threshold tau of Flexible Attention (Sec. 3.1); None = infinity (no window)
     flexible_tau: float | None = None
     #: beta of the fine-tuning loss -beta * mean g(t) (Eq. 9)
@@ -157,8 +161,8 @@ class ModelConfig:
             )
         if not 0 <= self.window_d <= 4096:
             raise ConfigError(f"window_d: must be in [0, 4096], got {self.window_d}")
-        if self.flexible_sigma is not None and not self.flexible_sigma > 0:
-            raise ConfigError(f"flexible_sigma: must be > 0, got {self.flexible_sigma}")
+        if self.window_sigma is not None and not self.window_sigma > 0:
+            raise ConfigError(f"window_sigma: must be > 0, got {self.window_sigma}")
         if self.flexible_tau is not None and not self.flexible_tau > 0:
             raise ConfigError(
                 f"flexible_tau: must be > 0 (null = infinity), got {self.flexible_tau}"
@@ -221,11 +225,6 @@ class ModelConfig:
         return self.kind("cross") in WINDOW_KINDS
 
     @property
-    def sigma(self) -> float:
-        """Flexible Attention's sigma (Eq. 6): the configured one, or the paper's 1.5."""
-        return 1.5 if self.flexible_sigma is None else self.flexible_sigma
-
-    @property
     def kinds(self) -> dict[str, str]:
         return {role: self.kind(role) for role in ROLES}
 
@@ -236,7 +235,15 @@ class ModelConfig:
         return ModelConfig.from_dict({**self.to_dict(), **changes})
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "model") -> ModelConfig:
+    def from_dict(cls, data: Any, source: str = "model", upgrade: bool = False) -> ModelConfig:
+        """The config of a mapping; ``upgrade`` reads a file eatt wrote before a key was
+        renamed (a checkpoint) under the new name, otherwise an old name is one line."""
+        if isinstance(data, dict):
+            for old, new in RENAMED_KEYS.items():
+                if old in data and upgrade:
+                    data = {(new if k == old else k): v for k, v in data.items()}
+                elif old in data:
+                    raise ConfigError(f"{source}.{old}: is now called {new}")
         return dataclass_from_dict(cls, data, source)
 
 

@@ -639,7 +639,7 @@ def load_checkpoint(
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
         raise ValueError(f"{path}: not a seq2seq checkpoint (format {found!r})")
     try:
-        cfg = ModelConfig.from_dict(payload["model_config"])
+        cfg = ModelConfig.from_dict(payload["model_config"], upgrade=True)
         if overrides:
             cfg = cfg.replace(**overrides)
         src_vocab = Vocab.from_list(payload["src_vocab"])

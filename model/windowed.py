@@ -175,8 +175,10 @@ class WindowedAttention(nn.Module):
         kind: one of :data:`WINDOW_KINDS`.
         score: one of :data:`WINDOW_SCORES`.
         query_dim / memory_dim: sizes of the decoder state h and of an encoder row hbar.
-        window_d: D of local-m / local-p; local-p's Gaussian sigma is D / 2.
-        sigma / tau: Flexible's sigma (Eq. 6) and test-time threshold (None = infinity).
+        window_d: D of local-m / local-p.
+        sigma: sigma of the position term: local-p's Gaussian (Eq. 10) or Flexible's penalty
+            (Eq. 6); None = the paper's choice, D / 2 (Luong) or 1.5 (Flexible, Sec. 5.2).
+        tau: Flexible's test-time threshold (None = infinity).
         binarize_tau: E-ATT's binarization threshold (Eq. 4) for the eatt score.
         g_input_dim: size of the extra input i_t of the strength g(t) (Eq. 8); 0 = g from h only.
     """
@@ -188,7 +190,7 @@ class WindowedAttention(nn.Module):
         query_dim: int,
         memory_dim: int,
         window_d: int = 10,
-        sigma: float = 1.5,
+        sigma: float | None = None,
         tau: float | None = None,
         binarize_tau: float = 1.0,
         g_input_dim: int = 0,
@@ -204,6 +206,8 @@ class WindowedAttention(nn.Module):
             )
         if window_d < 0:
             raise ValueError(f"window_d must be >= 0, got {window_d}")
+        if sigma is None:
+            sigma = 1.5 if kind == "flexible" else window_d / 2.0
         if not sigma > 0:
             raise ValueError(f"sigma must be > 0, got {sigma}")
         if tau is not None and not tau > 0:
@@ -359,7 +363,7 @@ class WindowedAttention(nn.Module):
         scores = scores.masked_fill(~valid, float("-inf"))
         a = _softmax(scores, valid, counts)
         if p_t is not None:
-            a = a * gaussian_weight(positions, p_t[:, None], self.window_d / 2.0)
+            a = a * gaussian_weight(positions, p_t[:, None], self.sigma)
         # masked slots have a = 0 and finite values; where() keeps 0 * inf out of the sum
         values = torch.where(valid[..., None], values, values.new_zeros(()))
         context = torch.einsum("bw,bwd->bd", a, values)
@@ -408,7 +412,7 @@ class WindowedAttention(nn.Module):
         counts = state.get("counts")
         a = _softmax(scores, valid, None if counts is None else counts[:, None, :])
         if self.kind == "local-p":
-            a = a * gaussian_weight(positions, p_t[..., None], self.window_d / 2.0)
+            a = a * gaussian_weight(positions, p_t[..., None], self.sigma)
         values = state["memory"].masked_fill(state["padding"][..., None], 0.0)
         context = torch.matmul(a, values)
         state["scored"] = state["scored"] + valid.sum((1, 2))
@@ -429,7 +433,7 @@ def cross_attention(
         query_dim,
         memory_dim,
         window_d=cfg.window_d,
-        sigma=cfg.sigma,
+        sigma=cfg.window_sigma,
         tau=cfg.flexible_tau,
         binarize_tau=cfg.tau,
         g_input_dim=g_input_dim,

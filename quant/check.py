@@ -85,7 +85,7 @@ def window_float_forward(cfg: CoreConfig, weights: CoreWeights, steps: dict) -> 
     f = wf.core
     x = steps["x"]
     n = len(x)
-    if cfg.score == "eatt":
+    if cfg.window_score == "eatt":
         q = binarize_int(x, cfg.tau_int) @ weights.wq * 2.0**-cfg.weight_frac
     else:
         q = x @ weights.wq * 2.0 ** -(cfg.weight_frac + cfg.in_frac)
@@ -95,7 +95,7 @@ def window_float_forward(cfg: CoreConfig, weights: CoreWeights, steps: dict) -> 
     kh = k.reshape(n, cfg.len_k, cfg.heads, cfg.d_head).transpose(0, 2, 1, 3)
     vh = v.reshape(n, cfg.len_k, cfg.heads, cfg.d_head).transpose(0, 2, 1, 3)
     scale = 1.0 / np.sqrt(cfg.d_head)
-    s = (-np.abs(qh - kh).sum(-1) if cfg.score == "eatt" else (qh * kh).sum(-1)) * scale
+    s = (-np.abs(qh - kh).sum(-1) if cfg.window_score == "eatt" else (qh * kh).sum(-1)) * scale
     p = steps["p"]
     pos = np.arange(cfg.len_k)[None, :]
     lo, hi = window_bounds(p, steps["w"], steps["length"])
@@ -126,7 +126,7 @@ def window_float_bound(
     wf = derive_window_formats(cfg)
     f = wf.core
     scale = 1.0 / math.sqrt(cfg.d_head)
-    if cfg.score == "eatt":
+    if cfg.window_score == "eatt":
         delta = (2**f.q_shift - 1) * 2.0**-cfg.weight_frac
         eps_qk = scale * cfg.d_head * delta  # the floor of Q moves |q - k| by < delta
     else:
@@ -214,7 +214,7 @@ def format_golden_check(r: dict) -> str:
         f"heads={c['heads']} tau={c['tau']}",
         *(
             [
-                f"  window: score={c['score']} half_width={c['half_width']} "
+                f"  window: window_score={c['window_score']} window_d={c['window_d']} "
                 f"position={c['position']} count_bits={c['count_bits']}, at most "
                 f"{f['window_rows']} rows per step (attention output O, V's format)"
             ]

@@ -41,7 +41,7 @@ from qonnx.transformation.infer_shapes import InferShapes
 from qonnx.util.basic import get_preferred_onnx_opset, get_preferred_qonnx_opset
 
 import eatt
-from eatt.config import CoreConfig, atomic_write
+from eatt.config import CoreConfig, WindowConfig, atomic_write
 from eatt.quant.golden import (
     CoreWeights,
     GoldenCore,
@@ -194,7 +194,7 @@ def window_input_datatypes(cfg: CoreConfig) -> dict[str, str]:
 
     types = {
         "P": f"UINT{max(1, (cfg.len_k - 1).bit_length())}",
-        "W": f"UINT{max(1, cfg.half_width.bit_length())}",
+        "W": f"UINT{max(1, cfg.window_d.bit_length())}",
         "K": fixed(wf.qk_code_bits, d["key_frac"]),
         "V": fixed(wf.v_code_bits, d["value_frac"]),
         "C": f"UINT{cfg.count_bits}",
@@ -479,7 +479,7 @@ def execute_core(
 
     model, where = _read_model(source)
     cfg, _, names, out_name = _load(model, where)
-    if cfg.kind == "window":
+    if isinstance(cfg, WindowConfig):
         raise ValueError(f"{where}: a window unit file; run it with execute_window")
     x_name, y_name = names
     x, y = np.asarray(x), np.asarray(y)
@@ -517,7 +517,7 @@ def window_edge_inputs(cfg: CoreConfig) -> dict[str, np.ndarray]:
     memories (Algorithm 1) with every gate open, one gate open and none but the first.
     """
     wf = derive_window_formats(cfg)
-    lk, dim, d = cfg.len_k, cfg.dim, cfg.half_width
+    lk, dim, d = cfg.len_k, cfg.dim, cfg.window_d
     rng = np.random.default_rng(12345)
     kmax, vmax = 2 ** (wf.qk_code_bits - 1) - 1, 2 ** (wf.v_code_bits - 1) - 1
     ilo, ihi = -(2 ** (cfg.in_bits - 1)), 2 ** (cfg.in_bits - 1) - 1
@@ -581,7 +581,7 @@ def execute_window(
 
     model, where = _read_model(source)
     cfg, _, names, out_name = _load(model, where)
-    if cfg.kind != "window":
+    if not isinstance(cfg, WindowConfig):
         raise ValueError(f"{where}: not a window unit file; run it with execute_core")
     labels = window_input_names(cfg)
     fracs = window_input_fracs(cfg)

@@ -304,10 +304,10 @@ WINDOW_INPUTS = ("X", "P", "W", "K", "V", "C", "L")
 
 _WINDOW_CONFIG_ATTRS: dict[str, str] = {
     **_CONFIG_ATTRS,
-    "score": "s",
-    "half_width": "i",
+    "window_score": "s",
+    "window_d": "i",
     "position": "s",
-    "sigma": "s",  # repr(float) or "" for None (sigma = half_width / 2)
+    "window_sigma": "s",  # repr(float) or "" for None (sigma = window_d / 2)
     "g_levels": "i",
     "count_bits": "i",
 }
@@ -325,7 +325,7 @@ _WINDOW_DERIVED_ATTRS: dict[str, str] = {
     "count_max": "i",
     "exp_table": "t",
     "recip_table": "t",
-    "penalty_table": "t",  # (levels, half_width + 1): P[level][|s - p|] in score units
+    "penalty_table": "t",  # (levels, window_d + 1): P[level][|s - p|] in score units
 }
 
 
@@ -372,7 +372,7 @@ def make_window_node(
     attrs: dict[str, Any] = {"format_version": FORMAT_VERSION}
     for key in _WINDOW_CONFIG_ATTRS:
         value = getattr(cfg, key)
-        if key in ("tau", "sigma"):
+        if key in ("tau", "window_sigma"):
             value = "" if value is None else repr(float(value))
         attrs[key] = value
     for key, value in window_derived_attributes(cfg).items():
@@ -406,8 +406,8 @@ def window_from_node(node: NodeProto) -> tuple[CoreConfig, CoreWeights]:
         value = attrs[key]
         if isinstance(value, bytes):
             value = value.decode("utf-8")
-        if key in ("tau", "sigma"):
-            if key == "sigma" and value == "":
+        if key in ("tau", "window_sigma"):
+            if key == "window_sigma" and value == "":
                 value = None
             else:
                 try:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eatt.config import CoreConfig
+from eatt.config import CoreConfig, WindowConfig
 from eatt.quant.golden import (
     SOFTMAX_WIDTHS,
     CoreWeights,
@@ -47,15 +47,11 @@ from eatt.quant.golden import (
 STEP_INPUTS = ("x", "p", "w", "keys", "values", "counts", "length", "g")
 
 
-def core_config(cfg: CoreConfig) -> CoreConfig:
+def core_config(cfg: WindowConfig) -> CoreConfig:
     """The eatt/dot core config whose formats and tables the window unit shares."""
-    if cfg.kind != "window":
+    if not isinstance(cfg, WindowConfig):
         raise ValueError(f"kind: expected window, got {cfg.kind}")
-    data = cfg.to_dict()
-    for key in ("score", "half_width", "position", "sigma", "g_levels", "count_bits"):
-        data.pop(key)
-    data["kind"] = cfg.score
-    return CoreConfig.from_dict(data)
+    return cfg.core()
 
 
 @dataclass(frozen=True)
@@ -91,8 +87,8 @@ class WindowFormats:
     attn_bits: int  # O, clamped into cfg.v_bits
     addr_bits: int  # a row address 0 .. len_k - 1 (and p)
     len_bits: int  # length 1 .. len_k
-    w_bits: int  # w 0 .. half_width
-    dist_bits: int  # |s - p| 0 .. half_width
+    w_bits: int  # w 0 .. window_d
+    dist_bits: int  # |s - p| 0 .. window_d
     index_bits: int  # a window buffer entry 0 .. window_rows - 1
     rows_bits: int  # rows read 0 .. window_rows
     g_bits: int  # Flexible level 0 .. g_levels
@@ -114,7 +110,7 @@ def derive_window_formats(cfg: CoreConfig) -> WindowFormats:
     soft = softmax_bounds(
         rows, count_max, cfg.exp_frac, f.v_code_bits, cfg.recip_frac, f.recip_index_bits
     )
-    half = cfg.half_width
+    half = cfg.window_d
     return WindowFormats(
         core=f,
         qk_code_bits=f.qk_code_bits,
@@ -146,9 +142,13 @@ def derive_window_formats(cfg: CoreConfig) -> WindowFormats:
     )
 
 
-def window_sigma(cfg: CoreConfig) -> float:
-    """sigma of the position term: the config's, or D / 2 (Luong et al. 2015, local-p)."""
-    return float(cfg.sigma) if cfg.sigma is not None else cfg.half_width / 2
+def window_sigma(cfg: WindowConfig) -> float:
+    """sigma of the position term: the config's, or each paper's pick (as the model's
+    window_sigma): D / 2 for gaussian (Luong et al. 2015, local-p), 1.5 for flexible (Shu &
+    Nakayama, Sec. 5.2)."""
+    if cfg.window_sigma is not None:
+        return float(cfg.window_sigma)
+    return 1.5 if cfg.position == "flexible" else cfg.window_d / 2
 
 
 def penalty_levels(cfg: CoreConfig) -> int:
@@ -166,7 +166,7 @@ def penalty_table(cfg: CoreConfig, formats: Formats | None = None) -> np.ndarray
     """
     f = formats or derive_formats(core_config(cfg))
     levels = penalty_levels(cfg)
-    d = np.arange(cfg.half_width + 1, dtype=np.float64)
+    d = np.arange(cfg.window_d + 1, dtype=np.float64)
     cap = 2 * f.score_bound + (cfg.exp_table_size << f.exp_shift)
     if cfg.position == "none":
         return np.zeros((levels, len(d)), dtype=np.int64)
@@ -193,7 +193,7 @@ class WindowGolden:
     """
 
     def __init__(self, cfg: CoreConfig, weights: CoreWeights):
-        if cfg.kind != "window":
+        if not isinstance(cfg, WindowConfig):
             raise ValueError(f"kind: WindowGolden needs kind window, got {cfg.kind}")
         self.cfg = cfg
         self.core = GoldenCore(core_config(cfg), weights)
@@ -204,14 +204,14 @@ class WindowGolden:
     def project_q(self, x: np.ndarray) -> np.ndarray:
         """Q (n, dim): binarized row selection (E-ATT) or multiply-accumulate (dot)."""
         cfg, f = self.cfg, self.formats.core
-        xs = binarize_int(x, cfg.tau_int) if cfg.score == "eatt" else x
+        xs = binarize_int(x, cfg.tau_int) if cfg.window_score == "eatt" else x
         return requantize(xs @ self.weights.wq, f.q_shift)
 
     def scores(self, q: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """S (n, heads, len_k) over every memory row (the window mask comes later)."""
         qh = self.core.split_heads(q[:, None, :])[:, :, 0, :]  # (n, heads, d_head)
         kh = self.core.split_heads(keys)  # (n, heads, len_k, d_head)
-        if self.cfg.score == "eatt":
+        if self.cfg.window_score == "eatt":
             return -np.abs(qh[:, :, None, :] - kh).sum(axis=-1)
         return (qh[:, :, None, :] * kh).sum(axis=-1)
 
@@ -240,7 +240,7 @@ class WindowGolden:
         pos = np.arange(cfg.len_k)[None, :]
         lo, hi = window_bounds(p, w, length)
         mask = (pos >= lo[:, None]) & (pos <= hi[:, None])  # (n, len_k)
-        dist = np.minimum(np.abs(pos - p[:, None]), cfg.half_width)
+        dist = np.minimum(np.abs(pos - p[:, None]), cfg.window_d)
         level = g if cfg.position == "flexible" else np.zeros_like(g)
         pen = self.penalty_table[level[:, None], dist]  # (n, len_k)
         logits = s - pen[:, None, :]
@@ -303,7 +303,7 @@ class WindowGolden:
         check("values", values, -(2 ** (vb - 1)), 2 ** (vb - 1) - 1)
         check("counts", counts, 1, wf.count_max)
         check("length", length, 1, lk)
-        check("w", w, 0, cfg.half_width)
+        check("w", w, 0, cfg.window_d)
         check("g", g, 0, cfg.g_levels)
         if n and (p.min() < 0 or (p >= length).any()):
             raise ValueError("inputs: p must lie in [0, length - 1] (the centre is a memory row)")
@@ -348,7 +348,7 @@ def random_window_inputs(cfg: CoreConfig, n: int, seed: int = 0) -> dict[str, np
     """
     rng = np.random.default_rng(seed)
     wf = derive_window_formats(cfg)
-    lk, dim, d = cfg.len_k, cfg.dim, cfg.half_width
+    lk, dim, d = cfg.len_k, cfg.dim, cfg.window_d
     ilo, ihi = -(2 ** (cfg.in_bits - 1)), 2 ** (cfg.in_bits - 1) - 1
     x = rng.integers(ilo, ihi + 1, size=(n, dim))
     near = np.clip(cfg.tau_int + rng.integers(-3, 4, size=x.shape), ilo, ihi)

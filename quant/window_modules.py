@@ -31,7 +31,7 @@ import torch
 from brevitas.nn import QuantIdentity, QuantLinear
 from torch import Tensor, nn
 
-from eatt.config import CoreConfig
+from eatt.config import CoreConfig, WindowConfig
 from eatt.quant.golden import CoreWeights
 from eatt.quant.modules import (
     Binarize,
@@ -79,7 +79,7 @@ class QuantWindowAttention(nn.Module):
 
     def __init__(self, cfg: CoreConfig) -> None:
         super().__init__()
-        if not isinstance(cfg, CoreConfig) or cfg.kind != "window":
+        if not isinstance(cfg, WindowConfig):
             got = cfg.kind if isinstance(cfg, CoreConfig) else type(cfg).__name__
             raise ValueError(f"kind: QuantWindowAttention needs kind window, got {got}")
         self.cfg = cfg
@@ -90,7 +90,7 @@ class QuantWindowAttention(nn.Module):
         self.input_quant = QuantIdentity(
             act_quant=fixed_point_act_quant(cfg.in_bits, cfg.in_frac), return_quant_tensor=False
         )
-        self.binarize = Binarize(cfg.tau) if cfg.score == "eatt" else None
+        self.binarize = Binarize(cfg.tau) if cfg.window_score == "eatt" else None
         self.q_proj = QuantLinear(
             cfg.dim,
             cfg.dim,
@@ -147,7 +147,7 @@ class QuantWindowAttention(nn.Module):
         kh = keys.to(dev, q.dtype).view(n, cfg.len_k, cfg.heads, cfg.d_head).transpose(1, 2)
         vh = values.to(dev, q.dtype).view(n, cfg.len_k, cfg.heads, cfg.d_head).transpose(1, 2)
         scale = 1.0 / math.sqrt(cfg.d_head)
-        if cfg.score == "eatt":
+        if cfg.window_score == "eatt":
             s = -(qh - kh).abs().sum(-1) * scale
         else:
             s = (qh * kh).sum(-1) * scale
@@ -156,7 +156,7 @@ class QuantWindowAttention(nn.Module):
         lo = torch.clamp(p - w, min=0).unsqueeze(1)
         hi = torch.minimum(p + w, length - 1).unsqueeze(1)
         mask = (pos >= lo) & (pos <= hi)
-        dist = torch.clamp((pos - p.unsqueeze(1)).abs(), max=cfg.half_width)
+        dist = torch.clamp((pos - p.unsqueeze(1)).abs(), max=cfg.window_d)
         level = g if cfg.position == "flexible" else torch.zeros_like(g)
         pen = self.penalty_table.to(dev)[level.unsqueeze(1), dist].to(q.dtype) * f.score_lsb
         logits = s - pen.unsqueeze(1) + torch.log(counts.to(q.dtype)).unsqueeze(1)
@@ -169,8 +169,8 @@ class QuantWindowAttention(nn.Module):
     def extra_repr(self) -> str:
         c = self.cfg
         return (
-            f"score={c.score!r}, len_k={c.len_k}, dim={c.dim}, heads={c.heads}, "
-            f"half_width={c.half_width}, position={c.position!r}"
+            f"window_score={c.window_score!r}, len_k={c.len_k}, dim={c.dim}, heads={c.heads}, "
+            f"window_d={c.window_d}, position={c.position!r}"
         )
 
 

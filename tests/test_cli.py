@@ -140,7 +140,7 @@ def test_flow_runs_both_cores_through_every_stage(tmp_path):
 def test_flow_runs_a_window_unit_through_every_stage(tmp_path):
     """A window config: the windowed unit alone, golden -> QONNX -> hls4ml -> RTL, 0 mismatches."""
     cfg = tmp_path / "window.yaml"
-    cfg.write_text("kind: window\nlen_q: 1\nlen_k: 6\ndim: 4\nheads: 1\nhalf_width: 1\n")
+    cfg.write_text("kind: window\nlen_q: 1\nlen_k: 6\ndim: 4\nheads: 1\nwindow_d: 1\n")
     out = tmp_path / "flow"
     r = run_cli(
         "flow", "--config", str(cfg), "-o", str(out), "--vectors", "40", "--no-resources", "--json"

@@ -81,3 +81,31 @@ def test_missing_required_key_and_unparsable_files(tmp_path):
     listy.write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match="expected a mapping"):
         load_config(listy)
+
+
+def test_renamed_keys_name_the_new_word():
+    """A config written before a key was renamed gets one line naming the new key."""
+    from eatt.config import RENAMED_KEYS
+    from eatt.model.config import RENAMED_KEYS as MODEL_RENAMED
+    from eatt.model.config import ModelConfig
+
+    base = dict(kind="window", len_q=1, len_k=4, dim=4, heads=1)
+    for old, new in RENAMED_KEYS.items():
+        with pytest.raises(ConfigError, match=f"key '{old}' is now called '{new}'"):
+            CoreConfig.from_dict({**base, old: 1})
+    for old, new in MODEL_RENAMED.items():
+        with pytest.raises(ConfigError, match=f"model.{old}: is now called {new}"):
+            ModelConfig.from_dict({old: 1.0})
+        # a checkpoint written before the rename still loads, under the new name
+        assert getattr(ModelConfig.from_dict({old: 1.0}, upgrade=True), new) == 1.0
+
+
+def test_each_kind_builds_its_units_config_class():
+    from eatt.config import WindowConfig, config_class
+
+    assert config_class("eatt") is CoreConfig and config_class("window") is WindowConfig
+    window = CoreConfig.from_dict(dict(kind="window", len_q=1, len_k=4, dim=4, heads=1))
+    assert type(window) is WindowConfig and window.window_rows == 4
+    assert type(window.replace(kind="eatt")) is CoreConfig  # the window keys are dropped
+    with pytest.raises(ConfigError, match="kind: expected one of window"):
+        WindowConfig.from_dict(dict(kind="eatt", len_q=1, len_k=4, dim=4, heads=1))

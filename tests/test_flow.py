@@ -16,7 +16,7 @@ from eatt.outdir import MARKER, OutputError, check_output_dir
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.tools import ToolMissing
 
-WINDOW = CoreConfig(kind="window", len_q=1, len_k=6, dim=4, heads=1, half_width=1)
+WINDOW = CoreConfig.from_dict(dict(kind="window", len_q=1, len_k=6, dim=4, heads=1, window_d=1))
 
 
 @pytest.mark.rtl

@@ -30,10 +30,10 @@ pytestmark = pytest.mark.rtl
 #: what differs between simulators by nature: which, where, how long
 RUN_KEYS = {"simulator", "cached_build", "build_seconds", "sim_seconds", "build_dir", "results_dir"}
 
-WINDOW = dict(kind="window", len_q=1, len_k=10, dim=4, heads=2, half_width=2, position="gaussian")
+WINDOW = dict(kind="window", len_q=1, len_k=10, dim=4, heads=2, window_d=2, position="gaussian")
 WINDOW_DOT = dict(
-    kind="window", len_q=1, len_k=6, dim=4, heads=1, score="dot", position="flexible",
-    half_width=7, g_levels=3, sigma=1.5, qk_bits=7, v_bits=8, count_bits=4,
+    kind="window", len_q=1, len_k=6, dim=4, heads=1, window_score="dot", position="flexible",
+    window_d=7, g_levels=3, window_sigma=1.5, qk_bits=7, v_bits=8, count_bits=4,
 )  # fmt: skip
 # (config, level, weight seed, vectors, simulation seed): as in test_rtl.py / test_window_rtl.py
 CASES = {

@@ -67,12 +67,6 @@ FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
     ("eatt.rtl_sim.tools", "importlib.metadata"): _PENDING,
     ("eatt.rtl_sim.yosys_native", "importlib.util"): _PENDING,
     ("eatt.rtl_sim.yosys_native", "importlib.metadata"): _PENDING,
-    ("eatt.hls.handlers", "eatt.quant.window"): _PENDING,
-    ("eatt.hls.project", "eatt.quant.window"): _PENDING,
-    ("eatt.hls.project", "yaml"): _PENDING,
-    ("eatt.config", "yaml"): _PENDING,
-    ("eatt.progress", "rich.console"): _PENDING,
-    ("eatt.progress", "rich.progress"): _PENDING,
 }
 
 

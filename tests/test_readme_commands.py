@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 TINY = "kind: eatt\nlen_q: 2\nlen_k: 3\ndim: 4\nheads: 1\n"
-TINY_WINDOW = "kind: window\nlen_q: 1\nlen_k: 6\ndim: 4\nheads: 1\nhalf_width: 1\n"
+TINY_WINDOW = "kind: window\nlen_q: 1\nlen_k: 6\ndim: 4\nheads: 1\nwindow_d: 1\n"
 TINY_RUN = (
     "model: {dim: 16, heads: 2, ffn_dim: 32, enc_layers: 1, dec_layers: 1, attention: eatt}\n"
     "train: {steps: 4, max_tokens: 256, eval_every: 4, progress: false}\n"

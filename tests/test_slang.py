@@ -29,7 +29,7 @@ DATAPATHS = {  # the E-ATT datapath variants other than the default (docs/rtl.md
     "select-config": {"projection": "select", "widths": "config"},
     "rom3": {"rom_inputs": 3},
 }
-WINDOW = dict(kind="window", len_q=1, len_k=10, dim=4, heads=2, half_width=2)
+WINDOW = dict(kind="window", len_q=1, len_k=10, dim=4, heads=2, window_d=2)
 WINDOW_CASES = [(score, position) for score in ("eatt", "dot") for position in
                 ("none", "gaussian", "flexible")]  # fmt: skip
 
@@ -55,7 +55,7 @@ def test_eatt_datapath_variants_compile_clean(variant, tmp_path):
 
 @pytest.mark.parametrize("score,position", WINDOW_CASES)
 def test_window_compiles_clean(score, position, tmp_path):
-    out = _generate(tmp_path, {**WINDOW, "score": score, "position": position})
+    out = _generate(tmp_path, {**WINDOW, "window_score": score, "position": position})
     meta = json.loads((out / "metadata.json").read_text())
     assert meta["sources"] == ["window_attention.sv", "window_ctrl.sv", "window_ram.sv"]
     assert lint_rtl(out) == []
@@ -63,7 +63,7 @@ def test_window_compiles_clean(score, position, tmp_path):
 
 def test_window_whole_memory_compiles_clean(tmp_path):
     """D >= l_k: the window is the whole memory (window rows = l_k, a power of two)."""
-    cfg = dict(WINDOW, len_k=4, half_width=5, position="flexible", g_levels=3, sigma=1.5)
+    cfg = dict(WINDOW, len_k=4, window_d=5, position="flexible", g_levels=3, window_sigma=1.5)
     assert lint_rtl(_generate(tmp_path, cfg)) == []
 
 

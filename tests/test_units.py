@@ -13,7 +13,7 @@ import json
 import pytest
 
 from eatt import units
-from eatt.config import KINDS, CoreConfig
+from eatt.config import CoreConfig, kinds
 from eatt.quant.golden import CoreWeights, random_weights
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.runner import TB_DIR
@@ -21,17 +21,16 @@ from eatt.units import STAGES, UNITS, Unit, unit_for, unit_for_level
 
 TINY = {
     "core": dict(kind="eatt", len_q=2, len_k=3, dim=4, heads=2),
-    "window": dict(kind="window", len_q=1, len_k=6, dim=4, heads=1, half_width=2),
+    "window": dict(kind="window", len_q=1, len_k=6, dim=4, heads=1, window_d=2),
 }
 
 
 def test_every_kind_has_exactly_one_unit():
-    for kind in KINDS:
+    for kind in kinds():
         owners = [u.name for u in UNITS.values() if kind in u.kinds]
         assert len(owners) == 1, f"kind {kind}: units {owners}"
         assert unit_for(kind).name == owners[0]
-    served = {k for u in UNITS.values() for k in u.kinds}
-    assert served == set(KINDS), f"units serve kinds that are not config kinds: {served}"
+    assert {k for u in UNITS.values() for k in u.load("config").KINDS} == set(kinds())
     with pytest.raises(KeyError, match="no unit"):
         unit_for("nope")
 
@@ -54,7 +53,8 @@ def test_every_stage_resolves(name):
         assert callable(entry), f"unit {name}: stage {stage} ({unit.path(stage)}) not callable"
     assert unit.load("qonnx_op").__name__ == unit.op_type
     assert unit.load("hls_layer").__name__ == unit.op_type
-    assert unit.load("config") is CoreConfig
+    config = unit.load("config")
+    assert issubclass(config, CoreConfig) and config.KINDS == unit.kinds, unit.name
     assert set(unit.weight_names) <= set(CoreWeights.NAMES)
 
 

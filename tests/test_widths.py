@@ -12,9 +12,9 @@ import re
 
 import pytest
 
-from eatt.config import CoreConfig
+from eatt.config import CoreConfig, WindowConfig
 from eatt.quant.golden import derive_formats, random_weights
-from eatt.quant.window import core_config, derive_window_formats
+from eatt.quant.window import derive_window_formats
 
 DEFAULT = dict(len_q=4, len_k=4, dim=8, heads=2)
 NARROW = dict(
@@ -54,13 +54,13 @@ CORES = {
     for kind in ("eatt", "dot")
 }
 WINDOWS = {
-    "eatt-none": dict(score="eatt", position="none", half_width=2),
-    "dot-gaussian": dict(score="dot", position="gaussian", half_width=3),
-    "eatt-flexible": dict(score="eatt", position="flexible", half_width=3, g_levels=4),
+    "eatt-none": dict(window_score="eatt", position="none", window_d=2),
+    "dot-gaussian": dict(window_score="dot", position="gaussian", window_d=3),
+    "eatt-flexible": dict(window_score="eatt", position="flexible", window_d=3, g_levels=4),
     "dot-flexible-narrow": dict(
-        score="dot",
+        window_score="dot",
         position="flexible",
-        half_width=1,
+        window_d=1,
         g_levels=2,
         count_bits=3,
         **{k: v for k, v in NARROW.items() if k not in ("len_q", "len_k", "dim", "heads")},
@@ -69,7 +69,7 @@ WINDOWS = {
 
 
 def window_config(name: str) -> CoreConfig:
-    return CoreConfig(kind="window", len_q=1, len_k=12, dim=8, heads=2, **WINDOWS[name])
+    return WindowConfig(kind="window", len_q=1, len_k=12, dim=8, heads=2, **WINDOWS[name])
 
 
 # -- HLS: the typedefs of the config struct ----------------------------------------------------
@@ -182,7 +182,7 @@ def roms(text: str) -> dict[str, tuple[int, int]]:
 def rtl_text(cfg, level, tmp_path) -> str:
     from eatt.rtl_sim.generate import generate_rtl
 
-    weights = random_weights(core_config(cfg) if cfg.kind == "window" else cfg, seed=3)
+    weights = random_weights(cfg.core() if isinstance(cfg, WindowConfig) else cfg, seed=3)
     meta = generate_rtl(cfg, weights, tmp_path / "rtl", level=level)
     return (tmp_path / "rtl" / meta["sources"][0]).read_text()
 

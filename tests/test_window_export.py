@@ -36,13 +36,13 @@ from eatt.quant.window import (
 BASE = dict(kind="window", len_q=1, len_k=12, dim=8, heads=2)
 CONFIGS = {
     "eatt-gaussian": dict(),
-    "dot-flexible": dict(score="dot", position="flexible", half_width=3, g_levels=3),
-    "eatt-none-d0": dict(position="none", half_width=0, count_bits=3),
+    "dot-flexible": dict(window_score="dot", position="flexible", window_d=3, g_levels=3),
+    "eatt-none-d0": dict(position="none", window_d=0, count_bits=3),
     # the key LSB above 1 and narrow formats (a negative input fraction)
     "eatt-narrow": dict(
         len_k=5, dim=4, heads=1, tau=-4.0, in_bits=6, in_frac=-2, weight_bits=4, qk_bits=8,
         v_bits=8, out_bits=10, exp_table_size=64, exp_frac=8, recip_table_size=32,
-        recip_frac=10, half_width=1, sigma=0.75,
+        recip_frac=10, window_d=1, window_sigma=0.75,
     ),
 }  # fmt: skip
 
@@ -79,7 +79,7 @@ def test_edge_steps_cover_the_corners():
     lo, hi = np.maximum(e["p"] - e["w"], 0), np.minimum(e["p"] + e["w"], e["length"] - 1)
     assert ((e["p"] - e["w"] < 0) & (lo == 0)).any()  # clipped at the start
     assert ((e["p"] + e["w"] > e["length"] - 1) & (hi == e["length"] - 1)).any()  # at the end
-    assert (e["w"] == 0).any() and (e["w"] == cfg.half_width).any()
+    assert (e["w"] == 0).any() and (e["w"] == cfg.window_d).any()
     assert (e["length"] == 1).any() and (e["length"] < cfg.len_k).any()
     assert (e["counts"] > 1).any()  # compacted memories (a zero row with count N - N')
     WindowGolden(cfg, random_weights(cfg, 1)).check_inputs(*(e[k] for k in STEP_INPUTS))
@@ -113,7 +113,7 @@ def test_execute_window_in_batches_matches_golden(tmp_path, monkeypatch):
 def test_compacted_memory_equals_full_gated_memory_in_qonnx(tmp_path):
     """L0Drop Algorithm 1 through the file: N' kept rows + one zero row with count N - N' give
     the output of the whole gated memory when the window covers it."""
-    cfg = CoreConfig.from_dict({**BASE, "len_k": 8, "half_width": 7, "position": "none"})
+    cfg = CoreConfig.from_dict({**BASE, "len_k": 8, "window_d": 7, "position": "none"})
     weights = random_weights(cfg, seed=2)
     path = tmp_path / "w.onnx"
     export_core(cfg, weights, path)
@@ -132,9 +132,7 @@ def test_compacted_memory_equals_full_gated_memory_in_qonnx(tmp_path):
             (full, (keys, values, np.ones(cfg.len_k), cfg.len_k, cfg.len_k // 2)),
             (compact, (k, v, c, rows, 0)),
         ):
-            for name, val in zip(
-                STEP_INPUTS, (x, p, cfg.half_width, kk, vv, cc, n, 0), strict=True
-            ):
+            for name, val in zip(STEP_INPUTS, (x, p, cfg.window_d, kk, vv, cc, n, 0), strict=True):
                 d[name].append(val)
     run = {
         name: execute_window(path, {k: np.asarray(v, dtype=np.int64) for k, v in d.items()})
@@ -191,7 +189,7 @@ def test_golden_check_window(name):
     assert result["ok"], format_golden_check(result)
     assert result["width_violations"] == []
     assert result["float"]["max_abs_error"] <= result["float"]["bound"]
-    assert "window: score=" in format_golden_check(result)
+    assert "window: window_score=" in format_golden_check(result)
 
 
 def test_golden_check_window_catches_a_wrong_model(monkeypatch):

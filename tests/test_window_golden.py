@@ -19,7 +19,7 @@ from eatt.quant.window import (
     random_window_inputs,
 )
 
-BASE = dict(kind="window", len_q=1, len_k=12, dim=4, heads=2, half_width=3)
+BASE = dict(kind="window", len_q=1, len_k=12, dim=4, heads=2, window_d=3)
 
 
 def window_cfg(**changes) -> CoreConfig:
@@ -35,7 +35,7 @@ def reference_step(cfg: CoreConfig, wq, x, p, w, keys, values, counts, length, g
     )
     pen_t = penalty_table(cfg).tolist()
     dim, dh, heads = cfg.dim, cfg.d_head, cfg.heads
-    xs = [1 if v > cfg.tau_int else 0 for v in x] if cfg.score == "eatt" else list(x)
+    xs = [1 if v > cfg.tau_int else 0 for v in x] if cfg.window_score == "eatt" else list(x)
     q = [sum(xs[i] * int(wq[i][j]) for i in range(dim)) >> f.q_shift for j in range(dim)]
     lo, hi = max(p - w, 0), min(p + w, length - 1)
     level = g if cfg.position == "flexible" else 0
@@ -44,7 +44,7 @@ def reference_step(cfg: CoreConfig, wq, x, p, w, keys, values, counts, length, g
         cols = range(h * dh, (h + 1) * dh)
         logits = {}
         for s in range(lo, hi + 1):
-            if cfg.score == "eatt":
+            if cfg.window_score == "eatt":
                 score = -sum(abs(q[c] - int(keys[s][c])) for c in cols)
             else:
                 score = sum(q[c] * int(keys[s][c]) for c in cols)
@@ -83,12 +83,12 @@ def check_against_reference(cfg: CoreConfig, n: int, seed: int) -> None:
     "changes",
     [
         {},
-        {"score": "dot"},
+        {"window_score": "dot"},
         {"position": "flexible", "g_levels": 3},
         {"position": "none", "heads": 1},
-        {"score": "dot", "position": "flexible", "sigma": 1.5, "half_width": 5},
-        {"half_width": 0},
-        {"half_width": 20, "qk_bits": 6, "v_bits": 6, "exp_table_size": 16, "exp_frac": 4},
+        {"window_score": "dot", "position": "flexible", "window_sigma": 1.5, "window_d": 5},
+        {"window_d": 0},
+        {"window_d": 20, "qk_bits": 6, "v_bits": 6, "exp_table_size": 16, "exp_frac": 4},
     ],
 )
 def test_matches_reference(changes):
@@ -129,7 +129,7 @@ def test_windows_at_both_edges_and_w_zero():
     cfg = window_cfg(position="none")
     golden = WindowGolden(cfg, random_weights(cfg, 2))
     inp = random_window_inputs(cfg, 4, seed=2)
-    lk, d = cfg.len_k, cfg.half_width
+    lk, d = cfg.len_k, cfg.window_d
     for p, w in [(0, d), (lk - 1, d), (1, d), (lk - 2, d), (5, 0)]:
         steps = {**inp, "p": np.full(4, p), "w": np.full(4, w), "length": np.full(4, lk)}
         steps["counts"] = np.ones_like(inp["counts"])
@@ -154,7 +154,7 @@ def test_windows_at_both_edges_and_w_zero():
 
 def test_full_window_equals_the_core():
     """w >= l_k with no position term: the whole memory, exactly GoldenCore's attention output."""
-    cfg = window_cfg(half_width=16, position="none")
+    cfg = window_cfg(window_d=16, position="none")
     assert cfg.window_rows == cfg.len_k
     core_cfg = core_config(cfg).replace(len_q=1)
     weights = random_weights(cfg, 5)
@@ -172,7 +172,7 @@ def test_full_window_equals_the_core():
 def test_compaction_equals_gated_memory(score):
     """L0Drop Algorithm 1: N' kept rows + one zero row with count N - N' = the full gated
     memory (N - N' zero rows), for every gate pattern drawn."""
-    cfg = window_cfg(score=score, position="none", half_width=12)
+    cfg = window_cfg(window_score=score, position="none", window_d=12)
     golden = WindowGolden(cfg, random_weights(cfg, 6))
     rng = np.random.default_rng(6)
     inp = random_window_inputs(cfg, 150, seed=6)
@@ -195,13 +195,13 @@ def test_compaction_equals_gated_memory(score):
 
 
 def test_penalty_table():
-    cfg = window_cfg(half_width=4)
+    cfg = window_cfg(window_d=4)
     f = derive_window_formats(cfg)
     t = penalty_table(cfg)
     assert t.shape == (1, 5) and t[0, 0] == 0 and (np.diff(t[0]) >= 0).all()
     # local-p: (s - p)^2 / (2 sigma^2) with sigma = D/2 = 2 -> d = 4 gives 2 in logit
     assert abs(t[0, 4] * f.core.score_lsb - 2.0) <= f.core.score_lsb / 2
-    flex = penalty_table(window_cfg(position="flexible", g_levels=4, sigma=1.5))
+    flex = penalty_table(window_cfg(position="flexible", g_levels=4, window_sigma=1.5))
     assert flex.shape == (5, 4) and (flex[0] == 0).all()
     assert (np.diff(flex, axis=0) >= 0).all()
     assert (penalty_table(window_cfg(position="none")) == 0).all()
@@ -210,20 +210,20 @@ def test_penalty_table():
 
 def test_config_window_keys():
     cfg = default_config("window")
-    assert cfg.kind == "window" and cfg.len_q == 1 and cfg.half_width == 2
+    assert cfg.kind == "window" and cfg.len_q == 1 and cfg.window_d == 2
     assert CoreConfig.from_dict(cfg.to_dict()) == cfg
-    assert "half_width" not in default_config().to_dict()
+    assert "window_d" not in default_config().to_dict()
     for bad, key in [
         ({"len_q": 2}, "len_q"),
-        ({"score": "cos"}, "score"),
+        ({"window_score": "cos"}, "window_score"),
         ({"position": "box"}, "position"),
-        ({"half_width": -1}, "half_width"),
-        ({"sigma": 0}, "sigma"),
+        ({"window_d": -1}, "window_d"),
+        ({"window_sigma": 0}, "window_sigma"),
         ({"count_bits": 0}, "count_bits"),
     ]:
         with pytest.raises(ConfigError, match=key):
             window_cfg(**bad)
-    with pytest.raises(ConfigError, match="half_width: only for kind window"):
+    with pytest.raises(ConfigError, match="window_d: only for kind window"):
         CoreConfig.from_dict({**BASE, "kind": "eatt"})
 
 
@@ -250,18 +250,18 @@ def test_bad_inputs():
     position=st.sampled_from(["none", "gaussian", "flexible"]),
     len_k=st.integers(1, 10),
     heads=st.sampled_from([1, 2]),
-    half_width=st.integers(0, 6),
+    window_d=st.integers(0, 6),
     qk_bits=st.integers(4, 12),
     count_bits=st.integers(1, 6),
     seed=st.integers(0, 1000),
 )
-def test_hypothesis_configs(score, position, len_k, heads, half_width, qk_bits, count_bits, seed):
+def test_hypothesis_configs(score, position, len_k, heads, window_d, qk_bits, count_bits, seed):
     cfg = window_cfg(
-        score=score,
+        window_score=score,
         position=position,
         len_k=len_k,
         heads=heads,
-        half_width=half_width,
+        window_d=window_d,
         qk_bits=qk_bits,
         count_bits=count_bits,
     )

@@ -28,7 +28,7 @@ UNITS = {
     "eatt-gaussian": CoreConfig.from_dict(BASE),
     # dot score, Flexible's penalty with a G input, through the Vivado backend
     "dot-flexible": CoreConfig.from_dict(
-        {**BASE, "score": "dot", "position": "flexible", "half_width": 3, "g_levels": 3}
+        {**BASE, "window_score": "dot", "position": "flexible", "window_d": 3, "g_levels": 3}
     ),
     # one-row windows only, narrow formats: the key and value LSBs above 1
     "eatt-narrow-d0": CoreConfig.from_dict(
@@ -48,7 +48,7 @@ UNITS = {
             "exp_frac": 8,
             "recip_table_size": 32,
             "recip_frac": 10,
-            "half_width": 0,
+            "window_d": 0,
             "position": "none",
             "count_bits": 3,
         }

@@ -19,11 +19,11 @@ from eatt.quant.window_modules import (
 BASE = dict(kind="window", len_q=1, len_k=12, dim=8, heads=2)
 CONFIGS = {
     "eatt-gaussian": dict(),
-    "dot-flexible": dict(score="dot", position="flexible", half_width=3, g_levels=3),
+    "dot-flexible": dict(window_score="dot", position="flexible", window_d=3, g_levels=3),
     "eatt-none-narrow": dict(
         len_k=6, dim=4, heads=1, tau=-4.0, in_bits=6, in_frac=-2, weight_bits=4, qk_bits=8,
         v_bits=8, exp_table_size=64, exp_frac=8, recip_table_size=32, recip_frac=10,
-        half_width=2, position="none", count_bits=3,
+        window_d=2, position="none", count_bits=3,
     ),
 }  # fmt: skip
 

@@ -29,12 +29,12 @@ VECTORS = 160
 CONFIGS = {
     # E-ATT scores, local-p Gaussian, two heads
     "eatt-gauss-lk10-d4-h2": dict(
-        kind="window", len_q=1, len_k=10, dim=4, heads=2, half_width=2, position="gaussian"
+        kind="window", len_q=1, len_k=10, dim=4, heads=2, window_d=2, position="gaussian"
     ),
     # dot scores, Flexible's quantized strength, narrow formats, D >= l_k (whole memory)
     "dot-flex-lk6-d4-h1": dict(
-        kind="window", len_q=1, len_k=6, dim=4, heads=1, score="dot", position="flexible",
-        half_width=7, g_levels=3, sigma=1.5, qk_bits=7, v_bits=8, count_bits=4,
+        kind="window", len_q=1, len_k=6, dim=4, heads=1, window_score="dot", position="flexible",
+        window_d=7, g_levels=3, window_sigma=1.5, qk_bits=7, v_bits=8, count_bits=4,
     ),
 }  # fmt: skip
 
@@ -93,7 +93,7 @@ def test_compacted_memory_in_rtl(simulated):
     steps["counts"] = np.stack([c[2] for c in packed])
     steps["length"] = np.array([c[3] for c in packed])
     group = steps["group"]
-    full_w = min(cfg.half_width, lk)
+    full_w = min(cfg.window_d, lk)
     steps["p"] = np.zeros_like(group)
     steps["w"] = np.full_like(group, full_w)
     if cfg.position != "none":
@@ -158,7 +158,7 @@ def test_cli_sim_json(simulated):
 def test_bad_window_inputs_are_refused(simulated):
     cfg, out, meta, _ = simulated
     steps = window_steps(cfg, 8, seed=0)
-    steps["w"] = steps["w"] + cfg.half_width + 1
+    steps["w"] = steps["w"] + cfg.window_d + 1
     with pytest.raises(ValueError, match="w has values"):
         simulate_window(out, steps=steps)
 

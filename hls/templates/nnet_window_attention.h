@@ -42,7 +42,7 @@ struct window_attention_config {
     static const unsigned dim = 8;
     static const unsigned heads = 2;
     static const unsigned d_head = 4;
-    static const unsigned half_width = 2;
+    static const unsigned window_d = 2;
     static const unsigned window_rows = 5;
     static const unsigned penalty_levels = 1;
     static const unsigned g_level = 0;  // level used when there is no G input (gaussian, none)
@@ -151,7 +151,7 @@ void window_attention_step(
     const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
     const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
     const typename CONFIG_T::penalty_table_t
-        penalty_table[CONFIG_T::penalty_levels * (CONFIG_T::half_width + 1)]) {
+        penalty_table[CONFIG_T::penalty_levels * (CONFIG_T::window_d + 1)]) {
     #pragma HLS INLINE
     typename CONFIG_T::in_code_t xc[1][CONFIG_T::dim];
     typename CONFIG_T::qk_t q[CONFIG_T::dim];
@@ -180,7 +180,7 @@ void window_attention_step(
     const int lo = p - w < 0 ? 0 : p - w;
     const int hi = p + w > len - 1 ? len - 1 : p + w;
     const unsigned rows = hi - lo + 1;
-    const unsigned pbase = level * (CONFIG_T::half_width + 1);
+    const unsigned pbase = level * (CONFIG_T::window_d + 1);
 
     // pass 1: score one row per cycle, subtract the position term, keep the running max
 WinScore:
@@ -268,7 +268,7 @@ void window_attention(
     const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
     const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
     const typename CONFIG_T::penalty_table_t
-        penalty_table[CONFIG_T::penalty_levels * (CONFIG_T::half_width + 1)]) {
+        penalty_table[CONFIG_T::penalty_levels * (CONFIG_T::window_d + 1)]) {
     window_attention_step<x_T, p_T, w_T, k_T, v_T, c_T, l_T, res_T, CONFIG_T>(
         x, p, w, k, v, c, l, CONFIG_T::g_level, res, wq, exp_table, recip_table, penalty_table);
 }
@@ -282,7 +282,7 @@ void window_attention_flexible(
     const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
     const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
     const typename CONFIG_T::penalty_table_t
-        penalty_table[CONFIG_T::penalty_levels * (CONFIG_T::half_width + 1)]) {
+        penalty_table[CONFIG_T::penalty_levels * (CONFIG_T::window_d + 1)]) {
     const unsigned level = window_attention_int<g_T, CONFIG_T>(g[0]);
     window_attention_step<x_T, p_T, w_T, k_T, v_T, c_T, l_T, res_T, CONFIG_T>(
         x, p, w, k, v, c, l, level, res, wq, exp_table, recip_table, penalty_table);
