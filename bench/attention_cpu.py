@@ -13,7 +13,7 @@ Measures, for self-attention on a (batch, length, dim) input that requires grad:
   per-chunk temporaries of the L1 backward) and is reported for information.
 
 Usage: ``python bench/attention_cpu.py [--quick] [--out PATH]``. The last stdout line is a
-JSON object with ``time_ratio`` and ``memory_ratio`` (E-ATT over dot, main config).
+JSON object with ``time_ratio`` and ``memory_ratio`` (E-ATT over vanilla, main config).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from eatt.config import atomic_write_text
 from eatt.model import functional as F
 from eatt.model.attention import DotProductAttention, EAttention
 
-MODELS = {"eatt": EAttention, "dot": DotProductAttention}
+MODELS = {"eatt": EAttention, "vanilla": DotProductAttention}
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "attention_cpu.json"
 
 
@@ -146,7 +146,9 @@ def peak_rss(kind, batch, length, dim, heads) -> int | None:
 
 def bench_config(name, batch, length, dim, heads, warmup, repeats) -> dict:
     result = {"batch": batch, "length": length, "dim": dim, "heads": heads}
-    times = time_steps(["eatt", "dot", "eatt@cdist"], batch, length, dim, heads, warmup, repeats)
+    times = time_steps(
+        ["eatt", "vanilla", "eatt@cdist"], batch, length, dim, heads, warmup, repeats
+    )
     result["eatt_eager_cdist_time"] = times.pop("eatt@cdist")
     for kind in MODELS:
         result[kind] = {
@@ -154,7 +156,7 @@ def bench_config(name, batch, length, dim, heads, warmup, repeats) -> dict:
             "saved": saved_bytes(kind, batch, length, dim, heads),
             "peak_rss_bytes": peak_rss(kind, batch, length, dim, heads),
         }
-    e, d = result["eatt"], result["dot"]
+    e, d = result["eatt"], result["vanilla"]
     result["time_ratio"] = e["time"]["median_ms"] / d["time"]["median_ms"]
     # min is the least disturbed by other load on the machine; reported next to the median
     result["time_ratio_min"] = e["time"]["min_ms"] / d["time"]["min_ms"]
@@ -165,7 +167,7 @@ def bench_config(name, batch, length, dim, heads, warmup, repeats) -> dict:
     if e["peak_rss_bytes"] and d["peak_rss_bytes"]:
         result["peak_rss_ratio"] = e["peak_rss_bytes"] / d["peak_rss_bytes"]
     print(
-        f"[{name}] L={length}: eatt {e['time']['median_ms']:.2f} ms, dot "
+        f"[{name}] L={length}: eatt {e['time']['median_ms']:.2f} ms, vanilla "
         f"{d['time']['median_ms']:.2f} ms (x{result['time_ratio']:.2f}); saved "
         f"{e['saved']['bytes'] / 2**20:.1f} vs {d['saved']['bytes'] / 2**20:.1f} MiB "
         f"(x{result['memory_ratio']:.2f}); eager cdist x{result['eager_cdist_time_ratio']:.2f}",
@@ -207,9 +209,9 @@ def main(argv=None) -> dict:
         "long_time_ratio": configs["long"]["time_ratio"],
         "long_memory_ratio": configs["long"]["memory_ratio"],
         "eatt_ms": configs["main"]["eatt"]["time"]["median_ms"],
-        "dot_ms": configs["main"]["dot"]["time"]["median_ms"],
+        "vanilla_ms": configs["main"]["vanilla"]["time"]["median_ms"],
         "long_eatt_ms": configs["long"]["eatt"]["time"]["median_ms"],
-        "long_dot_ms": configs["long"]["dot"]["time"]["median_ms"],
+        "long_vanilla_ms": configs["long"]["vanilla"]["time"]["median_ms"],
         "eager_cdist_time_ratio": configs["main"]["eager_cdist_time_ratio"],
         "long_eager_cdist_time_ratio": configs["long"]["eager_cdist_time_ratio"],
     }

@@ -1,9 +1,9 @@
-"""hls4ml C simulation: conversion, g++ compile and C simulation time, E-ATT next to dot.
+"""hls4ml C simulation: conversion, g++ compile and C simulation time, E-ATT next to vanilla.
 
 For the embedded default core and its dot-product peer (same seed-1 integer weights and
 formats), ``eatt.hls.project.write_project`` converts the core's QONNX file with hls4ml, writes
 the project, compiles the C simulation with g++ and runs N vectors (random + edge) against the
-golden model. Wall times per phase go to bench/results/hls_csim.json with the E-ATT / dot
+golden model. Wall times per phase go to bench/results/hls_csim.json with the E-ATT / vanilla
 ratios; the last stdout line is one JSON object with the ratios and the mismatch counts.
 
 Usage: ``python bench/hls_csim.py [--vectors N] [--repeats R] [--out PATH]``.
@@ -64,8 +64,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hls_csim_") as tmp:
-        cores = {k: measure(k, args.vectors, args.repeats, Path(tmp)) for k in ("eatt", "dot")}
-    e, d = cores["eatt"], cores["dot"]
+        cores = {k: measure(k, args.vectors, args.repeats, Path(tmp)) for k in ("eatt", "vanilla")}
+    e, d = cores["eatt"], cores["vanilla"]
     ratios = {
         key: e[key] / d[key]
         for key in ("total_s", "compile_s", "csim_s", "convert_s")
@@ -76,7 +76,7 @@ def main() -> None:
         "machine": platform.platform(),
         "cpus": os.cpu_count(),
         "cores": cores,
-        "ratios_eatt_over_dot": ratios,
+        "ratios_eatt_over_vanilla": ratios,
         "mismatches": e["mismatches"] + d["mismatches"],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -90,7 +90,7 @@ def main() -> None:
             f"({c['csim_vectors_per_s']:.0f} vectors/s), "
             f"{c['mismatches']} mismatches"
         )
-    print(json.dumps({"ratios_eatt_over_dot": ratios, "mismatches": result["mismatches"]}))
+    print(json.dumps({"ratios_eatt_over_vanilla": ratios, "mismatches": result["mismatches"]}))
 
 
 if __name__ == "__main__":

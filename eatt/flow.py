@@ -1,4 +1,4 @@
-"""`eatt flow`: the main job. One core and its peer (E-ATT <-> dot, same weights and formats)
+"""`eatt flow`: the main job. One core and its peer (E-ATT <-> vanilla, same weights and formats)
 through every stage, each checked against the golden model, then one comparison report.
 
 Stages per core: golden self-check (widths, float model within the derived bound), QONNX export
@@ -9,7 +9,7 @@ window, docs/window.md; the embedded default unless the config is itself a windo
 the same stages: golden, QONNX, hls4ml C simulation, sequential RTL in Verilator with its
 cycles per window size, Yosys. Artifacts go under the output folder (default runs/flow), one
 sub-folder per core and ``window``, and the report: report.md (the comparison as Markdown
-tables), report.json (the whole result) and report.png (E-ATT/dot ratios, window cycles).
+tables), report.json (the whole result) and report.png (E-ATT/vanilla ratios, window cycles).
 
 The output folder is checked, and the tools every stage needs are looked for, before any work:
 a folder that is not empty and not eatt's is refused (eatt.outdir.OutputError), a missing tool
@@ -36,10 +36,12 @@ from eatt.rtl_sim.runner import simulate
 from eatt.rtl_sim.tools import ToolMissing, check_build_tools, find_verilator
 from eatt.units import unit_for
 
-PEER = {"eatt": "dot", "dot": "eatt"}
+PEER = {"eatt": "vanilla", "vanilla": "eatt"}
 CELLS = ("LUT", "FF", "CARRY4", "DSP48E1")
 #: what a flow folder holds (sub-folders and report files)
-UNITS = ("eatt", "dot", "window")
+UNITS = ("eatt", "vanilla", "window")
+#: sub-folders of a flow folder written before the marker (the vanilla core was "dot" then)
+LEGACY_UNITS = ("eatt", "dot", "window")
 REPORT_FILES = {"md": "report.md", "json": "report.json", "png": "report.png"}
 
 
@@ -51,9 +53,9 @@ def is_legacy_flow(path: Path) -> bool:
     """A flow folder written before eatt.outdir's marker: only core / window sub-folders (and
     report files), at least one of them holding its exported QONNX file."""
     names = {p.name for p in path.iterdir()}
-    if not names <= {*UNITS, *REPORT_FILES.values()}:
+    if not names <= {*LEGACY_UNITS, *REPORT_FILES.values()}:
         return False
-    return any((path / u / f).is_file() for u in UNITS for f in ("core.onnx", "window.onnx"))
+    return any((path / u / f).is_file() for u in LEGACY_UNITS for f in ("core.onnx", "window.onnx"))
 
 
 def check_tools(resources: bool = True) -> None:
@@ -71,7 +73,7 @@ def check_tools(resources: bool = True) -> None:
 
 
 def core_energy(cfg: CoreConfig, table: str = energy.DEFAULT_TABLE) -> dict:
-    """This core's operation counts and energy (hardware counting), E-ATT next to dot."""
+    """This core's operation counts and energy (hardware counting), E-ATT next to vanilla."""
     out: dict = {}
     for kind in energy.CORE_KINDS:
         for level in energy.CORE_LEVELS:
@@ -196,7 +198,7 @@ def _run(
     window: bool,
 ) -> dict:
     result = {"config": cfg.to_dict(), "seed": seed, "out_dir": str(out_dir)}
-    # the unit's flow (eatt.units): run_cores for eatt/dot, run_window_unit for window
+    # the unit's flow (eatt.units): run_cores for eatt/vanilla, run_window_unit for window
     part = unit_for(cfg).load("flow")(cfg, weights, seed, vectors, out_dir, resources)
     result.update(part if "cores" in part else {"cores": {}, **part})
     if window and "window" not in result:  # --window: the default windowed unit beside the cores
@@ -212,7 +214,7 @@ def _run(
 def run_cores(
     cfg: CoreConfig, weights: CoreWeights, seed: int, vectors: int, out_dir: Path, resources: bool
 ) -> dict:
-    """The core unit's flow: cfg's kind and its peer (E-ATT vs dot) with the same weights, each
+    """The core unit's flow: cfg's kind and its peer (E-ATT vs vanilla) with the same weights, each
     through run_core; returns the result's "energy", "comparison" and "cores" entries."""
     cores, result = {}, {}
     paper = energy.energy_report(length=max(cfg.len_q, cfg.len_k), dim=cfg.dim)
@@ -234,16 +236,16 @@ def run_window_unit(
 
 
 def compare(cores: dict, core_en: dict) -> list[dict]:
-    """Rows of the report: metric, E-ATT, dot, E-ATT / dot."""
+    """Rows of the report: metric, E-ATT, vanilla, E-ATT / vanilla."""
     rows = []
 
     def add(metric: str, get) -> None:
         try:
-            e, d = get(cores["eatt"]), get(cores["dot"])
+            e, d = get(cores["eatt"]), get(cores["vanilla"])
         except KeyError:
             return
         ratio = e / d if isinstance(e, (int, float)) and d else None
-        rows.append({"metric": metric, "eatt": e, "dot": d, "ratio": ratio})
+        rows.append({"metric": metric, "eatt": e, "vanilla": d, "ratio": ratio})
 
     for level in ("alignment", "attention"):
         for target in ("asic", "fpga"):
@@ -251,9 +253,9 @@ def compare(cores: dict, core_en: dict) -> list[dict]:
                 {
                     "metric": f"{level} energy, {target} (pJ, analytic)",
                     "eatt": core_en["eatt"][level]["energy_pj"][target],
-                    "dot": core_en["dot"][level]["energy_pj"][target],
+                    "vanilla": core_en["vanilla"][level]["energy_pj"][target],
                     "ratio": core_en["eatt"][level]["energy_pj"][target]
-                    / core_en["dot"][level]["energy_pj"][target],
+                    / core_en["vanilla"][level]["energy_pj"][target],
                 }
             )
     for level in ("alignment", "attention"):
@@ -353,12 +355,12 @@ def format_flow(r: dict) -> str:
     for kind, c in r["cores"].items():
         lines += ["", f"=== core: {kind} ({r['out_dir']}/{kind}) ===", *_core_lines(c)]
     if "comparison" in r:
-        lines += ["", "=== E-ATT vs dot (same weights and formats) ==="]
-        lines.append(f"{'metric':<40} {'eatt':>12} {'dot':>12} {'eatt/dot':>9}")
+        lines += ["", "=== E-ATT vs vanilla (same weights and formats) ==="]
+        lines.append(f"{'metric':<40} {'eatt':>12} {'vanilla':>12} {'eatt/vanilla':>12}")
         for row in r["comparison"]:
             lines.append(
-                f"{row['metric']:<40} {_fmt(row['eatt']):>12} {_fmt(row['dot']):>12} "
-                f"{_fmt(row['ratio']):>9}"
+                f"{row['metric']:<40} {_fmt(row['eatt']):>12} {_fmt(row['vanilla']):>12} "
+                f"{_fmt(row['ratio']):>12}"
             )
     if "window" in r:
         lines += format_window(r["window"], r["out_dir"])
@@ -393,10 +395,10 @@ def format_markdown(r: dict) -> str:
         f"heads {c['heads']}; seed {r['seed']}; artifacts in `{r['out_dir']}`.",
     ]
     if "comparison" in r:
-        lines += ["", "## E-ATT vs dot (same weights and formats)", ""]
+        lines += ["", "## E-ATT vs vanilla (same weights and formats)", ""]
         lines += _md_table(
-            ["metric", "eatt", "dot", "eatt/dot"],
-            [[row["metric"], row["eatt"], row["dot"], row["ratio"]] for row in r["comparison"]],
+            ["metric", "eatt", "vanilla", "eatt/vanilla"],
+            [[row["metric"], row["eatt"], row["vanilla"], row["ratio"]] for row in r["comparison"]],
         )
     if "energy" in r:
         lines += ["", f"## Energy: {_paper_heading(r)}", ""]
@@ -444,7 +446,7 @@ def _cycles(value) -> float:
 
 
 def plot_report(r: dict, path: Path) -> bool:
-    """report.png: E-ATT/dot ratios of the energy and Yosys rows (log scale) and the windowed
+    """report.png: E-ATT/vanilla ratios of the energy and Yosys rows (log scale) and the windowed
     unit's cycles per window size. False (nothing written) when there is nothing to plot."""
     from matplotlib.figure import Figure  # matplotlib: only when a report is plotted
 
@@ -478,10 +480,10 @@ def plot_report(r: dict, path: Path) -> bool:
             ax.set_xscale("log")
             ax.axvline(1.0, color="black", linewidth=0.8)
             ax.set_xlabel(
-                "E-ATT / dot (log scale; < 1: E-ATT smaller)"
+                "E-ATT / vanilla (log scale; < 1: E-ATT smaller)"
                 + (f"\nE-ATT uses no {', '.join(zeros)} (ratio 0, not drawn)" if zeros else "")
             )
-            ax.set_title("E-ATT vs dot, same weights and formats")
+            ax.set_title("E-ATT vs vanilla, same weights and formats")
             ax.tick_params(axis="y", labelsize=8)
         else:
             rows = [int(k) for k, _ in cycles]

@@ -110,7 +110,7 @@ def unit_for_level(level: str) -> Unit:
 register(
     Unit(
         name="core",
-        kinds=("eatt", "dot"),
+        kinds=("eatt", "vanilla"),
         op_type="AttentionCore",
         rtl_levels=("alignment", "attention"),
         testbenches=("test_alignment", "test_attention"),

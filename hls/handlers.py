@@ -58,12 +58,17 @@ def parse_attention_core(node, input_names, input_shapes, graph):
     where = f"{OP_TYPE} node '{node.name}'"
     if node.domain != DOMAIN:
         raise ConversionError(f"{where}: domain {node.domain!r} is not {DOMAIN!r}")
-    if len(input_names) != 2 or len(node.output) != 1:
-        raise ConversionError(f"{where}: expected 2 inputs (X, Y) and 1 output")
     try:
         cfg, weights = core_from_node(node)
     except ValueError as err:
         raise ConversionError(str(err)) from None
+    if cfg.mask_inputs:
+        raise ConversionError(
+            f"{where}: {' and '.join(cfg.mask_inputs)} inputs (key_padding / causal): the hls4ml "
+            "layer has no masks yet (issue 18); export the core without them"
+        )
+    if len(input_names) != 2 or len(node.output) != 1:
+        raise ConversionError(f"{where}: expected 2 inputs (X, Y) and 1 output")
     derived = derived_attributes(cfg)
     known = {"format_version", *(f.name for f in fields(CoreConfig)), *derived, *WEIGHT_NAMES}
     unknown = sorted({a.name for a in node.attribute} - known)

@@ -59,7 +59,7 @@ INT_ATTRS = (
 #: weight variables of the layer: name -> (signed, width attribute or None for weight_bits)
 WEIGHT_NAMES = ("wq", "wk", "wv", "wo")
 TABLE_NAMES = ("exp_table", "recip_table")
-KINDS = ("eatt", "dot")
+KINDS = ("eatt", "vanilla")
 
 
 #: the layer attribute that carries the node's config (JSON of CoreConfig.to_dict())

@@ -65,7 +65,12 @@ class _MultiHeadAttention(nn.Module):
         return t.view(batch, length, self.heads, self.d_head).transpose(1, 2)
 
     def _mask(
-        self, x: Tensor, y: Tensor, key_padding_mask: Tensor | None, causal: bool
+        self,
+        x: Tensor,
+        y: Tensor,
+        key_padding_mask: Tensor | None,
+        causal: bool,
+        visible: Tensor | None = None,
     ) -> Tensor | None:
         """May-attend mask broadcastable to (batch, heads, len_q, len_k), or None."""
         (batch, len_q), len_k = x.shape[:2], y.shape[1]
@@ -86,6 +91,13 @@ class _MultiHeadAttention(nn.Module):
                 raise ValueError(f"causal attention needs len_q == len_k, got {len_q} != {len_k}")
             keep = torch.ones(len_q, len_k, dtype=torch.bool, device=x.device).tril()
             mask = keep if mask is None else mask & keep
+        if visible is not None:
+            if visible.dtype != torch.bool or tuple(visible.shape) != (batch, len_q, len_k):
+                raise ValueError(
+                    f"visible must be bool (batch, len_q, len_k) = {(batch, len_q, len_k)}, "
+                    f"got {visible.dtype} {tuple(visible.shape)}"
+                )
+            mask = visible[:, None] if mask is None else mask & visible[:, None]
         return mask
 
     def forward(
@@ -95,6 +107,7 @@ class _MultiHeadAttention(nn.Module):
         key_padding_mask: Tensor | None = None,
         causal: bool = False,
         need_weights: bool = False,
+        visible: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Attend from queries ``x`` to keys/values ``y``.
 
@@ -105,6 +118,9 @@ class _MultiHeadAttention(nn.Module):
                 ``nn.MultiheadAttention`` convention).
             causal: mask keys ``j > i`` (needs ``len_q == len_k``).
             need_weights: also return the per-head weights ``(batch, heads, len_q, len_k)``.
+            visible: ``(batch, len_q, len_k)`` bool, ``True`` = query i may attend to key j
+                (any pattern, as the hardware core's length and offset inputs make; every row
+                needs one ``True``).
 
         Returns:
             ``(batch, len_q, dim)`` output, or ``(output, weights)`` if ``need_weights``.
@@ -116,7 +132,7 @@ class _MultiHeadAttention(nn.Module):
                 raise ValueError(f"{name} must be (batch, len, {self.dim}), got {tuple(t.shape)}")
         if x.shape[0] != y.shape[0]:
             raise ValueError(f"x and y batch sizes differ: {x.shape[0]} != {y.shape[0]}")
-        mask = self._mask(x, y, key_padding_mask, causal)
+        mask = self._mask(x, y, key_padding_mask, causal, visible)
         q, k = self.queries_keys(x, y)
         v = self.v_proj(y)
         out, weights = self._attend(self._split(q), self._split(k), self._split(v), mask)

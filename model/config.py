@@ -40,7 +40,7 @@ ATTENTION_KINDS = (
     "quant-vanilla",
 )
 #: kinds run by eatt.quant.modules.QuantAttentionCore, and the hardware kind of each
-QUANT_KINDS = {"quant-eatt": "eatt", "quant-vanilla": "dot"}
+QUANT_KINDS = {"quant-eatt": "eatt", "quant-vanilla": "vanilla"}
 #: Luong / Flexible windowed single-head cross-attention (eatt.model.windowed); ``cross`` only
 WINDOW_KINDS = ("global", "local-m", "local-p", "flexible")
 WINDOW_SCORES = ("dot", "general", "concat", "eatt")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 METHODS = ("vanilla", "dense", "randinit", "eatt")
 LEVELS = ("alignment", "attention", "block")
-CORE_KINDS = ("eatt", "dot")
+CORE_KINDS = ("eatt", "vanilla")
 CORE_LEVELS = ("alignment", "attention")  # the hardware core is one attention layer, no FFN
 
 # Per-operation energy in pJ: table name -> target -> {"add", "mul", "sel"}.
@@ -212,7 +212,7 @@ def core_counts(
 ) -> OpCounts:
     """Honest operation counts of the hardware core: one multi-head attention layer with
     ``len_q`` queries, ``len_k`` keys, model size ``dim``, ``heads`` heads, W_Q/W_K/W_V/W_O
-    all dim x dim. ``kind`` is "eatt" (binarized selection + L1) or "dot" (vanilla).
+    all dim x dim. ``kind`` is "eatt" (binarized selection + L1) or "vanilla" (dot scores).
 
     Conventions (one add per multiply in a multiply-accumulate, as the paper does):
 
@@ -242,7 +242,7 @@ def core_counts(
     pairs = h * lq * lk * d_h  # per-head score terms, summed over heads (= lq*lk*d)
     rows_in = lq + lk  # input rows that feed the Q and K projections
 
-    if kind == "dot":
+    if kind == "vanilla":
         proj = rows_in * d * d
         align = OpCounts(proj + pairs, proj + pairs)
     else:

@@ -18,7 +18,14 @@ import numpy as np
 
 from eatt.config import CoreConfig
 from eatt.quant.float_check import compare_with_float
-from eatt.quant.golden import CoreWeights, GoldenCore, binarize_int, edge_inputs, random_inputs
+from eatt.quant.golden import (
+    CoreWeights,
+    GoldenCore,
+    binarize_int,
+    edge_inputs,
+    random_inputs,
+    vector_masks,
+)
 from eatt.quant.window import WindowGolden, derive_window_formats, window_bounds
 from eatt.units import unit_for
 
@@ -49,7 +56,8 @@ def width_violations(golden: GoldenCore, stages: dict[str, np.ndarray]) -> list[
 
 def golden_check(cfg: CoreConfig, weights: CoreWeights, vectors: int = 1000, seed: int = 1) -> dict:
     """The golden model's self-check of cfg's unit (eatt.units: core_golden_check for kinds
-    eatt and dot, window_golden_check for window)."""
+    eatt and vanilla, window_golden_check for window). The report's ``summary`` lines say
+    what is particular to the unit (formats, window); format_golden_check prints them."""
     return unit_for(cfg).load("golden_check")(cfg, weights, vectors, seed)
 
 
@@ -60,12 +68,18 @@ def core_golden_check(
     x, y = random_inputs(cfg, vectors, seed=seed)
     ex, ey = edge_inputs(cfg)
     x, y = np.concatenate([x, ex]), np.concatenate([y, ey])
-    stages = golden.forward(x, y, intermediates=True)
+    masks = vector_masks(cfg, vectors, seed, len(ex))
+    stages = golden.forward(x, y, intermediates=True, masks=masks)
     problems = width_violations(golden, stages)
-    cmp = compare_with_float(cfg, weights, x, y)
+    cmp = compare_with_float(cfg, weights, x, y, masks)
+    f = golden.formats
     return {
         "config": cfg.to_dict(),
-        "formats": golden.formats.to_dict(),
+        "formats": f.to_dict(),
+        "summary": [
+            _formats_line(cfg, f)
+            + f", out >> {f.out_shift} into {cfg.out_bits} bits (lsb {f.out_lsb:g})"
+        ],
         "vectors": vectors,
         "edge_vectors": int(len(ex)),
         "width_violations": problems,
@@ -197,6 +211,13 @@ def window_golden_check(
     return {
         "config": cfg.to_dict(),
         "formats": wf.to_dict(),
+        "summary": [
+            f"  window: window_score={cfg.window_score} window_d={cfg.window_d} "
+            f"position={cfg.position} count_bits={cfg.count_bits}, at most "
+            f"{wf.window_rows} rows per step (attention output O, V's format)",
+            _formats_line(cfg, wf.core) + f", position table up to {wf.penalty_max} score units",
+        ],
+        "float_note": " (per step; worst step shown)",
         "vectors": vectors,
         "edge_vectors": int(n_edge),
         "width_violations": problems,
@@ -205,30 +226,19 @@ def window_golden_check(
     }
 
 
+def _formats_line(cfg: CoreConfig, f) -> str:
+    return (
+        f"  formats: Q/K >> {f.q_shift} into {cfg.qk_bits} bits (lsb {f.q_lsb:g}), "
+        f"V >> {f.v_shift} into {cfg.v_bits} bits (lsb {f.v_lsb:g}), exp index >> {f.exp_shift}"
+    )
+
+
 def format_golden_check(r: dict) -> str:
-    c, f, fl = r["config"], r["formats"], r["float"]
-    if c["kind"] == "window":
-        f = {**f["core"], **{k: v for k, v in f.items() if k != "core"}}
+    c, fl = r["config"], r["float"]
     lines = [
         f"golden model: kind={c['kind']} len_q={c['len_q']} len_k={c['len_k']} dim={c['dim']} "
         f"heads={c['heads']} tau={c['tau']}",
-        *(
-            [
-                f"  window: window_score={c['window_score']} window_d={c['window_d']} "
-                f"position={c['position']} count_bits={c['count_bits']}, at most "
-                f"{f['window_rows']} rows per step (attention output O, V's format)"
-            ]
-            if c["kind"] == "window"
-            else []
-        ),
-        f"  formats: Q/K >> {f['q_shift']} into {c['qk_bits']} bits (lsb {f['q_lsb']:g}), "
-        f"V >> {f['v_shift']} into {c['v_bits']} bits (lsb {f['v_lsb']:g}), "
-        f"exp index >> {f['exp_shift']}"
-        + (
-            f", out >> {f['out_shift']} into {c['out_bits']} bits (lsb {f['out_lsb']:g})"
-            if c["kind"] != "window"
-            else f", position table up to {f['penalty_max']} score units"
-        ),
+        *r["summary"],
         f"  vectors: {r['vectors']} random + {r['edge_vectors']} edge",
         "  widths: "
         + (
@@ -237,7 +247,7 @@ def format_golden_check(r: dict) -> str:
             else "; ".join(r["width_violations"])
         ),
         f"  vs float: max |error| {fl['max_abs_error']:.6g} <= bound {fl['bound']:.6g}"
-        + (" (per step; worst step shown)" if c["kind"] == "window" else "")
+        + r.get("float_note", "")
         + ": "
         + ("yes" if fl["within_bound"] else f"NO (worst vector {fl['worst_vector']})"),
         "  result: " + ("PASS" if r["ok"] else "FAIL"),

@@ -45,9 +45,11 @@ from eatt.config import CoreConfig, WindowConfig, atomic_write
 from eatt.quant.golden import (
     CoreWeights,
     GoldenCore,
+    check_masks,
     derive_formats,
     edge_inputs,
     random_inputs,
+    vector_masks,
     vector_report,
 )
 from eatt.quant.ops import (
@@ -56,9 +58,11 @@ from eatt.quant.ops import (
     OP_TYPE,
     WINDOW_OP_TYPE,
     core_from_node,
+    core_node_inputs,
     lsb_frac,
     make_core_node,
     make_window_node,
+    mask_datatypes,
     window_derived_attributes,
     window_from_node,
     window_input_fracs,
@@ -272,10 +276,13 @@ def core_graph(cfg: CoreConfig, w: CoreWeights, inputs: list, inits: list) -> tu
     nodes = [
         _quant_node(inputs, inits, "X", (1, cfg.len_q, cfg.dim), cfg),
         _quant_node(inputs, inits, "Y", (1, cfg.len_k, cfg.dim), cfg),
-        make_core_node(cfg, w, ["X_quant", "Y_quant"], "Z", name=f"{OP_TYPE}_0"),
     ]
+    masks = core_node_inputs(cfg)[2:]  # L, O: integers, fed directly
+    for name in masks:
+        inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 1]))
+    nodes.append(make_core_node(cfg, w, ["X_quant", "Y_quant", *masks], "Z", name=f"{OP_TYPE}_0"))
     output = helper.make_tensor_value_info("Z", TensorProto.FLOAT, [1, cfg.len_q, cfg.dim])
-    return nodes, output, f"eatt_{cfg.kind}_core", {}
+    return nodes, output, f"eatt_{cfg.kind}_core", mask_datatypes(cfg)
 
 
 def core_output_frac(cfg: CoreConfig) -> int:
@@ -359,9 +366,13 @@ def _input_quant(
     names = []
     if core.op_type == WINDOW_OP_TYPE:
         return _window_inputs(core, cfg, where, producers, graph_inputs, inits)
-    if len(core.input) != 2:
-        raise ValueError(f"{where}: {OP_TYPE} has {len(core.input)} inputs, expected 2 (X, Y)")
-    quants = zip("XY", core.input, (cfg.len_q, cfg.len_k), strict=True)
+    labels = core_node_inputs(cfg)
+    if len(core.input) != len(labels):
+        raise ValueError(
+            f"{where}: {OP_TYPE} has {len(core.input)} inputs, expected {len(labels)} "
+            f"({', '.join(labels)})"
+        )
+    quants = zip("XY", core.input[:2], (cfg.len_q, cfg.len_k), strict=True)
     for label, tensor, length in quants:
         source = _check_quant(label, tensor, cfg, where, producers, inits, graph_inputs)
         if graph_inputs[source][1:] != [length, cfg.dim]:
@@ -369,6 +380,10 @@ def _input_quant(
                 f"{where}: input {label} '{source}' has shape {graph_inputs[source]}, "
                 f"expected (batch, {length}, {cfg.dim})"
             )
+        names.append(source)
+    for label, source in zip(labels[2:], core.input[2:], strict=True):  # the masks: direct
+        if source not in graph_inputs or graph_inputs[source][1:] != [1]:
+            raise ValueError(f"{where}: {OP_TYPE} input {label} is not a (batch, 1) graph input")
         names.append(source)
     return names
 
@@ -467,12 +482,16 @@ def _batched(model: onnx.ModelProto, batch: int) -> ModelWrapper:
 
 
 def execute_core(
-    source: str | os.PathLike | onnx.ModelProto, x: np.ndarray, y: np.ndarray
+    source: str | os.PathLike | onnx.ModelProto,
+    x: np.ndarray,
+    y: np.ndarray,
+    masks: dict[str, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Run the file with qonnx's execute_onnx on integer input codes; return integer outputs.
 
-    x: (n, len_q, dim), y: (n, len_k, dim) codes in the config's input range. The codes are
-    turned into real values (code * 2**-in_frac), executed in batches, and the real outputs
+    x: (n, len_q, dim), y: (n, len_k, dim) codes in the config's input range; masks: the
+    core's mask inputs (length, offset: (n,) integers; a missing one hides nothing). The codes
+    are turned into real values (code * 2**-in_frac), executed in batches, and the real outputs
     turned back into codes (output / out_lsb).
     """
     from qonnx.core.onnx_exec import execute_onnx  # loads onnxruntime: only to execute
@@ -481,12 +500,13 @@ def execute_core(
     cfg, _, names, out_name = _load(model, where)
     if isinstance(cfg, WindowConfig):
         raise ValueError(f"{where}: a window unit file; run it with execute_window")
-    x_name, y_name = names
+    x_name, y_name, *mask_names = names
     x, y = np.asarray(x), np.asarray(y)
     if x.ndim != 3 or y.ndim != 3 or len(x) != len(y):
         raise ValueError(
             f"inputs: expected x (n, len_q, dim), y (n, len_k, dim); got {x.shape}, {y.shape}"
         )
+    masks = check_masks(cfg, len(x), masks)
     out_frac = lsb_frac(derive_formats(cfg).out_lsb)
     scale = 2.0**-cfg.in_frac
     parts = []
@@ -500,6 +520,8 @@ def execute_core(
             x_name: (xs.astype(np.float64) * scale).astype(np.float32),
             y_name: (ys.astype(np.float64) * scale).astype(np.float32),
         }
+        for mask, name in zip(cfg.mask_inputs, mask_names, strict=True):
+            feed[name] = masks[mask][start : start + _CHUNK, None].astype(np.float32)
         real = execute_onnx(models[n], feed)[out_name]
         parts.append(np.asarray(real, dtype=np.float64) * 2.0**out_frac)
     out = np.concatenate(parts) if parts else np.zeros((0, cfg.len_q, cfg.dim))
@@ -663,9 +685,10 @@ def check_core_export(
     x, y = random_inputs(cfg, vectors, seed=seed)
     ex, ey = edge_inputs(cfg)
     x, y = np.concatenate([x, ex]), np.concatenate([y, ey])
-    expected = golden.forward(x, y)
+    masks = vector_masks(cfg, vectors, seed, len(ex))
+    expected = golden.forward(x, y, masks=masks)
     start = time.perf_counter()
-    got = execute_core(path, x, y)
+    got = execute_core(path, x, y, masks)
     seconds = time.perf_counter() - start
     return _mismatch_report(expected, got, vectors, seed, seconds)
 

@@ -15,7 +15,7 @@ import torch
 
 from eatt.config import CoreConfig
 from eatt.model.attention import DotProductAttention, EAttention
-from eatt.quant.golden import CoreWeights, GoldenCore, derive_formats
+from eatt.quant.golden import CoreWeights, GoldenCore, derive_formats, visible_keys
 
 
 def to_float_module(cfg: CoreConfig, weights: CoreWeights, dtype=None):
@@ -35,15 +35,18 @@ def to_float_module(cfg: CoreConfig, weights: CoreWeights, dtype=None):
 
 
 def float_forward(
-    cfg: CoreConfig, weights: CoreWeights, x: np.ndarray, y: np.ndarray
+    cfg: CoreConfig, weights: CoreWeights, x: np.ndarray, y: np.ndarray, masks: dict | None = None
 ) -> np.ndarray:
-    """Run the float module on dequantized integer inputs; returns real outputs (numpy)."""
+    """Run the float module on dequantized integer inputs (and the core's mask inputs, as
+    GoldenCore.forward takes them); returns real outputs (numpy)."""
     module = to_float_module(cfg, weights)
     scale = 2.0**-cfg.in_frac
+    vis = visible_keys(cfg, len(x), masks or {})
     with torch.no_grad():
         xt = torch.from_numpy(np.asarray(x, dtype=np.float64) * scale)
         yt = torch.from_numpy(np.asarray(y, dtype=np.float64) * scale)
-        return module(xt, yt).numpy()
+        visible = None if vis is None else torch.from_numpy(vis[:, 0])
+        return module(xt, yt, visible=visible).numpy()
 
 
 def float_error_bound(cfg: CoreConfig, weights: CoreWeights) -> float:
@@ -97,11 +100,13 @@ def float_error_bound(cfg: CoreConfig, weights: CoreWeights) -> float:
     return float(wo_col * err_attn + f.out_lsb)
 
 
-def compare_with_float(cfg: CoreConfig, weights: CoreWeights, x: np.ndarray, y: np.ndarray) -> dict:
+def compare_with_float(
+    cfg: CoreConfig, weights: CoreWeights, x: np.ndarray, y: np.ndarray, masks: dict | None = None
+) -> dict:
     """Golden vs float on the given vectors: max error, the bound, and whether it holds."""
     golden = GoldenCore(cfg, weights)
-    out_real = golden.forward(x, y) * golden.formats.out_lsb
-    ref = float_forward(cfg, weights, x, y)
+    out_real = golden.forward(x, y, masks=masks) * golden.formats.out_lsb
+    ref = float_forward(cfg, weights, x, y, masks)
     err = np.abs(out_real - ref)
     bound = float_error_bound(cfg, weights)
     worst = np.unravel_index(int(np.argmax(err)), err.shape) if err.size else (0,)

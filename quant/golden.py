@@ -312,6 +312,92 @@ def edge_inputs(cfg: CoreConfig) -> tuple[np.ndarray, np.ndarray]:
     return np.stack(xs), np.stack(ys)
 
 
+#: the per-call mask inputs of a core, in this order (CoreConfig.mask_inputs: the ones it takes)
+MASK_INPUTS = ("length", "offset")
+
+
+def random_masks(cfg: CoreConfig, n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Mask inputs for n vectors (only those cfg takes). Every valid length 1..len_k and every
+    offset 0..len_k - 1 comes up in turn (the first vectors cover them all), the rest at
+    random; offset 0 (query 0 sees key 0 only) and length 1 (every query sees one key) are
+    among them."""
+    rng = np.random.default_rng(seed + 0x6D61736B)
+    masks = {}
+    if cfg.key_padding:
+        cycle = 1 + np.arange(n) % cfg.len_k
+        masks["length"] = np.where(
+            np.arange(n) < 2 * cfg.len_k, cycle, rng.integers(1, cfg.len_k + 1, n)
+        )
+    if cfg.causal:
+        # the offset cycles at another pace, so lengths and offsets meet in many pairs
+        cycle = (np.arange(n) // 2) % cfg.len_k
+        masks["offset"] = np.where(
+            np.arange(n) < 2 * cfg.len_k, cycle, rng.integers(0, cfg.len_k, n)
+        )
+    return {k: v.astype(np.int64) for k, v in masks.items()}
+
+
+def edge_masks(cfg: CoreConfig, n: int) -> dict[str, np.ndarray]:
+    """Mask inputs for n edge vectors: the extremes in turn (length len_k, 1; offset 0,
+    len_k - 1), so each edge pattern meets a full and a one-key row."""
+    masks = {}
+    if cfg.key_padding:
+        masks["length"] = np.where(np.arange(n) % 2 == 0, cfg.len_k, 1)
+    if cfg.causal:
+        masks["offset"] = np.where(np.arange(n) % 4 < 2, 0, cfg.len_k - 1)
+    return {k: v.astype(np.int64) for k, v in masks.items()}
+
+
+def vector_masks(cfg: CoreConfig, vectors: int, seed: int, n_edge: int) -> dict[str, np.ndarray]:
+    """The mask inputs of a check's vectors: ``vectors`` random ones (random_masks) then
+    ``n_edge`` edge ones (edge_masks), as random_inputs and edge_inputs order the data."""
+    rand, edge = random_masks(cfg, vectors, seed), edge_masks(cfg, n_edge)
+    return {name: np.concatenate([rand[name], edge[name]]) for name in rand}
+
+
+def visible_keys(cfg: CoreConfig, n: int, masks: dict[str, np.ndarray]) -> np.ndarray | None:
+    """(n, 1, len_q, len_k) booleans: key j gets weight in query i's softmax (j < length and
+    j <= i + offset); None when the core takes no mask (every key visible)."""
+    if not cfg.mask_inputs:
+        return None
+    j = np.arange(cfg.len_k)
+    vis = np.ones((n, cfg.len_q, cfg.len_k), dtype=bool)
+    if "length" in masks:
+        vis &= j[None, None, :] < masks["length"][:, None, None]
+    if "offset" in masks:
+        i = np.arange(cfg.len_q)
+        vis &= j[None, None, :] <= i[None, :, None] + masks["offset"][:, None, None]
+    return vis[:, None]
+
+
+def check_masks(cfg: CoreConfig, n: int, masks: dict | None) -> dict[str, np.ndarray]:
+    """The mask inputs of n vectors as int64 arrays (n,), the defaults filled in (length len_k,
+    offset len_k - 1: nothing hidden); ValueError (one line) for a mask the core does not take
+    or a value out of range."""
+    masks = dict(masks or {})
+    for name in masks:
+        if name not in cfg.mask_inputs:
+            what = {"length": "key_padding", "offset": "causal"}.get(name)
+            why = f"the config has no {what}" if what else f"known: {', '.join(MASK_INPUTS)}"
+            raise ValueError(f"inputs: {name}: {why}")
+    bounds = {"length": (1, cfg.len_k), "offset": (0, cfg.len_k - 1)}
+    out = {}
+    for name in cfg.mask_inputs:
+        lo, hi = bounds[name]
+        if masks.get(name) is None:
+            out[name] = np.full(n, hi, dtype=np.int64)
+            continue
+        t = np.asarray(masks[name])
+        if t.ndim == 0:
+            t = np.full(n, t)
+        if t.shape != (n,) or not np.issubdtype(t.dtype, np.integer):
+            raise ValueError(f"inputs: {name} must be {n} integers, got {t.dtype} {t.shape}")
+        if t.size and (t.min() < lo or t.max() > hi):
+            raise ValueError(f"inputs: {name} has values outside [{lo}, {hi}]")
+        out[name] = t.astype(np.int64)
+    return out
+
+
 def binarize_int(x: np.ndarray, tau_int: int) -> np.ndarray:
     """Eq. 4 on the integer grid: 1 where x > tau (x_int > floor(tau * 2**in_frac)), else 0."""
     return (x > tau_int).astype(np.int64)
@@ -400,11 +486,21 @@ class GoldenCore:
             return l1_scores_int(qh, kh)
         return matmul_int(qh, kh.transpose(0, 1, 3, 2))
 
-    def softmax_weights(self, s: np.ndarray) -> np.ndarray:
-        """Unnormalized softmax weights e = EXP[(max S - S) >> exp_shift] (0 past the table)."""
+    def softmax_weights(self, s: np.ndarray, visible: np.ndarray | None = None) -> np.ndarray:
+        """Unnormalized softmax weights e = EXP[(max S - S) >> exp_shift] (0 past the table).
+
+        With ``visible`` (visible_keys), the max runs over the visible keys only and a hidden
+        key's weight is 0; every query sees at least one key, so the sum stays >= EXP[0].
+        """
         f = self.formats
-        idx = (s.max(axis=-1, keepdims=True) - s) >> f.exp_shift
-        inside = idx < f.exp_table_size
+        if visible is None:
+            idx = (s.max(axis=-1, keepdims=True) - s) >> f.exp_shift
+            inside = idx < f.exp_table_size
+        else:
+            low = np.iinfo(np.int64).min
+            smax = np.where(visible, s, low).max(axis=-1, keepdims=True)
+            idx = np.where(visible, smax - s, 0) >> f.exp_shift
+            inside = visible & (idx < f.exp_table_size)
         return np.where(inside, self.exp_table[np.minimum(idx, f.exp_table_size - 1)], 0)
 
     def weighted_values(self, e: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -424,17 +520,29 @@ class GoldenCore:
         return requantize(matmul_int(o, self.weights.wo), self.formats.out_shift)
 
     # -- whole core -----------------------------------------------------------------------------
-    def forward(self, x: np.ndarray, y: np.ndarray, intermediates: bool = False):
+    def forward(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        intermediates: bool = False,
+        masks: dict[str, np.ndarray] | None = None,
+    ):
         """x: (n, len_q, dim), y: (n, len_k, dim) integers -> (n, len_q, dim) integer outputs.
 
+        ``masks``: the per-call mask inputs the config takes (MASK_INPUTS: length (n,) with
+        key_padding, offset (n,) with causal); a missing one hides nothing.
         With intermediates=True returns a dict of every stage (q, k, v, scores, exp, attn, out),
         which the lower levels use to report where a mismatch starts.
         """
         x, y = self._check_inputs(x, y)
+        masks = check_masks(self.cfg, len(x), masks)
         per_vector = self.cfg.heads * self.cfg.len_q * self.cfg.len_k * max(self.cfg.d_head, 1)
         block = max(1, _BLOCK_ELEMENTS // per_vector)
         parts = [
-            self._forward_block(x[i : i + block], y[i : i + block]) for i in range(0, len(x), block)
+            self._forward_block(
+                x[i : i + block], y[i : i + block], {k: v[i : i + block] for k, v in masks.items()}
+            )
+            for i in range(0, len(x), block)
         ]
         if intermediates:
             return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
@@ -446,11 +554,11 @@ class GoldenCore:
         q, k = self.project_qk(x, y)
         return self.scores(q, k)
 
-    def _forward_block(self, x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+    def _forward_block(self, x: np.ndarray, y: np.ndarray, masks: dict) -> dict[str, np.ndarray]:
         q, k = self.project_qk(x, y)
         v = self.project_v(y)
         s = self.scores(q, k)
-        e = self.softmax_weights(s)
+        e = self.softmax_weights(s, visible_keys(self.cfg, len(x), masks))
         o = self.weighted_values(e, v)
         return {
             "q": q,

@@ -48,7 +48,13 @@ from eatt.config import ConfigError, CoreConfig, atomic_write
 from eatt.model import functional as F
 from eatt.model.attention import DotProductAttention, EAttention
 from eatt.quant.float_check import to_float_module
-from eatt.quant.golden import CoreWeights, GoldenCore, derive_formats
+from eatt.quant.golden import (
+    CoreWeights,
+    GoldenCore,
+    check_masks,
+    derive_formats,
+    visible_keys,
+)
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -179,18 +185,36 @@ def hardware_value(hardware: Tensor, surrogate: Tensor) -> Tensor:
 
 
 # -- the golden arithmetic ------------------------------------------------------------------------
-def integer_forward(cfg: CoreConfig, weights: dict[str, Tensor], x: Tensor, y: Tensor) -> Tensor:
+def integer_forward(
+    cfg: CoreConfig,
+    weights: dict[str, Tensor],
+    x: Tensor,
+    y: Tensor,
+    masks: dict[str, Tensor] | None = None,
+) -> Tensor:
     """The golden model itself (GoldenCore.forward) on int64 tensors: codes in, codes out.
 
     weights: {"wq", "wk", "wv", "wo"} integer (dim, dim) in input -> output order;
-    x: (n, len_q, dim), y: (n, len_k, dim) integer input codes. Not on the gradient path: the
-    codes go to numpy on the CPU and the (n, len_q, dim) int64 output codes come back there.
+    x: (n, len_q, dim), y: (n, len_k, dim) integer input codes; masks: the core's mask inputs
+    (length, offset: (n,) integers). Not on the gradient path: the codes go to numpy on the
+    CPU and the (n, len_q, dim) int64 output codes come back there.
     """
     w = CoreWeights(**{k: v.detach().cpu().numpy().astype(np.int64) for k, v in weights.items()})
     if len(x) == 0:
         return torch.zeros(0, cfg.len_q, cfg.dim, dtype=torch.int64)
-    out = GoldenCore(cfg, w).forward(x.detach().cpu().numpy(), y.detach().cpu().numpy())
+    np_masks = {k: torch.as_tensor(v).detach().cpu().numpy() for k, v in (masks or {}).items()}
+    out = GoldenCore(cfg, w).forward(
+        x.detach().cpu().numpy(), y.detach().cpu().numpy(), masks=np_masks
+    )
     return torch.from_numpy(out)
+
+
+def visible_mask(cfg: CoreConfig, n: int, masks: dict[str, Tensor] | None, device=None):
+    """The golden model's visible keys (visible_keys) as a bool tensor (n, 1, len_q, len_k)
+    for the surrogate's softmax, or None (every key visible)."""
+    np_masks = {k: torch.as_tensor(v).detach().cpu().numpy() for k, v in (masks or {}).items()}
+    vis = visible_keys(cfg, n, check_masks(cfg, n, np_masks))
+    return None if vis is None else torch.from_numpy(vis).to(device)
 
 
 # -- the module ------------------------------------------------------------------------------------
@@ -235,12 +259,16 @@ class QuantAttentionCore(nn.Module):
             for name, proj in _PROJECTIONS
         }
 
-    def forward_int(self, x: Tensor, y: Tensor) -> Tensor:
+    def forward_int(self, x: Tensor, y: Tensor, masks: dict[str, Tensor] | None = None) -> Tensor:
         """Integer codes in, integer codes out: the golden model (int64, CPU)."""
-        return integer_forward(self.cfg, self.weight_codes(), x, y)
+        return integer_forward(self.cfg, self.weight_codes(), x, y, masks)
 
     # -- forward --------------------------------------------------------------------------------
-    def forward(self, x: Tensor, y: Tensor | None = None) -> Tensor:
+    def forward(
+        self, x: Tensor, y: Tensor | None = None, masks: dict[str, Tensor] | None = None
+    ) -> Tensor:
+        """``masks``: the config's per-call mask inputs (length, offset: (batch,) integers; see
+        eatt.quant.golden.MASK_INPUTS), in the hardware and in the surrogate alike."""
         cfg = self.cfg
         self_attention = y is None
         if self_attention:
@@ -257,14 +285,22 @@ class QuantAttentionCore(nn.Module):
         with torch.no_grad():
             scale = 2.0**cfg.in_frac
             codes = self.forward_int(
-                torch.round(xq * scale).to(torch.int64), torch.round(yq * scale).to(torch.int64)
+                torch.round(xq * scale).to(torch.int64),
+                torch.round(yq * scale).to(torch.int64),
+                masks,
             )
             hardware = (codes.to(torch.float64) * self.formats.out_lsb).to(x.device, x.dtype)
         if not torch.is_grad_enabled():
             return hardware
-        return hardware_value(hardware, self.surrogate(xq, yq, self_attention))
+        return hardware_value(hardware, self.surrogate(xq, yq, self_attention, masks))
 
-    def surrogate(self, xq: Tensor, yq: Tensor, self_attention: bool = False) -> Tensor:
+    def surrogate(
+        self,
+        xq: Tensor,
+        yq: Tensor,
+        self_attention: bool = False,
+        masks: dict[str, Tensor] | None = None,
+    ) -> Tensor:
         """The differentiable fake-quant pipeline that carries the gradient (docs/quant.md).
 
         Same steps and scales as the hardware, with straight-through floors and roundings; the
@@ -280,7 +316,8 @@ class QuantAttentionCore(nn.Module):
             return t.view(t.shape[0], t.shape[1], cfg.heads, cfg.d_head).transpose(1, 2)
 
         attend = F.l1_attention if cfg.kind == "eatt" else F.dot_attention
-        o, _ = attend(split(q), split(k), split(v), scale=self.scale)
+        mask = visible_mask(cfg, xq.shape[0], masks, xq.device)
+        o, _ = attend(split(q), split(k), split(v), mask=mask, scale=self.scale)
         return self.output(o.transpose(1, 2).reshape(xq.shape[0], cfg.len_q, cfg.dim))
 
     # -- the surrogate's steps, also used one by one by the seq2seq model's quantized attention
@@ -344,7 +381,7 @@ def _float_kind(module: nn.Module) -> str:
             "hardware core (only selection='binary', score='l1' -> kind eatt)"
         )
     if isinstance(module, DotProductAttention):
-        return "dot"
+        return "vanilla"
     raise ValueError(
         f"kind: expected an EAttention or DotProductAttention, got {type(module).__name__}"
     )

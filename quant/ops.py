@@ -37,10 +37,26 @@ from eatt.quant.window import WindowGolden, core_config, derive_window_formats, 
 DOMAIN = "eatt.quant.ops"
 OP_TYPE = "AttentionCore"
 #: bumped whenever the node's attributes or semantics change; load_core refuses other versions
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 #: kinds of core the node represents (CoreConfig kinds the golden model implements)
-EXPORTABLE_KINDS = ("eatt", "dot")
+EXPORTABLE_KINDS = ("eatt", "vanilla")
+
+#: the core node's mask inputs (CoreConfig.mask_inputs), after X and Y: integer graph inputs
+#: of shape (batch, 1), one value per call
+MASK_INPUT_NAMES = {"length": "L", "offset": "O"}
+
+
+def core_node_inputs(cfg: CoreConfig) -> list[str]:
+    """The AttentionCore node's inputs, in order: X, Y, then L (key_padding), O (causal)."""
+    return ["X", "Y", *(MASK_INPUT_NAMES[m] for m in cfg.mask_inputs)]
+
+
+def mask_datatypes(cfg: CoreConfig) -> dict[str, str]:
+    """qonnx datatype of each mask graph input: length in [1, len_k], offset in [0, len_k-1]."""
+    bits = {"length": cfg.len_k.bit_length(), "offset": max(1, (cfg.len_k - 1).bit_length())}
+    return {MASK_INPUT_NAMES[m]: f"UINT{bits[m]}" for m in cfg.mask_inputs}
+
 
 # Config fields and their ONNX attribute types. tau is a string holding repr(tau): an ONNX float
 # attribute is 32-bit and would not give back the config's tau (the integer threshold the
@@ -63,6 +79,8 @@ _CONFIG_ATTRS: dict[str, str] = {
     "exp_frac": "i",
     "recip_table_size": "i",
     "recip_frac": "i",
+    "key_padding": "i",
+    "causal": "i",
 }
 
 # Derived from the config by the golden model; stored so that an HLS/RTL generator reads the
@@ -130,6 +148,8 @@ def make_core_node(
     for key in _CONFIG_ATTRS:
         value = getattr(cfg, key)
         attrs[key] = repr(float(value)) if key == "tau" else value
+        if key in ("key_padding", "causal"):
+            attrs[key] = int(value)
     attrs.update(derived_attributes(cfg))
     dtype = weight_dtype(cfg)
     for key, w in weights.as_dict().items():
@@ -173,6 +193,10 @@ def core_from_node(node: NodeProto) -> tuple[CoreConfig, CoreWeights]:
                 value = float(value)
             except ValueError:
                 raise CoreAttributeError(f"{where}: tau {value!r} is not a number") from None
+        if key in ("key_padding", "causal"):
+            if value not in (0, 1):
+                raise CoreAttributeError(f"{where}: {key} is {value!r}, expected 0 or 1")
+            value = bool(value)
         data[key] = value
     try:
         cfg = CoreConfig.from_dict(data, source=where)
@@ -215,7 +239,8 @@ class AttentionCore(CustomOp):
     """One multi-head attention core (E-ATT or dot product), bit-exact to GoldenCore.
 
     Inputs: X (batch, len_q, dim), Y (batch, len_k, dim), real values on the <in_bits, in_frac>
-    grid. Output: (batch, len_q, dim), real values on the <out_bits, out_frac> grid.
+    grid; with key_padding L (batch, 1), the valid key length, with causal O (batch, 1), the
+    offset (integers). Output: (batch, len_q, dim), real values on the <out_bits, out_frac> grid.
     """
 
     def get_nodeattr_types(self):
@@ -249,10 +274,18 @@ class AttentionCore(CustomOp):
         node = self.onnx_node
         golden = self.core()
         cfg = golden.cfg
-        codes = [
-            to_codes(context[name], cfg.in_frac, f"{OP_TYPE} input {name}") for name in node.input
-        ]
-        out = golden.forward(*codes)
+        expect = core_node_inputs(cfg)
+        if len(node.input) != len(expect):
+            raise ValueError(f"{OP_TYPE}: expected {len(expect)} inputs ({', '.join(expect)})")
+        x, y = (
+            to_codes(context[name], cfg.in_frac, f"{OP_TYPE} input {name}")
+            for name in node.input[:2]
+        )
+        masks = {
+            mask: to_codes(context[name], 0, f"{OP_TYPE} input {name}").reshape(len(x))
+            for mask, name in zip(cfg.mask_inputs, node.input[2:], strict=True)
+        }
+        out = golden.forward(x, y, masks=masks)
         context[node.output[0]] = from_codes(out, lsb_frac(golden.formats.out_lsb))
 
     def verify_node(self):
@@ -261,14 +294,19 @@ class AttentionCore(CustomOp):
         messages.append(
             f"domain is {DOMAIN}" if node.domain == DOMAIN else f"domain should be {DOMAIN}"
         )
-        messages.append(
-            "2 inputs (X, Y)" if len(node.input) == 2 else f"{OP_TYPE} needs 2 inputs (X, Y)"
-        )
         try:
-            core_from_node(node)
+            cfg, _ = core_from_node(node)
             messages.append("attributes describe a valid core")
         except ValueError as err:
             messages.append(str(err))
+            return messages
+        names = core_node_inputs(cfg)
+        n = len(names)
+        messages.append(
+            f"{n} inputs ({', '.join(names)})"
+            if len(node.input) == n
+            else f"{OP_TYPE} needs {n} inputs ({', '.join(names)})"
+        )
         return messages
 
 
@@ -303,7 +341,8 @@ WINDOW_OP_TYPE = "WindowAttention"
 WINDOW_INPUTS = ("X", "P", "W", "K", "V", "C", "L")
 
 _WINDOW_CONFIG_ATTRS: dict[str, str] = {
-    **_CONFIG_ATTRS,
+    # the core's keys but its masks (the window unit has its own length input)
+    **{k: v for k, v in _CONFIG_ATTRS.items() if k not in ("key_padding", "causal")},
     "window_score": "s",
     "window_d": "i",
     "position": "s",

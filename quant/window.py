@@ -48,7 +48,7 @@ STEP_INPUTS = ("x", "p", "w", "keys", "values", "counts", "length", "g")
 
 
 def core_config(cfg: WindowConfig) -> CoreConfig:
-    """The eatt/dot core config whose formats and tables the window unit shares."""
+    """The eatt/vanilla core config whose formats and tables the window unit shares."""
     if not isinstance(cfg, WindowConfig):
         raise ValueError(f"kind: expected window, got {cfg.kind}")
     return cfg.core()

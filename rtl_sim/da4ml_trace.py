@@ -13,7 +13,7 @@ and use the result three ways:
 * :func:`estimate` -- da4ml's own cost (its LUT estimate) and adder depth, beside Yosys in
   ``eatt resources`` and in bench/rtl_compare.py;
 * :func:`write_rtl` -- da4ml's pipelined Verilog in an RTL directory that
-  :func:`eatt.rtl_sim.resources.resources` can synthesize. For the dot core this is the strong
+  :func:`eatt.rtl_sim.resources.resources` can synthesize. For the vanilla core this is the strong
   all-fabric-for-constants peer: constant-weight products as shift-add (no DSP48E1), only the
   l_q * l_k * d variable products Q.K left as multipliers (DSP48E1 in Yosys, fabric with
   ``-nodsp``);
@@ -66,8 +66,8 @@ def trace_alignment(cfg: CoreConfig, weights: CoreWeights):
     the <in_bits, in_frac> format; the outputs are the golden model's integer scores in the
     order of ``GoldenCore.scores(...)[i]`` flattened (head, query, key).
     """
-    if cfg.kind not in ("eatt", "dot"):
-        raise ValueError(f"kind: da4ml traces the eatt and dot alignments, not {cfg.kind!r}")
+    if cfg.kind not in ("eatt", "vanilla"):
+        raise ValueError(f"kind: da4ml traces the eatt and vanilla alignments, not {cfg.kind!r}")
     weights.check(cfg)
     array_input, hwconfig, comb_trace, quantize, _ = _da4ml()
     f = derive_formats(cfg)

@@ -29,7 +29,7 @@ buffers (IBUF/OBUF/BUFG) are deleted, and Yosys ``ltp`` gives the longest topolo
 cells: the most LUT/CARRY4/MUXF*/DSP48E1 cells between two registers (or a port and a
 register). A proxy for the clock period, not timing: a CARRY4 (4 bits of a carry chain) counts
 as much as a LUT, wires and placement are not seen, and a DSP48E1 counts as one cell even where
-Yosys folded registers into it (dot cores: compare the ``-nodsp`` run). ``ltp -noff`` cannot
+Yosys folded registers into it (vanilla cores: compare the ``-nodsp`` run). ``ltp -noff`` cannot
 be used on a synth_xilinx netlist: it only knows Yosys' internal flip-flop cells, not FDRE.
 
 Toolchain (find_yosys): pyosys, Yosys' native build on PyPI, run through
@@ -301,7 +301,7 @@ def resources_report(
 ) -> dict:
     """``{"yosys": resources(dir), "yosys_nodsp": resources(dir, nodsp=True)}`` (the second
     only with nodsp=True): the JSON of ``eatt resources DIR --json``. An alignment directory of
-    an eatt or dot core also gets ``"da4ml"``: da4ml's LUT estimate of the same arithmetic
+    an eatt or vanilla core also gets ``"da4ml"``: da4ml's LUT estimate of the same arithmetic
     (eatt.rtl_sim.da4ml_trace.estimate), traced from the directory's config and weights."""
     report = {"yosys": resources(rtl_dir, timeout=timeout, abc_verify=abc_verify)}
     if nodsp:
@@ -309,7 +309,7 @@ def resources_report(
             rtl_dir, nodsp=True, timeout=timeout, abc_verify=abc_verify
         )
     meta = load_metadata(rtl_dir)
-    if meta["level"] == "alignment" and meta["config"].get("kind") in ("eatt", "dot"):
+    if meta["level"] == "alignment" and meta["config"].get("kind") in ("eatt", "vanilla"):
         from eatt.config import CoreConfig
         from eatt.rtl_sim.da4ml_trace import estimate
         from eatt.rtl_sim.generate import load_weights

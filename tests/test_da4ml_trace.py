@@ -22,7 +22,7 @@ def _cfg(kind: str, len_q: int, len_k: int, dim: int, heads: int, **kw) -> CoreC
     )
 
 
-@pytest.mark.parametrize("kind", ["eatt", "dot"])
+@pytest.mark.parametrize("kind", ["eatt", "vanilla"])
 @pytest.mark.parametrize("shape", SHAPES)
 def test_trace_is_bit_exact(kind, shape):
     cfg = _cfg(kind, *shape)
@@ -31,7 +31,7 @@ def test_trace_is_bit_exact(kind, shape):
     assert result["vectors"] > 1500  # the edge vectors come first
 
 
-@pytest.mark.parametrize("kind", ["eatt", "dot"])
+@pytest.mark.parametrize("kind", ["eatt", "vanilla"])
 def test_trace_extreme_weights_and_formats(kind):
     cfg = _cfg(kind, 3, 3, 8, 2, in_bits=6, in_frac=2, weight_bits=5, qk_bits=8, tau=0.5)
     w = random_weights(cfg, seed=1)
@@ -54,7 +54,7 @@ def test_check_reports_a_wrong_trace(monkeypatch):
 
 
 def test_estimate_eatt_has_no_multiplier():
-    e_cfg, d_cfg = _cfg("eatt", 4, 4, 8, 1), _cfg("dot", 4, 4, 8, 1)
+    e_cfg, d_cfg = _cfg("eatt", 4, 4, 8, 1), _cfg("vanilla", 4, 4, 8, 1)
     e = da4ml_trace.estimate(e_cfg, random_weights(e_cfg, seed=1))
     d = da4ml_trace.estimate(d_cfg, random_weights(d_cfg, seed=1))
     assert e["multipliers"] == 0
@@ -73,11 +73,13 @@ def test_write_rtl_synthesizes(tmp_path):
     from eatt.rtl_sim.resources import resources
 
     counts = {}
-    for kind in ("eatt", "dot"):
+    for kind in ("eatt", "vanilla"):
         cfg = _cfg(kind, 2, 2, 4, 1)
         meta = da4ml_trace.write_rtl(cfg, random_weights(cfg, seed=1), tmp_path / kind)
         assert load_metadata(tmp_path / kind)["top"] == meta["top"]
         counts[kind] = resources(tmp_path / kind, timeout=600)
     assert counts["eatt"]["DSP48E1"] == 0
-    assert counts["dot"]["DSP48E1"] == 2 * 2 * 4  # only the Q.K products, constants as shift-add
+    assert (
+        counts["vanilla"]["DSP48E1"] == 2 * 2 * 4
+    )  # only the Q.K products, constants as shift-add
     assert counts["eatt"]["LUT"] > 0

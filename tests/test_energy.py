@@ -228,9 +228,9 @@ def test_core_eatt_alignment_has_no_muls(len_q, len_k, dim, density):
 def test_core_counts_by_hand():
     # len_q = 2, len_k = 3, dim = 4, heads = 2
     # dot alignment: proj (2+3)*16 = 80, scores 2*3*4 = 24 -> 104 mul and add
-    assert core_counts("dot", 2, 3, 4, 2, "alignment") == OpCounts(104, 104)
+    assert core_counts("vanilla", 2, 3, 4, 2, "alignment") == OpCounts(104, 104)
     # attention adds V 3*16 = 48, weighting 24, W_O 2*16 = 32 -> +104
-    assert core_counts("dot", 2, 3, 4, 2, "attention") == OpCounts(208, 208)
+    assert core_counts("vanilla", 2, 3, 4, 2, "attention") == OpCounts(208, 208)
     # eatt alignment, density 1: compare 5*4 = 20, accumulate 5*3*4 = 60, L1 2*24 = 48
     assert core_counts("eatt", 2, 3, 4, 2, "alignment") == OpCounts(128, 0, 80)
     assert core_counts("eatt", 2, 3, 4, 2, "attention") == OpCounts(232, 104, 80)
@@ -243,18 +243,18 @@ def test_core_counts_by_hand():
 @given(sizes, st.integers(1, 1024))
 def test_core_dot_matches_paper_vanilla(length, dim):
     # self-attention core = Appendix A vanilla; the core's attention also holds W_O (+ld^2)
-    assert core_counts("dot", length, length, dim, 1, "alignment") == paper_counts(
+    assert core_counts("vanilla", length, length, dim, 1, "alignment") == paper_counts(
         "vanilla", "alignment", length, dim
     )
     extra = length * dim * dim
-    assert core_counts("dot", length, length, dim, 1, "attention") == paper_counts(
+    assert core_counts("vanilla", length, length, dim, 1, "attention") == paper_counts(
         "vanilla", "attention", length, dim
     ) + OpCounts(extra, extra)
 
 
 def test_core_eatt_cheaper_than_dot_but_honest():
     eatt = energy_pj(core_counts("eatt", L, L, D, 8, "alignment"))
-    dot = energy_pj(core_counts("dot", L, L, D, 8, "alignment"))
+    dot = energy_pj(core_counts("vanilla", L, L, D, 8, "alignment"))
     pct = 100 * eatt / dot
     # counting the Eq. 8 row sums makes E-ATT alignment far from the paper's 0.45 %
     assert 10.0 < pct < 30.0

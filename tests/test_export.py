@@ -33,10 +33,10 @@ from eatt.quant.golden import CoreWeights, GoldenCore, derive_formats, random_in
 
 CONFIGS = {
     "eatt-default": dict(kind="eatt", len_q=8, len_k=8, dim=16, heads=2),
-    "dot-default": dict(kind="dot", len_q=8, len_k=8, dim=16, heads=2),
+    "dot-default": dict(kind="vanilla", len_q=8, len_k=8, dim=16, heads=2),
     "eatt-tiny-w4": dict(kind="eatt", len_q=1, len_k=16, dim=4, heads=1, tau=0.0, weight_bits=4),
     "dot-wide-w4": dict(
-        kind="dot", len_q=16, len_k=3, dim=64, heads=4, tau=0.5, weight_bits=4, in_bits=6,
+        kind="vanilla", len_q=16, len_k=3, dim=64, heads=4, tau=0.5, weight_bits=4, in_bits=6,
         in_frac=2,
     ),
     "eatt-4heads-out16": dict(
@@ -81,7 +81,7 @@ def test_export_round_trip_and_bit_exact(tmp_path, name):
     assert "PASS" in format_check(result)
 
 
-@pytest.mark.parametrize("kind", ["eatt", "dot"])
+@pytest.mark.parametrize("kind", ["eatt", "vanilla"])
 @pytest.mark.parametrize("sign", [1, -1])
 def test_extreme_weights(tmp_path, kind, sign):
     cfg = CoreConfig(kind=kind, len_q=4, len_k=6, dim=8, heads=2, weight_bits=4)
@@ -193,8 +193,8 @@ def test_check_reports_first_mismatch(tmp_path, monkeypatch):
     export_core(cfg, random_weights(cfg), tmp_path / "m.onnx")
 
     class Broken(GoldenCore):
-        def forward(self, x, y, intermediates=False):
-            out = super().forward(x, y).copy()
+        def forward(self, x, y, intermediates=False, masks=None):
+            out = super().forward(x, y, masks=masks).copy()
             out[3:5, 1, 2] += 1
             return out
 
@@ -320,7 +320,7 @@ def test_edited_attributes_and_quant(tmp_path):
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    kind=st.sampled_from(["eatt", "dot"]),
+    kind=st.sampled_from(["eatt", "vanilla"]),
     len_q=st.integers(1, 16),
     len_k=st.integers(1, 16),
     heads=st.integers(1, 4),

@@ -48,17 +48,17 @@ def test_flow_writes_its_report(tmp_path):
 def test_markdown_report_has_the_comparison_table():
     """report.md of a two-core result: the comparison as a Markdown table (no tools needed)."""
     rows = [
-        {"metric": "alignment energy, asic (pJ, analytic)", "eatt": 691.2, "dot": 2944.0,
+        {"metric": "alignment energy, asic (pJ, analytic)", "eatt": 691.2, "vanilla": 2944.0,
          "ratio": 0.2348},
-        {"metric": "alignment DSP48E1 (Yosys xc7)", "eatt": 0, "dot": 596, "ratio": 0.0},
-        {"metric": "mismatches, all levels", "eatt": 0, "dot": 0, "ratio": None},
+        {"metric": "alignment DSP48E1 (Yosys xc7)", "eatt": 0, "vanilla": 596, "ratio": 0.0},
+        {"metric": "mismatches, all levels", "eatt": 0, "vanilla": 0, "ratio": None},
     ]  # fmt: skip
     cfg = CoreConfig("eatt", 4, 4, 8, 2).to_dict()
     r = {"config": cfg, "seed": 1, "out_dir": "runs/flow", "cores": {}, "comparison": rows,
          "ok": False}  # fmt: skip
     md = format_markdown(r)
     assert md.startswith("# eatt flow: FAIL")
-    assert "| metric | eatt | dot | eatt/dot |\n| --- | ---: | ---: | ---: |" in md
+    assert "| metric | eatt | vanilla | eatt/vanilla |\n| --- | ---: | ---: | ---: |" in md
     assert "| alignment energy, asic (pJ, analytic) | 691.2 | 2944 | 0.2348 |" in md
     assert "| mismatches, all levels | 0 | 0 | - |" in md
 

@@ -69,8 +69,10 @@ CONFIGS = [
     CoreConfig("eatt", 4, 4, 8, 1),
     CoreConfig("eatt", 3, 5, 8, 2, tau=0.0),
     CoreConfig("eatt", 2, 6, 12, 3, tau=0.5, weight_bits=4, qk_bits=6, v_bits=8, out_bits=8),
-    CoreConfig("dot", 4, 4, 8, 2),
-    CoreConfig("dot", 5, 3, 6, 1, weight_bits=4, qk_bits=8, exp_table_size=64, recip_table_size=16),
+    CoreConfig("vanilla", 4, 4, 8, 2),
+    CoreConfig(
+        "vanilla", 5, 3, 6, 1, weight_bits=4, qk_bits=8, exp_table_size=64, recip_table_size=16
+    ),
     CoreConfig("eatt", 1, 1, 4, 1, exp_frac=4, recip_frac=4, recip_table_size=4),
 ]
 
@@ -164,7 +166,7 @@ def test_widths_hold_on_extreme_weights_and_edge_vectors(cfg, weights):
 
 @settings(max_examples=40, deadline=None)
 @given(
-    kind=st.sampled_from(["eatt", "dot"]),
+    kind=st.sampled_from(["eatt", "vanilla"]),
     len_q=st.integers(1, 6),
     len_k=st.integers(1, 6),
     heads=st.integers(1, 3),
@@ -215,7 +217,7 @@ def test_golden_within_derived_bound_of_float_model(cfg):
     assert r["ok"], r
 
 
-@pytest.mark.parametrize("kind", ["eatt", "dot"])
+@pytest.mark.parametrize("kind", ["eatt", "vanilla"])
 def test_bound_is_tight_at_high_precision(kind):
     """At wide formats the derived bound is a few output LSBs: it is not vacuous."""
     cfg = CoreConfig(
@@ -266,7 +268,7 @@ def test_weights_and_inputs_are_checked():
 
 
 def test_random_weights_are_deterministic():
-    cfg = CoreConfig("dot", 2, 2, 4, 1)
+    cfg = CoreConfig("vanilla", 2, 2, 4, 1)
     a, b, c = random_weights(cfg, 1), random_weights(cfg, 1), random_weights(cfg, 2)
     assert all((a.as_dict()[n] == b.as_dict()[n]).all() for n in CoreWeights.NAMES)
     assert any((a.as_dict()[n] != c.as_dict()[n]).any() for n in CoreWeights.NAMES)
@@ -284,7 +286,7 @@ def clamp_case(kind: str) -> tuple[CoreConfig, CoreWeights, np.ndarray, np.ndarr
     return cfg, CoreWeights(m, m, m, m), x, y
 
 
-@pytest.mark.parametrize("kind", ["eatt", "dot"])
+@pytest.mark.parametrize("kind", ["eatt", "vanilla"])
 def test_output_clamp_is_reached_and_matches_reference(kind):
     cfg, w, x, y = clamp_case(kind)
     stages = GoldenCore(cfg, w).forward(x, y, intermediates=True)

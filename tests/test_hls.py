@@ -65,7 +65,7 @@ CORES = {
         recip_frac=10,
     ),
     "dot-wide": CoreConfig(
-        kind="dot",
+        kind="vanilla",
         len_q=5,
         len_k=3,
         dim=6,
@@ -189,7 +189,7 @@ def test_eatt_alignment_has_no_multiplication(projects):
     assert "nnet::attention_core_eatt<" in (project / "firmware" / "myproject.cpp").read_text()
     top = function_body(generated, "attention_core_eatt")
     assert "attention_core_eatt_alignment<CONFIG_T>(" in top
-    assert "attention_core_dot_alignment" not in top
+    assert "attention_core_vanilla_alignment" not in top
     body = function_body(generated, "attention_core_eatt_alignment")
     assert "+=" in body and "-=" in body  # it does add and subtract
     assert multiplications(body) == []
@@ -201,7 +201,7 @@ def test_multiplication_scan_would_catch_a_product():
     assert mutated != source
     assert multiplications(function_body(mutated, "attention_core_eatt_alignment"))
     # and the dot-product alignment, which does multiply, is flagged
-    assert multiplications(function_body(source, "attention_core_dot_alignment"))
+    assert multiplications(function_body(source, "attention_core_vanilla_alignment"))
 
 
 # -- conversion errors, regeneration, no stdout ------------------------------------------------

@@ -36,11 +36,12 @@ WINDOW_DOT = dict(
     window_d=7, g_levels=3, window_sigma=1.5, qk_bits=7, v_bits=8, count_bits=4,
 )  # fmt: skip
 # (config, level, weight seed, vectors, simulation seed): as in test_rtl.py / test_window_rtl.py
+CORE = dict(len_q=2, len_k=3, dim=4, heads=2)
 CASES = {
-    "alignment-eatt": (dict(kind="eatt", len_q=2, len_k=3, dim=4, heads=2), "alignment", 3, 400, 5),
-    "alignment-dot": (dict(kind="dot", len_q=2, len_k=3, dim=4, heads=2), "alignment", 3, 400, 5),
-    "attention-eatt": (dict(kind="eatt", len_q=2, len_k=3, dim=4, heads=2), "attention", 3, 400, 5),
-    "attention-dot": (dict(kind="dot", len_q=2, len_k=3, dim=4, heads=2), "attention", 3, 400, 5),
+    "alignment-eatt": (dict(kind="eatt", **CORE), "alignment", 3, 400, 5),
+    "alignment-vanilla": (dict(kind="vanilla", **CORE), "alignment", 3, 400, 5),
+    "attention-eatt": (dict(kind="eatt", **CORE), "attention", 3, 400, 5),
+    "attention-vanilla": (dict(kind="vanilla", **CORE), "attention", 3, 400, 5),
     "window-eatt": (WINDOW, None, 2, 160, 4),
     "window-dot": (WINDOW_DOT, None, 2, 160, 4),
 }  # fmt: skip

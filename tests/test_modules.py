@@ -36,12 +36,12 @@ from eatt.quant.modules import (
 
 CONFIGS = {
     "eatt-default": dict(kind="eatt", len_q=8, len_k=8, dim=16, heads=2),
-    "dot-default": dict(kind="dot", len_q=8, len_k=8, dim=16, heads=2),
+    "dot-default": dict(kind="vanilla", len_q=8, len_k=8, dim=16, heads=2),
     "eatt-tiny-w4-tau0": dict(
         kind="eatt", len_q=1, len_k=16, dim=4, heads=1, tau=0.0, weight_bits=4
     ),
     "dot-wide-w4": dict(
-        kind="dot", len_q=16, len_k=3, dim=64, heads=4, tau=0.5, weight_bits=4, in_bits=6,
+        kind="vanilla", len_q=16, len_k=3, dim=64, heads=4, tau=0.5, weight_bits=4, in_bits=6,
         in_frac=2,
     ),
     "eatt-4heads-small-tables": dict(
@@ -52,7 +52,7 @@ CONFIGS = {
         kind="eatt", len_q=16, len_k=16, dim=64, heads=4, tau=1.0, weight_bits=4, v_bits=10,
     ),
     "dot-3heads-narrow": dict(
-        kind="dot", len_q=3, len_k=9, dim=12, heads=3, weight_bits=8, weight_frac=4, qk_bits=8,
+        kind="vanilla", len_q=3, len_k=9, dim=12, heads=3, weight_bits=8, weight_frac=4, qk_bits=8,
         v_bits=8, out_bits=10, exp_frac=6,
     ),
     # A 2-entry reciprocal table errs by up to 20%; with 11 equal keys (edge vectors, extreme
@@ -61,7 +61,7 @@ CONFIGS = {
     "eatt-coarse-recip": dict(
         kind="eatt", len_q=4, len_k=11, dim=8, heads=2, tau=0.5, recip_table_size=2, recip_frac=4,
     ),
-    "dot-coarse-recip": dict(kind="dot", len_q=3, len_k=11, dim=4, heads=1, recip_table_size=2),
+    "dot-coarse-recip": dict(kind="vanilla", len_q=3, len_k=11, dim=4, heads=1, recip_table_size=2),
 }  # fmt: skip
 
 #: the QAT / from_float task core: the default formats, but outputs fine enough to carry +-2
@@ -138,7 +138,7 @@ def test_extreme_weights_equal_golden(name):
 def configs(draw):
     heads = draw(st.integers(1, 4))
     data = dict(
-        kind=draw(st.sampled_from(["eatt", "dot"])),
+        kind=draw(st.sampled_from(["eatt", "vanilla"])),
         len_q=draw(st.integers(1, 16)),
         len_k=draw(st.integers(1, 16)),
         heads=heads,
@@ -342,12 +342,12 @@ def test_from_float_rejects_disagreeing_settings():
         from_float(EAttention(8, 2, tau=0.5), cfg)
     with pytest.raises(ValueError, match="^bias:"):
         from_float(EAttention(8, 2, bias=True), cfg)
-    dot = from_float(DotProductAttention(8, 2), cfg.replace(kind="dot"))
-    assert dot.cfg.kind == "dot" and dot.binarize is None
+    dot = from_float(DotProductAttention(8, 2), cfg.replace(kind="vanilla"))
+    assert dot.cfg.kind == "vanilla" and dot.binarize is None
 
 
 def test_from_float_warns_when_weights_saturate():
-    cfg = CoreConfig(kind="dot", len_q=2, len_k=2, dim=4, heads=1, weight_bits=4)
+    cfg = CoreConfig(kind="vanilla", len_q=2, len_k=2, dim=4, heads=1, weight_bits=4)
     float_core = DotProductAttention(4, 1)
     with torch.no_grad():
         float_core.v_proj.weight.fill_(10.0)

@@ -66,7 +66,7 @@ def test_quant_core_config_follows_the_model():
     core = cfg.quant_core("quant-eatt")
     assert (core.kind, core.len_q, core.len_k, core.dim, core.heads) == ("eatt", 12, 12, 16, 2)
     assert (core.weight_bits, core.weight_frac, core.qk_bits, core.out_bits) == (4, 3, 20, 20)
-    assert cfg.quant_core("quant-vanilla").kind == "dot" and set(QUANT_KINDS) == {
+    assert cfg.quant_core("quant-vanilla").kind == "vanilla" and set(QUANT_KINDS) == {
         "quant-eatt",
         "quant-vanilla",
     }

@@ -287,7 +287,7 @@ def test_native_and_webassembly_yosys_agree(tmp_path, monkeypatch):
 def test_dot_alignment_uses_dsp_and_nodsp_does_not(tmp_path):
     cfg = CoreConfig.from_dict(
         dict(
-            kind="dot",
+            kind="vanilla",
             len_q=2,
             len_k=2,
             dim=2,

@@ -42,9 +42,9 @@ CONFIGS = {
     "eatt-4x4-d8-h2-narrow": dict(
         kind="eatt", len_q=4, len_k=4, dim=8, heads=2, tau=-0.5, weight_bits=4, qk_bits=5
     ),
-    "dot-2x3-d4-h2": dict(kind="dot", len_q=2, len_k=3, dim=4, heads=2),
+    "dot-2x3-d4-h2": dict(kind="vanilla", len_q=2, len_k=3, dim=4, heads=2),
     "dot-3x2-d6-h1-narrow": dict(
-        kind="dot", len_q=3, len_k=2, dim=6, heads=1, in_bits=6, in_frac=3, qk_bits=7
+        kind="vanilla", len_q=3, len_k=2, dim=6, heads=1, in_bits=6, in_frac=3, qk_bits=7
     ),
 }
 
@@ -238,9 +238,9 @@ ATTENTION_CONFIGS = {
         kind="eatt", len_q=3, len_k=4, dim=4, heads=1, weight_bits=4, qk_bits=5, v_bits=6,
         out_bits=6, exp_table_size=16, exp_frac=4, recip_table_size=4, recip_frac=5,
     ),
-    "dot-2x3-d4-h2": dict(kind="dot", len_q=2, len_k=3, dim=4, heads=2),
+    "dot-2x3-d4-h2": dict(kind="vanilla", len_q=2, len_k=3, dim=4, heads=2),
     "dot-3x2-d6-h2-tables": dict(
-        kind="dot", len_q=3, len_k=2, dim=6, heads=2, in_bits=6, in_frac=3, qk_bits=6, v_bits=5,
+        kind="vanilla", len_q=3, len_k=2, dim=6, heads=2, in_bits=6, in_frac=3, qk_bits=6, v_bits=5,
         out_bits=7, exp_table_size=8, exp_frac=3, recip_table_size=2, recip_frac=3,
     ),
 }  # fmt: skip
@@ -311,7 +311,7 @@ def test_attention_corrupted_table_is_detected(tmp_path):
     assert first["expected"] != first["got"] and len(first["index"]) == 2
 
 
-@pytest.mark.parametrize("kind", ["eatt", "dot"])
+@pytest.mark.parametrize("kind", ["eatt", "vanilla"])
 def test_attention_output_clamp_in_rtl(kind, tmp_path):
     """The vectors of tests/test_golden.py's clamp case: the RTL clamps exactly as golden does."""
     from test_golden import clamp_case  # tests/ is on sys.path (pytest prepend import mode)
@@ -327,7 +327,7 @@ PIPE_CONFIGS = {
     # d_head 4: each score is a subtract and 2 adder levels, so adder_levels 2 cuts it too
     "eatt": dict(kind="eatt", len_q=2, len_k=2, dim=4, heads=1),
     # 6 products per projection and per score: 3 adder levels each
-    "dot": dict(kind="dot", len_q=2, len_k=2, dim=6, heads=1, in_bits=6, in_frac=3, qk_bits=7),
+    "dot": dict(kind="vanilla", len_q=2, len_k=2, dim=6, heads=1, in_bits=6, in_frac=3, qk_bits=7),
 }
 # E-ATT alignment at 1 level: the chain tree with mux leaves (unbalanced: the late terms wait in
 # delay registers), so the projection is cut too; the attention cases use the default datapath

@@ -15,7 +15,7 @@ from eatt.rtl_sim.lint import lint_rtl
 
 CORES = {
     "eatt": dict(kind="eatt", len_q=2, len_k=3, dim=4, heads=2),
-    "dot": dict(kind="dot", len_q=2, len_k=2, dim=6, heads=1, in_bits=6, in_frac=3, qk_bits=7),
+    "dot": dict(kind="vanilla", len_q=2, len_k=2, dim=6, heads=1, in_bits=6, in_frac=3, qk_bits=7),
 }
 CORE_CASES = [
     (kind, level, levels)

@@ -51,7 +51,7 @@ WIDE = dict(
 CORES = {
     f"{kind}-{name}": CoreConfig(kind=kind, **shape)
     for name, shape in (("default", DEFAULT), ("narrow", NARROW), ("wide", WIDE))
-    for kind in ("eatt", "dot")
+    for kind in ("eatt", "vanilla")
 }
 WINDOWS = {
     "eatt-none": dict(window_score="eatt", position="none", window_d=2),

@@ -181,7 +181,7 @@ L1Head:
 
 // -- dot-product alignment (for comparison): products ----------------------------------------------
 template <typename CONFIG_T>
-void attention_core_dot_alignment(
+void attention_core_vanilla_alignment(
     typename CONFIG_T::in_code_t x[CONFIG_T::len_q][CONFIG_T::dim],
     typename CONFIG_T::in_code_t y[CONFIG_T::len_k][CONFIG_T::dim],
     const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
@@ -428,7 +428,7 @@ void attention_core_eatt(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T:
 }
 
 template <class x_T, class y_T, class res_T, typename CONFIG_T>
-void attention_core_dot(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
+void attention_core_vanilla(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
                         res_T res[CONFIG_T::len_q * CONFIG_T::dim],
                         const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
                         const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
@@ -449,7 +449,7 @@ void attention_core_dot(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::
     #pragma HLS ARRAY_PARTITION variable=attn complete dim=0
     attention_core_codes<x_T, CONFIG_T, CONFIG_T::len_q>(x, xc);
     attention_core_codes<y_T, CONFIG_T, CONFIG_T::len_k>(y, yc);
-    attention_core_dot_alignment<CONFIG_T>(xc, yc, wq, wk, scores);
+    attention_core_vanilla_alignment<CONFIG_T>(xc, yc, wq, wk, scores);
     attention_core_values<CONFIG_T>(yc, wv, v);
     attention_core_softmax_values<CONFIG_T>(scores, v, exp_table, recip_table, attn);
     attention_core_output<res_T, CONFIG_T>(attn, wo, res);
