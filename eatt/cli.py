@@ -330,7 +330,12 @@ def cmd_evaluate(args) -> int:
         raise CommandError(f"{checkpoint}: no such checkpoint file")
     with step(f"decoding the {args.split} split with {args.checkpoint} (beam {args.beam})"):
         result = evaluate(
-            args.checkpoint, beam=args.beam, alpha=args.alpha, split=args.split, device=args.device
+            args.checkpoint,
+            beam=args.beam,
+            alpha=args.alpha,
+            split=args.split,
+            device=args.device,
+            hardware=args.hardware,
         )
     _emit(result, args.json, format_evaluation)
     return EXIT_OK
@@ -476,6 +481,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent")
     p.add_argument("--split", choices=["test", "dev", "train"], default="test")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    p.add_argument(
+        "--hardware",
+        action="store_true",
+        help="quantized models: also decode with the exported cores' shape (max_len, masks) "
+        "and with the QAT surrogate; report each BLEU and the hypotheses that differ",
+    )
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_evaluate)

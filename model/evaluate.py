@@ -31,6 +31,7 @@ import sacrebleu
 import torch
 from torch import Tensor
 
+from .config import QUANT_KINDS
 from .data import (
     BOS,
     EOS,
@@ -42,9 +43,9 @@ from .data import (
     load_data,
     make_batches,
 )
-from .energy import energy_pj, paper_counts
+from .energy import CORE_LEVELS, core_counts, energy_pj, paper_counts
 from .l0drop import L0Drop
-from .seq2seq import Seq2Seq, load_checkpoint
+from .seq2seq import Seq2Seq, load_checkpoint, set_arithmetic
 from .train import resolve_device
 from .windowed import WindowedAttention
 
@@ -338,9 +339,10 @@ def attention_energy(
     module is counted with :func:`eatt.model.energy.paper_counts` (Appendix A, which assumes
     l1 = l2): encoder self-attention at the source length, decoder self- and cross-attention at
     the target length. Summed over sentences and modules; ``percent_of_vanilla`` compares with
-    the same model with vanilla attention everywhere. Kinds without a formula (binary-dot,
-    linear-l1, and the fixed-point quant-eatt / quant-vanilla, whose costs the paper's float
-    table does not give) make the totals None.
+    the same model with vanilla attention everywhere. The fixed-point kinds (quant-eatt /
+    quant-vanilla) are counted as their hardware core computes (:func:`core_counts`: the
+    attention level includes W_O; no block level). Kinds without a formula (binary-dot,
+    linear-l1) make the totals None.
     """
     dim = model.cfg.dim
     totals = {"asic": 0.0, "fpga": 0.0}
@@ -349,18 +351,23 @@ def attention_energy(
     modeled = True
     for role, _, module in model.attention_modules():
         method = ENERGY_METHOD.get(module.kind)
+        hardware = QUANT_KINDS.get(module.kind) if level in CORE_LEVELS else None
         role_total = per_role.setdefault(role, {"asic": 0.0, "fpga": 0.0})
         for src_len, tgt_len in lengths:
             length = src_len if role == "enc_self" else tgt_len
             base = paper_counts("vanilla", level, length, dim)
+            if hardware is not None:
+                counts = core_counts(hardware, length, length, dim, model.cfg.heads, level)
+            elif method is not None:
+                counts = paper_counts(method, level, length, dim)
             for target in totals:
                 vanilla[target] += energy_pj(base, target=target)
-                if method is None:
+                if method is None and hardware is None:
                     continue
-                e = energy_pj(paper_counts(method, level, length, dim), target=target)
+                e = energy_pj(counts, target=target)
                 totals[target] += e
                 role_total[target] += e
-        modeled = modeled and method is not None
+        modeled = modeled and (method is not None or hardware is not None)
     result = {
         "level": level,
         "table": "paper",
@@ -387,6 +394,7 @@ def evaluate(
     limit: int = 0,
     model_overrides: dict | None = None,
     compact: bool = True,
+    hardware: bool = False,
 ) -> dict:
     """BLEU, binarization ratios and attention energy of a checkpoint on one split.
 
@@ -394,7 +402,11 @@ def evaluate(
     from its seed) unless ``data`` is given; ``limit`` > 0 keeps only the first pairs.
     ``model_overrides``: config keys without weights to change (e.g. ``flexible_tau``);
     ``compact=False`` decodes an L0Drop model on the gated full memory instead of Algorithm 1's
-    compacted one.
+    compacted one. ``hardware`` (a model with quantized kinds): decode the split again with
+    every quantized attention run as its exported core runs it (len_q = len_k = max_len, the
+    valid length and causal offset as mask inputs) and once with the training surrogate (float
+    softmax); ``result["hardware"]`` gives each one's BLEU and how many hypotheses differ from
+    the model's own (its eval computes the core's arithmetic: 0 expected).
     """
     if split not in ("train", "dev", "test"):
         raise ValueError(f"split must be train, dev or test, got {split!r}")
@@ -421,6 +433,28 @@ def evaluate(
     seconds = stats["decode_seconds"]
     hyps = [detokenize(tgt_vocab.decode(outputs[i]), kind) for i in range(len(pairs))]
     refs = [detokenize(t, kind) for _, t in pairs]
+    compared = None
+    if hardware:
+        if not any(k in QUANT_KINDS for k in model.cfg.kinds.values()):
+            raise ValueError(
+                f"{checkpoint}: --hardware needs a model with quantized attention (quant-eatt, "
+                "quant-vanilla); its kinds are " + ", ".join(sorted(set(model.cfg.kinds.values())))
+            )
+        compared = {}
+        for arithmetic in ("exported", "surrogate"):
+            set_arithmetic(model, arithmetic)
+            try:
+                other, other_stats = translate_with_stats(
+                    model, batches, beam=beam, alpha=alpha, device=dev
+                )
+            finally:
+                set_arithmetic(model, "hardware")
+            other_hyps = [detokenize(tgt_vocab.decode(other[i]), kind) for i in range(len(pairs))]
+            compared[arithmetic] = {
+                "bleu": bleu(other_hyps, refs)["bleu"],
+                "hypotheses_differ": sum(a != b for a, b in zip(hyps, other_hyps, strict=True)),
+                "decode_seconds": other_stats["decode_seconds"],
+            }
     result = {
         "checkpoint": str(checkpoint),
         "split": split,
@@ -444,6 +478,8 @@ def evaluate(
             for i in range(min(3, len(pairs)))
         ],
     }
+    if compared is not None:
+        result["hardware"] = compared
     return result
 
 
@@ -457,6 +493,12 @@ def format_evaluation(result: dict) -> str:
         "attention: " + ", ".join(f"{r}={k}" for r, k in result["attention"].items()),
         f"decoding {result['decode_seconds']:.2f} s",
     ]
+    names = {"exported": "the exported cores (max_len, masks)", "surrogate": "the QAT surrogate"}
+    for arithmetic, c in (result.get("hardware") or {}).items():
+        lines.append(
+            f"BLEU with {names[arithmetic]}: {c['bleu']:.2f}, {c['hypotheses_differ']} of "
+            f"{result['sentences']} hypotheses differ from the model's"
+        )
     if result.get("vision_span") is not None:
         lines.append(f"average vision span: {result['vision_span']:.2f} source positions per step")
     if result.get("sparsity_rate") is not None:

@@ -156,6 +156,11 @@ class RoleAttention(nn.Module):
         self.tau = float(tau)
         #: set by Seq2Seq.set_recorder: called with (name, binarized tensor, valid-row mask)
         self.recorder: Recorder | None = None
+        #: a quantized kind in eval: "hardware" (the core's integer arithmetic at this call's
+        #: lengths), "exported" (the same, as the exported core runs it: len_q = len_k =
+        #: max_len, inputs padded, the valid length and the offset as mask inputs) or
+        #: "surrogate" (the training pipeline: float softmax); Seq2Seq.set_arithmetic
+        self.arithmetic = "hardware"
         self.stat_name = ""
 
     def _split(self, t: Tensor) -> Tensor:
@@ -200,6 +205,11 @@ class RoleAttention(nn.Module):
         """
         if self.windowed:
             return self._windowed(x, memory, key_padding_mask, cache, counts)
+        if self.quantized and not self.training and counts is None:
+            if self.arithmetic != "surrogate":
+                return self._hardware(
+                    x, memory, key_padding_mask, causal, cache, query_padding_mask
+                )
         self_attention = memory is None
         batch, len_q, _ = x.shape
         core = self.core
@@ -258,6 +268,63 @@ class RoleAttention(nn.Module):
         out = out.transpose(1, 2).reshape(batch, len_q, self.dim)
         return core.output(out) if self.quantized else core.o_proj(out)
 
+    def _hardware(
+        self,
+        x: Tensor,
+        memory: Tensor | None,
+        key_padding_mask: Tensor | None,
+        causal: bool,
+        cache: dict | None,
+        query_padding_mask: Tensor | None,
+    ) -> Tensor:
+        """A quantized kind in eval: the hardware core's own integer arithmetic (the golden
+        model, exp and reciprocal tables, requantizing shifts), bit for bit what the exported
+        core computes, with its masks: the valid key length from ``key_padding_mask`` (padding
+        is a suffix) and, when ``causal``, the offset of the first query (incremental
+        decoding). The core's outputs do not depend on len_q / len_k beyond the masks, so it
+        runs at this call's lengths (docs/golden.md, "Lengths and masks")."""
+        from eatt.quant.modules import integer_forward  # Brevitas: as in __init__
+
+        core = self.core
+        self._select(x, "", query_padding_mask)  # the binarization statistics, as in training
+        if memory is not None:
+            self._select(memory, "key", key_padding_mask)
+        x_codes = core.input_codes(x)
+        if memory is not None and cache is not None and "codes" in cache:
+            y_codes = cache["codes"]  # cross-attention: the memory's codes, once
+        else:
+            y_codes = x_codes if memory is None else core.input_codes(memory)
+            if memory is None and cache is not None and "codes" in cache:
+                y_codes = torch.cat([cache["codes"], y_codes], dim=1)  # self: earlier steps
+            if cache is not None:
+                cache["codes"] = y_codes
+        batch, len_q, _ = x.shape
+        len_k = y_codes.shape[1]
+        masks = {}
+        if key_padding_mask is not None:
+            length = (~key_padding_mask).sum(1)
+            suffix = torch.arange(len_k, device=x.device)[None, :] >= length[:, None]
+            if not torch.equal(suffix, key_padding_mask) or bool((length == 0).any()):
+                raise ValueError(
+                    "key_padding_mask: the hardware core takes a valid length (padding at the "
+                    "end, at least one key)"
+                )
+            masks["length"] = length.cpu()
+        if causal:
+            masks["offset"] = torch.full((batch,), len_k - len_q, dtype=torch.int64)
+        if self.arithmetic == "exported":  # the exported core's shape: pad, mask the rest
+            cfg = core.cfg.replace(key_padding=True, causal=True)
+            masks.setdefault("length", torch.full((batch,), len_k, dtype=torch.int64))
+            masks.setdefault("offset", torch.full((batch,), cfg.len_k - 1, dtype=torch.int64))
+            x_codes = nn.functional.pad(x_codes, (0, 0, 0, cfg.len_q - len_q))
+            y_codes = nn.functional.pad(y_codes, (0, 0, 0, cfg.len_k - len_k))
+        else:
+            cfg = core.cfg.replace(
+                len_q=len_q, len_k=len_k, key_padding="length" in masks, causal=causal
+            )
+        codes = integer_forward(cfg, core.weight_codes(), x_codes, y_codes, masks)[:, :len_q]
+        return (codes.to(torch.float64) * core.formats.out_lsb).to(x.device, x.dtype)
+
     def _project(self, which: str, t: Tensor) -> Tensor:
         """Q or K projection (quantized kinds: requantized to the core's Q/K format)."""
         if self.quantized:
@@ -288,6 +355,19 @@ class RoleAttention(nn.Module):
             context, _ = self.core.attend_all(x, state)
         self.last_state = state
         return self.o_proj(context)
+
+
+#: how a quantized kind computes in eval (RoleAttention.arithmetic)
+ARITHMETICS = ("hardware", "exported", "surrogate")
+
+
+def set_arithmetic(model: nn.Module, arithmetic: str) -> None:
+    """Set RoleAttention.arithmetic on every attention module of ``model`` (any architecture)."""
+    if arithmetic not in ARITHMETICS:
+        raise ValueError(f"arithmetic: must be one of {', '.join(ARITHMETICS)}, got {arithmetic!r}")
+    for module in model.modules():
+        if isinstance(module, RoleAttention):
+            module.arithmetic = arithmetic
 
 
 # -- layers --------------------------------------------------------------------------------------
@@ -452,6 +532,11 @@ class Seq2Seq(nn.Module):
         for i, layer in enumerate(self.decoder):
             out += [("dec_self", i, layer.self_attn), ("cross", i, layer.cross_attn)]
         return out
+
+    def set_arithmetic(self, arithmetic: str) -> None:
+        """How the quantized kinds compute in eval (RoleAttention.arithmetic): "hardware",
+        "exported" or "surrogate"."""
+        set_arithmetic(self, arithmetic)
 
     def set_recorder(self, recorder: Recorder | None) -> None:
         """Send every binarized Q/K input to ``recorder(name, bits, padding)`` (None = stop)."""

@@ -74,16 +74,17 @@ def test_quant_core_config_follows_the_model():
 
 # -- the seq2seq attention is the core's pipeline --------------------------------------------------
 @pytest.mark.parametrize("kind", sorted(QUANT_KINDS))
-def test_role_attention_runs_the_cores_surrogate_and_stays_near_the_hardware(kind):
+def test_role_attention_trains_on_the_surrogate_and_evaluates_on_the_hardware(kind):
     torch.manual_seed(2)
     cfg = _cfg(kind, max_len=6)
     role = RoleAttention(kind, cfg.dim, cfg.heads, cfg.tau, cfg.max_len, cfg=cfg).eval()
     core = role.core
     x, y = torch.randn(5, 6, cfg.dim) * 1.5, torch.randn(5, 6, cfg.dim) * 1.5
     with torch.no_grad():
-        got = role(x, memory=y)
-        surrogate = core.surrogate(core.input_quant(x), core.input_quant(y))
         hardware = core(x, y)  # the golden model's integer arithmetic, exp/reciprocal tables
+        assert torch.equal(role(x, memory=y), hardware)  # eval: the hardware, exactly
+        got = role.train()(x, memory=y)  # training: the surrogate pipeline
+        surrogate = core.surrogate(core.input_quant(x), core.input_quant(y))
     torch.testing.assert_close(got, surrogate, rtol=0, atol=1e-5)
     # what differs is only the tables' softmax: measured at most 1 output step, mean ~0.1
     step = core.formats.out_lsb
@@ -153,3 +154,77 @@ def test_a_float_model_loads_into_its_quantized_twin_and_gates_may_be_new(tmp_pa
     wider = Seq2Seq(_cfg("eatt", ffn_dim=48), len(vocab), len(vocab))
     with pytest.raises(ValueError, match="init_checkpoint does not fit"):
         _load_weights(wider, str(path))
+
+
+# -- eval is the hardware's arithmetic (issue 18, item 2) ------------------------------------------
+def _hardware_calls(monkeypatch):
+    """Record every quantized attention call in eval: (role, inputs, output)."""
+    calls = []
+    original = RoleAttention._hardware
+
+    def spy(self, x, memory, key_padding_mask, causal, cache, query_padding_mask):
+        out = original(self, x, memory, key_padding_mask, causal, cache, query_padding_mask)
+        if cache is not None:  # the keys' codes as this call saw them (the cache grows later)
+            y_codes = cache["codes"].clone()
+        else:
+            y_codes = self.core.input_codes(x if memory is None else memory)
+        calls.append((self, x, y_codes, key_padding_mask, causal, out))
+        return out
+
+    monkeypatch.setattr(RoleAttention, "_hardware", spy)
+    return calls
+
+
+def _golden_at_max_len(role, x, y_codes, key_padding_mask, causal):
+    """The exported core (len_q = len_k = max_len) with key_padding and causal on: inputs
+    padded with zeros to max_len, the valid length and the offset as its mask inputs."""
+    import numpy as np
+
+    from eatt.quant.golden import CoreWeights, GoldenCore
+
+    core = role.core
+    cfg = core.cfg.replace(key_padding=True, causal=True)
+    n, len_q, _ = x.shape
+    len_k = y_codes.shape[1]
+    xp = np.zeros((n, cfg.len_q, cfg.dim), dtype=np.int64)
+    yp = np.zeros((n, cfg.len_k, cfg.dim), dtype=np.int64)
+    xp[:, :len_q] = core.input_codes(x).numpy()
+    yp[:, :len_k] = y_codes.numpy()
+    length = np.full(n, len_k) if key_padding_mask is None else (~key_padding_mask).sum(1).numpy()
+    offset = np.full(n, len_k - len_q if causal else cfg.len_k - 1)
+    w = CoreWeights(**{k: v.numpy() for k, v in core.weight_codes().items()})
+    out = GoldenCore(cfg, w).forward(xp, yp, masks={"length": length, "offset": offset})
+    return out[:, :len_q]
+
+
+@pytest.mark.parametrize("kind", sorted(QUANT_KINDS))
+def test_eval_attention_is_the_exported_core_on_real_padded_batches(kind, monkeypatch):
+    """Every quantized attention call in eval (encoder self, decoder self causal, cross; a
+    teacher-forced batch and greedy decoding with a cache) equals the golden model of the
+    max_len core with its masks, bit for bit, on padded sentences of the bundled task."""
+    import numpy as np
+
+    from eatt.model.data import TaskConfig, _pad, encode_pairs, synthetic_task
+    from eatt.model.evaluate import greedy_decode
+
+    data = synthetic_task(TaskConfig(n_train=200, n_dev=10, n_test=10, min_len=5, max_len=12))
+    pairs = encode_pairs(data.test[:6], data.src_vocab, data.tgt_vocab)
+    src = _pad([s for s, _ in pairs])
+    tgt_in = _pad([[1] + t for _, t in pairs])  # <bos> y
+    assert src.eq(0).any(), "the batch is padded"
+    torch.manual_seed(5)
+    cfg = _cfg(kind, max_len=30, tau=0.5)
+    model = Seq2Seq(cfg, len(data.src_vocab), len(data.tgt_vocab)).eval()
+    calls = _hardware_calls(monkeypatch)
+    with torch.no_grad():
+        model(src, tgt_in)
+        greedy_decode(model, src, max_len=6)
+    roles = {id(c[0]) for c in calls}
+    assert len(roles) == 3 and len(calls) > 6  # enc self, dec self, cross; many steps
+    compared = 0
+    for role, x, y_codes, kpm, causal, out in calls:
+        expect = _golden_at_max_len(role, x, y_codes, kpm, causal)
+        codes = torch.round(out.double() / role.core.formats.out_lsb).to(torch.int64).numpy()
+        np.testing.assert_array_equal(codes, expect)
+        compared += codes.size
+    assert compared > 1000

@@ -19,7 +19,8 @@ import pytest
 TINY = "kind: eatt\nlen_q: 2\nlen_k: 3\ndim: 4\nheads: 1\n"
 TINY_WINDOW = "kind: window\nlen_q: 1\nlen_k: 6\ndim: 4\nheads: 1\nwindow_d: 1\n"
 TINY_RUN = (
-    "model: {dim: 16, heads: 2, ffn_dim: 32, enc_layers: 1, dec_layers: 1, attention: eatt}\n"
+    "model: {dim: 16, heads: 2, ffn_dim: 32, enc_layers: 1, dec_layers: 1, attention: eatt,\n"
+    "        cross: quant-eatt}\n"
     "train: {steps: 4, max_tokens: 256, eval_every: 4, progress: false}\n"
     "data: {n_train: 40, n_dev: 8, n_test: 8}\n"
 )
@@ -195,6 +196,16 @@ def test_train(work, checkpoint):
 def test_evaluate(checkpoint):
     r = both_modes(["evaluate", str(checkpoint), "--beam", "2", "--split", "dev"], "BLEU")
     assert "bleu" in r
+
+
+def test_evaluate_hardware(checkpoint):
+    """The quantized cross-attention decoded as the exported core runs it: same hypotheses."""
+    r = both_modes(
+        ["evaluate", str(checkpoint), "--beam", "2", "--split", "dev", "--hardware"],
+        "hypotheses differ",
+    )
+    assert r["hardware"]["exported"]["hypotheses_differ"] == 0
+    assert r["hardware"]["exported"]["bleu"] == r["bleu"]
 
 
 def test_experiment_quick(work):

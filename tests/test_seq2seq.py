@@ -193,6 +193,20 @@ def test_binarization_ratios_and_energy():
     assert vanilla["percent_of_vanilla"] == {"asic": 100.0, "fpga": 100.0}
     assert 30.0 < eatt["percent_of_vanilla"]["asic"] < 60.0
     assert attention_energy(_model("linear-l1"), lengths)["energy_pj"] is None
+    # the fixed-point kinds: the hardware core's own counts (core_counts, W_O included)
+    from eatt.model.energy import core_counts, energy_pj
+
+    quant = attention_energy(_model("quant-eatt"), lengths)
+    m = _model("quant-eatt")
+    per_sentence = [
+        energy_pj(core_counts("eatt", n, n, m.cfg.dim, m.cfg.heads, "attention"))
+        for _, n in lengths  # dec_self and cross at the target length, enc_self at the source
+    ]
+    assert quant["energy_pj"]["asic"] > 0 and quant["per_role_pj"]["cross"][
+        "asic"
+    ] == pytest.approx(len(m.decoder) * sum(per_sentence))
+    assert quant["percent_of_vanilla"]["asic"] < 100.0
+    assert attention_energy(m, lengths, level="block")["energy_pj"] is None  # no block level
 
 
 def test_checkpoint_round_trip(tmp_path):

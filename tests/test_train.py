@@ -231,3 +231,19 @@ def test_threads_are_set_for_training_and_restored(tmp_path, monkeypatch):
     before = torch.get_num_threads()
     train(TINY_MODEL, _train_cfg(steps=1, eval_every=0, threads=2), tmp_path)
     assert seen == [2] and torch.get_num_threads() == before
+
+
+def test_evaluate_with_hardware_arithmetic(tmp_path):
+    """A quantized model's eval is its cores' integer arithmetic: decoding as the exported
+    cores run it (max_len, masks) gives the same hypotheses; the surrogate's BLEU is reported
+    beside it; a float model has nothing to compare."""
+    summary = train(TINY_MODEL.replace(attention="quant-eatt"), _train_cfg(), tmp_path)
+    result = evaluate(summary["checkpoint"], beam=2, device="cpu", hardware=True)
+    hw = result["hardware"]
+    assert hw["exported"]["hypotheses_differ"] == 0 and hw["exported"]["bleu"] == result["bleu"]
+    assert 0 <= hw["surrogate"]["hypotheses_differ"] <= result["sentences"]
+    assert "hypotheses differ from the model's" in format_evaluation(result)
+    assert result["energy"]["energy_pj"] is not None  # the cores' own counts
+    float_run = train(TINY_MODEL.replace(attention="eatt"), _train_cfg(), tmp_path / "float")
+    with pytest.raises(ValueError, match="--hardware needs a model with quantized attention"):
+        evaluate(float_run["checkpoint"], beam=1, device="cpu", hardware=True)

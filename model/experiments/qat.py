@@ -40,6 +40,12 @@ def _attention_weights(checkpoint: str) -> list[torch.Tensor]:
     ]
 
 
+def _hw(row: dict, arithmetic: str, key: str, fmt: str) -> str:
+    """A --hardware number of a quantized row ("-" for a float row or an older report)."""
+    value = (row.get("hardware") or {}).get(arithmetic, {}).get(key)
+    return "-" if value is None else format(value, fmt)
+
+
 class Qat(StagedExperiment):
     name = "qat"
 
@@ -70,11 +76,13 @@ class Qat(StagedExperiment):
             ptq = _quantized_copy(trained, cfg, folder / "runs" / f"ptq_w{bits}" / "model.pt")
             _log(f"[{folder.name}] quant-eatt w{bits} before fine-tuning (frac {frac})", quiet)
             label = f"quant-eatt w{bits}"
-            result = _eval(ptq, data, "test", beam)
+            result = _eval(ptq, data, "test", beam, hardware=True)
             rows.append(
                 _row(f"{label}, PTQ", result, bits=bits, weight_frac=frac, steps=train_cfg.steps)
             )
-            _, result = _train_and_eval(label, cfg, fine_cfg, data, folder, beam, quiet)
+            _, result = _train_and_eval(
+                label, cfg, fine_cfg, data, folder, beam, quiet, hardware=True
+            )
             rows.append(_row(f"{label}, QAT", result, bits=bits, weight_frac=frac, steps=total))
         w8 = next(r for r in rows if r["bits"] == 8 and r["label"].endswith("QAT"))
         target = {
@@ -101,10 +109,22 @@ class Qat(StagedExperiment):
             f"qat{quick}: test BLEU (beam {report['beam']}) of float E-ATT and quantized E-ATT "
             "(quant-eatt: binarized inputs, weights <bits, frac>); QAT rows are fine-tuned "
             f"from the float model for {report['fine_tune_steps']} steps, PTQ rows are the "
-            "float weights rounded to the grid",
+            "float weights rounded to the grid. A quantized model's BLEU is its cores' integer "
+            "arithmetic (tables, shifts; eval computes what the exported core computes: "
+            "'differ' counts the hypotheses that change when every attention runs as the "
+            "exported core, len max_len with masks); the surrogate column decodes with the "
+            "QAT surrogate (float softmax) instead",
             "",
             *_markdown_table(
-                ["model", "weight bits", "weight frac", "training steps", "BLEU"],
+                [
+                    "model",
+                    "weight bits",
+                    "weight frac",
+                    "training steps",
+                    "BLEU",
+                    "differ",
+                    "BLEU, surrogate",
+                ],
                 [
                     [
                         r["label"],
@@ -112,6 +132,8 @@ class Qat(StagedExperiment):
                         _num(r["weight_frac"], "d"),
                         str(r["steps"]),
                         _num(r["bleu"]),
+                        _hw(r, "exported", "hypotheses_differ", "d"),
+                        _hw(r, "surrogate", "bleu", ".2f"),
                     ]
                     for r in report["rows"]
                 ],

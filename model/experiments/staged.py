@@ -75,8 +75,9 @@ def _train_and_eval(
     folder: Path,
     beam: int,
     quiet: bool,
+    **eval_kw,
 ) -> tuple[dict, dict]:
-    """(training summary, test evaluation) of one model."""
+    """(training summary, test evaluation) of one model (``eval_kw``: more evaluate options)."""
     _log(f"[{folder.name}] {label}", quiet)
     summary = train(
         model_cfg,
@@ -84,13 +85,13 @@ def _train_and_eval(
         folder / "runs" / label.replace(" ", "_"),
         data=data,
     )
-    return summary, _eval(summary["checkpoint"], data, "test", beam)
+    return summary, _eval(summary["checkpoint"], data, "test", beam, **eval_kw)
 
 
 def _eval(checkpoint: str, data, split: str, beam: int, **kw) -> dict:
     result = evaluate(checkpoint, beam=beam, alpha=0.6, split=split, data=data, **kw)
-    keep = ("bleu", "exact_match", "vision_span", "sparsity_rate", "decode_seconds")
-    return {k: result[k] for k in keep}
+    keep = ("bleu", "exact_match", "vision_span", "sparsity_rate", "decode_seconds", "hardware")
+    return {k: result[k] for k in keep if k in result}
 
 
 def _row(label: str, result: dict, **extra) -> dict:
