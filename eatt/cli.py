@@ -102,16 +102,37 @@ def cmd_export(args) -> int:
         raise CommandError(
             f"export needs qonnx/onnx ({err}); nothing was written", EXIT_TOOL_MISSING
         ) from None
+    if (args.layer or args.list_layers) and not args.checkpoint:
+        flag = "--layer" if args.layer else "--list-layers"
+        raise CommandError(f"{flag}: give the model's CHECKPOINT (best.pt of `eatt train`)")
+    if args.list_layers:
+        return _list_layers(args)
+    if not args.output:
+        raise CommandError("-o/--output: give the FILE.onnx to write")
+    source = None
     if args.checkpoint:
         if args.config:
             raise CommandError("give either --config or a CHECKPOINT, not both")
         try:
+            from eatt.model import layers  # torch
             from eatt.quant.modules import checkpoint_core  # Brevitas, torch
         except ImportError as err:
             raise CommandError(
                 f"checkpoints need brevitas ({err}); nothing was written", EXIT_TOOL_MISSING
             ) from None
-        cfg, weights = checkpoint_core(args.checkpoint)
+        _check_checkpoint_path(args.checkpoint)
+        if layers.is_model_checkpoint(args.checkpoint):
+            if not args.layer:
+                raise CommandError(
+                    f"{args.checkpoint}: a model of `eatt train`: give --layer NAME "
+                    "(--list-layers prints them)"
+                )
+            cfg, weights = layers.checkpoint_layer_core(args.checkpoint, args.layer)
+            source = {"checkpoint": str(Path(args.checkpoint).resolve()), "layer": args.layer}
+        elif args.layer:
+            raise CommandError(f"--layer: {args.checkpoint} is one core, not a model")
+        else:
+            cfg, weights = checkpoint_core(args.checkpoint)
     else:
         cfg, weights = _load_core(args)
     if args.check is not None and args.check < 1:
@@ -119,7 +140,7 @@ def cmd_export(args) -> int:
     if args.check:
         check_vectors(cfg, args.check, "--check")
     check_output_file(args.output)
-    result = export.export_core(cfg, weights, args.output)
+    result = export.export_core(cfg, weights, args.output, source)
     ok = True
     if args.check:
         with step(f"qonnx execution of {args.output} ({args.check} vectors)"):
@@ -128,12 +149,43 @@ def cmd_export(args) -> int:
 
     def text(r: dict) -> str:
         lines = [f"exported {r['config']['kind']} core to {r['path']} ({r['bytes']} bytes)"]
+        if "source" in r:
+            lines.append(f"  layer {r['source']['layer']} of {r['source']['checkpoint']}")
         if "check" in r:
             lines.append(export.format_check(r["check"]))
         return "\n".join(lines)
 
     _emit(result, args.json, text)
     return EXIT_OK if ok else EXIT_CHECK_FAILED
+
+
+def _check_checkpoint_path(path: str) -> None:
+    p = Path(path)
+    if p.is_dir():
+        raise CommandError(f"{p}: is a folder; give its best.pt or last.pt")
+    if not p.is_file():
+        raise CommandError(f"{p}: no such checkpoint file")
+
+
+def _list_layers(args) -> int:
+    from eatt.model import layers  # torch
+
+    _check_checkpoint_path(args.checkpoint)
+    if not layers.is_model_checkpoint(args.checkpoint):
+        raise CommandError(f"{args.checkpoint}: not a model of `eatt train` (no layers to list)")
+    found = [layer.to_dict() for layer in layers.checkpoint_layers(args.checkpoint)]
+    result = {"checkpoint": args.checkpoint, "layers": found}
+
+    def text(r: dict) -> str:
+        return "\n".join(
+            f"{x['name']:<20} {x['kind']:<14} "
+            + ("hardware core: eatt export CHECKPOINT --layer " + x["name"] if x["hardware"]
+               else "float (no hardware core)")
+            for x in r["layers"]
+        )  # fmt: skip
+
+    _emit(result, args.json, text)
+    return EXIT_OK
 
 
 # -- eatt hls -------------------------------------------------------------------------------------
@@ -409,9 +461,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="write the core as a QONNX file (qonnx executes it)")
     _add_core_args(p)
-    p.add_argument("checkpoint", nargs="?", metavar="CHECKPOINT", help="a quantized core (.pt)")
-    p.add_argument("-o", "--output", required=True, metavar="FILE.onnx", help="output file")
+    p.add_argument(
+        "checkpoint",
+        nargs="?",
+        metavar="CHECKPOINT",
+        help="a quantized core (.pt), or a model of `eatt train` with --layer",
+    )
+    p.add_argument("-o", "--output", metavar="FILE.onnx", help="output file")
     p.add_argument("--check", type=int, metavar="N", help="execute with qonnx on N vectors")
+    p.add_argument(
+        "--layer",
+        metavar="NAME",
+        help="the model's attention layer to export (encoder.0.self, decoder.1.cross, ...)",
+    )
+    p.add_argument(
+        "--list-layers", action="store_true", help="print the model's attention layers and stop"
+    )
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("hls", help="hls4ml project of the core, C simulation vs golden")

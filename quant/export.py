@@ -25,6 +25,7 @@ Kind window (the windowed cross-attention unit, eatt.quant.window; docs/export.m
 from __future__ import annotations
 
 import copy
+import json
 import os
 import time
 from collections.abc import Mapping
@@ -208,8 +209,13 @@ def window_input_datatypes(cfg: CoreConfig) -> dict[str, str]:
     return {name: types[name] for name in window_input_names(cfg) if name != "X"}
 
 
-def build_model(cfg: CoreConfig, weights: CoreWeights | Mapping[str, Any]) -> onnx.ModelProto:
-    """The QONNX model of one core (validated, shapes and qonnx datatypes annotated)."""
+def build_model(
+    cfg: CoreConfig, weights: CoreWeights | Mapping[str, Any], source: dict | None = None
+) -> onnx.ModelProto:
+    """The QONNX model of one core (validated, shapes and qonnx datatypes annotated).
+
+    ``source`` (JSON-ready, e.g. {"checkpoint": ..., "layer": ...}) is kept in the model
+    property ``eatt.source`` (:func:`core_source` reads it back)."""
     w = validate_exportable(cfg, weights)
     inputs: list = []
     inits: list = []
@@ -226,7 +232,10 @@ def build_model(cfg: CoreConfig, weights: CoreWeights | Mapping[str, Any]) -> on
             helper.make_opsetid(DOMAIN, 1),
         ],
     )
-    helper.set_model_props(model, {"eatt.format_version": str(FORMAT_VERSION)})
+    props = {"eatt.format_version": str(FORMAT_VERSION)}
+    if source is not None:
+        props["eatt.source"] = json.dumps(source, sort_keys=True)
+    helper.set_model_props(model, props)
     wrapped = ModelWrapper(model)
     for name, dtype in datatypes.items():
         wrapped.set_tensor_datatype(name, DataType[dtype])
@@ -296,14 +305,17 @@ def window_output_frac(cfg: CoreConfig) -> int:
 
 
 def export_core(
-    cfg: CoreConfig, weights: CoreWeights | Mapping[str, Any], path: str | os.PathLike
+    cfg: CoreConfig,
+    weights: CoreWeights | Mapping[str, Any],
+    path: str | os.PathLike,
+    source: dict | None = None,
 ) -> dict:
     """Write the core's QONNX file to path (temp file + rename: never half a file).
 
     Validates first (ValueError naming the setting, nothing written) and reads the written file
     back with load_core before it replaces path. Returns a summary dict.
     """
-    model = build_model(cfg, weights)
+    model = build_model(cfg, weights, source)
     path = Path(path)
 
     def write(tmp: str) -> None:
@@ -323,7 +335,21 @@ def export_core(
         "inputs": {i.name: _shape(i) for i in model.graph.input},
         "outputs": {o.name: _shape(o) for o in model.graph.output},
         "output_frac": out_frac,
+        **({"source": source} if source is not None else {}),
     }
+
+
+def core_source(path: str | os.PathLike | onnx.ModelProto) -> dict | None:
+    """Where a file's core came from (``eatt export CHECKPOINT --layer NAME`` records the
+    checkpoint and the layer), or None."""
+    model, _ = _read_model(path)
+    for prop in model.metadata_props:
+        if prop.key == "eatt.source":
+            try:
+                return json.loads(prop.value)
+            except ValueError:
+                return None
+    return None
 
 
 def _shape(value_info: onnx.ValueInfoProto) -> list[int]:

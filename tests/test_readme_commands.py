@@ -198,6 +198,17 @@ def test_evaluate(checkpoint):
     assert "bleu" in r
 
 
+def test_export_layers_of_a_model(work, checkpoint):
+    r = both_modes(["export", str(checkpoint), "--list-layers"], "decoder.0.cross")
+    assert [x["name"] for x in r["layers"] if x["hardware"]] == ["decoder.0.cross"]
+    out = work / "layer.onnx"
+    r = both_modes(
+        ["export", str(checkpoint), "--layer", "decoder.0.cross", "-o", str(out), "--check", "40"],
+        "layer decoder.0.cross of",
+    )
+    assert r["source"]["layer"] == "decoder.0.cross" and r["check"]["ok"]
+
+
 def test_evaluate_hardware(checkpoint):
     """The quantized cross-attention decoded as the exported core runs it: same hypotheses."""
     r = both_modes(

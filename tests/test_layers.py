@@ -1,0 +1,137 @@
+"""Taking a trained model's attention layer out as a hardware core (issue 18, item 3).
+
+`eatt export CHECKPOINT --list-layers` names every attention sub-layer; `--layer NAME` writes
+the quantized layer's core (the model's formats, len max_len, key_padding, causal for the
+decoder's self-attention) as a QONNX file that records where it came from. The file computes
+what the layer computes inside the model: the layer's inputs in a padded batch, padded to
+max_len and fed with their valid length and offset, give the model's outputs bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from eatt.model.config import ModelConfig
+from eatt.model.data import Vocab
+from eatt.model.layers import checkpoint_layer_core, checkpoint_layers, layer_core, layers
+from eatt.model.seq2seq import RoleAttention, Seq2Seq, save_checkpoint
+from eatt.quant.export import check_export, core_source, execute_core, export_core
+
+CFG = ModelConfig(
+    dim=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=1, dropout=0.0, max_len=10,
+    attention="quant-eatt", dec_self="quant-vanilla", cross="quant-eatt", enc_self="eatt", tau=0.5,
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    torch.manual_seed(3)
+    vocab = Vocab([f"w{i}" for i in range(12)])
+    model = Seq2Seq(CFG, len(vocab), len(vocab))
+    path = tmp_path_factory.mktemp("model") / "best.pt"
+    save_checkpoint(path, model, vocab, vocab)
+    return path
+
+
+def test_list_layers(checkpoint):
+    found = checkpoint_layers(checkpoint)
+    assert [(x.name, x.kind, x.hardware) for x in found] == [
+        ("encoder.0.self", "eatt", False),
+        ("decoder.0.self", "quant-vanilla", True),
+        ("decoder.0.cross", "quant-eatt", True),
+    ]
+
+
+def test_a_float_layer_or_a_wrong_name_is_one_line(checkpoint):
+    with pytest.raises(ValueError, match=r"encoder.0.self is eatt \(float\)"):
+        checkpoint_layer_core(checkpoint, "encoder.0.self")
+    with pytest.raises(
+        ValueError, match="no layer 'decoder.3.cross'; the model has encoder.0.self"
+    ):
+        checkpoint_layer_core(checkpoint, "decoder.3.cross")
+
+
+@pytest.mark.parametrize("name", ["decoder.0.self", "decoder.0.cross"])
+def test_the_exported_layer_computes_what_the_model_computes(checkpoint, tmp_path, name):
+    from eatt.model.seq2seq import load_checkpoint
+
+    model, *_ = load_checkpoint(checkpoint)
+    cfg, weights = layer_core(model, name)
+    assert cfg.key_padding and cfg.causal == name.endswith(".self")
+    assert (cfg.len_q, cfg.len_k, cfg.qk_bits) == (CFG.max_len, CFG.max_len, CFG.quant_acc_bits)
+    path = tmp_path / "layer.onnx"
+    report = export_core(cfg, weights, path, {"checkpoint": str(checkpoint), "layer": name})
+    assert core_source(path) == {"checkpoint": str(checkpoint), "layer": name}
+    assert report["source"]["layer"] == name
+    assert check_export(path, vectors=40, seed=2)["mismatches"] == 0
+
+    # the layer's calls in a padded teacher-forced batch, through the file
+    (layer,) = [x for x in layers(model) if x.name == name]
+    module = dict(((r, i), m) for r, i, m in model.attention_modules())[(layer.role, layer.index)]
+    calls = []
+    original = RoleAttention._hardware
+
+    def spy(self, x, memory, kpm, causal, cache, qpm):
+        out = original(self, x, memory, kpm, causal, cache, qpm)
+        if self is module:
+            calls.append((x, memory, kpm, causal, out))
+        return out
+
+    RoleAttention._hardware = spy
+    try:
+        src = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
+        tgt = torch.tensor([[1, 5, 6, 7], [1, 8, 0, 0]])
+        with torch.no_grad():
+            model(src, tgt)
+    finally:
+        RoleAttention._hardware = original
+    ((x, memory, kpm, causal, out),) = calls
+    core = module.core
+    n, len_q, _ = x.shape
+    y = x if memory is None else memory
+    len_k = y.shape[1]
+    xp = np.zeros((n, cfg.len_q, cfg.dim), dtype=np.int64)
+    yp = np.zeros((n, cfg.len_k, cfg.dim), dtype=np.int64)
+    xp[:, :len_q] = core.input_codes(x).numpy()
+    yp[:, :len_k] = core.input_codes(y).numpy()
+    length = np.full(n, len_k) if kpm is None else (~kpm).sum(1).numpy()
+    masks = {"length": length}
+    if cfg.causal:
+        masks["offset"] = np.full(n, len_k - len_q)
+    got = execute_core(path, xp, yp, masks)[:, :len_q]
+    expect = torch.round(out.double() / core.formats.out_lsb).to(torch.int64).numpy()
+    np.testing.assert_array_equal(got, expect)
+
+
+def _eatt(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "eatt.cli", *args], capture_output=True, text=True, timeout=600
+    )
+
+
+def test_cli_list_and_export_a_layer(checkpoint, tmp_path):
+    r = _eatt("export", str(checkpoint), "--list-layers")
+    assert r.returncode == 0 and "decoder.0.cross" in r.stdout and "float" in r.stdout, r.stderr
+    r = _eatt("export", str(checkpoint), "--list-layers", "--json")
+    assert [x["name"] for x in json.loads(r.stdout)["layers"]][-1] == "decoder.0.cross"
+    out = tmp_path / "cross.onnx"
+    r = _eatt("export", str(checkpoint), "--layer", "decoder.0.cross", "-o", str(out), "--check",
+              "30", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["source"]["layer"] == "decoder.0.cross" and result["check"]["mismatches"] == 0
+    for args, message in [
+        ([str(checkpoint), "-o", str(tmp_path / "a.onnx")], "give --layer NAME"),
+        ([str(checkpoint), "--layer", "encoder.0.self", "-o", str(tmp_path / "b.onnx")], "float"),
+        (["--layer", "decoder.0.cross", "-o", str(tmp_path / "c.onnx")], "give the model's"),
+        ([str(checkpoint)], "-o/--output"),
+    ]:
+        r = _eatt("export", *args)
+        assert r.returncode == 2 and message in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert not (tmp_path / "a.onnx").exists() and not (tmp_path / "b.onnx").exists()
