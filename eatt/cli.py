@@ -137,6 +137,8 @@ def cmd_export(args) -> int:
         cfg, weights = _load_core(args)
     if args.check is not None and args.check < 1:
         raise CommandError(f"--check: must be >= 1, got {args.check}")
+    if args.inputs and not args.check:
+        raise CommandError("--inputs: give --check N too (N captured vectors are checked)")
     if args.check:
         check_vectors(cfg, args.check, "--check")
     check_output_file(args.output)
@@ -144,7 +146,9 @@ def cmd_export(args) -> int:
     ok = True
     if args.check:
         with step(f"qonnx execution of {args.output} ({args.check} vectors)"):
-            result["check"] = export.check_export(args.output, vectors=args.check, seed=args.seed)
+            result["check"] = export.check_export(
+                args.output, vectors=args.check, seed=args.seed, inputs=args.inputs
+            )
         ok = result["check"]["ok"]
 
     def text(r: dict) -> str:
@@ -153,6 +157,41 @@ def cmd_export(args) -> int:
             lines.append(f"  layer {r['source']['layer']} of {r['source']['checkpoint']}")
         if "check" in r:
             lines.append(export.format_check(r["check"]))
+        return "\n".join(lines)
+
+    _emit(result, args.json, text)
+    return EXIT_OK if ok else EXIT_CHECK_FAILED
+
+
+def cmd_capture(args) -> int:
+    from eatt.model import layers  # torch
+
+    if not 1 <= args.max <= 10**7:
+        raise CommandError(f"--max: must be in [1, 10000000], got {args.max}")
+    if not 1 <= args.beam <= 256:
+        raise CommandError(f"--beam: must be in [1, 256], got {args.beam}")
+    _check_checkpoint_path(args.checkpoint)
+    if not layers.is_model_checkpoint(args.checkpoint):
+        raise CommandError(f"{args.checkpoint}: not a model of `eatt train`")
+    check_output_file(args.output)
+    with step(f"decoding the {args.split} split, capturing {args.layer}"):
+        capture = layers.capture_layer(
+            args.checkpoint, args.layer, args.split, args.max, beam=args.beam
+        )
+    layers.save_capture(capture, args.output)
+    result = {**capture["report"], "path": args.output}
+    result.pop("config")
+    ok = result["golden_vs_model"]["mismatches"] == 0
+
+    def text(r: dict) -> str:
+        g = r["golden_vs_model"]
+        lines = [
+            f"captured {r['vectors']} vectors of {r['layer']} ({r['split']} split, beam "
+            f"{r['beam']}) to {r['path']}; valid key lengths {r['lengths'][0]}-{r['lengths'][-1]}",
+            f"golden model of the exported core vs the model: {g['mismatches']} mismatching",
+        ]
+        if g["first_mismatch"]:
+            lines.append("  " + g["first_mismatch"])
         return "\n".join(lines)
 
     _emit(result, args.json, text)
@@ -477,7 +516,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--list-layers", action="store_true", help="print the model's attention layers and stop"
     )
+    p.add_argument(
+        "--inputs", metavar="ACTS.npz", help="--check on these captured vectors (eatt capture)"
+    )
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("capture", help="record a trained layer's real inputs while it decodes")
+    p.add_argument("checkpoint", metavar="CHECKPOINT", help="best.pt / last.pt of `eatt train`")
+    p.add_argument("--layer", required=True, metavar="NAME", help="the quantized layer")
+    p.add_argument("--split", choices=["test", "dev", "train"], default="test")
+    p.add_argument("--max", type=int, default=1000, metavar="N", help="at most N vectors")
+    p.add_argument("--beam", type=int, default=1, help="beam size of the decoding (1 = greedy)")
+    p.add_argument("-o", "--output", required=True, metavar="ACTS.npz", help="output file")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.set_defaults(func=cmd_capture)
 
     p = sub.add_parser("hls", help="hls4ml project of the core, C simulation vs golden")
     _add_core_args(p)

@@ -383,6 +383,22 @@ def attention_energy(
 
 
 # -- the whole evaluation ------------------------------------------------------------------------
+def checkpoint_data(checkpoint, payload: dict, data: TranslationData | None = None):
+    """The data a checkpoint was trained on (its data config, regenerated and checked against
+    its fingerprint), unless ``data`` is given."""
+    if data is not None:
+        return data
+    if "data_config" not in payload:
+        raise ValueError(f"{checkpoint}: checkpoint has no data config; pass data")
+    data = load_data(data_config_from_dict(payload["data_config"]))
+    if payload.get("data_fingerprint", data.fingerprint()) != data.fingerprint():
+        raise ValueError(
+            f"{checkpoint}: its data config no longer gives the data it was trained on "
+            "(the data files or the generator changed); pass the data explicitly"
+        )
+    return data
+
+
 def evaluate(
     checkpoint: str | os.PathLike,
     beam: int = 4,
@@ -414,15 +430,7 @@ def evaluate(
     model, src_vocab, tgt_vocab, payload = load_checkpoint(checkpoint, dev, model_overrides)
     if hasattr(model, "compact_memory"):
         model.compact_memory = compact
-    if data is None:
-        if "data_config" not in payload:
-            raise ValueError(f"{checkpoint}: checkpoint has no data config; pass data")
-        data = load_data(data_config_from_dict(payload["data_config"]))
-        if payload.get("data_fingerprint", data.fingerprint()) != data.fingerprint():
-            raise ValueError(
-                f"{checkpoint}: its data config no longer gives the data it was trained on "
-                "(the data files or the generator changed); pass the data explicitly"
-            )
+    data = checkpoint_data(checkpoint, payload, data)
     pairs = getattr(data, split)
     if limit:
         pairs = pairs[:limit]

@@ -11,16 +11,21 @@ layer computes on any batch the model accepts (tests/test_qat.py).
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from eatt.config import CoreConfig
-from eatt.quant.golden import CoreWeights
+from eatt.config import CoreConfig, atomic_write
+from eatt.quant.golden import CoreWeights, GoldenCore, first_mismatch
+from eatt.quant.vectors import CAPTURE_FORMAT
 
 from .config import QUANT_KINDS
-from .seq2seq import CHECKPOINT_FORMAT, Seq2Seq, load_checkpoint
+from .data import encode_pairs, make_batches
+from .evaluate import checkpoint_data, translate_batches
+from .seq2seq import CHECKPOINT_FORMAT, RoleAttention, Seq2Seq, load_checkpoint
 
 #: the name of a role's layer i
 ROLE_NAMES = {
@@ -106,3 +111,121 @@ def checkpoint_layer_core(path: str | os.PathLike, name: str) -> tuple[CoreConfi
     """The hardware core of layer ``name`` of a seq2seq checkpoint."""
     model, *_ = load_checkpoint(path, "cpu")
     return layer_core(model, name)
+
+
+# -- real vectors (issue 18, item 4) --------------------------------------------------------------
+def capture_layer(
+    checkpoint: str | os.PathLike,
+    name: str,
+    split: str = "test",
+    max_vectors: int = 1000,
+    beam: int = 1,
+    data=None,
+) -> dict:
+    """The integer inputs a quantized layer sees while the model decodes ``split``.
+
+    Every row of every call of the layer is one vector of its exported core (layer_core):
+    ``x`` (n, len_q, dim) and ``y`` (n, len_k, dim) input codes padded with zeros to max_len,
+    ``length`` (the valid keys) and, for the decoder's self-attention, ``offset`` (the causal
+    offset), ``queries`` (the valid query rows) and ``model_out`` (n, len_q, dim), what the
+    model itself computed for those rows (output codes; zeros past ``queries``). At most
+    ``max_vectors``, in decoding order. ``report`` compares the golden model of the exported
+    core with the model on every valid row (0 mismatches expected).
+    """
+    if split not in ("train", "dev", "test"):
+        raise ValueError(f"--split: must be train, dev or test, got {split!r}")
+    if max_vectors < 1:
+        raise ValueError(f"--max: must be >= 1, got {max_vectors}")
+    model, src_vocab, tgt_vocab, payload = load_checkpoint(checkpoint, "cpu")
+    cfg, weights = layer_core(model, name)
+    _, module = find_layer(model, name)
+    pairs = getattr(checkpoint_data(checkpoint, payload, data), split)
+    batches = make_batches(encode_pairs(pairs, src_vocab, tgt_vocab), 4096, max_sentences=64)
+    rows: dict[str, list] = {k: [] for k in ("x", "y", "length", "offset", "queries", "out")}
+    original = RoleAttention._hardware
+
+    def spy(self, x, memory, key_padding_mask, causal, cache, query_padding_mask):
+        out = original(self, x, memory, key_padding_mask, causal, cache, query_padding_mask)
+        if self is module and len(rows["x"]) < max_vectors:
+            if cache is not None:
+                y_codes = cache["codes"]
+            else:
+                y_codes = self.core.input_codes(x if memory is None else memory)
+            x_codes = self.core.input_codes(x)
+            len_q, len_k = x.shape[1], y_codes.shape[1]
+            length = (
+                torch.full((x.shape[0],), len_k)
+                if key_padding_mask is None
+                else (~key_padding_mask).sum(1)
+            )
+            out_codes = torch.round(out.double() / self.core.formats.out_lsb).to(torch.int64)
+            for b in range(x.shape[0]):
+                if len(rows["x"]) >= max_vectors:
+                    break
+                rows["x"].append(x_codes[b].numpy())
+                rows["y"].append(y_codes[b].numpy())
+                rows["length"].append(int(length[b]))
+                rows["offset"].append(len_k - len_q if causal else cfg.len_k - 1)
+                rows["queries"].append(len_q)
+                rows["out"].append(out_codes[b].numpy())
+        return out
+
+    RoleAttention._hardware = spy
+    try:
+        with torch.no_grad():
+            for batch in batches:
+                if len(rows["x"]) >= max_vectors:
+                    break
+                translate_batches(model, [batch], beam=beam)
+    finally:
+        RoleAttention._hardware = original
+    n = len(rows["x"])
+    if n == 0:
+        raise ValueError(f"{checkpoint}: the {split} split gave layer {name} no call")
+    x = np.zeros((n, cfg.len_q, cfg.dim), dtype=np.int64)
+    y = np.zeros((n, cfg.len_k, cfg.dim), dtype=np.int64)
+    model_out = np.zeros((n, cfg.len_q, cfg.dim), dtype=np.int64)
+    for i in range(n):
+        x[i, : len(rows["x"][i])] = rows["x"][i]
+        y[i, : len(rows["y"][i])] = rows["y"][i]
+        model_out[i, : len(rows["out"][i])] = rows["out"][i]
+    arrays = {
+        "x": x,
+        "y": y,
+        "length": np.asarray(rows["length"], dtype=np.int64),
+        "queries": np.asarray(rows["queries"], dtype=np.int64),
+        "model_out": model_out,
+    }
+    if cfg.causal:
+        arrays["offset"] = np.asarray(rows["offset"], dtype=np.int64)
+    masks = {m: arrays[m] for m in cfg.mask_inputs}
+    golden = GoldenCore(cfg, weights).forward(x, y, masks=masks)
+    valid = np.arange(cfg.len_q)[None, :, None] < arrays["queries"][:, None, None]
+    golden_valid = np.where(valid, golden, 0)
+    differ = int((golden_valid != model_out).any(axis=(1, 2)).sum())
+    lengths = arrays["length"]
+    report = {
+        "checkpoint": str(checkpoint),
+        "layer": name,
+        "split": split,
+        "beam": beam,
+        "vectors": n,
+        "lengths": sorted({int(v) for v in lengths}),
+        "config": cfg.to_dict(),
+        "golden_vs_model": {
+            "mismatches": differ,
+            "first_mismatch": first_mismatch(golden_valid, model_out) if differ else None,
+        },
+    }
+    return {"arrays": arrays, "report": report}
+
+
+def save_capture(capture: dict, path: str | os.PathLike) -> None:
+    """Write a capture as .npz (its arrays and ``meta``, the report as JSON); temp + rename."""
+    meta = json.dumps({"format": CAPTURE_FORMAT, **capture["report"]}, sort_keys=True)
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, meta=np.array(meta), **capture["arrays"])
+
+    atomic_write(path, write, suffix=".npz")

@@ -49,8 +49,9 @@ from eatt.quant.golden import (
     check_masks,
     derive_formats,
     edge_inputs,
+    edge_masks,
     random_inputs,
-    vector_masks,
+    random_masks,
     vector_report,
 )
 from eatt.quant.ops import (
@@ -69,6 +70,7 @@ from eatt.quant.ops import (
     window_input_fracs,
     window_input_names,
 )
+from eatt.quant.vectors import load_capture
 from eatt.quant.window import (
     STEP_INPUTS,
     WindowGolden,
@@ -663,9 +665,9 @@ def execute_window(
     return codes.astype(np.int64)
 
 
-def _mismatch_report(expected, got, vectors, seed, seconds) -> dict:
+def _mismatch_report(expected, got, vectors, seed, seconds, captured: bool = False) -> dict:
     """golden.vector_report (random vectors first, then the edge ones) plus qonnx's speed."""
-    report = vector_report(expected, got, vectors, seed)
+    report = vector_report(expected, got, vectors, seed, captured)
     n = len(expected)
     return {
         **report,
@@ -675,9 +677,15 @@ def _mismatch_report(expected, got, vectors, seed, seconds) -> dict:
     }
 
 
-def check_export(path: str | os.PathLike, vectors: int = 1000, seed: int = 1) -> dict:
+def check_export(
+    path: str | os.PathLike,
+    vectors: int = 1000,
+    seed: int = 1,
+    inputs: str | os.PathLike | None = None,
+) -> dict:
     """Execute the file with qonnx on `vectors` random vectors plus the edge vectors and compare
-    every output element with GoldenCore (the file's own config and weights).
+    every output element with GoldenCore (the file's own config and weights). ``inputs``: a
+    capture file (`eatt capture`): its first ``vectors`` vectors replace the random ones.
 
     Returns {"vectors", "edge_vectors", "mismatches" (vectors with any differing element),
     "first_mismatch" (one line or None), "qonnx_seconds", "vectors_per_s", "ok"}.
@@ -685,6 +693,11 @@ def check_export(path: str | os.PathLike, vectors: int = 1000, seed: int = 1) ->
     if isinstance(vectors, bool) or not isinstance(vectors, int) or vectors < 0:
         raise ValueError(f"vectors: must be a non-negative integer, got {vectors!r}")
     cfg, weights = load_core(path)
+    if inputs is not None:
+        if isinstance(cfg, WindowConfig):
+            raise ValueError(f"--inputs: {path} is a window unit; captures are of cores")
+        capture = load_capture(inputs, cfg)
+        return check_core_export(path, cfg, weights, vectors, seed, capture)
     # the file's unit (eatt.units): check_core_export or check_window_export
     return unit_for(cfg).load("check_export")(path, cfg, weights, vectors, seed)
 
@@ -703,27 +716,43 @@ def check_window_export(
 
 
 def check_core_export(
-    path: str | os.PathLike, cfg: CoreConfig, weights: CoreWeights, vectors: int, seed: int
+    path: str | os.PathLike,
+    cfg: CoreConfig,
+    weights: CoreWeights,
+    vectors: int,
+    seed: int,
+    capture: dict | None = None,
 ) -> dict:
-    """check_export of a core file (cfg, weights: read from it): random plus edge vectors
-    against GoldenCore."""
+    """check_export of a core file (cfg, weights: read from it): random (or the capture's
+    first ``vectors``) plus edge vectors against GoldenCore."""
     golden = GoldenCore(cfg, weights)
-    x, y = random_inputs(cfg, vectors, seed=seed)
+    if capture is None:
+        x, y = random_inputs(cfg, vectors, seed=seed)
+        masks = random_masks(cfg, vectors, seed)
+    else:
+        x, y = capture["x"][:vectors], capture["y"][:vectors]
+        masks = {k: v[:vectors] for k, v in capture["masks"].items()}
+        vectors = len(x)
     ex, ey = edge_inputs(cfg)
+    edge = edge_masks(cfg, len(ex))
     x, y = np.concatenate([x, ex]), np.concatenate([y, ey])
-    masks = vector_masks(cfg, vectors, seed, len(ex))
+    masks = {k: np.concatenate([masks[k], edge[k]]) for k in edge}
     expected = golden.forward(x, y, masks=masks)
     start = time.perf_counter()
     got = execute_core(path, x, y, masks)
     seconds = time.perf_counter() - start
-    return _mismatch_report(expected, got, vectors, seed, seconds)
+    report = _mismatch_report(expected, got, vectors, seed, seconds, capture is not None)
+    if capture is not None:
+        report["inputs"] = {k: capture["meta"].get(k) for k in ("checkpoint", "layer", "split")}
+    return report
 
 
 def format_check(result: dict) -> str:
     """Human-readable lines for a check_export result (the CLI's non-JSON output)."""
     total = result["vectors"] + result["edge_vectors"]
+    kind = "captured" if result.get("captured") else "random"
     line = (
-        f"qonnx execution vs golden: {result['vectors']} random + {result['edge_vectors']} edge "
+        f"qonnx execution vs golden: {result['vectors']} {kind} + {result['edge_vectors']} edge "
         f"vectors, {result['mismatches']} mismatching ({result['vectors_per_s']} vectors/s)"
     )
     if result["first_mismatch"]:

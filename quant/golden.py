@@ -592,8 +592,11 @@ class GoldenCore:
         return x.astype(np.int64), y.astype(np.int64)
 
 
-def vector_report(expected: np.ndarray, got: np.ndarray, vectors: int, seed: int) -> dict:
-    """Compare per vector: ``vectors`` random ones (from ``seed``) first, then edge vectors.
+def vector_report(
+    expected: np.ndarray, got: np.ndarray, vectors: int, seed: int, captured: bool = False
+) -> dict:
+    """Compare per vector: ``vectors`` random ones (from ``seed``; ``captured``: a capture
+    file's, in its order) first, then edge vectors.
 
     {"vectors", "edge_vectors", "mismatches" (vectors with any differing element),
     "first_mismatch" (one line naming the vector, output index, expected and got, or None)}:
@@ -605,7 +608,8 @@ def vector_report(expected: np.ndarray, got: np.ndarray, vectors: int, seed: int
     first = None
     if len(bad):
         i = int(bad[0])
-        where = f"random vector {i} (seed {seed})" if i < vectors else f"edge vector {i - vectors}"
+        first_kind = f"captured vector {i}" if captured else f"random vector {i} (seed {seed})"
+        where = first_kind if i < vectors else f"edge vector {i - vectors}"
         idx = tuple(int(v) for v in np.argwhere(expected[i] != got[i])[0])
         first = (
             f"{len(bad)} of {n} vectors differ; first: {where}, output index {idx}: "
@@ -616,6 +620,7 @@ def vector_report(expected: np.ndarray, got: np.ndarray, vectors: int, seed: int
         "edge_vectors": int(n - vectors),
         "mismatches": int(len(bad)),
         "first_mismatch": first,
+        **({"captured": True} if captured else {}),
     }
 
 

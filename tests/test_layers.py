@@ -135,3 +135,70 @@ def test_cli_list_and_export_a_layer(checkpoint, tmp_path):
         r = _eatt("export", *args)
         assert r.returncode == 2 and message in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert not (tmp_path / "a.onnx").exists() and not (tmp_path / "b.onnx").exists()
+
+
+# -- captured vectors (issue 18, item 4) -------------------------------------------------------
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny quantized model trained a few steps on tiny bundled data (its data config kept)."""
+    from eatt.model.data import TaskConfig
+    from eatt.model.train import TrainConfig, train
+
+    data = TaskConfig(
+        n_train=24, n_dev=8, n_test=8, seed=3, min_len=5, max_len=8, n_nouns=6, n_verbs=3, n_adjs=3
+    )
+    model = ModelConfig(
+        dim=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=1, dropout=0.0, max_len=16,
+        attention="quant-eatt", dec_self="quant-vanilla", tau=0.5,
+    )  # fmt: skip
+    cfg = TrainConfig(seed=5, steps=6, max_tokens=128, warmup=3, decay=100, peak_lr=3e-3,
+                      eval_every=0, progress=False, data=data)  # fmt: skip
+    return train(model, cfg, tmp_path_factory.mktemp("run"))["checkpoint"]
+
+
+@pytest.mark.parametrize("name", ["encoder.0.self", "decoder.0.self", "decoder.0.cross"])
+def test_capture_is_what_the_model_computed_and_the_file_agrees(trained, tmp_path, name):
+    from eatt.model.layers import capture_layer, save_capture
+    from eatt.quant.vectors import load_capture
+
+    capture = capture_layer(trained, name, split="test", max_vectors=200)
+    r = capture["report"]
+    assert r["golden_vs_model"]["mismatches"] == 0, r["golden_vs_model"]["first_mismatch"]
+    assert 8 <= r["vectors"] <= 200 and r["layer"] == name
+    if name != "decoder.0.self":  # padded source sentences: several valid lengths
+        assert len(r["lengths"]) > 1
+    path = tmp_path / "acts.npz"
+    save_capture(capture, path)
+    cfg, weights = checkpoint_layer_core(trained, name)
+    loaded = load_capture(path, cfg)
+    assert np.array_equal(loaded["x"], capture["arrays"]["x"])
+    onnx_path = tmp_path / "layer.onnx"
+    export_core(cfg, weights, onnx_path)
+    check = check_export(onnx_path, vectors=10**6, seed=1, inputs=path)
+    assert check["captured"] and check["vectors"] == r["vectors"] and check["mismatches"] == 0
+
+
+def test_a_capture_of_another_core_is_refused(trained, tmp_path):
+    from eatt.model.layers import capture_layer, save_capture
+
+    path = tmp_path / "acts.npz"
+    save_capture(capture_layer(trained, "decoder.0.cross", max_vectors=20), path)
+    cfg, weights = checkpoint_layer_core(trained, "decoder.0.self")  # causal: other masks
+    export_core(cfg, weights, tmp_path / "self.onnx")
+    with pytest.raises(ValueError, match="acts.npz: masks"):
+        check_export(tmp_path / "self.onnx", vectors=5, inputs=path)
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="junk.npz: not a capture file"):
+        check_export(tmp_path / "self.onnx", vectors=5, inputs=tmp_path / "junk.npz")
+
+
+def test_cli_capture(trained, tmp_path):
+    out = tmp_path / "acts.npz"
+    r = _eatt("capture", str(trained), "--layer", "decoder.0.cross", "--max", "50", "-o",
+              str(out), "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["vectors"] == 50 and result["golden_vs_model"]["mismatches"] == 0
+    r = _eatt("capture", str(trained), "--layer", "encoder.9.self", "-o", str(tmp_path / "b.npz"))
+    assert r.returncode == 2 and "no layer 'encoder.9.self'" in r.stderr
+    assert not (tmp_path / "b.npz").exists()

@@ -207,6 +207,19 @@ def test_export_layers_of_a_model(work, checkpoint):
         "layer decoder.0.cross of",
     )
     assert r["source"]["layer"] == "decoder.0.cross" and r["check"]["ok"]
+    acts = work / "acts.npz"
+    r = both_modes(
+        ["capture", str(checkpoint), "--layer", "decoder.0.cross", "--split", "dev", "--max",
+         "60", "-o", str(acts)],
+        "golden model of the exported core vs the model: 0 mismatching",
+    )  # fmt: skip
+    assert r["vectors"] == 60
+    r = both_modes(
+        ["export", str(checkpoint), "--layer", "decoder.0.cross", "-o", str(out), "--check", "60",
+         "--inputs", str(acts)],
+        "60 captured",
+    )  # fmt: skip
+    assert r["check"]["captured"] and r["check"]["mismatches"] == 0
 
 
 def test_evaluate_hardware(checkpoint):

@@ -1,0 +1,77 @@
+"""Captured vectors: a trained layer's real inputs (``eatt capture``, issue 18 item 4).
+
+A capture file (.npz) holds, for one exported layer, ``x`` (n, len_q, dim) and ``y``
+(n, len_k, dim) input codes (padded with zeros to the core's lengths), the core's mask inputs
+(``length``, and ``offset`` for a causal core), ``queries`` (valid query rows) and
+``model_out`` (what the model computed on those rows), plus ``meta`` (JSON: format,
+checkpoint, layer, split, the core's config). :func:`load_capture` reads one back for a core
+and refuses, in one line naming the file, a capture of another core. numpy only: the checks
+of every level (QONNX, hls4ml, RTL) read it without torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from eatt.config import CoreConfig
+
+CAPTURE_FORMAT = "eatt.capture/1"
+
+
+def load_capture(path: str | os.PathLike, cfg: CoreConfig | None = None) -> dict:
+    """{"x", "y", "masks": {...}, "queries", "model_out", "meta"} of a capture file; with
+    ``cfg``, checked to be vectors of that core (shapes, masks, input range)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such capture file (eatt capture writes one)")
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            data = {k: f[k] for k in f.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+        raise ValueError(f"{path}: not a capture file ({str(err).splitlines()[0]})") from None
+    try:
+        meta = json.loads(str(data.pop("meta")))
+    except (KeyError, ValueError):
+        raise ValueError(f"{path}: not a capture file (no meta)") from None
+    if meta.get("format") != CAPTURE_FORMAT:
+        raise ValueError(f"{path}: format {meta.get('format')!r}, this eatt reads {CAPTURE_FORMAT}")
+    for key in ("x", "y", "queries", "model_out"):
+        if key not in data:
+            raise ValueError(f"{path}: capture lacks {key!r}")
+    masks = {k: data[k] for k in ("length", "offset") if k in data}
+    out = {"x": data["x"], "y": data["y"], "masks": masks, "queries": data["queries"],
+           "model_out": data["model_out"], "meta": meta}  # fmt: skip
+    if cfg is not None:
+        _check(path, out, cfg)
+    return out
+
+
+def _check(path: Path, c: dict, cfg: CoreConfig) -> None:
+    n = len(c["x"])
+    if c["x"].shape != (n, cfg.len_q, cfg.dim) or c["y"].shape != (n, cfg.len_k, cfg.dim):
+        raise ValueError(
+            f"{path}: vectors of a {c['x'].shape[1:]} x {c['y'].shape[1:]} core, this core is "
+            f"({cfg.len_q}, {cfg.dim}) x ({cfg.len_k}, {cfg.dim})"
+        )
+    if sorted(c["masks"]) != sorted(cfg.mask_inputs):
+        raise ValueError(
+            f"{path}: masks {sorted(c['masks']) or 'none'}, this core takes "
+            f"{list(cfg.mask_inputs) or 'none'}"
+        )
+    lo, hi = -(2 ** (cfg.in_bits - 1)), 2 ** (cfg.in_bits - 1) - 1
+    for key in ("x", "y"):
+        t = c[key]
+        if t.size and (t.min() < lo or t.max() > hi):
+            raise ValueError(f"{path}: {key} has codes outside this core's {cfg.in_bits}-bit range")
+    want = {k: v for k, v in c["meta"].get("config", {}).items() if k in cfg.to_dict()}
+    if want and want != cfg.to_dict():
+        differ = sorted(k for k in want if want[k] != cfg.to_dict()[k])
+        raise ValueError(
+            f"{path}: captured for another core ({', '.join(differ)} differ; layer "
+            f"{c['meta'].get('layer')} of {c['meta'].get('checkpoint')})"
+        )
