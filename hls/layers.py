@@ -94,6 +94,12 @@ def datapath_widths(a) -> dict[str, tuple[bool, int]]:
     }
 
 
+def mask_widths(len_k: int) -> dict[str, int]:
+    """Widths of the mask inputs' unsigned types: length_t holds 1..len_k, offset_t
+    0..len_k - 1 (the QONNX inputs' UINT datatypes, eatt.quant.ops.mask_datatypes)."""
+    return {"length_t": int(len_k).bit_length(), "offset_t": max(1, (int(len_k) - 1).bit_length())}
+
+
 def ap_type(signed: bool, width: int) -> str:
     return f"ap_int<{width}>" if signed else f"ap_uint<{width}>"
 
@@ -103,6 +109,7 @@ class AttentionCore(Layer):
 
     _expected_attributes = [
         ChoiceAttribute("kind", list(KINDS), configurable=False),
+        Attribute("mask_inputs", value_type=list, default=[], configurable=False),
         *[Attribute(name) for name in INT_ATTRS],
         *[WeightAttribute(name) for name in (*WEIGHT_NAMES, *TABLE_NAMES)],
     ]
