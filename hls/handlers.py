@@ -2,7 +2,8 @@
 
 - ``parse_attention_core``: hls4ml's ONNX front end calls it for every node of op_type
   ``AttentionCore``. It reads the node with eatt.quant.ops.core_from_node (which checks every
-  attribute against the golden model) and returns the layer dict hls4ml builds the layer from.
+  attribute against the golden model) and returns the layer dict hls4ml builds the layer from;
+  a masked core (key_padding / causal) has the inputs L, O after X, Y.
   Anything it cannot represent is a ``ConversionError`` whose message names the node.
 - ``AttentionCoreConfigTemplate`` / ``AttentionCoreFunctionTemplate``: hls4ml "templates" (passes
   that write the layer's CONFIG_T struct and its call in myproject.cpp), registered for the

@@ -2,9 +2,11 @@
 
 ``AttentionCore`` is an hls4ml ``Layer`` (registered under the name ``AttentionCore`` by
 eatt.hls.register): two inputs (X: len_q x dim, Y: len_k x dim, real values on the core's input
-grid), one output (len_q x dim, real values on the <out_bits, out_frac> grid), and six weight
-variables that hls4ml writes into firmware/weights/ like any layer's weights: the integer
-matrices wq, wk, wv, wo and the softmax tables exp_table, recip_table.
+grid), then a masked core's length / offset (L, O: one unsigned integer each, ``mask_widths``;
+attribute ``mask_inputs`` names them, CoreConfig.mask_inputs), one output (len_q x dim, real
+values on the <out_bits, out_frac> grid), and six weight variables that hls4ml writes into
+firmware/weights/ like any layer's weights: the integer matrices wq, wk, wv, wo and the softmax
+tables exp_table, recip_table.
 
 ``datapath_widths`` reads every intermediate width from the golden model's formats
 (eatt.quant.golden.Formats, docs/golden.md), so the C++ adders are exactly as wide as the worst
