@@ -17,6 +17,10 @@ is BuildError. Output folders follow eatt.outdir (a user's folder is refused wit
 `source` is a QONNX file written by eatt.quant.export, an onnx.ModelProto, a (CoreConfig,
 CoreWeights) pair, or a CoreConfig alone (deterministic random weights from `seed`).
 
+A masked core (key_padding / causal) has the integer inputs L, O after X, Y: each checked
+vector carries its length / offset (quant.golden.vector_masks), fed to the C simulation, written
+to tb_data/ and given to GoldenCore.forward(x, y, masks=...).
+
 Kind window (a window config or a WindowAttention file) goes through the same calls: the
 project holds one WindowAttention layer (templates/nnet_window_attention.h), its C simulation is
 compared with eatt.quant.window.WindowGolden on random steps (quant.window.random_window_inputs)

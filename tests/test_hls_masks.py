@@ -171,6 +171,19 @@ def test_an_unmasked_core_writes_the_call_and_struct_of_before(tmp_path):
         assert "length" not in body and "offset" not in body and "_masked" not in body
 
 
+def test_masked_layers_reuse_the_stages_of_the_plain_ones():
+    """The masked E-ATT layer runs the multiplication-free alignment (tests/test_hls.py scans
+    it), the vanilla one the dot product; both the masked softmax, the rest as unmasked."""
+    header = (TEMPLATES / HEADER).read_text()
+    for kind, other in (("eatt", "vanilla"), ("vanilla", "eatt")):
+        top = function_body(header, f"attention_core_{kind}_masked")
+        assert f"attention_core_{kind}_alignment<CONFIG_T>(" in top
+        assert f"attention_core_{other}_alignment" not in top
+        assert "attention_core_softmax_values_masked<CONFIG_T>(" in top
+        assert "attention_core_softmax_values<" not in top
+        assert "attention_core_output<res_T, CONFIG_T>(" in top
+
+
 def test_wrong_number_of_inputs_names_the_node():
     cfg = CORES["eatt-both"]
     node = build_model(cfg, random_weights(cfg, seed=1)).graph.node[-1]
