@@ -2,7 +2,8 @@
 
 - ``parse_attention_core``: hls4ml's ONNX front end calls it for every node of op_type
   ``AttentionCore``. It reads the node with eatt.quant.ops.core_from_node (which checks every
-  attribute against the golden model) and returns the layer dict hls4ml builds the layer from.
+  attribute against the golden model) and returns the layer dict hls4ml builds the layer from;
+  a masked core (key_padding / causal) has the inputs L, O after X, Y.
   Anything it cannot represent is a ``ConversionError`` whose message names the node.
 - ``AttentionCoreConfigTemplate`` / ``AttentionCoreFunctionTemplate``: hls4ml "templates" (passes
   that write the layer's CONFIG_T struct and its call in myproject.cpp), registered for the
@@ -31,6 +32,7 @@ from eatt.hls.layers import (
     WindowAttention,
     ap_type,
     datapath_widths,
+    mask_widths,
     window_datapath_widths,
 )
 from eatt.quant.ops import (
@@ -38,6 +40,7 @@ from eatt.quant.ops import (
     OP_TYPE,
     WINDOW_OP_TYPE,
     core_from_node,
+    core_node_inputs,
     derived_attributes,
     window_derived_attributes,
     window_from_node,
@@ -62,13 +65,11 @@ def parse_attention_core(node, input_names, input_shapes, graph):
         cfg, weights = core_from_node(node)
     except ValueError as err:
         raise ConversionError(str(err)) from None
-    if cfg.mask_inputs:
+    labels = core_node_inputs(cfg)  # X, Y, then L (key_padding), O (causal)
+    if len(input_names) != len(labels) or len(node.output) != 1:
         raise ConversionError(
-            f"{where}: {' and '.join(cfg.mask_inputs)} inputs (key_padding / causal): the hls4ml "
-            "layer has no masks yet (issue 18); export the core without them"
+            f"{where}: expected {len(labels)} inputs ({', '.join(labels)}) and 1 output"
         )
-    if len(input_names) != 2 or len(node.output) != 1:
-        raise ConversionError(f"{where}: expected 2 inputs (X, Y) and 1 output")
     derived = derived_attributes(cfg)
     known = {"format_version", *(f.name for f in fields(CoreConfig)), *derived, *WEIGHT_NAMES}
     unknown = sorted({a.name for a in node.attribute} - known)
@@ -80,6 +81,7 @@ def parse_attention_core(node, input_names, input_shapes, graph):
         "inputs": list(input_names),
         "outputs": list(node.output),
         "kind": cfg.kind,
+        "mask_inputs": list(cfg.mask_inputs),  # length, offset: the inputs after X, Y
         CONFIG_ATTR: json.dumps(cfg.to_dict(), sort_keys=True),  # widths: golden Formats
     }
     for key in INT_ATTRS:
@@ -125,6 +127,13 @@ function_template = (
     "nnet::attention_core_{kind}<{x_t}, {y_t}, {output_t}, {config}>"
     "({x}, {y}, {output}, {wq}, {wk}, {wv}, {wo}, {exp_table}, {recip_table});"
 )
+#: a core with masks: the length and offset of the call after X and Y (templates/
+#: nnet_attention_core.h attention_core_{kind}_masked)
+masked_function_template = (
+    "nnet::attention_core_{kind}_masked<{x_t}, {y_t}, {output_t}, {config}>"
+    "({x}, {y}, {length}, {offset}, {output}, {wq}, {wk}, {wv}, {wo}, {exp_table}, "
+    "{recip_table});"
+)
 
 
 class AttentionCoreConfigTemplate(LayerConfigTemplate):
@@ -139,6 +148,17 @@ class AttentionCoreConfigTemplate(LayerConfigTemplate):
             f"    typedef {ap_type(signed, width)} {name};"
             for name, (signed, width) in widths.items()
         )
+        masks = node.get_attr("mask_inputs") or []
+        if masks:  # a core without masks writes the same struct as before they existed
+            lines = [
+                f"    static const bool key_padding = {str('length' in masks).lower()};",
+                f"    static const bool causal = {str('offset' in masks).lower()};",
+            ]
+            lines += [
+                f"    typedef {ap_type(False, width)} {name};"
+                for name, width in mask_widths(params["len_k"]).items()
+            ]
+            params["typedefs"] += "\n" + "\n".join(lines)
         params["esum_bits"] = widths["esum_t"][1]
         params["v_min"] = -(2 ** (params["v_bits"] - 1))
         params["v_max"] = 2 ** (params["v_bits"] - 1) - 1
@@ -169,7 +189,16 @@ class AttentionCoreFunctionTemplate(FunctionCallTemplate):
         }
         for name in (*WEIGHT_NAMES, *TABLE_NAMES):
             params[name] = node.get_weights(name).name
-        return self.template.format(**params)
+        masks = node.get_attr("mask_inputs") or []
+        if not masks:
+            return self.template.format(**params)
+        # each mask input's one value; one the core does not take hides nothing (ignored)
+        config = params["config"]
+        params["length"] = f"{config}::len_k"
+        params["offset"] = f"{config}::len_k - 1"
+        for mask, name in zip(masks, node.inputs[2:], strict=True):
+            params[mask] = node.get_input_variable(name).name + "[0]"
+        return masked_function_template.format(**params)
 
 
 # -- the windowed cross-attention unit ------------------------------------------------------------

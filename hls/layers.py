@@ -2,9 +2,11 @@
 
 ``AttentionCore`` is an hls4ml ``Layer`` (registered under the name ``AttentionCore`` by
 eatt.hls.register): two inputs (X: len_q x dim, Y: len_k x dim, real values on the core's input
-grid), one output (len_q x dim, real values on the <out_bits, out_frac> grid), and six weight
-variables that hls4ml writes into firmware/weights/ like any layer's weights: the integer
-matrices wq, wk, wv, wo and the softmax tables exp_table, recip_table.
+grid), then a masked core's length / offset (L, O: one unsigned integer each, ``mask_widths``;
+attribute ``mask_inputs`` names them, CoreConfig.mask_inputs), one output (len_q x dim, real
+values on the <out_bits, out_frac> grid), and six weight variables that hls4ml writes into
+firmware/weights/ like any layer's weights: the integer matrices wq, wk, wv, wo and the softmax
+tables exp_table, recip_table.
 
 ``datapath_widths`` reads every intermediate width from the golden model's formats
 (eatt.quant.golden.Formats, docs/golden.md), so the C++ adders are exactly as wide as the worst
@@ -94,6 +96,12 @@ def datapath_widths(a) -> dict[str, tuple[bool, int]]:
     }
 
 
+def mask_widths(len_k: int) -> dict[str, int]:
+    """Widths of the mask inputs' unsigned types: length_t holds 1..len_k, offset_t
+    0..len_k - 1 (the QONNX inputs' UINT datatypes, eatt.quant.ops.mask_datatypes)."""
+    return {"length_t": int(len_k).bit_length(), "offset_t": max(1, (int(len_k) - 1).bit_length())}
+
+
 def ap_type(signed: bool, width: int) -> str:
     return f"ap_int<{width}>" if signed else f"ap_uint<{width}>"
 
@@ -103,6 +111,7 @@ class AttentionCore(Layer):
 
     _expected_attributes = [
         ChoiceAttribute("kind", list(KINDS), configurable=False),
+        Attribute("mask_inputs", value_type=list, default=[], configurable=False),
         *[Attribute(name) for name in INT_ATTRS],
         *[WeightAttribute(name) for name in (*WEIGHT_NAMES, *TABLE_NAMES)],
     ]

@@ -17,6 +17,10 @@ is BuildError. Output folders follow eatt.outdir (a user's folder is refused wit
 `source` is a QONNX file written by eatt.quant.export, an onnx.ModelProto, a (CoreConfig,
 CoreWeights) pair, or a CoreConfig alone (deterministic random weights from `seed`).
 
+A masked core (key_padding / causal) has the integer inputs L, O after X, Y: each checked
+vector carries its length / offset (quant.golden.vector_masks), fed to the C simulation, written
+to tb_data/ and given to GoldenCore.forward(x, y, masks=...).
+
 Kind window (a window config or a WindowAttention file) goes through the same calls: the
 project holds one WindowAttention layer (templates/nnet_window_attention.h), its C simulation is
 compared with eatt.quant.window.WindowGolden on random steps (quant.window.random_window_inputs)
@@ -50,16 +54,20 @@ from eatt.progress import step
 from eatt.quant.golden import (
     CoreWeights,
     GoldenCore,
+    check_masks,
     derive_formats,
     edge_inputs,
     random_inputs,
     random_weights,
+    vector_masks,
     vector_report,
 )
 from eatt.quant.ops import (
     DOMAIN,
+    MASK_INPUT_NAMES,
     OP_TYPE,
     WINDOW_OP_TYPE,
+    core_node_inputs,
     lsb_frac,
     window_derived_attributes,
     window_input_fracs,
@@ -204,8 +212,10 @@ def convert(
 
     register()
     check_options(backend, part, clock_ns, reuse_factor)
+    from eatt.quant.export import core_input_names
+
     unit = unit_for(cfg)
-    inputs = [i.name for i in model.graph.input]
+    inputs = core_input_names(model)  # in the node's order: X, Y, then a core's masks L, O
     # hls4ml's default input type is fixed<16,6>: give the inputs the unit's own grid
     types, model_options = unit.load("hls_ports")(cfg, inputs)
     hls_config = {
@@ -233,9 +243,17 @@ def convert(
 
 
 def core_hls_ports(cfg: CoreConfig, inputs: list[str]) -> tuple[dict[str, str], dict]:
-    """convert's settings for a core: every input on the core's input grid, hls4ml's defaults."""
+    """convert's settings for a core: X and Y on the core's input grid, the mask inputs (L, O,
+    after them in the node's order) unsigned integers (eatt.hls.layers.mask_widths: the QONNX
+    UINT datatypes), hls4ml's defaults."""
+    from eatt.hls.layers import mask_widths
+
     in_type = f"fixed<{cfg.in_bits},{cfg.in_bits - cfg.in_frac}>"
-    return dict.fromkeys(inputs, in_type), {}
+    types = dict.fromkeys(inputs[:2], in_type)
+    widths = mask_widths(cfg.len_k)
+    for mask, name in zip(cfg.mask_inputs, inputs[2:], strict=True):
+        types[name] = f"uint<{widths[mask + '_t']}>"
+    return types, {}
 
 
 def window_hls_ports(cfg: CoreConfig, inputs: list[str]) -> tuple[dict[str, str], dict]:
@@ -277,13 +295,23 @@ def _vectors(cfg: CoreConfig, vectors: int, seed: int) -> tuple[np.ndarray, np.n
     return np.concatenate([x, ex]), np.concatenate([y, ey])
 
 
-def run_csim(hls_model, cfg: CoreConfig, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Integer output codes of the compiled C simulation for integer input codes x, y."""
+def run_csim(
+    hls_model,
+    cfg: CoreConfig,
+    x: np.ndarray,
+    y: np.ndarray,
+    masks: dict[str, np.ndarray] | None = None,
+) -> np.ndarray:
+    """Integer output codes of the compiled C simulation for integer input codes x, y (and a
+    masked core's length / offset per vector; a missing one hides nothing). The model's inputs
+    are in graph order as an exported file has them: X, Y, then L, O."""
     scale = 2.0**-cfg.in_frac
     n = len(x)
+    masks = check_masks(cfg, n, masks)
     feed = [
         np.ascontiguousarray((x.reshape(n, -1) * scale).astype(np.float64)),
         np.ascontiguousarray((y.reshape(n, -1) * scale).astype(np.float64)),
+        *(np.ascontiguousarray(masks[m].reshape(n, 1).astype(np.float64)) for m in cfg.mask_inputs),
     ]
     out = np.asarray(hls_model.predict(feed), dtype=np.float64).reshape(n, cfg.len_q, cfg.dim)
     codes = out * 2.0 ** lsb_frac(derive_formats(cfg).out_lsb)
@@ -299,14 +327,23 @@ def compare(expected: np.ndarray, got: np.ndarray, vectors: int, seed: int) -> d
 
 
 def write_testbench_data(
-    project: Path, cfg: CoreConfig, x: np.ndarray, y: np.ndarray, expected: np.ndarray, n: int
+    project: Path,
+    cfg: CoreConfig,
+    x: np.ndarray,
+    y: np.ndarray,
+    expected: np.ndarray,
+    n: int,
+    masks: dict[str, np.ndarray] | None = None,
 ) -> None:
-    """tb_data/tb_input_features.dat (X then Y per line) and tb_output_predictions.dat (golden
-    outputs), real values, edge vectors first: the files hls4ml's myproject_test.cpp reads."""
+    """tb_data/tb_input_features.dat (X, Y, then a masked core's L, O per line) and
+    tb_output_predictions.dat (golden outputs), real values, edge vectors first: the files
+    hls4ml's myproject_test.cpp reads."""
     in_scale = 2.0**-cfg.in_frac
     out_frac = lsb_frac(derive_formats(cfg).out_lsb)
     edges = len(edge_inputs(cfg)[0])
-    _write_tb(project, [x * in_scale, y * in_scale], expected, out_frac, edges, n)
+    masks = check_masks(cfg, len(x), masks)
+    reals = [x * in_scale, y * in_scale, *(masks[m].astype(np.float64) for m in cfg.mask_inputs)]
+    _write_tb(project, reals, expected, out_frac, edges, n)
 
 
 def _formats(cfg: CoreConfig) -> dict:
@@ -325,12 +362,22 @@ def check_data(
 def core_check_data(
     model: onnx.ModelProto, cfg: CoreConfig, weights: CoreWeights, vectors: int, seed: int
 ) -> tuple[list[np.ndarray], np.ndarray, int, int]:
-    """check_data of a core: random plus edge (x, y) pairs against GoldenCore."""
+    """check_data of a core: random plus edge (x, y) pairs against GoldenCore; a masked core's
+    vectors carry their length / offset (golden.vector_masks: every length and offset among
+    the first random vectors, the extremes on the edge ones), fed as integers."""
+    from eatt.quant.export import core_input_names
+
     x, y = _vectors(cfg, vectors, seed)
+    n_edge = len(edge_inputs(cfg)[0])
     n, scale = len(x), 2.0**-cfg.in_frac
-    reals = [x.reshape(n, -1) * scale, y.reshape(n, -1) * scale]
-    expected = GoldenCore(cfg, weights).forward(x, y)
-    return reals, expected, lsb_frac(derive_formats(cfg).out_lsb), len(edge_inputs(cfg)[0])
+    masks = vector_masks(cfg, vectors, seed, n_edge)
+    by_label = {"X": x.reshape(n, -1) * scale, "Y": y.reshape(n, -1) * scale}
+    for mask in cfg.mask_inputs:
+        by_label[MASK_INPUT_NAMES[mask]] = masks[mask].reshape(n, 1).astype(np.float64)
+    by_graph_name = dict(zip(core_input_names(model), core_node_inputs(cfg), strict=True))
+    reals = [by_label[by_graph_name[vi.name]] for vi in model.graph.input]
+    expected = GoldenCore(cfg, weights).forward(x, y, masks=masks)
+    return reals, expected, lsb_frac(derive_formats(cfg).out_lsb), n_edge
 
 
 def window_check_data(

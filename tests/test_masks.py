@@ -192,13 +192,15 @@ def test_qonnx_file_with_masks_executes_as_the_golden_model(tmp_path, name):
 
 
 @pytest.mark.hls
-def test_hls_refuses_masks_in_one_line(tmp_path):
-    """Until the hls4ml layer takes masks, a masked file is refused before any work."""
+def test_hls_writes_a_masked_core(tmp_path):
+    """hls4ml takes a masked file: the layer call passes the length input (L) to the masked
+    core (its C simulation is checked in tests/test_hls_masks.py)."""
     from eatt.hls.project import write_project
     from eatt.quant.export import export_core
 
     cfg = CoreConfig.from_dict(MASKED["eatt-length"])
     export_core(cfg, random_weights(cfg, seed=2), tmp_path / "core.onnx")
-    with pytest.raises(ValueError, match="length inputs .key_padding / causal.: the hls4ml"):
-        write_project(tmp_path / "core.onnx", tmp_path / "hls", vectors=5)
-    assert not (tmp_path / "hls").exists()
+    result = write_project(tmp_path / "core.onnx", tmp_path / "hls", vectors=5, compile=False)
+    assert result["config"]["key_padding"] and result["csim"] is None
+    call = (tmp_path / "hls" / "firmware" / "myproject.cpp").read_text()
+    assert "nnet::attention_core_eatt_masked<" in call and "L[0]" in call

@@ -13,6 +13,9 @@
 //            N = sum_j e_j V_j;  n = leading one of E;  R = RECIP[K bits below the leading one]
 //            O = clamp(round_half_up(N R / 2^(recip_frac + n))) into v_bits
 //   out:     Z = (O W_O) >> out_shift, written as a real value with out_frac fraction bits
+//   masks:   (attention_core_{eatt,vanilla}_masked, a core with key_padding / causal) key j is
+//            visible to query i when j < length (key_padding) and j <= i + offset (causal);
+//            the max runs over the visible keys, a hidden key's e is 0; widths unchanged
 //
 // The E-ATT alignment (attention_core_eatt_alignment) is its own function: its body holds no
 // multiplication (tests/test_hls.py scans it). Index arithmetic there uses running counters.
@@ -50,10 +53,14 @@ struct attention_core_config {
     static const int v_max = 2047;
     static const unsigned esum_bits = 14;
     static const unsigned reuse_factor = 1;
+    // masks (only a masked core's config sets them; the *_masked layers read them)
+    static const bool key_padding = false;  // the length input hides keys j >= length
+    static const bool causal = false;       // the offset input hides keys j > i + offset
     // integer types (widths from the golden model's bounds), set by the generated config:
     // in_fixed_t, in_code_t, qacc_t, qk_t, diff_t, score_t, zidx_t, vacc_t, v_t, exp_t, esum_t,
     // norm_t, recip_t, numer_t, prod_t, oacc_t, out_code_t, out_fixed_t, and the weight/table
-    // types wq_t, wk_t, wv_t, wo_t, exp_table_t, recip_table_t.
+    // types wq_t, wk_t, wv_t, wo_t, exp_table_t, recip_table_t; a masked core also length_t
+    // (ap_uint wide enough for len_k) and offset_t (for len_k - 1).
 };
 
 // -- inputs and outputs ---------------------------------------------------------------------------
@@ -372,6 +379,83 @@ SmHead:
     }
 }
 
+// -- the same softmax with per-call masks (a core with key_padding / causal) -------------------------
+// Key j is visible to query i when j < length (CONFIG_T::key_padding) and j <= i + offset
+// (CONFIG_T::causal). The max runs over the visible keys only and a hidden key's weight is 0
+// (eatt.quant.golden.GoldenCore.softmax_weights). Key 0 is always visible (length >= 1,
+// offset >= 0), so the max starts there and the sum is at least EXP[0] as without masks.
+template <typename CONFIG_T>
+void attention_core_softmax_values_masked(
+    typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k],
+    typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim], typename CONFIG_T::length_t length,
+    typename CONFIG_T::offset_t offset,
+    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
+    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
+    typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim]) {
+    #pragma HLS INLINE
+    // the visible keys of each query (the same for every head)
+    bool visible[CONFIG_T::len_q][CONFIG_T::len_k];
+    #pragma HLS ARRAY_PARTITION variable=visible complete dim=0
+SmVisQuery:
+    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
+        #pragma HLS UNROLL
+    SmVisKey:
+        for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
+            #pragma HLS UNROLL
+            bool vis = true;
+            if (CONFIG_T::key_padding && !(j < length)) vis = false;
+            if (CONFIG_T::causal && j > i + offset) vis = false;
+            visible[i][j] = vis;
+        }
+    }
+SmMaskHead:
+    for (unsigned h = 0; h < CONFIG_T::heads; h++) {
+        #pragma HLS UNROLL
+    SmMaskQuery:
+        for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
+            #pragma HLS UNROLL
+            // max subtraction over the visible keys (key 0 always is)
+            typename CONFIG_T::score_t m = scores[h][i][0];
+        SmMaskMax:
+            for (unsigned j = 1; j < CONFIG_T::len_k; j++) {
+                #pragma HLS UNROLL
+                if (visible[i][j] && scores[h][i][j] > m) m = scores[h][i][j];
+            }
+            // exp table at (max - S) >> exp_shift for a visible key, 0 past the table; a hidden
+            // key's weight is 0; sum
+            typename CONFIG_T::exp_t e[CONFIG_T::len_k];
+            #pragma HLS ARRAY_PARTITION variable=e complete
+            typename CONFIG_T::esum_t total = 0;
+        SmMaskExp:
+            for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
+                #pragma HLS UNROLL
+                e[j] = 0;
+                if (visible[i][j]) {
+                    typename CONFIG_T::zidx_t z = m - scores[h][i][j];
+                    typename CONFIG_T::zidx_t idx = z >> CONFIG_T::exp_shift;
+                    if (idx < CONFIG_T::exp_table_size) e[j] = exp_table[idx];
+                }
+                total += e[j];
+            }
+            typename CONFIG_T::recip_t r;
+            unsigned shift;
+            attention_core_reciprocal<CONFIG_T>(total, recip_table, r, shift);
+        SmMaskCol:
+            for (unsigned d = 0; d < CONFIG_T::d_head; d++) {
+                #pragma HLS UNROLL
+                unsigned col = h * CONFIG_T::d_head + d;
+                typename CONFIG_T::numer_t acc = 0;
+            SmMaskNum:
+                for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
+                    #pragma HLS UNROLL
+                    acc += e[j] * v[j][col];
+                }
+                attn[i][col] = attention_core_normalize<CONFIG_T>(acc, r, shift);
+            }
+        }
+    }
+}
+
 // -- output projection: Z = (O W_O) >> out_shift, written on the <out_bits, out_frac> grid --------
 template <class res_T, typename CONFIG_T>
 void attention_core_output(typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim],
@@ -452,6 +536,72 @@ void attention_core_vanilla(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG
     attention_core_vanilla_alignment<CONFIG_T>(xc, yc, wq, wk, scores);
     attention_core_values<CONFIG_T>(yc, wv, v);
     attention_core_softmax_values<CONFIG_T>(scores, v, exp_table, recip_table, attn);
+    attention_core_output<res_T, CONFIG_T>(attn, wo, res);
+}
+
+// -- the layers of a masked core (key_padding / causal): the length and offset of this call ------
+// length in [1, len_k], offset in [0, len_k - 1] (the golden model's ranges; the QONNX inputs L,
+// O). An input the core does not take is passed as its "nothing hidden" value (len_k,
+// len_k - 1) and ignored (CONFIG_T::key_padding / causal are compile-time constants).
+template <class x_T, class y_T, class res_T, typename CONFIG_T>
+void attention_core_eatt_masked(
+    x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
+    typename CONFIG_T::length_t length, typename CONFIG_T::offset_t offset,
+    res_T res[CONFIG_T::len_q * CONFIG_T::dim],
+    const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
+    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
+    #pragma HLS PIPELINE II=CONFIG_T::reuse_factor
+    typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
+    typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];
+    typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k];
+    typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim];
+    typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim];
+    #pragma HLS ARRAY_PARTITION variable=xc complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=yc complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=scores complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=v complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=attn complete dim=0
+    attention_core_codes<x_T, CONFIG_T, CONFIG_T::len_q>(x, xc);
+    attention_core_codes<y_T, CONFIG_T, CONFIG_T::len_k>(y, yc);
+    attention_core_eatt_alignment<CONFIG_T>(xc, yc, wq, wk, scores);
+    attention_core_values<CONFIG_T>(yc, wv, v);
+    attention_core_softmax_values_masked<CONFIG_T>(scores, v, length, offset, exp_table,
+                                                   recip_table, attn);
+    attention_core_output<res_T, CONFIG_T>(attn, wo, res);
+}
+
+template <class x_T, class y_T, class res_T, typename CONFIG_T>
+void attention_core_vanilla_masked(
+    x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
+    typename CONFIG_T::length_t length, typename CONFIG_T::offset_t offset,
+    res_T res[CONFIG_T::len_q * CONFIG_T::dim],
+    const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
+    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
+    #pragma HLS PIPELINE II=CONFIG_T::reuse_factor
+    typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
+    typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];
+    typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k];
+    typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim];
+    typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim];
+    #pragma HLS ARRAY_PARTITION variable=xc complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=yc complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=scores complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=v complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=attn complete dim=0
+    attention_core_codes<x_T, CONFIG_T, CONFIG_T::len_q>(x, xc);
+    attention_core_codes<y_T, CONFIG_T, CONFIG_T::len_k>(y, yc);
+    attention_core_vanilla_alignment<CONFIG_T>(xc, yc, wq, wk, scores);
+    attention_core_values<CONFIG_T>(yc, wv, v);
+    attention_core_softmax_values_masked<CONFIG_T>(scores, v, length, offset, exp_table,
+                                                   recip_table, attn);
     attention_core_output<res_T, CONFIG_T>(attn, wo, res);
 }
 
