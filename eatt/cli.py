@@ -198,6 +198,11 @@ def cmd_capture(args) -> int:
     return EXIT_OK if ok else EXIT_CHECK_FAILED
 
 
+def _vector_kind(report: dict) -> str:
+    """ "captured" or "random": the vectors a check ran before its edge vectors."""
+    return "captured" if report.get("captured") else "random"
+
+
 def _check_checkpoint_path(path: str) -> None:
     p = Path(path)
     if p.is_dir():
@@ -245,6 +250,10 @@ def cmd_hls(args) -> int:
     if not args.onnx:
         check_vectors(source, args.vectors)
     kwargs = {"seed": args.seed, "backend": args.backend, "vectors": args.vectors}
+    if args.inputs:
+        if not args.onnx:
+            raise CommandError("--inputs: give the layer's FILE.onnx (eatt export --layer)")
+        kwargs["inputs"] = args.inputs
     if args.part is not None:
         if not args.part.strip():
             raise CommandError("--part: must name an FPGA part, got an empty string")
@@ -267,7 +276,8 @@ def cmd_hls(args) -> int:
         c = r["csim"]
         lines = [
             f"hls4ml project ({r['backend']}) in {r['project']}",
-            f"C simulation vs golden: {c['vectors']} random + {c['edge_vectors']} edge vectors, "
+            f"C simulation vs golden: {c['vectors']} {_vector_kind(c)} + {c['edge_vectors']} "
+            "edge vectors, "
             f"{c['mismatches']} mismatching ({c['vectors_per_s']:.0f} vectors/s)",
         ]
         if c.get("first_mismatch"):
@@ -540,6 +550,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--clock", type=float, metavar="NS", help="clock period in ns")
     p.add_argument("--vectors", type=int, default=1000, help="C simulation vectors (+ edge)")
     p.add_argument("--synth", action="store_true", help="run vendor C synthesis (vitis/vivado)")
+    p.add_argument(
+        "--inputs", metavar="ACTS.npz", help="check on these captured vectors (eatt capture)"
+    )
     p.set_defaults(func=cmd_hls)
 
     p = sub.add_parser("rtl", help="generate the core's RTL (SystemVerilog) and metadata.json")

@@ -73,6 +73,7 @@ from eatt.quant.ops import (
     window_input_fracs,
     window_input_names,
 )
+from eatt.quant.vectors import load_capture
 from eatt.quant.window import WindowGolden
 from eatt.rtl_sim.tools import ToolMissing  # one class for every missing tool (CLI exit 3)
 from eatt.units import unit_for
@@ -321,9 +322,11 @@ def run_csim(
     return rounded.astype(np.int64)
 
 
-def compare(expected: np.ndarray, got: np.ndarray, vectors: int, seed: int) -> dict:
+def compare(
+    expected: np.ndarray, got: np.ndarray, vectors: int, seed: int, captured: bool = False
+) -> dict:
     """{"vectors", "edge_vectors", "mismatches", "first_mismatch"} (golden.vector_report)."""
-    return vector_report(expected, got, vectors, seed)
+    return vector_report(expected, got, vectors, seed, captured)
 
 
 def write_testbench_data(
@@ -360,17 +363,31 @@ def check_data(
 
 
 def core_check_data(
-    model: onnx.ModelProto, cfg: CoreConfig, weights: CoreWeights, vectors: int, seed: int
+    model: onnx.ModelProto,
+    cfg: CoreConfig,
+    weights: CoreWeights,
+    vectors: int,
+    seed: int,
+    capture: dict | None = None,
 ) -> tuple[list[np.ndarray], np.ndarray, int, int]:
     """check_data of a core: random plus edge (x, y) pairs against GoldenCore; a masked core's
     vectors carry their length / offset (golden.vector_masks: every length and offset among
-    the first random vectors, the extremes on the edge ones), fed as integers."""
+    the first random vectors, the extremes on the edge ones), fed as integers. ``capture``
+    (eatt.quant.vectors.load_capture): its first ``vectors`` vectors replace the random ones."""
     from eatt.quant.export import core_input_names
 
     x, y = _vectors(cfg, vectors, seed)
     n_edge = len(edge_inputs(cfg)[0])
-    n, scale = len(x), 2.0**-cfg.in_frac
     masks = vector_masks(cfg, vectors, seed, n_edge)
+    if capture is not None:
+        ex, ey = x[vectors:], y[vectors:]
+        cx, cy = capture["x"][:vectors], capture["y"][:vectors]
+        x, y = np.concatenate([cx, ex]), np.concatenate([cy, ey])
+        masks = {
+            k: np.concatenate([capture["masks"][k][:vectors], m[vectors:]])
+            for k, m in masks.items()
+        }
+    n, scale = len(x), 2.0**-cfg.in_frac
     by_label = {"X": x.reshape(n, -1) * scale, "Y": y.reshape(n, -1) * scale}
     for mask in cfg.mask_inputs:
         by_label[MASK_INPUT_NAMES[mask]] = masks[mask].reshape(n, 1).astype(np.float64)
@@ -494,6 +511,7 @@ def write_project(
     vector_seed: int = 1,
     tb_vectors: int = 100,
     compile: bool = True,
+    inputs: str | os.PathLike | None = None,
 ) -> dict:
     """Convert the core, write its hls4ml project to out_dir, compile and check the C simulation.
 
@@ -524,13 +542,24 @@ def write_project(
                 f"{err}; nothing was written (compile=False writes the project alone)"
             ) from None
     model, cfg, weights, where = load_source(source, seed=seed)
+    capture = None
+    if inputs is not None:
+        if unit_for(cfg).name != "core":
+            raise ValueError(f"--inputs: captures are of attention cores, not a {cfg.kind} unit")
+        capture = load_capture(inputs, cfg)
+        vectors = min(vectors, len(capture["x"]))
     with replaced_dir(out_dir, "hls4ml project", legacy=is_legacy_project) as tmp:
         with stdout_to_stderr():
             with step(f"hls4ml conversion of the {cfg.kind} core ({backend})"):
                 hls_model = convert(model, cfg, tmp, backend, part, clock_ns, reuse_factor)
-                reals, expected, out_frac, n_edge = check_data(
-                    model, cfg, weights, vectors, vector_seed
-                )
+                if capture is None:
+                    reals, expected, out_frac, n_edge = check_data(
+                        model, cfg, weights, vectors, vector_seed
+                    )
+                else:
+                    reals, expected, out_frac, n_edge = core_check_data(
+                        model, cfg, weights, vectors, vector_seed, capture
+                    )
                 hls_model.write()
             csim = None
             if compile:
@@ -544,7 +573,7 @@ def write_project(
                         ) from None
                 with step(f"C simulation of {len(expected)} vectors") as ran:
                     got = predict_codes(hls_model, reals, expected.shape, out_frac)
-                csim = compare(expected, got, vectors, vector_seed)
+                csim = compare(expected, got, vectors, vector_seed, capture is not None)
                 csim.update(
                     compile_s=round(built.seconds, 3),
                     csim_s=round(ran.seconds, 4),

@@ -202,3 +202,17 @@ def test_cli_capture(trained, tmp_path):
     r = _eatt("capture", str(trained), "--layer", "encoder.9.self", "-o", str(tmp_path / "b.npz"))
     assert r.returncode == 2 and "no layer 'encoder.9.self'" in r.stderr
     assert not (tmp_path / "b.npz").exists()
+
+
+@pytest.mark.hls
+def test_hls_csim_on_captured_vectors(trained, tmp_path):
+    """A trained layer's hls4ml C simulation on its captured vectors: 0 mismatches."""
+    from eatt.hls.project import write_project
+    from eatt.model.layers import capture_layer, save_capture
+
+    acts = tmp_path / "acts.npz"
+    save_capture(capture_layer(trained, "decoder.0.self", max_vectors=120), acts)
+    cfg, weights = checkpoint_layer_core(trained, "decoder.0.self")
+    export_core(cfg, weights, tmp_path / "layer.onnx")
+    r = write_project(tmp_path / "layer.onnx", tmp_path / "hls", vectors=1000, inputs=acts)
+    assert r["ok"] and r["csim"]["captured"] and r["csim"]["vectors"] == 120, r["csim"]

@@ -220,6 +220,11 @@ def test_export_layers_of_a_model(work, checkpoint):
         "60 captured",
     )  # fmt: skip
     assert r["check"]["captured"] and r["check"]["mismatches"] == 0
+    r = both_modes(
+        ["hls", str(out), "-o", str(work / "hls_layer"), "--vectors", "60", "--inputs", str(acts)],
+        "60 captured",
+    )
+    assert r["csim"]["captured"] and r["csim"]["mismatches"] == 0
 
 
 def test_evaluate_hardware(checkpoint):
