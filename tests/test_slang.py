@@ -57,7 +57,12 @@ def test_eatt_datapath_variants_compile_clean(variant, tmp_path):
 def test_window_compiles_clean(score, position, tmp_path):
     out = _generate(tmp_path, {**WINDOW, "score": score, "position": position})
     meta = json.loads((out / "metadata.json").read_text())
-    assert meta["sources"] == ["window_attention.sv", "window_ctrl.sv", "window_ram.sv"]
+    assert meta["sources"] == [
+        "window_attention.sv",
+        "window_ctrl.sv",
+        "window_ram.sv",
+        "recip_normalize.sv",
+    ]
     assert lint_rtl(out) == []
 
 
