@@ -6,7 +6,13 @@ simulator or a synthesizer can use on its own (DESIGN.md section 4, "An RTL dire
     metadata.json          config, level, interface, latency, formats, ``sources`` (top first)
     <kind>_<level>.sv      generated top: the datapath with the weights as constants
     ap_pipe_ctrl.sv        hand-written block-level handshake (copied from rtl_sim/rtl/)
+    l1_score_row.sv        hand-written E-ATT score -sum |q - k| of one (head, query, key)
+                           (the default E-ATT datapath with adder_levels 0)
     recip_normalize.sv     hand-written O = N / E with the reciprocal table (attention level)
+
+The hand-written leaves (rtl_sim/rtl/, docs/rtl.md "Hierarchy") hold the arithmetic every config
+shares; the generated top holds what is specific to the config and the weights (the ROMs, the
+constants, the bounds and widths passed as the leaves' parameters) and the register stages.
     weights.npz            the integer weights (the golden model needs them to check the RTL)
 
 The arithmetic is the golden model's (eatt.quant.golden.GoldenCore), bit for bit. Alignment
@@ -473,6 +479,9 @@ def _eatt_scores(out, pipe, cfg, opts, qbounds, kbounds, qb, sb):
         out("")
         return
     xor = opts["scores"] == "xor"
+    if _l1_leaf(cfg, opts, pipe.levels):
+        _l1_score_rows(out, cfg, qbounds, kbounds, qb, sb)
+        return
     if xor:
         out("    // ---- scores (Eq. 10): S = -sum_t |q - k|. With d = q - k and p = (d >= 0),")
         out("    //      -|d| = (d ^ {n{p}}) + p (one's complement): the xor folds into the LUTs")
@@ -527,6 +536,72 @@ def _eatt_scores(out, pipe, cfg, opts, qbounds, kbounds, qb, sb):
                 else:
                     total = _sum_tree(terms, balanced)[0]
                 out(f"    assign sc[{h}][{i}][{j}] = {sb}'({total});")
+    out("")
+
+
+L1_SCORE_ROW_FILE = "l1_score_row.sv"
+
+
+def _l1_leaf(cfg: CoreConfig, opts: dict, levels: int) -> bool:
+    """The E-ATT scores come from the l1_score_row leaf: the default datapath (xor terms, a
+    balanced tree) with adder_levels 0; pipelined trees and the variants stay inline."""
+    return (
+        cfg.kind == "eatt" and opts["scores"] == "xor" and opts["tree"] == "balanced" and not levels
+    )
+
+
+def l1_score_row_parameters(qbounds, kbounds, qk_bits: int, score_bits: int) -> dict:
+    """The l1_score_row parameters of one head: qbounds[t], kbounds[t] = (lo, hi) of lane t's
+    q and k (from the weights' column bounds). DIFF_MAX (a SystemVerilog literal, lane 0 last)
+    holds the bound of |q - k| per lane; SCORE_W is the root adder's width (the bounds' sum),
+    at most score_bits: above it the score's bits are sign copies, which the top sees."""
+    bounds = [
+        max(b_hi - a_lo, a_hi - b_lo, 0)
+        for (a_lo, a_hi), (b_lo, b_hi) in zip(qbounds, kbounds, strict=True)
+    ]
+    lanes = len(bounds)
+    root = _bits(-(sum(bounds) + lanes - 1), lanes - 1)  # l1_score_row.sv node_bits(0, LANES - 1)
+    return {
+        "LANES": lanes,
+        "IN_W": qk_bits,
+        "SCORE_W": min(root, score_bits),
+        "DIFF_MAX": "{" + ", ".join(f"32'd{b}" for b in reversed(bounds)) + "}",
+        "diff_max": bounds,
+    }
+
+
+def _l1_score_rows(out, cfg, qbounds, kbounds, qb, sb):
+    """sc[h][i][j] by one l1_score_row leaf (rtl_sim/rtl/l1_score_row.sv) per head, query and
+    key: the default E-ATT scores (xor terms with carry-ins, balanced tree, adder_levels 0).
+    Only the per-lane bounds of |q - k| (from the weights' column bounds) are config-specific."""
+    lq, lk, heads, dh = cfg.len_q, cfg.len_k, cfg.heads, cfg.d_head
+    out("    // ---- scores (Eq. 10): S = -sum_t |q - k| per head, query and key, l1_score_row.sv")
+    out(
+        "    //      (one's-complement terms, carry-in adders, a balanced tree); DIFF_MAX: per lane"
+    )
+    out("    //      the bound of |q - k| from the weights' column bounds, which sizes its adders")
+    out(f"    logic [{dh * qb - 1}:0] q_row [{heads}][{lq}];  // lane t: q[i][h*{dh} + t]")
+    out(f"    logic [{dh * qb - 1}:0] k_row [{heads}][{lk}];")
+    for h in range(heads):
+        cols = range(h * dh, (h + 1) * dh)
+        for name, rows in (("q", lq), ("k", lk)):
+            for i in range(rows):
+                lanes = ", ".join(f"{name}[{i}][{c}]" for c in reversed(cols))
+                out(f"    assign {name}_row[{h}][{i}] = {{{lanes}}};")
+        p = l1_score_row_parameters([qbounds[c] for c in cols], [kbounds[c] for c in cols], qb, sb)
+        sw = p["SCORE_W"]
+        out(f"    logic signed [{sw - 1}:0] score_h{h} [{lq}][{lk}];  // sign-extended into sc")
+        out(f"    localparam logic [{dh * 32 - 1}:0] DIFF_MAX_H{h} = {p['DIFF_MAX']};")
+        for i, j in np.ndindex(lq, lk):
+            out(
+                f"    l1_score_row #(.LANES({dh}), .IN_W({qb}), .SCORE_W({sw}), "
+                f".DIFF_MAX(DIFF_MAX_H{h}))"
+            )
+            out(
+                f"        u_score_h{h}_q{i}_k{j} (.q(q_row[{h}][{i}]), .k(k_row[{h}][{j}]), "
+                f".score(score_h{h}[{i}][{j}]));"
+            )
+            out(f"    assign sc[{h}][{i}][{j}] = {sb}'(score_h{h}[{i}][{j}]);")
     out("")
 
 
@@ -1114,6 +1189,8 @@ def generate_core_rtl(
     latency = pipe.latency
     # the hand-written leaves the top instantiates (rtl_sim/rtl/, docs/rtl.md "Hierarchy")
     hand_written = [CTRL_FILE]
+    if _l1_leaf(cfg, opts, adder_levels):
+        hand_written.append(L1_SCORE_ROW_FILE)
     if level == "attention":
         hand_written.append(RECIP_NORMALIZE_FILE)
     meta = {
