@@ -460,7 +460,7 @@ def _eatt_scores(out, pipe, cfg, opts, qbounds, kbounds, qb, sb):
                         (a_lo, a_hi), (b_lo, b_hi) = qbounds[c], kbounds[c]
                         dlo, dhi = a_lo - b_hi, a_hi - b_lo
                         n, mlo, mhi = _bits(dlo, dhi), min(a_lo, b_lo), min(a_hi, b_hi)
-                        d, m = f"d_{i}_{j}_{c}", f"m_{i}_{j}_{c}"
+                        d, m = f"diff_q{i}_k{j}_c{c}", f"min_q{i}_k{j}_c{c}"
                         out("    /* verilator lint_off UNUSEDSIGNAL */  // only the sign is used")
                         out(f"    logic signed [{n - 1}:0] {d};  // q - k in [{dlo}, {dhi}]")
                         out("    /* verilator lint_on UNUSEDSIGNAL */")
@@ -505,7 +505,7 @@ def _eatt_scores(out, pipe, cfg, opts, qbounds, kbounds, qb, sb):
                     dlo, dhi = a_lo - b_hi, a_hi - b_lo
                     n = _bits(dlo, dhi)
                     dmax = max(-dlo, dhi)
-                    d, a = f"d_{i}_{j}_{c}", f"a_{i}_{j}_{c}"
+                    d, a = f"diff_q{i}_k{j}_c{c}", f"term_q{i}_k{j}_c{c}"
                     out(f"    logic signed [{n - 1}:0] {d}, {a};  // d = q - k in [{dlo}, {dhi}]")
                     out(f"    assign {d} = {n}'(q[{i}][{c}]) - {n}'(k[{j}][{c}]);")
                     if xor and terms:  # a = -|d| - p
@@ -513,7 +513,7 @@ def _eatt_scores(out, pipe, cfg, opts, qbounds, kbounds, qb, sb):
                         terms.append((a, -dmax - 1, 0))
                         bits.append(f"$signed({{1'b0, ~{d}[{n - 1}]}})")
                     elif pipe.levels:  # a = -|d| = min(q - k, k - q): one adder level
-                        e = f"e_{i}_{j}_{c}"
+                        e = f"rdiff_q{i}_k{j}_c{c}"
                         out(f"    logic signed [{n - 1}:0] {e};  // k - q")
                         out(f"    assign {e} = {n}'(k[{j}][{c}]) - {n}'(q[{i}][{c}]);")
                         out(f"    assign {a} = {d}[{n - 1}] ? {d} : {e};")
@@ -522,7 +522,7 @@ def _eatt_scores(out, pipe, cfg, opts, qbounds, kbounds, qb, sb):
                         out(f"    assign {a} = {d}[{n - 1}] ? {d} : -{d};")
                         terms.append((a, -dmax, 0))
                 if pipe.levels:  # every leaf is one subtract deep
-                    name = f"s_{i}_{j}_{h}"
+                    name = f"score_h{h}_q{i}_k{j}"
                     root = pipe.tree(
                         name,
                         [(*t, 1) for t in terms],
@@ -532,7 +532,7 @@ def _eatt_scores(out, pipe, cfg, opts, qbounds, kbounds, qb, sb):
                     pipe.result(f"sc[{h}][{i}][{j}]", sb, name, root)
                     continue
                 if xor:
-                    total = _carry_in_tree(out, f"s_{i}_{j}_{h}", terms, bits, balanced)[0]
+                    total = _carry_in_tree(out, f"score_h{h}_q{i}_k{j}", terms, bits, balanced)[0]
                 else:
                     total = _sum_tree(terms, balanced)[0]
                 out(f"    assign sc[{h}][{i}][{j}] = {sb}'({total});")
@@ -848,7 +848,7 @@ def _front_end(
     out(f"    logic signed [{sb - 1}:0] sc [{heads}][{lq}][{lk}];")
     if pipe.levels:  # a balanced tree of the products (the multipliers are not cut)
         for h, i, j in np.ndindex(heads, lq, lk):
-            name = f"s_{i}_{j}_{h}"
+            name = f"score_h{h}_q{i}_k{j}"
             leaves = [
                 (f"product(q[{i}][{c}], k[{j}][{c}])", 0, 0, 0) for c in range(h * dh, (h + 1) * dh)
             ]
