@@ -68,7 +68,7 @@ import numpy as np
 from eatt.config import CoreConfig, atomic_write_text
 from eatt.progress import say, step
 from eatt.quant.golden import GoldenCore, edge_inputs, random_inputs
-from eatt.rtl_sim.generate import load_metadata, load_weights
+from eatt.rtl_sim.generate import RTL_DIR, load_metadata, load_weights
 from eatt.rtl_sim.procs import LockTimeout, file_lock, run_group, sigterm_as_interrupt, try_lock
 from eatt.rtl_sim.tools import ToolMissing, check_build_tools, find_verilator, verilator_env
 from eatt.units import unit_for_level
@@ -608,8 +608,6 @@ def run_leaf(
     import cocotb
     import cocotb_tools.config
     from cocotb_tools.runner import get_results
-
-    from eatt.rtl_sim.generate import RTL_DIR
 
     check_simulator(simulator)
     source = RTL_DIR / f"{top}.sv"

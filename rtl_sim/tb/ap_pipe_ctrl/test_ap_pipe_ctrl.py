@@ -23,6 +23,8 @@ import pytest
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, Timer
 
+from eatt.rtl_sim.runner import run_leaf
+
 CASES = {"latency1": 1, "latency2": 2, "latency6": 6}
 CYCLES = 600
 
@@ -100,8 +102,6 @@ HAVE_ICARUS = shutil.which("iverilog") is not None and shutil.which("vvp") is no
 
 
 def _run(name: str, simulator: str) -> dict:
-    from eatt.rtl_sim.runner import run_leaf
-
     latency = CASES[name]
     return run_leaf(
         __file__,

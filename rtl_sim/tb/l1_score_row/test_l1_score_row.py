@@ -25,6 +25,8 @@ import pytest
 from cocotb.triggers import Timer
 
 from eatt.quant.golden import l1_scores_int
+from eatt.rtl_sim.generate import l1_score_row_parameters
+from eatt.rtl_sim.runner import run_leaf
 
 #: name -> (qk_bits, score_bits, q bounds per lane, k bounds per lane)
 CASES = {
@@ -40,8 +42,6 @@ VECTORS = 300
 
 
 def parameters(name: str) -> dict:
-    from eatt.rtl_sim.generate import l1_score_row_parameters
-
     qk_bits, score_bits, qbounds, kbounds = CASES[name]
     return l1_score_row_parameters(qbounds, kbounds, qk_bits, score_bits)
 
@@ -102,8 +102,6 @@ HAVE_ICARUS = shutil.which("iverilog") is not None and shutil.which("vvp") is no
 
 
 def _run(name: str, simulator: str) -> dict:
-    from eatt.rtl_sim.runner import run_leaf
-
     p = parameters(name)
     params = {key: p[key] for key in ("LANES", "IN_W", "SCORE_W")}
     # one sized literal for the command line (-G / -P), lane 0 at the least significant bits

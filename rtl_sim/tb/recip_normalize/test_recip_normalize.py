@@ -28,6 +28,7 @@ from cocotb.triggers import Timer
 
 from eatt.config import CoreConfig
 from eatt.quant.golden import GoldenCore, derive_formats, matmul_int, random_weights
+from eatt.rtl_sim.runner import run_leaf
 
 #: parameter sets: configs whose golden formats give the leaf's widths (one core row each:
 #: heads 1, len_q 1, so LANES = dim = d_head)
@@ -144,8 +145,6 @@ HAVE_ICARUS = shutil.which("iverilog") is not None and shutil.which("vvp") is no
 
 
 def _run(name: str, simulator: str) -> dict:
-    from eatt.rtl_sim.runner import run_leaf
-
     case = json.dumps({"name": name, "vectors": VECTORS, "seed": 1})
     params = parameters(case_config(name))
     return run_leaf(__file__, "recip_normalize", params, simulator, EATT_LEAF_CASE=case)

@@ -27,6 +27,8 @@ from cocotb.triggers import FallingEdge, Timer
 
 from eatt.config import CoreConfig
 from eatt.quant.window import window_bounds
+from eatt.rtl_sim.runner import run_leaf
+from eatt.rtl_sim.window import window_widths
 
 CASES = {
     "k10-d2": dict(len_k=10, dim=4, heads=2, half_width=2, position="gaussian"),
@@ -41,8 +43,6 @@ def case_config(name: str) -> CoreConfig:
 
 
 def parameters(cfg: CoreConfig) -> dict[str, int]:
-    from eatt.rtl_sim.window import window_widths
-
     w = window_widths(cfg)
     keys = {"AB": "addr_bits", "WB": "w_bits", "LB": "len_bits", "DB": "dist_bits"}
     keys.update(IB="index_bits", RB="rows_bits")
@@ -148,8 +148,6 @@ HAVE_ICARUS = shutil.which("iverilog") is not None and shutil.which("vvp") is no
 
 
 def _run(name: str, simulator: str) -> dict:
-    from eatt.rtl_sim.runner import run_leaf
-
     cfg = case_config(name)
     case = json.dumps({"len_k": cfg.len_k, "half_width": cfg.half_width})
     return run_leaf(__file__, "window_ctrl", parameters(cfg), simulator, EATT_LEAF_CASE=case)

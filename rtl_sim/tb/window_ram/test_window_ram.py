@@ -19,6 +19,8 @@ import pytest
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, Timer
 
+from eatt.rtl_sim.runner import run_leaf
+
 #: (DEPTH, AB, WIDTH): len_k rows, address bits, row bits (window_widths: count, V and K codes)
 CASES = {"d10-w37": (10, 4, 37), "d16-w8": (16, 4, 8), "d5-w130": (5, 3, 130)}
 CYCLES = 400
@@ -72,8 +74,6 @@ HAVE_ICARUS = shutil.which("iverilog") is not None and shutil.which("vvp") is no
 
 
 def _run(name: str, simulator: str) -> dict:
-    from eatt.rtl_sim.runner import run_leaf
-
     depth, ab, width = CASES[name]
     params = {"DEPTH": depth, "AB": ab, "WIDTH": width}
     env = {"EATT_LEAF_DEPTH": str(depth), "EATT_LEAF_WIDTH": str(width)}
