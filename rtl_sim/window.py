@@ -11,13 +11,14 @@
     window_ram.sv      hand-written memory: one row = {count, V codes, K codes}, synchronous read
     recip_normalize.sv hand-written O = N / E with the reciprocal table, as the core's (one per
                        head; the table itself is a ROM in the generated top)
+    l1_score_row.sv    hand-written E-ATT score, as the core's (one per head; E-ATT scores only)
     weights.npz        the integer weights (W_Q is used; the memory holds K and V projected)
 
 Scheme (docs/window.md "RTL"): the memory is loaded through the write port (mem_we, mem_addr,
 mem_k, mem_v, mem_cnt; one row per cycle) while the unit is idle. A step (ap_start with x, p,
 w, len[, g]) reads the rows [max(p - w, 0), min(p + w, len - 1)] one per cycle (window_ctrl),
-scores each row as it arrives (E-ATT: subtract, absolute value, adder tree; dot: d_head
-multipliers and an adder tree), subtracts the position term from a table indexed by
+scores each row as it arrives (E-ATT: the cores' l1_score_row leaf; dot: d_head multipliers
+and an adder tree), subtracts the position term from a table indexed by
 {g level, |s - p|} (no multiplier, Flexible Eq. 7 / local-p Eq. 10 in the log domain), and
 writes the logit, V row and count into a window buffer of min(2 D + 1, len_k) entries while a
 running max is kept. Pass two reads the whole buffer at once: e = count * EXP[(max - S') >>
@@ -46,9 +47,11 @@ from eatt.quant.window import (
     random_window_inputs,
 )
 from eatt.rtl_sim.generate import (
+    L1_SCORE_ROW_FILE,
     RECIP_NORMALIZE_FILE,
     _lit,
     _Writer,
+    l1_score_row_parameters,
     load_metadata,
     load_weights,
     recip_normalize,
@@ -294,8 +297,8 @@ def _window_sv(cfg: CoreConfig, weights: CoreWeights) -> str:
     out(f"    logic [{pnb - 1}:0] pen;")
     out(f"    logic signed [{sb - 1}:0] sc [{heads}];")
     out(f"    logic signed [{lb - 1}:0] lg [{heads}];")
-    if cfg.score == "eatt":
-        out(f"    logic signed [{qb}:0] dq;")
+    if cfg.score == "eatt":  # the cores' score leaf, at the full range of the codes
+        _window_l1_scores(out, cfg, qb, sb)
     out("    always_comb begin")
     out(f"        for (int d = 0; d < {dim}; d++) begin")
     out(f"            ke[d] = rdata[d*{qb} +: {qb}];")
@@ -304,14 +307,11 @@ def _window_sv(cfg: CoreConfig, weights: CoreWeights) -> str:
     out(f"        ce = rdata[{dim * (qb + vb)} +: {cb}];")
     out(f"        pen = pen_rom({'{g_r, item_dist}' if flexible else 'item_dist'});")
     out(f"        for (int h = 0; h < {heads}; h++) begin")
-    out(f"            sc[h] = {_lit(0, sb)};")
-    out(f"            for (int t = 0; t < {dh}; t++) begin")
-    if cfg.score == "eatt":
-        out(f"                dq = {qb + 1}'(q[h*{dh} + t]) - {qb + 1}'(ke[h*{dh} + t]);")
-        out(f"                sc[h] = sc[h] - (dq < 0 ? -({sb}'(dq)) : {sb}'(dq));  // Eq. 10")
-    else:
+    if cfg.score != "eatt":
+        out(f"            sc[h] = {_lit(0, sb)};")
+        out(f"            for (int t = 0; t < {dh}; t++) begin")
         out(f"                sc[h] = sc[h] + {sb}'(q[h*{dh} + t]) * {sb}'(ke[h*{dh} + t]);")
-    out("            end")
+        out("            end")
     out(f"            lg[h] = {lb}'(sc[h]) - {lb}'($signed({{1'b0, pen}}));")
     out("        end")
     out("    end")
@@ -406,6 +406,27 @@ def _window_sv(cfg: CoreConfig, weights: CoreWeights) -> str:
     return out.text()
 
 
+def _window_l1_scores(out: _Writer, cfg: CoreConfig, qb: int, sb: int) -> None:
+    """sc[h] = -sum_t |q - k| of the row on rdata by the cores' l1_score_row leaf, one per
+    head; q and K are codes of the whole qk range here (no weight bounds), so every lane's
+    |q - k| bound is 2**qk_bits - 1."""
+    heads, dh = cfg.heads, cfg.d_head
+    full = (-(2 ** (qb - 1)), 2 ** (qb - 1) - 1)
+    p = l1_score_row_parameters([full] * dh, [full] * dh, qb, sb)
+    sw = p["SCORE_W"]
+    out("    // ---- scores (Eq. 10): S = -sum_t |q - k| per head, l1_score_row.sv")
+    out(f"    logic [{dh * qb - 1}:0] q_row [{heads}], k_row [{heads}];  // lane t: [h*{dh} + t]")
+    out(f"    logic signed [{sw - 1}:0] score [{heads}];  // sign-extended into sc")
+    for h in range(heads):
+        for name, src in (("q", "q"), ("k", "ke")):
+            lanes = ", ".join(f"{src}[{c}]" for c in reversed(range(h * dh, (h + 1) * dh)))
+            out(f"    assign {name}_row[{h}] = {{{lanes}}};")
+        params = f".LANES({dh}), .IN_W({qb}), .SCORE_W({sw}), .DIFF_MAX({p['DIFF_MAX']})"
+        out(f"    l1_score_row #({params})")
+        out(f"        u_score_h{h} (.q(q_row[{h}]), .k(k_row[{h}]), .score(score[{h}]));")
+        out(f"    assign sc[{h}] = {sb}'(score[{h}]);")
+
+
 def generate_window_rtl(
     cfg: CoreConfig,
     weights: CoreWeights,
@@ -429,13 +450,14 @@ def generate_window_rtl(
         raise ValueError(f"{out}: exists and is not a directory")
     text = _window_sv(cfg, weights)
     rows = cfg.window_rows
+    hand = [*HAND_WRITTEN, L1_SCORE_ROW_FILE] if cfg.score == "eatt" else list(HAND_WRITTEN)
     meta = {
         "generator": "eatt.rtl_sim.window",
         "level": "window",
         "kind": cfg.kind,
         "config": cfg.to_dict(),
         "top": TOP,
-        "sources": [f"{TOP}.sv", *HAND_WRITTEN],
+        "sources": [f"{TOP}.sv", *hand],
         "weights": "weights.npz",
         "interface": window_interface(cfg),
         "latency": {
@@ -448,7 +470,7 @@ def generate_window_rtl(
         "window_rows": rows,
         "formats": derive_window_formats(cfg).to_dict(),
     }
-    write_rtl_dir(out, {f"{TOP}.sv": text}, list(HAND_WRITTEN), weights, meta)
+    write_rtl_dir(out, {f"{TOP}.sv": text}, hand, weights, meta)
     return meta
 
 
