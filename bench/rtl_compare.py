@@ -18,7 +18,10 @@ rewritten after every job: a run cut short leaves every finished number in
 bench/results/rtl_compare.json.
 
 Usage: ``python bench/rtl_compare.py [--sizes 4x8,6x12] [--levels alignment] [--only NAMES]
-[--vectors N] [--no-sim] [--timeout S] [--out PATH] [--resume] [--no-abc-verify]``.
+[--vectors N] [--no-sim] [--timeout S] [--out PATH] [--resume | --merge] [--no-abc-verify]``.
+``--resume`` keeps --out's finished records and runs only the missing ones; ``--merge`` keeps
+--out's other records and runs the asked ones again (re-measuring a few entries after an RTL
+change without losing the rest).
 ``--only eatt_nodsp,vanilla_nodsp`` runs just those records (names as in the JSON: eatt,
 vanilla, eatt_nodsp, vanilla_nodsp, eatt_da4ml, vanilla_da4ml), for example two long all-fabric
 jobs side by side into two ``--out`` files. ``--no-abc-verify`` drops ABC's equivalence check of
@@ -100,6 +103,7 @@ def run(
     resume: bool,
     only: tuple[str, ...] = NAMES,
     abc_verify: bool = True,
+    merge: bool = False,
 ) -> dict:
     result = {
         "benchmark": "rtl_compare",
@@ -108,14 +112,14 @@ def run(
         "machine": platform.platform(),
         "entries": {},
     }
-    if resume and out_path.is_file():
+    if (resume or merge) and out_path.is_file():
         result["entries"] = json.loads(out_path.read_text()).get("entries", {})
     work = Path(tempfile.mkdtemp(prefix="rtl_compare."))
     for level, (length, dim), kind, variant in _jobs(sizes, levels):
         key = f"{level}/{length}x{dim}"
         entry = result["entries"].setdefault(key, {"level": level, "len": length, "dim": dim})
         name = f"{kind}_{variant}" if variant else kind
-        if name not in only or (name in entry and "error" not in entry[name]):
+        if name not in only or (resume and name in entry and "error" not in entry[name]):
             continue  # not asked for, or --resume: done in an earlier run
         cfg = CoreConfig.from_dict(dict(kind=kind, len_q=length, len_k=length, dim=dim, heads=1))
         nodsp = variant == "nodsp"
@@ -205,6 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--resume", action="store_true", help="keep finished jobs of --out")
     p.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep --out's other records, run the asked ones again (re-measure a few entries)",
+    )
+    p.add_argument(
         "--no-abc-verify",
         action="store_true",
         help="skip ABC's check of the mapped netlist (same cells; saves long minutes on big cores)",
@@ -234,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         args.resume,
         only,
         not args.no_abc_verify,
+        args.merge,
     )
     print(table(result))
     print(json.dumps({k: e.get("ratios") for k, e in result["entries"].items()}))

@@ -6,6 +6,13 @@ simulator or a synthesizer can use on its own (DESIGN.md section 4, "An RTL dire
     metadata.json          config, level, interface, latency, formats, ``sources`` (top first)
     <kind>_<level>.sv      generated top: the datapath with the weights as constants
     ap_pipe_ctrl.sv        hand-written block-level handshake (copied from rtl_sim/rtl/)
+    l1_score_row.sv        hand-written E-ATT score -sum |q - k| of one (head, query, key)
+                           (the default E-ATT datapath with adder_levels 0)
+    recip_normalize.sv     hand-written O = N / E with the reciprocal table (attention level)
+
+The hand-written leaves (rtl_sim/rtl/, docs/rtl.md "Hierarchy") hold the arithmetic every config
+shares; the generated top holds what is specific to the config and the weights (the ROMs, the
+constants, the bounds and widths passed as the leaves' parameters) and the register stages.
     weights.npz            the integer weights (the golden model needs them to check the RTL)
 
 The arithmetic is the golden model's (eatt.quant.golden.GoldenCore), bit for bit. Alignment
@@ -453,7 +460,7 @@ def _eatt_scores(out, pipe, cfg, opts, qbounds, kbounds, qb, sb):
                         (a_lo, a_hi), (b_lo, b_hi) = qbounds[c], kbounds[c]
                         dlo, dhi = a_lo - b_hi, a_hi - b_lo
                         n, mlo, mhi = _bits(dlo, dhi), min(a_lo, b_lo), min(a_hi, b_hi)
-                        d, m = f"d_{i}_{j}_{c}", f"m_{i}_{j}_{c}"
+                        d, m = f"diff_q{i}_k{j}_c{c}", f"min_q{i}_k{j}_c{c}"
                         out("    /* verilator lint_off UNUSEDSIGNAL */  // only the sign is used")
                         out(f"    logic signed [{n - 1}:0] {d};  // q - k in [{dlo}, {dhi}]")
                         out("    /* verilator lint_on UNUSEDSIGNAL */")
@@ -472,6 +479,9 @@ def _eatt_scores(out, pipe, cfg, opts, qbounds, kbounds, qb, sb):
         out("")
         return
     xor = opts["scores"] == "xor"
+    if _l1_leaf(cfg, opts, pipe.levels):
+        _l1_score_rows(out, cfg, qbounds, kbounds, qb, sb)
+        return
     if xor:
         out("    // ---- scores (Eq. 10): S = -sum_t |q - k|. With d = q - k and p = (d >= 0),")
         out("    //      -|d| = (d ^ {n{p}}) + p (one's complement): the xor folds into the LUTs")
@@ -495,7 +505,7 @@ def _eatt_scores(out, pipe, cfg, opts, qbounds, kbounds, qb, sb):
                     dlo, dhi = a_lo - b_hi, a_hi - b_lo
                     n = _bits(dlo, dhi)
                     dmax = max(-dlo, dhi)
-                    d, a = f"d_{i}_{j}_{c}", f"a_{i}_{j}_{c}"
+                    d, a = f"diff_q{i}_k{j}_c{c}", f"term_q{i}_k{j}_c{c}"
                     out(f"    logic signed [{n - 1}:0] {d}, {a};  // d = q - k in [{dlo}, {dhi}]")
                     out(f"    assign {d} = {n}'(q[{i}][{c}]) - {n}'(k[{j}][{c}]);")
                     if xor and terms:  # a = -|d| - p
@@ -503,7 +513,7 @@ def _eatt_scores(out, pipe, cfg, opts, qbounds, kbounds, qb, sb):
                         terms.append((a, -dmax - 1, 0))
                         bits.append(f"$signed({{1'b0, ~{d}[{n - 1}]}})")
                     elif pipe.levels:  # a = -|d| = min(q - k, k - q): one adder level
-                        e = f"e_{i}_{j}_{c}"
+                        e = f"rdiff_q{i}_k{j}_c{c}"
                         out(f"    logic signed [{n - 1}:0] {e};  // k - q")
                         out(f"    assign {e} = {n}'(k[{j}][{c}]) - {n}'(q[{i}][{c}]);")
                         out(f"    assign {a} = {d}[{n - 1}] ? {d} : {e};")
@@ -512,7 +522,7 @@ def _eatt_scores(out, pipe, cfg, opts, qbounds, kbounds, qb, sb):
                         out(f"    assign {a} = {d}[{n - 1}] ? {d} : -{d};")
                         terms.append((a, -dmax, 0))
                 if pipe.levels:  # every leaf is one subtract deep
-                    name = f"s_{i}_{j}_{h}"
+                    name = f"score_h{h}_q{i}_k{j}"
                     root = pipe.tree(
                         name,
                         [(*t, 1) for t in terms],
@@ -522,10 +532,76 @@ def _eatt_scores(out, pipe, cfg, opts, qbounds, kbounds, qb, sb):
                     pipe.result(f"sc[{h}][{i}][{j}]", sb, name, root)
                     continue
                 if xor:
-                    total = _carry_in_tree(out, f"s_{i}_{j}_{h}", terms, bits, balanced)[0]
+                    total = _carry_in_tree(out, f"score_h{h}_q{i}_k{j}", terms, bits, balanced)[0]
                 else:
                     total = _sum_tree(terms, balanced)[0]
                 out(f"    assign sc[{h}][{i}][{j}] = {sb}'({total});")
+    out("")
+
+
+L1_SCORE_ROW_FILE = "l1_score_row.sv"
+
+
+def _l1_leaf(cfg: CoreConfig, opts: dict, levels: int) -> bool:
+    """The E-ATT scores come from the l1_score_row leaf: the default datapath (xor terms, a
+    balanced tree) with adder_levels 0; pipelined trees and the variants stay inline."""
+    return (
+        cfg.kind == "eatt" and opts["scores"] == "xor" and opts["tree"] == "balanced" and not levels
+    )
+
+
+def l1_score_row_parameters(qbounds, kbounds, qk_bits: int, score_bits: int) -> dict:
+    """The l1_score_row parameters of one head: qbounds[t], kbounds[t] = (lo, hi) of lane t's
+    q and k (from the weights' column bounds). DIFF_MAX (a SystemVerilog literal, lane 0 last)
+    holds the bound of |q - k| per lane; SCORE_W is the root adder's width (the bounds' sum),
+    at most score_bits: above it the score's bits are sign copies, which the top sees."""
+    bounds = [
+        max(b_hi - a_lo, a_hi - b_lo, 0)
+        for (a_lo, a_hi), (b_lo, b_hi) in zip(qbounds, kbounds, strict=True)
+    ]
+    lanes = len(bounds)
+    root = _bits(-(sum(bounds) + lanes - 1), lanes - 1)  # l1_score_row.sv node_bits(0, LANES - 1)
+    return {
+        "LANES": lanes,
+        "IN_W": qk_bits,
+        "SCORE_W": min(root, score_bits),
+        "DIFF_MAX": "{" + ", ".join(f"32'd{b}" for b in reversed(bounds)) + "}",
+        "diff_max": bounds,
+    }
+
+
+def _l1_score_rows(out, cfg, qbounds, kbounds, qb, sb):
+    """sc[h][i][j] by one l1_score_row leaf (rtl_sim/rtl/l1_score_row.sv) per head, query and
+    key: the default E-ATT scores (xor terms with carry-ins, balanced tree, adder_levels 0).
+    Only the per-lane bounds of |q - k| (from the weights' column bounds) are config-specific."""
+    lq, lk, heads, dh = cfg.len_q, cfg.len_k, cfg.heads, cfg.d_head
+    out("    // ---- scores (Eq. 10): S = -sum_t |q - k| per head, query and key, l1_score_row.sv")
+    out(
+        "    //      (one's-complement terms, carry-in adders, a balanced tree); DIFF_MAX: per lane"
+    )
+    out("    //      the bound of |q - k| from the weights' column bounds, which sizes its adders")
+    out(f"    logic [{dh * qb - 1}:0] q_row [{heads}][{lq}];  // lane t: q[i][h*{dh} + t]")
+    out(f"    logic [{dh * qb - 1}:0] k_row [{heads}][{lk}];")
+    for h in range(heads):
+        cols = range(h * dh, (h + 1) * dh)
+        for name, rows in (("q", lq), ("k", lk)):
+            for i in range(rows):
+                lanes = ", ".join(f"{name}[{i}][{c}]" for c in reversed(cols))
+                out(f"    assign {name}_row[{h}][{i}] = {{{lanes}}};")
+        p = l1_score_row_parameters([qbounds[c] for c in cols], [kbounds[c] for c in cols], qb, sb)
+        sw = p["SCORE_W"]
+        out(f"    logic signed [{sw - 1}:0] score_h{h} [{lq}][{lk}];  // sign-extended into sc")
+        out(f"    localparam logic [{dh * 32 - 1}:0] DIFF_MAX_H{h} = {p['DIFF_MAX']};")
+        for i, j in np.ndindex(lq, lk):
+            out(
+                f"    l1_score_row #(.LANES({dh}), .IN_W({qb}), .SCORE_W({sw}), "
+                f".DIFF_MAX(DIFF_MAX_H{h}))"
+            )
+            out(
+                f"        u_score_h{h}_q{i}_k{j} (.q(q_row[{h}][{i}]), .k(k_row[{h}][{j}]), "
+                f".score(score_h{h}[{i}][{j}]));"
+            )
+            out(f"    assign sc[{h}][{i}][{j}] = {sb}'(score_h{h}[{i}][{j}]);")
     out("")
 
 
@@ -772,7 +848,7 @@ def _front_end(
     out(f"    logic signed [{sb - 1}:0] sc [{heads}][{lq}][{lk}];")
     if pipe.levels:  # a balanced tree of the products (the multipliers are not cut)
         for h, i, j in np.ndindex(heads, lq, lk):
-            name = f"s_{i}_{j}_{h}"
+            name = f"score_h{h}_q{i}_k{j}"
             leaves = [
                 (f"product(q[{i}][{c}], k[{j}][{c}])", 0, 0, 0) for c in range(h * dh, (h + 1) * dh)
             ]
@@ -839,18 +915,48 @@ def _sum_numerator(out: _Writer, cfg: CoreConfig, tb: int, nb: int) -> None:
     heads, lq, lk, dh = cfg.heads, cfg.len_q, cfg.len_k, cfg.d_head
     out("    always_comb begin")
     body = [
-        f"tc[h][i] = {tb}'d0;",
-        f"for (int t = 0; t < {dh}; t++) nc[h][i][t] = {_lit(0, nb)};",
+        f"e_sum_c[h][i] = {tb}'d0;",
+        f"for (int t = 0; t < {dh}; t++) numer_c[h][i][t] = {_lit(0, nb)};",
         f"for (int j = 0; j < {lk}; j++) begin",
-        f"    tc[h][i] = tc[h][i] + {tb}'(e2[h][i][j]);",
+        f"    e_sum_c[h][i] = e_sum_c[h][i] + {tb}'(e2[h][i][j]);",
         f"    for (int t = 0; t < {dh}; t++) begin",
-        "        nc[h][i][t] = nc[h][i][t]",
+        "        numer_c[h][i][t] = numer_c[h][i][t]",
         f"            + {nb}'($signed({{1'b0, e2[h][i][j]}})) * {nb}'(v2[j][h*{dh} + t]);",
         "    end",
         "end",
     ]
     _loops(out, 8, [("h", heads), ("i", lq)], body)
     out("    end")
+
+
+RECIP_NORMALIZE_FILE = "recip_normalize.sv"
+
+
+def recip_normalize(
+    out: _Writer, name: str, w: dict, lanes: int, recip_frac: int, at: str, numer: list[str]
+) -> None:
+    """One recip_normalize leaf (rtl_sim/rtl/recip_normalize.sv) for the sum `e_sum{at}` and
+    the numerators `numer` (lane t = numer[t]): it drives `recip_index{at}`, reads
+    `recip{at} = recip_rom(recip_index{at})` back and writes `o_norm{at}` (lane t at
+    [t*attn_bits +: attn_bits]). The caller declares those arrays and the ROM; every
+    parameter is a golden width (attention_widths / window_widths)."""
+    params = {
+        "LANES": lanes,
+        "SUM_W": w["total_bits"],
+        "NUMER_W": w["numer_bits"],
+        "INDEX_W": w["recip_index_bits"],
+        "RECIP_W": w["recip_bits"],
+        "RECIP_FRAC": recip_frac,
+        "PROD_W": w["prod_bits"],
+        "OUT_W": w["attn_bits"],
+    }
+    out(f"    assign recip{at} = recip_rom(recip_index{at});")
+    out("    recip_normalize #(")
+    out("        " + ", ".join(f".{k}({v})" for k, v in params.items()))
+    out(f"    ) u_recip_normalize_{name} (")
+    out(f"        .e_sum(e_sum{at}), .numer({{{', '.join(reversed(numer))}}}),")
+    out(f"        .recip_index(recip_index{at}), .recip(recip{at}), .o(o_norm{at})")
+    out("    );")
 
 
 #: register stages of the generated attention datapath: Q/K/V, scores, exp, sum/numerator,
@@ -866,7 +972,7 @@ def _attention_sv(
     lq, lk, dim, heads, dh = cfg.len_q, cfg.len_k, cfg.dim, cfg.heads, cfg.d_head
     sb, vb, db, iw = w["score_bits"], w["v_bits"], w["diff_bits"], w["exp_index_bits"]
     ew, tb, nb, ki = w["exp_bits"], w["total_bits"], w["numer_bits"], w["recip_index_bits"]
-    rb, pb, ob = w["recip_bits"], w["prod_bits"], w["attn_bits"]
+    rb, ob = w["recip_bits"], w["attn_bits"]
     oab, zb, rf = w["out_acc_bits"], w["out_bits"], cfg.recip_frac
     out = _Writer()  # the datapath first (it numbers the register stages), the header last
     pipe = _Pipe(out, levels)
@@ -916,83 +1022,64 @@ def _attention_sv(
     out("    end")
     out("")
     out(f"    // ---- sum E = sum_j e_j ({tb} bits) and numerator N = sum_j e_j V_j ({nb} bits)")
-    out(f"    logic [{tb - 1}:0] tc [{heads}][{lq}];")
-    out(f"    logic signed [{nb - 1}:0] nc [{heads}][{lq}][{dh}];")
+    out(f"    logic [{tb - 1}:0] e_sum_c [{heads}][{lq}];")
+    out(f"    logic signed [{nb - 1}:0] numer_c [{heads}][{lq}][{dh}];")
     if pipe.levels:  # balanced trees over j (the products e * V are not cut)
         for h, i in np.ndindex(heads, lq):
             leaves = [(f"{tb}'(e2[{h}][{i}][{j}])", 0, 0, 0) for j in range(lk)]
-            root = pipe.tree(f"t_{h}_{i}", leaves, True, tb, signed=False)
-            pipe.result(f"tc[{h}][{i}]", tb, f"t_{h}_{i}", root, tb, signed=False)
+            root = pipe.tree(f"e_sum_{h}_{i}", leaves, True, tb, signed=False)
+            pipe.result(f"e_sum_c[{h}][{i}]", tb, f"e_sum_{h}_{i}", root, tb, signed=False)
             for t in range(dh):
                 leaves = [
                     (f"{nb}'($signed({{1'b0, e2[{h}][{i}][{j}]}})) * {nb}'(v2[{j}][{h * dh + t}])",)
                     + (0, 0, 0)
                     for j in range(lk)
                 ]
-                root = pipe.tree(f"n_{h}_{i}_{t}", leaves, True, nb)
-                pipe.result(f"nc[{h}][{i}][{t}]", nb, f"n_{h}_{i}_{t}", root, nb)
+                root = pipe.tree(f"numer_{h}_{i}_{t}", leaves, True, nb)
+                pipe.result(f"numer_c[{h}][{i}][{t}]", nb, f"numer_{h}_{i}_{t}", root, nb)
     else:
         _sum_numerator(out, cfg, tb, nb)
     stage = pipe.close("sum")
     out("")
     out(f"    // ---- stage {stage}: sum and numerator")
-    out(f"    logic [{tb - 1}:0] t3 [{heads}][{lq}];")
-    out(f"    logic signed [{nb - 1}:0] n3 [{heads}][{lq}][{dh}];")
+    out(f"    logic [{tb - 1}:0] e_sum [{heads}][{lq}];")
+    out(f"    logic signed [{nb - 1}:0] numer [{heads}][{lq}][{dh}];")
     out("    always_ff @(posedge ap_clk) begin")
     out(f"        if (stage_en[{stage}]) begin")
-    _loops(out, 12, [("h", heads), ("i", lq)], ["t3[h][i] <= tc[h][i];"])
-    _loops(out, 12, [("h", heads), ("i", lq), ("t", dh)], ["n3[h][i][t] <= nc[h][i][t];"])
+    _loops(out, 12, [("h", heads), ("i", lq)], ["e_sum[h][i] <= e_sum_c[h][i];"])
+    _loops(out, 12, [("h", heads), ("i", lq), ("t", dh)], ["numer[h][i][t] <= numer_c[h][i][t];"])
     out("        end")
     out("    end")
     out("")
-    lb = max(1, (tb - 1).bit_length())  # bits of the leading-one position
-    sw = (rf + tb - 1).bit_length()  # bits of the shift amount recip_frac + n
-    out("    // ---- reciprocal: n = floor(log2 E) (leading one), idx = the")
-    out(f"    //      {ki} bits below it, R = RECIP[idx] ({cfg.recip_table_size} entries)")
-    out(f"    //      O = clamp(round_half_up(N * R / 2**({rf} + n))) into {ob} bits")
+    out("    // ---- normalize O = N / E per head and query (recip_normalize.sv): the leaf finds")
+    out(f"    //      the table index of E, recip_rom ({cfg.recip_table_size} entries) gives R,")
+    out(f"    //      O = clamp(round_half_up(N * R / 2**({rf} + floor(log2 E)))) into {ob} bits")
     out.rom("recip_rom", ki, rb, recip_table(cfg))
-    lo, hi = -(2 ** (ob - 1)), 2 ** (ob - 1) - 1
-    out(f"    logic [{lb - 1}:0] lead [{heads}][{lq}];")
-    out(f"    logic [{tb - 1}:0] norm [{heads}][{lq}];  // E << ({tb - 1} - n): leading one on top")
-    out(f"    logic [{tb + ki - 2}:0] frac [{heads}][{lq}];  // the bits below it, zero-padded")
-    out(f"    logic [{rb - 1}:0] rc [{heads}][{lq}];")
-    out(f"    logic [{sw - 1}:0] shift [{heads}][{lq}];")
-    out(f"    logic signed [{pb - 1}:0] rnd [{heads}][{lq}][{dh}];  // N * R + 2**(shift-1)")
-    out(f"    logic signed [{pb - 1}:0] quo [{heads}][{lq}][{dh}];  // rnd >>> shift")
-    out(f"    logic signed [{ob - 1}:0] oc [{heads}][{lq}][{dh}];")
-    out("    always_comb begin")
-    body = [
-        f"lead[h][i] = {lb}'d0;",
-        f"for (int b = 0; b < {tb}; b++) begin",
-        f"    if (t3[h][i][b]) lead[h][i] = {lb}'(b);",
-        "end",
-        f"norm[h][i] = t3[h][i] << ({lb}'d{tb - 1} - lead[h][i]);",
-    ]
-    if tb > 1:
-        body.append(f"frac[h][i] = {{norm[h][i][{tb - 2}:0], {ki}'d0}};")
-    else:
-        body.append(f"frac[h][i] = {ki}'d0;")
-    body += [
-        f"rc[h][i] = recip_rom(frac[h][i][{tb + ki - 2}:{tb - 1}]);",
-        f"shift[h][i] = {sw}'d{rf} + {sw}'(lead[h][i]);",
-        f"for (int t = 0; t < {dh}; t++) begin",
-        f"    rnd[h][i][t] = {pb}'(n3[h][i][t]) * {pb}'($signed({{1'b0, rc[h][i]}}))",
-        f"        + ({pb}'sd1 <<< (shift[h][i] - {sw}'d1));",
-        "    quo[h][i][t] = rnd[h][i][t] >>> shift[h][i];",
-        f"    if (quo[h][i][t] > {_lit(hi, pb)}) oc[h][i][t] = {_lit(hi, ob)};",
-        f"    else if (quo[h][i][t] < {_lit(lo, pb)}) oc[h][i][t] = {_lit(lo, ob)};",
-        f"    else oc[h][i][t] = {ob}'(quo[h][i][t]);",
-        "end",
-    ]
-    _loops(out, 8, [("h", heads), ("i", lq)], body)
-    out("    end")
+    out(f"    logic [{dh * ob - 1}:0] o_norm [{heads}][{lq}];  // O[t] at [t*{ob} +: {ob}]")
+    out(f"    logic [{ki - 1}:0] recip_index [{heads}][{lq}];")
+    out(f"    logic [{rb - 1}:0] recip [{heads}][{lq}];")
+    for h, i in np.ndindex(heads, lq):
+        recip_normalize(
+            out,
+            f"h{h}_q{i}",
+            w,
+            dh,
+            rf,
+            f"[{h}][{i}]",
+            [f"numer[{h}][{i}][{t}]" for t in range(dh)],
+        )
     out("")
     stage = pipe.close("normalize")
     out(f"    // ---- stage {stage}: attention output O, heads concatenated in column order")
     out(f"    logic signed [{ob - 1}:0] o4 [{lq}][{dim}];")
     out("    always_ff @(posedge ap_clk) begin")
     out(f"        if (stage_en[{stage}]) begin")
-    _loops(out, 12, [("h", heads), ("i", lq), ("t", dh)], [f"o4[i][h*{dh} + t] <= oc[h][i][t];"])
+    _loops(
+        out,
+        12,
+        [("h", heads), ("i", lq), ("t", dh)],
+        [f"o4[i][h*{dh} + t] <= o_norm[h][i][t*{ob} +: {ob}];"],
+    )
     out("        end")
     out("    end")
     out("")
@@ -1100,13 +1187,19 @@ def generate_core_rtl(
         text, pipe = _attention_sv(cfg, weights, top, opts, adder_levels)
         iface = attention_interface(cfg)
     latency = pipe.latency
+    # the hand-written leaves the top instantiates (rtl_sim/rtl/, docs/rtl.md "Hierarchy")
+    hand_written = [CTRL_FILE]
+    if _l1_leaf(cfg, opts, adder_levels):
+        hand_written.append(L1_SCORE_ROW_FILE)
+    if level == "attention":
+        hand_written.append(RECIP_NORMALIZE_FILE)
     meta = {
         "generator": "eatt.rtl_sim.generate",
         "level": level,
         "kind": cfg.kind,
         "config": cfg.to_dict(),
         "top": top,
-        "sources": [top_file, CTRL_FILE],
+        "sources": [top_file, *hand_written],
         "weights": "weights.npz",
         "interface": iface,
         "latency_cycles": latency,
@@ -1121,7 +1214,7 @@ def generate_core_rtl(
         meta["max_adder_levels_per_stage"] = pipe.max_levels
     if cfg.kind == "eatt":
         meta["eatt_datapath"] = opts
-    write_rtl_dir(out, {top_file: text}, [CTRL_FILE], weights, meta)
+    write_rtl_dir(out, {top_file: text}, hand_written, weights, meta)
     return meta
 
 

@@ -68,7 +68,7 @@ import numpy as np
 from eatt.config import CoreConfig, atomic_write_text
 from eatt.progress import say, step
 from eatt.quant.golden import GoldenCore, edge_inputs, random_inputs
-from eatt.rtl_sim.generate import load_metadata, load_weights
+from eatt.rtl_sim.generate import RTL_DIR, load_metadata, load_weights
 from eatt.rtl_sim.procs import LockTimeout, file_lock, run_group, sigterm_as_interrupt, try_lock
 from eatt.rtl_sim.tools import ToolMissing, check_build_tools, find_verilator, verilator_env
 from eatt.units import unit_for_level
@@ -258,19 +258,20 @@ def _runner(simulator: str):
 
 
 @contextmanager
-def _sim_environ(simulator: str, **extra: str) -> Iterator[None]:
+def _sim_environ(simulator: str, tb_dir: Path = TB_DIR, **extra: str) -> Iterator[None]:
     """cocotb's runner copies os.environ (over its own extra_env) into every command and hands
-    sys.path over as PYTHONPATH: set both for the duration of one build or run."""
+    sys.path over as PYTHONPATH (tb_dir first: the testbench module's folder): set both for the
+    duration of one build or run."""
     saved = dict(os.environ)
     if simulator == "verilator":
         os.environ.update(verilator_env())
     os.environ.update(extra)
-    sys.path.insert(0, str(TB_DIR))
+    sys.path.insert(0, str(tb_dir))
     try:
         yield
     finally:
         try:
-            sys.path.remove(str(TB_DIR))
+            sys.path.remove(str(tb_dir))
         except ValueError:
             pass
         os.environ.clear()
@@ -284,7 +285,9 @@ def _tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
-def _cocotb_build(simulator: str, sources: list[Path], top: str, bdir: Path) -> None:
+def _cocotb_build(
+    simulator: str, sources: list[Path], top: str, bdir: Path, parameters: dict | None = None
+) -> None:
     log = bdir / "build.log"
     with _sim_environ(simulator):
         try:
@@ -293,6 +296,7 @@ def _cocotb_build(simulator: str, sources: list[Path], top: str, bdir: Path) -> 
                 hdl_toplevel=top,
                 build_dir=bdir,
                 build_args=_BUILD_ARGS[simulator],
+                parameters=parameters or {},
                 timescale=("1ns", "1ps"),
                 log_file=log,
             )
@@ -584,6 +588,81 @@ def run_testbench(
     if failed:
         raise RuntimeError(f"testbench: {failed} of {total} tests failed; see {log}:\n{_tail(log)}")
     return json.loads((run / "results.json").read_text()), seconds
+
+
+# -- the hand-written leaves (rtl_sim/rtl/<module>.sv, testbenches in tb/<module>/) ----------------
+def run_leaf(
+    tb_file: str | os.PathLike,
+    top: str,
+    parameters: dict[str, int],
+    simulator: str = "verilator",
+    seed: int = 0,
+    **env: str,
+) -> dict:
+    """Build the hand-written leaf `top` (rtl_sim/rtl/<top>.sv) with `parameters` and run the
+    cocotb tests of `tb_file` (rtl_sim/tb/<top>/test_<top>.py) on it; `env` reaches the
+    testbench as environment variables. The build is cached as a core's is (sim_cache, keyed by
+    the source, the parameters, the simulator and cocotb; LRU-pruned with them), so a second
+    run of the same parameter set only simulates. Returns {"tests", "build_dir",
+    "cached_build", "results_dir"}; RuntimeError (with the log's tail) when a test fails."""
+    import cocotb
+    import cocotb_tools.config
+    from cocotb_tools.runner import get_results
+
+    check_simulator(simulator)
+    source = RTL_DIR / f"{top}.sv"
+    tb = Path(tb_file).resolve()
+    h = hashlib.sha256()
+    for part in (
+        f"eatt-leaf {CACHE_FORMAT}",
+        simulator,
+        simulator_version(simulator),
+        f"cocotb {cocotb.__version__} {cocotb_tools.config.libs_dir}",
+        top,
+        json.dumps(_BUILD_ARGS[simulator]),
+        json.dumps(parameters, sort_keys=True),
+    ):
+        h.update(part.encode() + b"\0")
+    h.update(source.read_bytes())
+    key = f"leaf-{top}-{h.hexdigest()[:16]}"
+    root = sim_cache(simulator)
+    root.mkdir(parents=True, exist_ok=True)
+    bdir = root / key
+    stamp = bdir / STAMP
+    with sigterm_as_interrupt(), file_lock(root / f"{key}.lock", f"another run of {key}", None):
+        product = bdir / (top if simulator == "verilator" else "sim.vvp")
+        cached = stamp.is_file() and product.is_file()
+        if cached:
+            os.utime(stamp)
+        else:
+            shutil.rmtree(bdir, ignore_errors=True)
+            (bdir / "src").mkdir(parents=True)
+            shutil.copyfile(source, bdir / "src" / source.name)
+            _cocotb_build(simulator, [bdir / "src" / source.name], top, bdir, parameters)
+            _slim(bdir, simulator)
+            atomic_write_text(stamp, json.dumps({"top": top, "parameters": parameters}) + "\n")
+            _prune(root, CACHE_KEEP, key)
+        run = bdir / "run"
+        _clear(run)
+        log = run / "sim.log"
+        with _sim_environ(simulator, tb.parent, **env):
+            try:
+                xml = _runner(simulator).test(
+                    test_module=tb.stem,
+                    hdl_toplevel=top,
+                    hdl_toplevel_lang="verilog",
+                    build_dir=bdir,
+                    test_dir=run,
+                    results_xml=str(run / "results.xml"),
+                    seed=seed,
+                    log_file=log,
+                )
+            except (RuntimeError, SystemExit) as err:
+                raise RuntimeError(f"simulation failed ({err}); see {log}:\n{_tail(log)}") from None
+        total, failed = get_results(xml)
+    if failed or not total:
+        raise RuntimeError(f"{tb.name}: {failed} of {total} tests failed; see {log}:\n{_tail(log)}")
+    return {"tests": total, "build_dir": str(bdir), "cached_build": cached, "results_dir": str(run)}
 
 
 def compare_runs(runs: dict, n: int) -> tuple[dict, np.ndarray, dict | None]:

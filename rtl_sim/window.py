@@ -9,19 +9,23 @@
                        eatt.quant.window.WindowGolden.forward)
     window_ctrl.sv     hand-written handshake (ap_ctrl_hs) and address generator
     window_ram.sv      hand-written memory: one row = {count, V codes, K codes}, synchronous read
+    recip_normalize.sv hand-written O = N / E with the reciprocal table, as the core's (one per
+                       head; the table itself is a ROM in the generated top)
+    l1_score_row.sv    hand-written E-ATT score, as the core's (one per head; E-ATT scores only)
     weights.npz        the integer weights (W_Q is used; the memory holds K and V projected)
 
 Scheme (docs/window.md "RTL"): the memory is loaded through the write port (mem_we, mem_addr,
 mem_k, mem_v, mem_cnt; one row per cycle) while the unit is idle. A step (ap_start with x, p,
 w, len[, g]) reads the rows [max(p - w, 0), min(p + w, len - 1)] one per cycle (window_ctrl),
-scores each row as it arrives (E-ATT: subtract, absolute value, adder tree; dot: d_head
-multipliers and an adder tree), subtracts the position term from a table indexed by
+scores each row as it arrives (E-ATT: the cores' l1_score_row leaf; dot: d_head multipliers
+and an adder tree), subtracts the position term from a table indexed by
 {g level, |s - p|} (no multiplier, Flexible Eq. 7 / local-p Eq. 10 in the log domain), and
 writes the logit, V row and count into a window buffer of min(2 D + 1, len_k) entries while a
 running max is kept. Pass two reads the whole buffer at once: e = count * EXP[(max - S') >>
 exp_shift], E = sum e, N = sum e V (a tree over the window, D-sized, not l_k-sized), then the
-reciprocal and normalization as in the core. Latency rows + 3 cycles; the next step is
-accepted after `rows` cycles (the reduction of one step overlaps the scoring of the next).
+reciprocal and normalization by the core's leaf (recip_normalize.sv). Latency rows + 3
+cycles; the next step is accepted after `rows` cycles (the reduction of one step overlaps the
+scoring of the next).
 """
 
 from __future__ import annotations
@@ -42,11 +46,21 @@ from eatt.quant.window import (
     penalty_table,
     random_window_inputs,
 )
-from eatt.rtl_sim.generate import _lit, _Writer, load_metadata, load_weights, write_rtl_dir
+from eatt.rtl_sim.generate import (
+    L1_SCORE_ROW_FILE,
+    RECIP_NORMALIZE_FILE,
+    _lit,
+    _Writer,
+    l1_score_row_parameters,
+    load_metadata,
+    load_weights,
+    recip_normalize,
+    write_rtl_dir,
+)
 from eatt.rtl_sim.runner import compare_runs, sim_run, write_job
 
 TOP = "window_attention"
-HAND_WRITTEN = ("window_ctrl.sv", "window_ram.sv")
+HAND_WRITTEN = ("window_ctrl.sv", "window_ram.sv", RECIP_NORMALIZE_FILE)
 #: cycles from the accepted start to ap_done beyond the window rows (window_ctrl.sv)
 LATENCY_EXTRA = 3
 
@@ -156,9 +170,8 @@ def _window_sv(cfg: CoreConfig, weights: CoreWeights) -> str:
     ib, ab, qb, vb, cb = w["in_bits"], w["acc_bits"], w["qk_bits"], w["v_bits"], cfg.count_bits
     sb, pnb, lb, db = w["score_bits"], w["penalty_bits"], w["logit_bits"], w["diff_bits"]
     eib, ekb, ew, ceb = w["exp_index_bits"], w["exp_table_bits"], w["exp_bits"], w["weighted_bits"]
-    tb, nb, ki, rb, pb, ob = (
-        w[k] for k in ("total_bits", "numer_bits", "recip_index_bits", "recip_bits", "prod_bits",
-                       "attn_bits")
+    tb, nb, ki, rb, ob = (
+        w[k] for k in ("total_bits", "numer_bits", "recip_index_bits", "recip_bits", "attn_bits")
     )  # fmt: skip
     rows, adb, lnb, wb, dsb = (
         w["window_rows"], w["addr_bits"], w["len_bits"], w["w_bits"], w["dist_bits"]
@@ -284,8 +297,8 @@ def _window_sv(cfg: CoreConfig, weights: CoreWeights) -> str:
     out(f"    logic [{pnb - 1}:0] pen;")
     out(f"    logic signed [{sb - 1}:0] sc [{heads}];")
     out(f"    logic signed [{lb - 1}:0] lg [{heads}];")
-    if cfg.window_score == "eatt":
-        out(f"    logic signed [{qb}:0] dq;")
+    if cfg.window_score == "eatt":  # the cores' score leaf, at the full range of the codes
+        _window_l1_scores(out, cfg, qb, sb)
     out("    always_comb begin")
     out(f"        for (int d = 0; d < {dim}; d++) begin")
     out(f"            ke[d] = rdata[d*{qb} +: {qb}];")
@@ -294,14 +307,11 @@ def _window_sv(cfg: CoreConfig, weights: CoreWeights) -> str:
     out(f"        ce = rdata[{dim * (qb + vb)} +: {cb}];")
     out(f"        pen = pen_rom({'{g_r, item_dist}' if flexible else 'item_dist'});")
     out(f"        for (int h = 0; h < {heads}; h++) begin")
-    out(f"            sc[h] = {_lit(0, sb)};")
-    out(f"            for (int t = 0; t < {dh}; t++) begin")
-    if cfg.window_score == "eatt":
-        out(f"                dq = {qb + 1}'(q[h*{dh} + t]) - {qb + 1}'(ke[h*{dh} + t]);")
-        out(f"                sc[h] = sc[h] - (dq < 0 ? -({sb}'(dq)) : {sb}'(dq));  // Eq. 10")
-    else:
+    if cfg.window_score != "eatt":
+        out(f"            sc[h] = {_lit(0, sb)};")
+        out(f"            for (int t = 0; t < {dh}; t++) begin")
         out(f"                sc[h] = sc[h] + {sb}'(q[h*{dh} + t]) * {sb}'(ke[h*{dh} + t]);")
-    out("            end")
+        out("            end")
     out(f"            lg[h] = {lb}'(sc[h]) - {lb}'($signed({{1'b0, pen}}));")
     out("        end")
     out("    end")
@@ -342,12 +352,12 @@ def _window_sv(cfg: CoreConfig, weights: CoreWeights) -> str:
     out(f"    logic [{eib - 1}:0] ei;")
     out(f"    logic [{ew - 1}:0] ex;")
     out(f"    logic [{ceb - 1}:0] cw;")
-    out(f"    logic [{tb - 1}:0] tot_c [{heads}];")
-    out(f"    logic signed [{nb - 1}:0] num_c [{heads}][{dh}];")
+    out(f"    logic [{tb - 1}:0] e_sum_c [{heads}];")
+    out(f"    logic signed [{nb - 1}:0] numer_c [{heads}][{dh}];")
     out("    always_comb begin")
     out(f"        for (int h = 0; h < {heads}; h++) begin")
-    out(f"            tot_c[h] = {tb}'d0;")
-    out(f"            for (int t = 0; t < {dh}; t++) num_c[h][t] = {_lit(0, nb)};")
+    out(f"            e_sum_c[h] = {tb}'d0;")
+    out(f"            for (int t = 0; t < {dh}; t++) numer_c[h][t] = {_lit(0, nb)};")
     out(f"            for (int j = 0; j < {rows}; j++) begin")
     out(f"                df = {db}'({lb + 1}'(mx[h]) - {lb + 1}'(sbuf[j][h]));")
     out(f"                ei = {eib}'(df >> {f.exp_shift});")
@@ -355,72 +365,66 @@ def _window_sv(cfg: CoreConfig, weights: CoreWeights) -> str:
     out(f"                ex = (j < {rwb + 1}'(red_rows) && {inside})")
     out(f"                    ? exp_rom({ekb}'(ei)) : {ew}'d0;")
     out(f"                cw = {ceb}'(ex) * {ceb}'(cbuf[j]);")
-    out(f"                tot_c[h] = tot_c[h] + {tb}'(cw);")
+    out(f"                e_sum_c[h] = e_sum_c[h] + {tb}'(cw);")
     out(f"                for (int t = 0; t < {dh}; t++) begin")
-    out("                    num_c[h][t] = num_c[h][t]")
+    out("                    numer_c[h][t] = numer_c[h][t]")
     out(f"                        + {nb}'($signed({{1'b0, cw}})) * {nb}'(vbuf[j][h*{dh} + t]);")
     out("                end")
     out("            end")
     out("        end")
     out("    end")
-    out(f"    logic [{tb - 1}:0] tot [{heads}];")
-    out(f"    logic signed [{nb - 1}:0] num [{heads}][{dh}];")
+    out(f"    logic [{tb - 1}:0] e_sum [{heads}];")
+    out(f"    logic signed [{nb - 1}:0] numer [{heads}][{dh}];")
     out("    always_ff @(posedge ap_clk) begin")
     out("        if (red_go) begin")
     out(f"            for (int h = 0; h < {heads}; h++) begin")
-    out("                tot[h] <= tot_c[h];")
-    out(f"                for (int t = 0; t < {dh}; t++) num[h][t] <= num_c[h][t];")
+    out("                e_sum[h] <= e_sum_c[h];")
+    out(f"                for (int t = 0; t < {dh}; t++) numer[h][t] <= numer_c[h][t];")
     out("            end")
     out("        end")
     out("    end")
     out("")
-    # -- reciprocal and normalization (as the core, generate.py) ---------------------------------
-    lead_bits = max(1, (tb - 1).bit_length())
-    sw = (rf + tb - 1).bit_length()
-    lo, hi = -(2 ** (ob - 1)), 2 ** (ob - 1) - 1
-    out("    // ---- reciprocal: n = floor(log2 E), R = RECIP[the bits below the leading one];")
-    out(f"    //      O = clamp(round_half_up(N * R / 2**({rf} + n))) into {ob} bits")
+    # -- reciprocal and normalization: the core's leaf (recip_normalize.sv), once per head -----
+    out("    // ---- normalize O = N / E per head (recip_normalize.sv): the leaf finds the table")
+    out(f"    //      index of E, recip_rom ({cfg.recip_table_size} entries) gives R,")
+    out(f"    //      O = clamp(round_half_up(N * R / 2**({rf} + floor(log2 E)))) into {ob} bits")
     out.rom("recip_rom", ki, rb, recip_table(core_config(cfg)))
-    out(f"    logic [{lead_bits - 1}:0] lead [{heads}];")
-    out(f"    logic [{tb - 1}:0] norm [{heads}];")
-    out(f"    logic [{tb + ki - 2}:0] frac [{heads}];")
-    out(f"    logic [{rb - 1}:0] rc [{heads}];")
-    out(f"    logic [{sw - 1}:0] shift [{heads}];")
-    out(f"    logic signed [{pb - 1}:0] rnd [{heads}][{dh}];")
-    out(f"    logic signed [{pb - 1}:0] quo [{heads}][{dh}];")
-    out(f"    logic signed [{ob - 1}:0] oc [{heads}][{dh}];")
-    out("    always_comb begin")
-    out(f"        for (int h = 0; h < {heads}; h++) begin")
-    out(f"            lead[h] = {lead_bits}'d0;")
-    out(f"            for (int b = 0; b < {tb}; b++) if (tot[h][b]) lead[h] = {lead_bits}'(b);")
-    out(f"            norm[h] = tot[h] << ({lead_bits}'d{tb - 1} - lead[h]);")
-    if tb > 1:
-        out(f"            frac[h] = {{norm[h][{tb - 2}:0], {ki}'d0}};")
-    else:
-        out(f"            frac[h] = {ki}'d0;")
-    out(f"            rc[h] = recip_rom(frac[h][{tb + ki - 2}:{tb - 1}]);")
-    out(f"            shift[h] = {sw}'d{rf} + {sw}'(lead[h]);")
-    out(f"            for (int t = 0; t < {dh}; t++) begin")
-    out(f"                rnd[h][t] = {pb}'(num[h][t]) * {pb}'($signed({{1'b0, rc[h]}}))")
-    out(f"                    + ({pb}'sd1 <<< (shift[h] - {sw}'d1));")
-    out("                quo[h][t] = rnd[h][t] >>> shift[h];")
-    out(f"                if (quo[h][t] > {_lit(hi, pb)}) oc[h][t] = {_lit(hi, ob)};")
-    out(f"                else if (quo[h][t] < {_lit(lo, pb)}) oc[h][t] = {_lit(lo, ob)};")
-    out(f"                else oc[h][t] = {ob}'(quo[h][t]);")
-    out("            end")
-    out("        end")
-    out("    end")
+    out(f"    logic [{ki - 1}:0] recip_index [{heads}];")
+    out(f"    logic [{rb - 1}:0] recip [{heads}];")
+    out(f"    logic [{dh * ob - 1}:0] o_norm [{heads}];  // O[t] at [t*{ob} +: {ob}]")
+    for h in range(heads):
+        numer = [f"numer[{h}][{t}]" for t in range(dh)]
+        recip_normalize(out, f"h{h}", w, dh, rf, f"[{h}]", numer)
     out("    always_ff @(posedge ap_clk) begin")
     out("        if (nrm_go) begin")
-    out(f"            for (int h = 0; h < {heads}; h++) begin")
-    out(f"                for (int t = 0; t < {dh}; t++) o[(h*{dh} + t)*{ob} +: {ob}] <= oc[h][t];")
-    out("            end")
+    out(f"            for (int h = 0; h < {heads}; h++) o[h*{dh * ob} +: {dh * ob}] <= o_norm[h];")
     out("        end")
     out("    end")
     out("endmodule")
     out("")
     out("`default_nettype wire")
     return out.text()
+
+
+def _window_l1_scores(out: _Writer, cfg: CoreConfig, qb: int, sb: int) -> None:
+    """sc[h] = -sum_t |q - k| of the row on rdata by the cores' l1_score_row leaf, one per
+    head; q and K are codes of the whole qk range here (no weight bounds), so every lane's
+    |q - k| bound is 2**qk_bits - 1."""
+    heads, dh = cfg.heads, cfg.d_head
+    full = (-(2 ** (qb - 1)), 2 ** (qb - 1) - 1)
+    p = l1_score_row_parameters([full] * dh, [full] * dh, qb, sb)
+    sw = p["SCORE_W"]
+    out("    // ---- scores (Eq. 10): S = -sum_t |q - k| per head, l1_score_row.sv")
+    out(f"    logic [{dh * qb - 1}:0] q_row [{heads}], k_row [{heads}];  // lane t: [h*{dh} + t]")
+    out(f"    logic signed [{sw - 1}:0] score [{heads}];  // sign-extended into sc")
+    for h in range(heads):
+        for name, src in (("q", "q"), ("k", "ke")):
+            lanes = ", ".join(f"{src}[{c}]" for c in reversed(range(h * dh, (h + 1) * dh)))
+            out(f"    assign {name}_row[{h}] = {{{lanes}}};")
+        params = f".LANES({dh}), .IN_W({qb}), .SCORE_W({sw}), .DIFF_MAX({p['DIFF_MAX']})"
+        out(f"    l1_score_row #({params})")
+        out(f"        u_score_h{h} (.q(q_row[{h}]), .k(k_row[{h}]), .score(score[{h}]));")
+        out(f"    assign sc[{h}] = {sb}'(score[{h}]);")
 
 
 def generate_window_rtl(
@@ -446,13 +450,14 @@ def generate_window_rtl(
         raise ValueError(f"{out}: exists and is not a directory")
     text = _window_sv(cfg, weights)
     rows = cfg.window_rows
+    hand = [*HAND_WRITTEN, L1_SCORE_ROW_FILE] if cfg.window_score == "eatt" else list(HAND_WRITTEN)
     meta = {
         "generator": "eatt.rtl_sim.window",
         "level": "window",
         "kind": cfg.kind,
         "config": cfg.to_dict(),
         "top": TOP,
-        "sources": [f"{TOP}.sv", *HAND_WRITTEN],
+        "sources": [f"{TOP}.sv", *hand],
         "weights": "weights.npz",
         "interface": window_interface(cfg),
         "latency": {
@@ -465,7 +470,7 @@ def generate_window_rtl(
         "window_rows": rows,
         "formats": derive_window_formats(cfg).to_dict(),
     }
-    write_rtl_dir(out, {f"{TOP}.sv": text}, list(HAND_WRITTEN), weights, meta)
+    write_rtl_dir(out, {f"{TOP}.sv": text}, hand, weights, meta)
     return meta
 
 

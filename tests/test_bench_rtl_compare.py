@@ -87,6 +87,17 @@ def test_only_and_resume(bench, fake_tools, tmp_path):
     assert entry["eatt"]["abc_verify"] is True and entry["eatt"]["yosys_peak_mb"] == 50
 
 
+def test_merge_reruns_the_asked_records_and_keeps_the_rest(bench, fake_tools, tmp_path):
+    out = tmp_path / "r.json"
+    run = dict(vectors=1, sim=False, timeout=None, out_path=out)
+    bench.run([(2, 4)], ["attention"], resume=False, only=("eatt", "vanilla"), **run)
+    fake_tools.clear()
+    result = bench.run([(2, 4)], ["attention"], resume=False, only=("eatt",), merge=True, **run)
+    assert fake_tools == [("attention_eatt_2x4", False)]  # run again although it was there
+    assert set(result["entries"]["attention/2x4"]) >= {"eatt", "vanilla", "ratios"}
+    assert json.loads(out.read_text()) == result
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

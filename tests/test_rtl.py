@@ -172,7 +172,11 @@ def test_small_weights_give_narrow_widths(tmp_path):
     text = (out / meta["sources"][0]).read_text()
     table_bits = [int(n) + 1 for n in re.findall(r"logic signed \[(\d+):0\] w[qk]_c", text)]
     assert table_bits and max(table_bits) <= 4  # |subset sum| <= 6 rows of 1
-    diff_bits = [int(n) + 1 for n in re.findall(r"logic signed \[(\d+):0\] d_", text)]
+    # the l1_score_row leaves' subtracts: per lane signed_bits(DIFF_MAX), the |q - k| bound
+    bounds = [
+        int(n) for n in re.findall(r"32'd(\d+)", " ".join(re.findall(r"DIFF_MAX_H\d+ = .*", text)))
+    ]
+    diff_bits = [signed_bits(b) for b in bounds]
     assert diff_bits and max(diff_bits) <= 6  # |q - k| <= 16, not 2**12 - 1
     # the score port keeps the config's worst-case width
     assert meta["interface"]["widths"]["score_bits"] == signed_bits(derive_formats(cfg).score_bound)

@@ -66,6 +66,7 @@ def test_build_in_cache_and_space_in_rtl_path(fresh, monkeypatch, capfd):
     # the RTL folder: what generate_rtl wrote, and the small run folder
     names = {p.name for p in out.iterdir()}
     assert names == {"eatt_alignment.sv", "ap_pipe_ctrl.sv", "metadata.json", "weights.npz"} | {
+        "l1_score_row.sv",
         MARKER,
         "sim",
     }

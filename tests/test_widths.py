@@ -179,6 +179,36 @@ def roms(text: str) -> dict[str, tuple[int, int]]:
     return {name: (int(i) + 1, int(v) + 1) for v, name, i in ROM.findall(text)}
 
 
+INSTANCE = re.compile(r"^\s*(\w+) #\((.*?)\)\s*u_\w+\s*\(", re.MULTILINE | re.DOTALL)
+
+
+def leaf_parameters(text: str, module: str) -> list[dict[str, int]]:
+    """The parameters of every instance of a hand-written leaf, in order."""
+    found = []
+    for name, params in INSTANCE.findall(text):
+        if name == module:
+            pairs = re.findall(r"\.(\w+)\((-?\d+)\)", params)
+            found.append({key: int(value) for key, value in pairs})
+    return found
+
+
+def recip_normalize_expected(cfg, f) -> dict[str, int]:
+    """recip_normalize's parameters: the golden widths of the sum, numerator, table, product
+    and output (f: Formats or WindowFormats, which name them alike)."""
+    return {
+        "LANES": cfg.d_head,
+        "SUM_W": f.esum_bits,
+        "NUMER_W": f.numer_bits,
+        "INDEX_W": derive_formats(
+            core_config(cfg) if cfg.kind == "window" else cfg
+        ).recip_index_bits,
+        "RECIP_W": f.recip_bits,
+        "RECIP_FRAC": cfg.recip_frac,
+        "PROD_W": f.prod_bits,
+        "OUT_W": f.attn_bits,
+    }
+
+
 def rtl_text(cfg, level, tmp_path) -> str:
     from eatt.rtl_sim.generate import generate_rtl
 
@@ -211,13 +241,11 @@ def test_rtl_core_widths_are_golden(name, tmp_path):
         "s1": (True, f.score_bits),
         "sdiff": (True, f.score_bits + 1),
         "ec": (False, f.exp_bits),
-        "t3": (False, f.esum_bits),
-        "n3": (True, f.numer_bits),
-        "norm": (False, f.esum_bits),
-        "rc": (False, f.recip_bits),
-        "rnd": (True, f.prod_bits),
-        "quo": (True, f.prod_bits),
-        "oc": (True, f.attn_bits),
+        "e_sum": (False, f.esum_bits),
+        "numer": (True, f.numer_bits),
+        "recip_index": (False, f.recip_index_bits),
+        "recip": (False, f.recip_bits),
+        "o_norm": (False, cfg.d_head * f.attn_bits),
         "za": (True, f.out_acc_bits),
         "z": (False, lq * dim * f.out_code_bits),
     }
@@ -225,6 +253,10 @@ def test_rtl_core_widths_are_golden(name, tmp_path):
     r = roms(text)
     assert r["exp_rom"] == (f.exp_index_bits, f.exp_bits)
     assert r["recip_rom"] == (f.recip_index_bits, f.recip_bits)
+    # the normalization leaf (recip_normalize.sv), one per head and query, at golden widths
+    assert leaf_parameters(text, "recip_normalize") == [recip_normalize_expected(cfg, f)] * (
+        heads * lq
+    )
 
 
 @pytest.mark.parametrize("name", list(WINDOWS))
@@ -256,11 +288,11 @@ def test_rtl_window_widths_are_golden(name, tmp_path):
         "ei": (False, wf.exp_index_bits),
         "ex": (False, f.exp_bits),
         "cw": (False, wf.weighted_bits),
-        "tot": (False, wf.esum_bits),
-        "num": (True, wf.numer_bits),
-        "rc": (False, wf.recip_bits),
-        "rnd": (True, wf.prod_bits),
-        "oc": (True, wf.attn_bits),
+        "e_sum": (False, wf.esum_bits),
+        "numer": (True, wf.numer_bits),
+        "recip_index": (False, f.recip_index_bits),
+        "recip": (False, wf.recip_bits),
+        "o_norm": (False, cfg.d_head * wf.attn_bits),
     }
     if cfg.position == "flexible":
         expected["g"] = (False, wf.g_bits)
@@ -268,6 +300,9 @@ def test_rtl_window_widths_are_golden(name, tmp_path):
     r = roms(text)
     assert r["exp_rom"] == (wf.exp_table_bits, f.exp_bits)
     assert r["recip_rom"] == (f.recip_index_bits, wf.recip_bits)
+    assert leaf_parameters(text, "recip_normalize") == [recip_normalize_expected(cfg, wf)] * (
+        cfg.heads
+    )
 
 
 # -- the golden widths themselves hold their bounds ------------------------------------------

@@ -1,0 +1,88 @@
+// recip_normalize: the softmax division O = N / E of one attention row, with a reciprocal table.
+//
+// E (SUM_W bits, unsigned, >= 1) is the sum of the softmax weights of one query, N (LANES
+// numerators of NUMER_W bits, signed) the weighted sums of the values. As the golden model
+// (eatt.quant.golden.reciprocal and GoldenCore.weighted_values, docs/golden.md steps 7-8):
+//
+//   n      = floor(log2 E)                        leading one of E
+//   index  = the INDEX_W bits of E below its leading one (zero-padded when n < INDEX_W)
+//   R      = RECIP[index]                          1 / (1.index) in RECIP_FRAC fraction bits
+//   O[t]   = clamp((N[t] * R + 2**(RECIP_FRAC + n - 1)) >>> (RECIP_FRAC + n))  into OUT_W bits
+//
+// The reciprocal table depends on the config (recip_frac, recip_table_size), not on this
+// module's structure, and can have up to 2**16 entries: it stays with the generated top, which
+// holds it as a case-statement ROM, drives `recip` from `recip_index` (a combinational lookup:
+// no loop, recip_index depends on e_sum only) and so keeps every config-specific constant in the
+// generated file. A packed-vector parameter would do too, but 2**16 entries of up to 21 bits
+// pass Verilator's 65,536-bit limit on a constant.
+//
+// Purely combinational: the caller registers `o` (the attention top in its normalize stage, the
+// window unit with nrm_go), so its pipeline and latency are the caller's. Instantiated once per
+// (head, query) by rtl_sim/generate.py (attention level) and once per head by
+// rtl_sim/window.py. Every width comes from the golden formats (attention_widths /
+// window_widths); PROD_W must hold |N * R| + 2**(RECIP_FRAC + SUM_W - 2) (golden prod_bits).
+//
+// Testbench: rtl_sim/tb/recip_normalize/test_recip_normalize.py.
+
+`default_nettype none
+
+module recip_normalize #(
+    parameter int LANES      = 4,   // numerators sharing one sum E (d_head)
+    parameter int SUM_W      = 12,  // bits of the sum E, unsigned (golden esum_bits)
+    parameter int NUMER_W    = 20,  // bits of each numerator N, signed (golden numer_bits)
+    parameter int INDEX_W    = 8,   // reciprocal table index bits, 2**INDEX_W entries
+    parameter int RECIP_W    = 13,  // bits of a table entry R, unsigned (golden recip_bits)
+    parameter int RECIP_FRAC = 12,  // fraction bits of R (cfg.recip_frac)
+    parameter int PROD_W     = 34,  // bits of N * R + the rounding half, signed (prod_bits)
+    parameter int OUT_W      = 8    // bits of each output O, signed, clamped (golden attn_bits)
+) (
+    input  wire logic [SUM_W-1:0]         e_sum,        // E >= 1
+    input  wire logic [LANES*NUMER_W-1:0] numer,        // N[t] at [t*NUMER_W +: NUMER_W]
+    output logic      [INDEX_W-1:0]       recip_index,  // table index of E
+    input  wire logic [RECIP_W-1:0]       recip,        // RECIP[recip_index], from the caller
+    output logic      [LANES*OUT_W-1:0]   o             // O[t] at [t*OUT_W +: OUT_W]
+);
+    // bits of the leading-one position n <= SUM_W - 1, and of the shift RECIP_FRAC + n
+    localparam int LEAD_W  = (SUM_W > 1) ? $clog2(SUM_W) : 1;
+    localparam int SHIFT_W = $clog2(RECIP_FRAC + SUM_W);
+    // the clamp bounds of O, at PROD_W and at OUT_W bits
+    localparam logic signed [PROD_W-1:0] PROD_MAX = PROD_W'({(OUT_W - 1){1'b1}});
+    localparam logic signed [PROD_W-1:0] PROD_MIN = ~PROD_MAX;
+    localparam logic signed [OUT_W-1:0]  OUT_MAX  = {1'b0, {(OUT_W - 1){1'b1}}};
+    localparam logic signed [OUT_W-1:0]  OUT_MIN  = {1'b1, {(OUT_W - 1){1'b0}}};
+    localparam logic signed [PROD_W-1:0] ONE      = PROD_W'(1);
+
+    logic [LEAD_W-1:0]        lead;      // n = floor(log2 E)
+    logic [SUM_W-1:0]         norm;      // E << (SUM_W - 1 - n): the leading one on top
+    /* verilator lint_off UNUSEDSIGNAL */  // only the INDEX_W bits below the top are read
+    logic [SUM_W+INDEX_W-1:0] norm_ext;  // norm with INDEX_W zeros below
+    /* verilator lint_on UNUSEDSIGNAL */
+    logic [SHIFT_W-1:0]       shift;     // RECIP_FRAC + n
+
+    always_comb begin
+        lead = '0;
+        for (int b = 0; b < SUM_W; b++) begin
+            if (e_sum[b]) lead = LEAD_W'(b);
+        end
+    end
+    assign norm        = e_sum << (LEAD_W'(SUM_W - 1) - lead);
+    assign norm_ext    = {norm, INDEX_W'(0)};
+    assign recip_index = norm_ext[SUM_W+INDEX_W-2 -: INDEX_W];
+    assign shift       = SHIFT_W'(RECIP_FRAC) + SHIFT_W'(lead);
+
+    for (genvar t = 0; t < LANES; t++) begin : g_lane
+        logic signed [NUMER_W-1:0] n_t;
+        logic signed [PROD_W-1:0]  rounded;   // N * R + 2**(shift - 1)
+        logic signed [PROD_W-1:0]  quotient;  // rounded >>> shift
+
+        assign n_t      = numer[t*NUMER_W +: NUMER_W];
+        assign rounded  = PROD_W'(n_t) * PROD_W'($signed({1'b0, recip}))
+                        + (ONE <<< (shift - SHIFT_W'(1)));
+        assign quotient = rounded >>> shift;
+        assign o[t*OUT_W +: OUT_W] = (quotient > PROD_MAX) ? OUT_MAX
+                                   : (quotient < PROD_MIN) ? OUT_MIN
+                                   : OUT_W'(quotient);
+    end
+endmodule
+
+`default_nettype wire
