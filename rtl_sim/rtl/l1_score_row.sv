@@ -22,9 +22,11 @@
 // Every instance of one head has the same parameters, so synthesis elaborates one module per head.
 //
 // Purely combinational: the caller registers `score` (the alignment and attention tops in
-// their score stage). The generator instantiates it per (head, query, key) for the default
-// E-ATT datapath with adder_levels 0; the pipelined trees (adder_levels >= 1) and the datapath
-// variants (scores "abs" / "min", tree "chain") stay inline in the generated top.
+// their score stage, the window unit in its buffer). rtl_sim/generate.py instantiates it per
+// (head, query, key) for the default E-ATT datapath with adder_levels 0 (the pipelined trees of
+// adder_levels >= 1 and the datapath variants, scores "abs" / "min" and tree "chain", stay
+// inline in the generated top); rtl_sim/window.py once per head, DIFF_MAX at the full code
+// range (its keys come from memory, without weight bounds).
 //
 // Testbench: rtl_sim/tb/l1_score_row/test_l1_score_row.py.
 
