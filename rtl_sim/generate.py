@@ -164,9 +164,24 @@ def attention_widths(cfg: CoreConfig, formats: Formats | None = None) -> dict[st
     return w
 
 
+def mask_bits(cfg: CoreConfig) -> dict[str, int]:
+    """Width of each mask input port the core takes (golden MASK_INPUTS): length in
+    [1, len_k], offset in [0, len_k - 1], unsigned (the QONNX file's UINT widths)."""
+    bits = {"length": cfg.len_k.bit_length(), "offset": max(1, (cfg.len_k - 1).bit_length())}
+    return {m: bits[m] for m in cfg.mask_inputs}
+
+
 def attention_interface(cfg: CoreConfig) -> dict:
     """The port list of the attention top (also written to metadata.json)."""
     iface = alignment_interface(cfg)
+    for name, bits in mask_bits(cfg).items():
+        iface["inputs"][name] = {
+            "shape": [],
+            "element_bits": bits,
+            "signed": False,
+            "width": bits,
+            "packing": "one unsigned integer per vector, sampled with x and y",
+        }
     w = attention_widths(cfg)
     zb = w["out_bits"]
     iface["outputs"] = {
@@ -228,7 +243,15 @@ def _header(out: _Writer, cfg: CoreConfig, top: str, what: str, widths: dict, pi
     out("")
 
 
-def _ports(out: _Writer, cfg: CoreConfig, top: str, comment: list[str], port: str, width: int):
+def _ports(
+    out: _Writer,
+    cfg: CoreConfig,
+    top: str,
+    comment: list[str],
+    port: str,
+    width: int,
+    masks: dict[str, int] | None = None,
+):
     lq, lk, dim, ib = cfg.len_q, cfg.len_k, cfg.dim, cfg.in_bits
     out(f"module {top} (")
     out("    input  wire logic ap_clk,")
@@ -241,6 +264,13 @@ def _ports(out: _Writer, cfg: CoreConfig, top: str, comment: list[str], port: st
     out(f"    input  wire logic [{lq * dim * ib - 1}:0] x,")
     out(f"    // Y: {lk} x {dim} signed {ib}-bit, element (j, d) at [(j*{dim} + d)*{ib} +: {ib}]")
     out(f"    input  wire logic [{lk * dim * ib - 1}:0] y,")
+    what = {
+        "length": f"valid keys: key j gets weight only if j < length (1 .. {lk})",
+        "offset": f"causal offset: query i sees keys j <= i + offset (0 .. {lk - 1})",
+    }
+    for name, bits in (masks or {}).items():
+        out(f"    // {what[name]}")
+        out(f"    input  wire logic [{bits - 1}:0] {name},")
     for line in comment:
         out(f"    // {line}")
     out(f"    output logic [{width - 1}:0] {port},")
@@ -964,6 +994,36 @@ def recip_normalize(
 ATTENTION_LATENCY = 6
 
 
+def _masks(out: _Writer, cfg: CoreConfig, stage: int) -> bool:
+    """The mask inputs (length, offset), registered along the pipeline with their vector up to
+    the scores stage `stage`, and visible[i][j] (golden visible_keys) from them; False when the
+    core takes none."""
+    bits = mask_bits(cfg)
+    if not bits:
+        return False
+    lq, lk = cfg.len_q, cfg.len_k
+    out("    // ---- masks: the per-call inputs travel with their vector to the softmax")
+    for name, b in bits.items():
+        out(f"    logic [{b - 1}:0] {name}_r [{stage + 1}];")
+        out("    always_ff @(posedge ap_clk) begin")
+        out(f"        if (stage_en[0]) {name}_r[0] <= {name};")
+        for k in range(1, stage + 1):
+            out(f"        if (stage_en[{k}]) {name}_r[{k}] <= {name}_r[{k - 1}];")
+        out("    end")
+    out(f"    logic visible [{lq}][{lk}];  // key j gets weight in query i's softmax")
+    for i in range(lq):
+        for j in range(lk):
+            terms = []
+            if "length" in bits:
+                terms.append(f"(length_r[{stage}] > {bits['length']}'d{j})")
+            if "offset" in bits and j > i:
+                terms.append(f"(offset_r[{stage}] >= {bits['offset']}'d{j - i})")
+            cond = " && ".join(terms) or "1'b1"
+            out(f"    assign visible[{i}][{j}] = {cond};")
+    out("")
+    return True
+
+
 def _attention_sv(
     cfg: CoreConfig, weights: CoreWeights, top: str, opts: dict, levels: int
 ) -> tuple[str, _Pipe]:
@@ -990,21 +1050,31 @@ def _attention_sv(
     out("        end")
     out("    end")
     out("")
+    masked = _masks(out, cfg, stage)
     out(f"    // ---- softmax weights: e = EXP[(max_j S - S) >> {f.exp_shift}], 0 past the table")
     out(f"    //      ({cfg.exp_table_size} entries, EXP[0] = 2**{cfg.exp_frac})")
+    if masked:
+        out("    //      max and weights over the visible keys only (key 0 always is); e = 0 for")
+        out("    //      a hidden key")
     out.rom("exp_rom", iw, ew, exp_table(cfg))
     out(f"    logic signed [{sb - 1}:0] smax [{heads}][{lq}];")
     out(f"    logic signed [{sb}:0] sdiff [{heads}][{lq}][{lk}];  // in [0, {2 * f.score_bound}]")
     out(f"    logic [{ew - 1}:0] ec [{heads}][{lq}][{lk}];")
     out("    always_comb begin")
+    visible = "visible[i][j] && " if masked else ""
+    exp = f"exp_rom({iw}'(sdiff[h][i][j][{db - 1}:0] >> {f.exp_shift}))"
     body = [
         "smax[h][i] = s1[h][i][0];",
         f"for (int j = 1; j < {lk}; j++) begin",
-        "    if (s1[h][i][j] > smax[h][i]) smax[h][i] = s1[h][i][j];",
+        f"    if ({visible}s1[h][i][j] > smax[h][i]) smax[h][i] = s1[h][i][j];",
         "end",
         f"for (int j = 0; j < {lk}; j++) begin",
         f"    sdiff[h][i][j] = {sb + 1}'(smax[h][i]) - {sb + 1}'(s1[h][i][j]);",
-        f"    ec[h][i][j] = exp_rom({iw}'(sdiff[h][i][j][{db - 1}:0] >> {f.exp_shift}));",
+        (
+            f"    ec[h][i][j] = visible[i][j] ? {exp} : {ew}'d0;"
+            if masked
+            else f"    ec[h][i][j] = {exp};"
+        ),
         "end",
     ]
     _loops(out, 8, [("h", heads), ("i", lq)], body)
@@ -1117,6 +1187,7 @@ def _attention_sv(
         ],
         "z",
         lq * dim * zb,
+        mask_bits(cfg),
     )
     _control(head, pipe.latency, "z")
     head.lines += out.lines

@@ -67,7 +67,15 @@ import numpy as np
 
 from eatt.config import CoreConfig, atomic_write_text
 from eatt.progress import say, step
-from eatt.quant.golden import GoldenCore, edge_inputs, random_inputs
+from eatt.quant.golden import (
+    GoldenCore,
+    check_masks,
+    edge_inputs,
+    edge_masks,
+    first_mismatch,
+    random_inputs,
+    random_masks,
+)
 from eatt.rtl_sim.generate import RTL_DIR, load_metadata, load_weights
 from eatt.rtl_sim.procs import LockTimeout, file_lock, run_group, sigterm_as_interrupt, try_lock
 from eatt.rtl_sim.tools import ToolMissing, check_build_tools, find_verilator, verilator_env
@@ -476,12 +484,14 @@ def simulate_core(
     vectors: int = 1000,
     seed: int = 0,
     build_dir: str | os.PathLike | None = None,
-    inputs: tuple[np.ndarray, np.ndarray] | None = None,
+    inputs: tuple | None = None,
     simulator: str = "verilator",
     lock_timeout: float | None = None,
 ) -> dict:
     """Simulate a core's RTL directory (level alignment or attention) on `vectors` input pairs
-    (edge vectors first, then random ones, or the given `inputs` (x, y)); through simulate."""
+    (edge vectors first, then random ones, or the given `inputs` (x, y) or (x, y, masks)); a
+    masked core's vectors carry their mask inputs (golden edge_masks / random_masks: every
+    length and offset among them); through simulate."""
     out = Path(out_dir).resolve()
     meta = load_metadata(out)
     if meta["level"] not in ("alignment", "attention"):
@@ -490,20 +500,30 @@ def simulate_core(
     golden = GoldenCore(cfg, load_weights(out, meta))
 
     if inputs is not None:
-        x, y = (np.asarray(t) for t in inputs)
+        x, y = (np.asarray(t) for t in inputs[:2])
         x, y = (t[None] if t.ndim == 2 else t for t in (x, y))
+        masks = dict(inputs[2]) if len(inputs) > 2 else {}
     else:
         if vectors < 1:
             raise ValueError(f"vectors: must be at least 1, got {vectors}")
         ex, ey = edge_inputs(cfg)
-        rx, ry = random_inputs(cfg, max(0, vectors - len(ex)), seed=seed)
+        n_random = max(0, vectors - len(ex))
+        rx, ry = random_inputs(cfg, n_random, seed=seed)
         x, y = np.concatenate([ex, rx])[:vectors], np.concatenate([ey, ry])[:vectors]
-    expected = golden.alignment(x, y) if meta["level"] == "alignment" else golden.forward(x, y)
+        em, rm = edge_masks(cfg, len(ex)), random_masks(cfg, n_random, seed)
+        masks = {k: np.concatenate([em[k], rm[k]])[:vectors] for k in em}
+    masks = check_masks(cfg, len(x), masks)
+    if meta["level"] == "alignment":
+        expected = golden.alignment(x, y)  # scores: the masks act after them
+    else:
+        expected = golden.forward(x, y, masks=masks)
 
     with sim_run(out, meta, simulator, build_dir, lock_timeout) as sr:
         run = sr.dir
         np.save(run / "x.npy", x)
         np.save(run / "y.npy", y)
+        for name, values in masks.items():
+            np.save(run / f"{name}.npy", values)
         job = write_job(
             run,
             seed,
@@ -511,6 +531,7 @@ def simulate_core(
             latency_cycles=meta.get("latency_cycles", 0),
             x=str(run / "x.npy"),
             y=str(run / "y.npy"),
+            masks={name: str(run / f"{name}.npy") for name in masks},
         )
         tb = sr.test(meta["top"], f"test_{meta['level']}", seed, f"{len(x)} vectors")
         got = np.load(run / "got.npy").reshape(expected.shape)
@@ -678,8 +699,6 @@ def compare_runs(runs: dict, n: int) -> tuple[dict, np.ndarray, dict | None]:
 
 def _compare(expected: np.ndarray, got: np.ndarray) -> dict:
     """Mismatching vectors and elements, and the first mismatch (vector, index, values)."""
-    from eatt.quant.golden import first_mismatch
-
     wrong = expected != got
     per_vector = wrong.reshape(len(wrong), -1).any(axis=1)
     first = None

@@ -83,6 +83,11 @@ class CoreTB:
         self.out_vld = getattr(dut, port["valid"])
         self.done_cycles: list[int] = []
         self.outputs: list[list[int]] = []
+        # a masked core's per-vector inputs (the interface names them: length, offset)
+        self.masks = {
+            name: np.load(path) for name, path in job.get("masks", {}).items()
+            if name in iface["inputs"]
+        }  # fmt: skip
 
     async def start(self) -> None:
         """Start the clock, hold reset for 3 cycles; returns at a falling edge."""
@@ -91,6 +96,8 @@ class CoreTB:
         self.dut.ap_rst.value = 1
         self.dut.x.value = 0
         self.dut.y.value = 0
+        for name in self.masks:
+            getattr(self.dut, name).value = 0
         for _ in range(3):
             await FallingEdge(self.dut.ap_clk)
         self.dut.ap_rst.value = 0
@@ -106,11 +113,14 @@ class CoreTB:
                 word = self.out_port.value.to_unsigned()
                 self.outputs.append(_unpack(word, self.out_count, self.out_bits))
 
-    async def start_vector(self, x: np.ndarray, y: np.ndarray) -> int:
-        """At a falling edge: raise ap_start with a vector, wait until it is accepted (ap_ready
-        high before a rising edge); return the accepting cycle. Ends at the next falling edge."""
+    async def start_vector(self, x: np.ndarray, y: np.ndarray, n: int = 0) -> int:
+        """At a falling edge: raise ap_start with vector n (x, y and, for a masked core, its
+        mask inputs), wait until it is accepted (ap_ready high before a rising edge); return
+        the accepting cycle. Ends at the next falling edge."""
         self.dut.x.value = _pack(x, self.in_bits)
         self.dut.y.value = _pack(y, self.in_bits)
+        for name, values in self.masks.items():
+            getattr(self.dut, name).value = int(values[n])
         self.dut.ap_start.value = 1
         while True:
             await Timer(1, "ns")  # let ap_ready settle after the new inputs
@@ -191,7 +201,7 @@ async def test_stream(dut):
     xs, ys = np.load(job["x"]), np.load(job["y"])
     tb = CoreTB(dut, job)
     await tb.start()
-    accepted = [await tb.start_vector(xs[n], ys[n]) for n in range(len(xs))]
+    accepted = [await tb.start_vector(xs[n], ys[n], n) for n in range(len(xs))]
     await tb.idle(0)
     await tb.drain(len(xs), limit=len(xs) + 1000)
     assert len(tb.done_cycles) == len(xs), f"{len(tb.done_cycles)} ap_done for {len(xs)} starts"
@@ -220,7 +230,7 @@ async def test_bubbles(dut):
     rng = random.Random(job.get("seed", 0))
     for n in range(count):
         await tb.idle(rng.choice((0, 0, 1, 2, 3)))
-        await tb.start_vector(xs[n], ys[n])
+        await tb.start_vector(xs[n], ys[n], n)
     await tb.idle(0)
     await tb.drain(count, limit=count * 4 + 1000)
     assert len(tb.done_cycles) == count, f"{len(tb.done_cycles)} ap_done for {count} starts"
