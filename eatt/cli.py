@@ -31,6 +31,7 @@ from eatt.model import energy
 from eatt.outdir import check_output_file
 from eatt.progress import step
 from eatt.quant.golden import random_weights
+from eatt.quant.vectors import load_capture
 from eatt.rtl_sim.generate import generate_rtl, load_metadata
 from eatt.rtl_sim.resources import resources_report
 from eatt.rtl_sim.runner import simulate
@@ -291,10 +292,30 @@ def cmd_hls(args) -> int:
 
 # -- eatt rtl / eatt sim -------------------------------------------------------------------------
 def cmd_rtl(args) -> int:
-    cfg, weights = _load_core(args)
+    source = None
+    if args.onnx:
+        if args.config:
+            raise CommandError("give either --config or an ONNX file, not both")
+        try:
+            from eatt.quant.export import core_source, load_core  # onnx, qonnx
+        except ImportError as err:
+            raise CommandError(
+                f"reading {args.onnx} needs onnx/qonnx ({err})", EXIT_TOOL_MISSING
+            ) from None
+        cfg, weights = load_core(args.onnx)
+        source = {"onnx": str(Path(args.onnx).resolve()), **(core_source(args.onnx) or {})}
+    else:
+        cfg, weights = _load_core(args)
     check_rtl_size(cfg)
     # window: one level, a fixed pipeline (adder_levels must be 0)
-    meta = generate_rtl(cfg, weights, args.output, level=args.level, adder_levels=args.adder_levels)
+    meta = generate_rtl(
+        cfg,
+        weights,
+        args.output,
+        level=args.level,
+        adder_levels=args.adder_levels,
+        source=source,
+    )
 
     def text(m: dict) -> str:
         if "latency_cycles" in m:
@@ -315,20 +336,35 @@ def cmd_sim(args) -> int:
     if args.vectors < 1:
         raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
     meta = load_metadata(args.dir)
-    check_vectors(
-        CoreConfig.from_dict(meta["config"], source=f"{args.dir}/metadata.json"), args.vectors
-    )
+    cfg = CoreConfig.from_dict(meta["config"], source=f"{args.dir}/metadata.json")
+    check_vectors(cfg, args.vectors)
+    inputs = None
+    if args.inputs:
+        if meta["level"] not in ("alignment", "attention"):
+            raise CommandError(f"--inputs: captures are of attention cores, not a {cfg.kind} unit")
+        capture = load_capture(args.inputs, cfg)
+        n = args.vectors
+        inputs = (
+            capture["x"][:n],
+            capture["y"][:n],
+            {k: v[:n] for k, v in capture["masks"].items()},
+        )
     try:
-        result = simulate(args.dir, vectors=args.vectors, seed=args.seed, simulator=args.simulator)
+        result = simulate(
+            args.dir, vectors=args.vectors, seed=args.seed, simulator=args.simulator, inputs=inputs
+        )
     except ToolMissing as err:
         raise CommandError(str(err), EXIT_TOOL_MISSING) from None
     except RuntimeError as err:  # a handshake assertion or a failed build: the check failed
         raise CommandError(str(err), EXIT_CHECK_FAILED) from None
 
+    if inputs is not None:
+        result["captured"] = True
+
     def text(r: dict) -> str:
         lines = [
             f"RTL simulation ({SIMULATORS[r.get('simulator', 'verilator')]} + cocotb): "
-            f"{r['vectors']} vectors, "
+            f"{r['vectors']} {'captured ' if r.get('captured') else ''}vectors, "
             f"{r['mismatches']} mismatching; latency {r['latency_cycles']} cycles, "
             f"II {r['ii_cycles']} cycles; build {r['build_seconds']:.1f} s"
             + (" (cached)" if r.get("cached_build") else "")
@@ -558,6 +594,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("rtl", help="generate the core's RTL (SystemVerilog) and metadata.json")
     _add_core_args(p)
     p.add_argument(
+        "onnx", nargs="?", metavar="FILE.onnx", help="a core written by `eatt export` (a layer)"
+    )
+    p.add_argument(
         "--level",
         choices=["alignment", "attention"],
         default="alignment",
@@ -582,6 +621,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=sorted(SIMULATORS),
         default="verilator",
         help="verilator (2-state, fast) or icarus (4-state: unknown values show as X)",
+    )
+    p.add_argument(
+        "--inputs", metavar="ACTS.npz", help="simulate these captured vectors (eatt capture)"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_sim)

@@ -60,7 +60,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eatt.config import CoreConfig
+from eatt.config import CoreConfig, atomic_write_text
 from eatt.outdir import OutputError, check_output_dir, replaced_dir
 from eatt.quant.golden import (
     CoreWeights,
@@ -1201,17 +1201,20 @@ def generate_rtl(
     level: str = "alignment",
     eatt_datapath: dict | None = None,
     adder_levels: int = 0,
+    source: dict | None = None,
 ) -> dict:
     """Write the RTL of cfg's unit into out_dir; return the metadata (also in metadata.json).
 
-    Dispatches to the unit's generator (eatt.units: generate_core_rtl for kinds eatt and dot,
-    rtl_sim.window.generate_window_rtl for the window unit) after the checks every unit shares.
+    Dispatches to the unit's generator (eatt.units: generate_core_rtl for kinds eatt and
+    vanilla, rtl_sim.window.generate_window_rtl for the window unit) after the checks every
+    unit shares. ``source`` (JSON-ready: the QONNX file, and the checkpoint and layer it was
+    taken from) is recorded in metadata.json.
     """
     if isinstance(adder_levels, bool) or not isinstance(adder_levels, int) or adder_levels < 0:
         raise ValueError(f"adder_levels: must be an integer >= 0, got {adder_levels!r}")
     check_output_dir(out_dir, "RTL", legacy=_legacy_rtl_dir)  # refuse before any work
     generate = unit_for(cfg).load("generate_rtl")
-    return generate(
+    meta = generate(
         cfg,
         weights,
         out_dir,
@@ -1219,6 +1222,10 @@ def generate_rtl(
         eatt_datapath=eatt_datapath,
         adder_levels=adder_levels,
     )
+    if source is not None:  # the folder is ours now: add the provenance to its metadata
+        meta["source"] = source
+        atomic_write_text(Path(out_dir) / "metadata.json", json.dumps(meta, indent=2) + "\n")
+    return meta
 
 
 def generate_core_rtl(

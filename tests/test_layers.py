@@ -216,3 +216,36 @@ def test_hls_csim_on_captured_vectors(trained, tmp_path):
     export_core(cfg, weights, tmp_path / "layer.onnx")
     r = write_project(tmp_path / "layer.onnx", tmp_path / "hls", vectors=1000, inputs=acts)
     assert r["ok"] and r["csim"]["captured"] and r["csim"]["vectors"] == 120, r["csim"]
+
+
+@pytest.mark.rtl
+def test_a_trained_layer_in_rtl_on_its_captured_vectors(tmp_path):
+    """Train -> export the layer -> RTL (the folder records the checkpoint and the layer) ->
+    Verilator + cocotb on the vectors the layer saw while the model decoded: 0 mismatches."""
+    from eatt.model.data import TaskConfig
+    from eatt.model.train import TrainConfig, train
+
+    data = TaskConfig(
+        n_train=24, n_dev=8, n_test=8, seed=3, min_len=5, max_len=6, n_nouns=6, n_verbs=3, n_adjs=3
+    )
+    model = ModelConfig(
+        dim=8, heads=2, ffn_dim=16, enc_layers=1, dec_layers=1, dropout=0.0, max_len=10,
+        attention="quant-eatt", tau=0.5,
+    )  # fmt: skip
+    cfg = TrainConfig(seed=5, steps=4, max_tokens=128, warmup=2, decay=100, peak_lr=3e-3,
+                      eval_every=0, progress=False, data=data)  # fmt: skip
+    ckpt = train(model, cfg, tmp_path / "run")["checkpoint"]
+    acts, onnx_file, rtl = tmp_path / "acts.npz", tmp_path / "cross.onnx", tmp_path / "rtl"
+    r = _eatt("capture", ckpt, "--layer", "decoder.0.cross", "--max", "40", "-o", str(acts))
+    assert r.returncode == 0, r.stderr
+    r = _eatt("export", ckpt, "--layer", "decoder.0.cross", "-o", str(onnx_file))
+    assert r.returncode == 0, r.stderr
+    r = _eatt("rtl", str(onnx_file), "--level", "attention", "-o", str(rtl), "--json")
+    assert r.returncode == 0, r.stderr
+    meta = json.loads(r.stdout)
+    assert meta["source"]["layer"] == "decoder.0.cross" and meta["source"]["checkpoint"]
+    assert json.loads((rtl / "metadata.json").read_text())["source"] == meta["source"]
+    r = _eatt("sim", str(rtl), "--inputs", str(acts), "--vectors", "40", "--json")
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["captured"] and result["vectors"] == 40 and result["mismatches"] == 0

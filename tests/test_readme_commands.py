@@ -19,10 +19,10 @@ import pytest
 TINY = "kind: eatt\nlen_q: 2\nlen_k: 3\ndim: 4\nheads: 1\n"
 TINY_WINDOW = "kind: window\nlen_q: 1\nlen_k: 6\ndim: 4\nheads: 1\nwindow_d: 1\n"
 TINY_RUN = (
-    "model: {dim: 16, heads: 2, ffn_dim: 32, enc_layers: 1, dec_layers: 1, attention: eatt,\n"
-    "        cross: quant-eatt}\n"
+    "model: {dim: 8, heads: 2, ffn_dim: 32, enc_layers: 1, dec_layers: 1, attention: eatt,\n"
+    "        cross: quant-eatt, max_len: 12}\n"
     "train: {steps: 4, max_tokens: 256, eval_every: 4, progress: false}\n"
-    "data: {n_train: 40, n_dev: 8, n_test: 8}\n"
+    "data: {n_train: 40, n_dev: 8, n_test: 8, max_len: 8}\n"
 )
 
 
@@ -225,6 +225,13 @@ def test_export_layers_of_a_model(work, checkpoint):
         "60 captured",
     )
     assert r["csim"]["captured"] and r["csim"]["mismatches"] == 0
+    rtl = work / "rtl_layer"
+    r = both_modes(["rtl", str(out), "--level", "attention", "-o", str(rtl)], "wrote attention RTL")
+    assert r["source"]["layer"] == "decoder.0.cross"
+    r = both_modes(
+        ["sim", str(rtl), "--inputs", str(acts), "--vectors", "60"], "60 captured vectors"
+    )
+    assert r["captured"] and r["mismatches"] == 0
 
 
 def test_evaluate_hardware(checkpoint):

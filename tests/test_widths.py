@@ -200,7 +200,7 @@ def recip_normalize_expected(cfg, f) -> dict[str, int]:
         "SUM_W": f.esum_bits,
         "NUMER_W": f.numer_bits,
         "INDEX_W": derive_formats(
-            core_config(cfg) if cfg.kind == "window" else cfg
+            cfg.core() if isinstance(cfg, WindowConfig) else cfg
         ).recip_index_bits,
         "RECIP_W": f.recip_bits,
         "RECIP_FRAC": cfg.recip_frac,
