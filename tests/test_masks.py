@@ -8,6 +8,8 @@ and against the same core without masks where nothing is hidden.
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 
@@ -240,6 +242,6 @@ def test_rtl_with_masks_is_the_golden_model(name, tmp_path):
     assert meta["latency_cycles"] == plain["latency_cycles"]
     r = simulate(tmp_path / "rtl", vectors=120, seed=3)
     assert r["mismatches"] == 0 and r["ii_cycles"] == 1, r["first_mismatch"]
-    if name == "eatt-length":  # the second simulator, 4-state: no X reaches an output
+    if name == "eatt-length" and shutil.which("iverilog"):  # 4-state: no X reaches an output
         r = simulate(tmp_path / "rtl", vectors=40, seed=3, simulator="icarus")
         assert r["mismatches"] == 0, r["first_mismatch"]

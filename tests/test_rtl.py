@@ -331,7 +331,9 @@ PIPE_CONFIGS = {
     # d_head 4: each score is a subtract and 2 adder levels, so adder_levels 2 cuts it too
     "eatt": dict(kind="eatt", len_q=2, len_k=2, dim=4, heads=1),
     # 6 products per projection and per score: 3 adder levels each
-    "dot": dict(kind="vanilla", len_q=2, len_k=2, dim=6, heads=1, in_bits=6, in_frac=3, qk_bits=7),
+    "vanilla": dict(
+        kind="vanilla", len_q=2, len_k=2, dim=6, heads=1, in_bits=6, in_frac=3, qk_bits=7
+    ),
 }
 # E-ATT alignment at 1 level: the chain tree with mux leaves (unbalanced: the late terms wait in
 # delay registers), so the projection is cut too; the attention cases use the default datapath

@@ -15,7 +15,9 @@ from eatt.rtl_sim.lint import lint_rtl
 
 CORES = {
     "eatt": dict(kind="eatt", len_q=2, len_k=3, dim=4, heads=2),
-    "dot": dict(kind="vanilla", len_q=2, len_k=2, dim=6, heads=1, in_bits=6, in_frac=3, qk_bits=7),
+    "vanilla": dict(
+        kind="vanilla", len_q=2, len_k=2, dim=6, heads=1, in_bits=6, in_frac=3, qk_bits=7
+    ),
 }
 CORE_CASES = [
     (kind, level, levels)
@@ -72,8 +74,8 @@ def test_window_whole_memory_compiles_clean(tmp_path):
 def test_problems_are_reported_one_line_each(tmp_path):
     """A planted default-set warning and an error come back as one line each, with the file,
     the position and slang's option name; the hand-written files are compiled too."""
-    out = _generate(tmp_path, CORES["dot"])
-    top = out / "dot_alignment.sv"
+    out = _generate(tmp_path, CORES["vanilla"])
+    top = out / "vanilla_alignment.sv"
     text = top.read_text().replace(
         "endmodule", "    logic [3:0] planted;\n    assign planted = 4'd20;\nendmodule"
     )
@@ -85,7 +87,7 @@ def test_problems_are_reported_one_line_each(tmp_path):
     assert all("\n" not in line for line in found)
     assert found[0].startswith("ap_pipe_ctrl.sv:") and ": error: " in found[0]
     assert "[-Wunknown-sys-name]" in found[0]
-    assert found[1].startswith("dot_alignment.sv:") and ": warning: " in found[1]
+    assert found[1].startswith("vanilla_alignment.sv:") and ": warning: " in found[1]
     assert found[1].endswith("[-Wvector-overflow]")
     # more warnings on request (slang command-line options)
     assert len(lint_rtl(out, ["-Wno-vector-overflow"])) == 1
