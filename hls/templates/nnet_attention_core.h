@@ -322,11 +322,16 @@ typename CONFIG_T::v_t attention_core_normalize(typename CONFIG_T::numer_t acc,
     return o;
 }
 
-// -- softmax by table lookup, one reciprocal per query, value weighting ----------------------------
+// -- softmax by table lookup over the visible keys, one reciprocal per query, value weighting --
+// visible[i][j]: key j gets weight in query i's softmax. The max runs over the visible keys only
+// and a hidden key's weight is 0 (eatt.quant.golden.GoldenCore.softmax_weights). Key 0 is always
+// visible (length >= 1, offset >= 0), so the max starts there and the sum is at least EXP[0]. An
+// unmasked core passes every key visible (a constant the compiler folds away).
 template <typename CONFIG_T>
-void attention_core_softmax_values(
+void attention_core_softmax_visible(
     typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k],
     typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim],
+    const bool visible[CONFIG_T::len_q][CONFIG_T::len_k],
     const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
     const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
     typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim]) {
@@ -337,26 +342,26 @@ SmHead:
     SmQuery:
         for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
             #pragma HLS UNROLL
-            // max subtraction
+            // max subtraction over the visible keys (key 0 always is)
             typename CONFIG_T::score_t m = scores[h][i][0];
         SmMax:
             for (unsigned j = 1; j < CONFIG_T::len_k; j++) {
                 #pragma HLS UNROLL
-                if (scores[h][i][j] > m) m = scores[h][i][j];
+                if (visible[i][j] && scores[h][i][j] > m) m = scores[h][i][j];
             }
-            // exp table: index (max - S) >> exp_shift, 0 past the table; sum
+            // exp table at (max - S) >> exp_shift for a visible key, 0 past the table; a hidden
+            // key's weight is 0; sum
             typename CONFIG_T::exp_t e[CONFIG_T::len_k];
             #pragma HLS ARRAY_PARTITION variable=e complete
             typename CONFIG_T::esum_t total = 0;
         SmExp:
             for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
                 #pragma HLS UNROLL
-                typename CONFIG_T::zidx_t z = m - scores[h][i][j];
-                typename CONFIG_T::zidx_t idx = z >> CONFIG_T::exp_shift;
-                if (idx < CONFIG_T::exp_table_size) {
-                    e[j] = exp_table[idx];
-                } else {
-                    e[j] = 0;
+                e[j] = 0;
+                if (visible[i][j]) {
+                    typename CONFIG_T::zidx_t z = m - scores[h][i][j];
+                    typename CONFIG_T::zidx_t idx = z >> CONFIG_T::exp_shift;
+                    if (idx < CONFIG_T::exp_table_size) e[j] = exp_table[idx];
                 }
                 total += e[j];
             }
@@ -379,11 +384,32 @@ SmHead:
     }
 }
 
-// -- the same softmax with per-call masks (a core with key_padding / causal) -------------------------
-// Key j is visible to query i when j < length (CONFIG_T::key_padding) and j <= i + offset
-// (CONFIG_T::causal). The max runs over the visible keys only and a hidden key's weight is 0
-// (eatt.quant.golden.GoldenCore.softmax_weights). Key 0 is always visible (length >= 1,
-// offset >= 0), so the max starts there and the sum is at least EXP[0] as without masks.
+
+// -- the softmax of an unmasked core: every key visible ---------------------------------------------
+template <typename CONFIG_T>
+void attention_core_softmax_values(
+    typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k],
+    typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim],
+    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
+    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
+    typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim]) {
+    #pragma HLS INLINE
+    bool visible[CONFIG_T::len_q][CONFIG_T::len_k];
+    #pragma HLS ARRAY_PARTITION variable=visible complete dim=0
+SmAllQuery:
+    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
+        #pragma HLS UNROLL
+    SmAllKey:
+        for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
+            #pragma HLS UNROLL
+            visible[i][j] = true;
+        }
+    }
+    attention_core_softmax_visible<CONFIG_T>(scores, v, visible, exp_table, recip_table, attn);
+}
+
+// -- the softmax of a masked core (key_padding / causal): key j is visible to query i when
+// j < length (CONFIG_T::key_padding) and j <= i + offset (CONFIG_T::causal) -----------------------
 template <typename CONFIG_T>
 void attention_core_softmax_values_masked(
     typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k],
@@ -393,7 +419,6 @@ void attention_core_softmax_values_masked(
     const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
     typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim]) {
     #pragma HLS INLINE
-    // the visible keys of each query (the same for every head)
     bool visible[CONFIG_T::len_q][CONFIG_T::len_k];
     #pragma HLS ARRAY_PARTITION variable=visible complete dim=0
 SmVisQuery:
@@ -408,52 +433,7 @@ SmVisQuery:
             visible[i][j] = vis;
         }
     }
-SmMaskHead:
-    for (unsigned h = 0; h < CONFIG_T::heads; h++) {
-        #pragma HLS UNROLL
-    SmMaskQuery:
-        for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
-            #pragma HLS UNROLL
-            // max subtraction over the visible keys (key 0 always is)
-            typename CONFIG_T::score_t m = scores[h][i][0];
-        SmMaskMax:
-            for (unsigned j = 1; j < CONFIG_T::len_k; j++) {
-                #pragma HLS UNROLL
-                if (visible[i][j] && scores[h][i][j] > m) m = scores[h][i][j];
-            }
-            // exp table at (max - S) >> exp_shift for a visible key, 0 past the table; a hidden
-            // key's weight is 0; sum
-            typename CONFIG_T::exp_t e[CONFIG_T::len_k];
-            #pragma HLS ARRAY_PARTITION variable=e complete
-            typename CONFIG_T::esum_t total = 0;
-        SmMaskExp:
-            for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
-                #pragma HLS UNROLL
-                e[j] = 0;
-                if (visible[i][j]) {
-                    typename CONFIG_T::zidx_t z = m - scores[h][i][j];
-                    typename CONFIG_T::zidx_t idx = z >> CONFIG_T::exp_shift;
-                    if (idx < CONFIG_T::exp_table_size) e[j] = exp_table[idx];
-                }
-                total += e[j];
-            }
-            typename CONFIG_T::recip_t r;
-            unsigned shift;
-            attention_core_reciprocal<CONFIG_T>(total, recip_table, r, shift);
-        SmMaskCol:
-            for (unsigned d = 0; d < CONFIG_T::d_head; d++) {
-                #pragma HLS UNROLL
-                unsigned col = h * CONFIG_T::d_head + d;
-                typename CONFIG_T::numer_t acc = 0;
-            SmMaskNum:
-                for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
-                    #pragma HLS UNROLL
-                    acc += e[j] * v[j][col];
-                }
-                attn[i][col] = attention_core_normalize<CONFIG_T>(acc, r, shift);
-            }
-        }
-    }
+    attention_core_softmax_visible<CONFIG_T>(scores, v, visible, exp_table, recip_table, attn);
 }
 
 // -- output projection: Z = (O W_O) >> out_shift, written on the <out_bits, out_frac> grid --------
