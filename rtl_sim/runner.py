@@ -591,19 +591,7 @@ def run_testbench(
     log = run / "sim.log"
     t0 = time.perf_counter()
     with _sim_environ(simulator, EATT_TB_JOB=str(run / "job.json")):
-        try:
-            xml = _runner(simulator).test(
-                test_module=test_module,
-                hdl_toplevel=top,
-                hdl_toplevel_lang="verilog",
-                build_dir=bdir,
-                test_dir=run,
-                results_xml=str(run / "results.xml"),
-                seed=seed,
-                log_file=log,
-            )
-        except (RuntimeError, SystemExit) as err:
-            raise RuntimeError(f"simulation failed ({err}); see {log}:\n{_tail(log)}") from None
+        xml = _cocotb_test(simulator, test_module, top, bdir, run, seed, log)
     seconds = time.perf_counter() - t0
     total, failed = get_results(xml)
     if failed:
@@ -667,23 +655,29 @@ def run_leaf(
         _clear(run)
         log = run / "sim.log"
         with _sim_environ(simulator, tb.parent, **env):
-            try:
-                xml = _runner(simulator).test(
-                    test_module=tb.stem,
-                    hdl_toplevel=top,
-                    hdl_toplevel_lang="verilog",
-                    build_dir=bdir,
-                    test_dir=run,
-                    results_xml=str(run / "results.xml"),
-                    seed=seed,
-                    log_file=log,
-                )
-            except (RuntimeError, SystemExit) as err:
-                raise RuntimeError(f"simulation failed ({err}); see {log}:\n{_tail(log)}") from None
+            xml = _cocotb_test(simulator, tb.stem, top, bdir, run, seed, log)
         total, failed = get_results(xml)
     if failed or not total:
         raise RuntimeError(f"{tb.name}: {failed} of {total} tests failed; see {log}:\n{_tail(log)}")
     return {"tests": total, "build_dir": str(bdir), "cached_build": cached, "results_dir": str(run)}
+
+
+def _cocotb_test(simulator: str, test_module: str, top: str, bdir, run: Path, seed: int, log):
+    """cocotb's runner.test of one testbench module on a built top; its results.xml path. A
+    failure to run is a RuntimeError naming the log and its tail."""
+    try:
+        return _runner(simulator).test(
+            test_module=test_module,
+            hdl_toplevel=top,
+            hdl_toplevel_lang="verilog",
+            build_dir=bdir,
+            test_dir=run,
+            results_xml=str(run / "results.xml"),
+            seed=seed,
+            log_file=log,
+        )
+    except (RuntimeError, SystemExit) as err:
+        raise RuntimeError(f"simulation failed ({err}); see {log}:\n{_tail(log)}") from None
 
 
 def compare_runs(runs: dict, n: int) -> tuple[dict, np.ndarray, dict | None]:
