@@ -161,6 +161,10 @@ class RoleAttention(nn.Module):
         #: max_len, inputs padded, the valid length and the offset as mask inputs) or
         #: "surrogate" (the training pipeline: float softmax); Seq2Seq.set_arithmetic
         self.arithmetic = "hardware"
+        #: called by every hardware call in eval with (x codes (n, len_q, dim), key codes
+        #: (n, len_k, dim), masks {"length", "offset"}: (n,) tensors, output codes (n, len_q,
+        #: dim)) at this call's lengths (eatt.model.layers.capture_layer records them)
+        self.probe: Callable[..., None] | None = None
         self.stat_name = ""
 
     def _split(self, t: Tensor) -> Tensor:
@@ -323,6 +327,13 @@ class RoleAttention(nn.Module):
                 len_q=len_q, len_k=len_k, key_padding="length" in masks, causal=causal
             )
         codes = integer_forward(cfg, core.weight_codes(), x_codes, y_codes, masks)[:, :len_q]
+        if self.probe is not None:
+            full = {
+                "length": torch.full((batch,), len_k),
+                "offset": torch.full((batch,), len_k - 1),
+            }
+            seen = {k: masks.get(k, v) for k, v in full.items()}
+            self.probe(x_codes[:, :len_q], y_codes[:, :len_k], seen, codes)
         return (codes.to(torch.float64) * core.formats.out_lsb).to(x.device, x.dtype)
 
     def _project(self, which: str, t: Tensor) -> Tensor:

@@ -32,8 +32,8 @@ def load_capture(path: str | os.PathLike, cfg: CoreConfig | None = None) -> dict
     try:
         with np.load(path, allow_pickle=False) as f:
             data = {k: f[k] for k in f.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
-        raise ValueError(f"{path}: not a capture file ({str(err).splitlines()[0]})") from None
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError):
+        raise ValueError(f"{path}: not a capture file (an .npz written by eatt capture)") from None
     try:
         meta = json.loads(str(data.pop("meta")))
     except (KeyError, ValueError):
