@@ -41,6 +41,7 @@ EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_TOOL_MISSING = 0, 1, 2, 3
 #: an unexpected error (a bug): one line, EATT_DEBUG=1 for the traceback (BSD's EX_SOFTWARE)
 EXIT_INTERNAL = 70
 SIMULATORS = {"verilator": "Verilator", "icarus": "Icarus Verilog"}
+STEP_HELP = "a decoder layer's core of one decoding step (len_q 1; what the model decodes with)"
 
 
 class CommandError(Exception):
@@ -103,6 +104,8 @@ def cmd_export(args) -> int:
         raise CommandError(
             f"export needs qonnx/onnx ({err}); nothing was written", EXIT_TOOL_MISSING
         ) from None
+    if args.step and not args.layer:
+        raise CommandError("--step: give --layer NAME (a decoder layer of a model)")
     if (args.layer or args.list_layers) and not args.checkpoint:
         flag = "--layer" if args.layer else "--list-layers"
         raise CommandError(f"{flag}: give the model's CHECKPOINT (best.pt of `eatt train`)")
@@ -128,8 +131,10 @@ def cmd_export(args) -> int:
                     f"{args.checkpoint}: a model of `eatt train`: give --layer NAME "
                     "(--list-layers prints them)"
                 )
-            cfg, weights = layers.checkpoint_layer_core(args.checkpoint, args.layer)
+            cfg, weights = layers.checkpoint_layer_core(args.checkpoint, args.layer, args.step)
             source = {"checkpoint": str(Path(args.checkpoint).resolve()), "layer": args.layer}
+            if args.step:
+                source["step"] = True
         elif args.layer:
             raise CommandError(f"--layer: {args.checkpoint} is one core, not a model")
         else:
@@ -155,7 +160,8 @@ def cmd_export(args) -> int:
     def text(r: dict) -> str:
         lines = [f"exported {r['config']['kind']} core to {r['path']} ({r['bytes']} bytes)"]
         if "source" in r:
-            lines.append(f"  layer {r['source']['layer']} of {r['source']['checkpoint']}")
+            step = " (one decoding step)" if r["source"].get("step") else ""
+            lines.append(f"  layer {r['source']['layer']}{step} of {r['source']['checkpoint']}")
         if "check" in r:
             lines.append(export.format_check(r["check"]))
         return "\n".join(lines)
@@ -177,7 +183,7 @@ def cmd_capture(args) -> int:
     check_output_file(args.output)
     with step(f"decoding the {args.split} split, capturing {args.layer}"):
         capture = layers.capture_layer(
-            args.checkpoint, args.layer, args.split, args.max, beam=args.beam
+            args.checkpoint, args.layer, args.split, args.max, beam=args.beam, step=args.step
         )
     layers.save_capture(capture, args.output)
     result = {**capture["report"], "path": args.output}
@@ -187,8 +193,10 @@ def cmd_capture(args) -> int:
     def text(r: dict) -> str:
         g = r["golden_vs_model"]
         lines = [
-            f"captured {r['vectors']} vectors of {r['layer']} ({r['split']} split, beam "
-            f"{r['beam']}) to {r['path']}; valid key lengths {r['lengths'][0]}-{r['lengths'][-1]}",
+            f"captured {r['vectors']} vectors of {r['layer']}"
+            + (" (one decoding step each)" if r.get("step") else "")
+            + f" ({r['split']} split, beam {r['beam']}) to {r['path']}; valid key lengths "
+            f"{r['lengths'][0]}-{r['lengths'][-1]}",
             f"golden model of the exported core vs the model: {g['mismatches']} mismatching",
         ]
         if g["first_mismatch"]:
@@ -498,9 +506,29 @@ def cmd_experiment(args) -> int:
 def cmd_flow(args) -> int:
     from eatt.flow import format_flow, run_flow  # torch (the golden check's float twin)
 
-    cfg, weights = _load_core(args)
     if args.vectors < 1:
         raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
+    if args.checkpoint is not None and not args.checkpoint.endswith(".onnx"):
+        _check_checkpoint_path(args.checkpoint)
+        from eatt.model import layers  # torch
+
+        if layers.is_model_checkpoint(args.checkpoint):
+            return _flow_layer(args)
+    for flag, given in (("--layer", args.layer), ("--step", args.step)):
+        if given:
+            raise CommandError(f"{flag}: give the model's CHECKPOINT (best.pt of `eatt train`)")
+    if args.checkpoint is not None:
+        if args.config:
+            raise CommandError(f"give either --config or {args.checkpoint}, not both")
+        cfg, weights = _core_file(args.checkpoint)
+        if args.seed < 0:
+            raise CommandError(f"--seed: must be >= 0, got {args.seed}")
+    else:
+        cfg, weights = _load_core(args)
+    if args.inputs:
+        if args.checkpoint is None:
+            raise CommandError("--inputs: give the layer's FILE.onnx (eatt export --layer)")
+        load_capture(args.inputs, cfg)  # a capture of this core, before any work
     check_rtl_size(cfg)
     check_vectors(cfg, args.vectors)
     from eatt.hls.project import BuildError  # hls4ml
@@ -514,10 +542,75 @@ def cmd_flow(args) -> int:
             out_dir=args.output,
             resources=not args.no_resources,
             window=not args.no_window,
+            inputs=args.inputs,
         )
     except BuildError as err:  # g++ failed on the HLS project: its output is above
         raise CommandError(str(err), EXIT_CHECK_FAILED) from None
     _emit(result, args.json, format_flow)
+    return EXIT_OK if result["ok"] else EXIT_CHECK_FAILED
+
+
+def _core_file(path: str) -> tuple:
+    """(config, weights) of a core file: a QONNX file of `eatt export` or a core checkpoint."""
+    if path.endswith(".onnx"):
+        try:
+            from eatt.quant.export import load_core  # onnx, qonnx
+        except ImportError as err:
+            raise CommandError(
+                f"reading {path} needs onnx/qonnx ({err})", EXIT_TOOL_MISSING
+            ) from None
+        return load_core(path)
+    try:
+        from eatt.quant.modules import checkpoint_core  # Brevitas, torch
+    except ImportError as err:
+        raise CommandError(f"reading {path} needs brevitas ({err})", EXIT_TOOL_MISSING) from None
+    return checkpoint_core(path)
+
+
+def _flow_layer(args) -> int:
+    """`eatt flow CHECKPOINT --layer NAME`: a trained layer through every stage."""
+    if args.config:
+        raise CommandError("give either --config or a CHECKPOINT, not both")
+    if args.inputs:
+        raise CommandError("--inputs: a layer's flow captures its own vectors; leave it out")
+    if args.no_window:
+        raise CommandError("--no-window: a layer's flow builds no windowed unit; leave it out")
+    if not 1 <= args.beam <= 256:
+        raise CommandError(f"--beam: must be in [1, 256], got {args.beam}")
+    if args.seed < 0:
+        raise CommandError(f"--seed: must be >= 0, got {args.seed}")
+    from eatt.flow_layer import format_layer_flow, run_layer_flow  # torch
+    from eatt.model import layers  # torch
+
+    _check_checkpoint_path(args.checkpoint)
+    if not layers.is_model_checkpoint(args.checkpoint):
+        raise CommandError(
+            f"{args.checkpoint}: not a model of `eatt train` (a core runs as `eatt flow "
+            "--config CFG`)"
+        )
+    if not args.layer:
+        raise CommandError(
+            f"{args.checkpoint}: a model of `eatt train`: give --layer NAME (`eatt export "
+            f"{args.checkpoint} --list-layers` prints them)"
+        )
+    from eatt.hls.project import BuildError  # hls4ml
+
+    try:
+        result = run_layer_flow(
+            args.checkpoint,
+            args.layer,
+            out_dir=args.output,
+            step_core=args.step,
+            vectors=args.vectors,
+            split=args.split,
+            beam=args.beam,
+            seed=args.seed,
+            resources=not args.no_resources,
+            peer=not args.no_peer,
+        )
+    except BuildError as err:
+        raise CommandError(str(err), EXIT_CHECK_FAILED) from None
+    _emit(result, args.json, format_layer_flow)
     return EXIT_OK if result["ok"] else EXIT_CHECK_FAILED
 
 
@@ -565,6 +658,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--inputs", metavar="ACTS.npz", help="--check on these captured vectors (eatt capture)"
     )
+    p.add_argument("--step", action="store_true", help=STEP_HELP)
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("capture", help="record a trained layer's real inputs while it decodes")
@@ -573,6 +667,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", choices=["test", "dev", "train"], default="test")
     p.add_argument("--max", type=int, default=1000, metavar="N", help="at most N vectors")
     p.add_argument("--beam", type=int, default=1, help="beam size of the decoding (1 = greedy)")
+    p.add_argument("--step", action="store_true", help=STEP_HELP)
     p.add_argument("-o", "--output", required=True, metavar="ACTS.npz", help="output file")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_capture)
@@ -693,10 +788,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("flow", help="the main job: a core and its peer through every stage")
     _add_core_args(p)
-    p.add_argument("--vectors", type=int, default=1000, help="random vectors per check")
+    p.add_argument(
+        "checkpoint",
+        nargs="?",
+        metavar="SOURCE",
+        help="a model of `eatt train` (with --layer NAME: that layer through every stage), a "
+        "core checkpoint (.pt) or a core's FILE.onnx (eatt export)",
+    )
+    p.add_argument(
+        "--inputs", metavar="ACTS.npz", help="check the FILE.onnx core on these captured vectors"
+    )
+    p.add_argument("--layer", metavar="NAME", help="the model's quantized attention layer")
+    p.add_argument("--step", action="store_true", help=STEP_HELP)
+    p.add_argument("--split", choices=["test", "dev", "train"], default="test",
+                   help="the split a layer's flow decodes (capture and BLEU)")  # fmt: skip
+    p.add_argument("--beam", type=int, default=1, help="a layer's flow: beam size (1 = greedy)")
+    p.add_argument(
+        "--vectors",
+        type=int,
+        default=1000,
+        help="random vectors per check (a layer's flow: at most this many captured vectors)",
+    )
     p.add_argument("-o", "--output", default="runs/flow", metavar="DIR", help="artifacts folder")
     p.add_argument("--no-resources", action="store_true", help="skip Yosys (slow on big cores)")
     p.add_argument("--no-window", action="store_true", help="skip the windowed attention unit")
+    p.add_argument("--no-peer", action="store_true", help="a layer's flow: skip the peer core")
     p.set_defaults(func=cmd_flow)
     return parser
 

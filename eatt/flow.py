@@ -29,6 +29,7 @@ from eatt.outdir import check_output_dir, claim_dir
 from eatt.progress import say, step
 from eatt.quant.check import format_golden_check, golden_check
 from eatt.quant.golden import CoreWeights, random_weights
+from eatt.quant.vectors import load_capture
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.resources import find_yosys
 from eatt.rtl_sim.resources import resources as yosys
@@ -88,9 +89,17 @@ def core_energy(cfg: CoreConfig, table: str = energy.DEFAULT_TABLE) -> dict:
 
 
 def run_core(
-    cfg: CoreConfig, weights: CoreWeights, seed: int, vectors: int, out_dir: Path, resources: bool
+    cfg: CoreConfig,
+    weights: CoreWeights,
+    seed: int,
+    vectors: int,
+    out_dir: Path,
+    resources: bool,
+    inputs: str | Path | None = None,
 ) -> dict:
-    """Every stage for one core; returns {stage: result} and "ok"."""
+    """Every stage for one core; returns {stage: result} and "ok". ``inputs``: a capture file
+    of this core (`eatt capture`): its first ``vectors`` vectors replace the random ones in the
+    QONNX, hls4ml and RTL checks."""
     from eatt.hls.project import write_project  # hls4ml
     from eatt.quant import export  # qonnx/onnx
 
@@ -101,15 +110,24 @@ def run_core(
     with step(f"flow [{kind}]: QONNX export, qonnx execution"):
         onnx_path = out_dir / "core.onnx"
         r["export"] = export.export_core(cfg, weights, onnx_path)
-        r["export"]["check"] = export.check_export(onnx_path, vectors=vectors, seed=seed)
+        r["export"]["check"] = export.check_export(
+            onnx_path, vectors=vectors, seed=seed, inputs=inputs
+        )
     log(f"flow [{kind}]: hls4ml project from the QONNX file, C simulation")
-    r["hls"] = write_project(onnx_path, out_dir / "hls", vectors=vectors)
+    r["hls"] = write_project(onnx_path, out_dir / "hls", vectors=vectors, inputs=inputs)
+    captured = None
+    if inputs is not None:
+        cap = load_capture(inputs, cfg)
+        captured = tuple(t[:vectors] for t in (cap["x"], cap["y"]))
+        captured += ({k: v[:vectors] for k, v in cap["masks"].items()},)
     r["rtl"], r["sim"] = {}, {}
     for level in ("alignment", "attention"):
         log(f"flow [{kind}]: RTL ({level}), Verilator + cocotb simulation")
         rtl_dir = out_dir / f"rtl_{level}"
         r["rtl"][level] = generate_rtl(cfg, weights, rtl_dir, level=level)
-        r["sim"][level] = simulate(rtl_dir, vectors=vectors, seed=seed)
+        r["sim"][level] = simulate(rtl_dir, vectors=vectors, seed=seed, inputs=captured)
+        if captured is not None:
+            r["sim"][level]["captured"] = True
     if resources:
         log(f"flow [{kind}]: Yosys synth_xilinx of the alignment RTL (minutes on big cores)")
         r["resources"] = {"alignment": yosys(out_dir / "rtl_alignment")}
@@ -123,7 +141,13 @@ def run_core(
 
 
 def run_window(
-    cfg: CoreConfig, weights: CoreWeights, seed: int, vectors: int, out_dir: Path, resources: bool
+    cfg: CoreConfig,
+    weights: CoreWeights,
+    seed: int,
+    vectors: int,
+    out_dir: Path,
+    resources: bool,
+    inputs: None = None,
 ) -> dict:
     """Every stage for the windowed unit (kind window); returns {stage: result} and "ok"."""
     from eatt.hls.project import write_project  # hls4ml
@@ -162,10 +186,13 @@ def run_flow(
     out_dir: str | Path = "runs/flow",
     resources: bool = True,
     window: bool = True,
+    inputs: str | Path | None = None,
 ) -> dict:
     """The core and its peer, then the windowed unit (``window=False`` skips it). A window
     config runs the windowed unit alone. Ends with report.md, report.json and report.png in
-    out_dir (their paths in ``result["report"]``).
+    out_dir (their paths in ``result["report"]``). ``inputs``: a capture file of cfg's core
+    (`eatt capture`), checked at every level of that core instead of random vectors (the peer
+    computes another function and keeps random ones).
 
     Before any work: OutputError when out_dir is a folder eatt must not write to, ToolMissing
     ("nothing was written") when a tool is missing. A tool found missing later (it cannot be
@@ -181,7 +208,7 @@ def run_flow(
     for name in REPORT_FILES.values():  # an earlier run's report must not outlive a failed run
         (target / name).unlink(missing_ok=True)
     try:
-        result = _run(cfg, weights, seed, vectors, given, resources, window)
+        result = _run(cfg, weights, seed, vectors, given, resources, window, inputs)
     except ToolMissing as err:
         raise ToolMissing(f"{err} (the stages done so far are in {given})") from None
     result["report"] = write_report(result, given)
@@ -196,10 +223,13 @@ def _run(
     out_dir: Path,
     resources: bool,
     window: bool,
+    inputs: str | Path | None = None,
 ) -> dict:
     result = {"config": cfg.to_dict(), "seed": seed, "out_dir": str(out_dir)}
+    if inputs is not None:
+        result["inputs"] = str(inputs)
     # the unit's flow (eatt.units): run_cores for eatt/vanilla, run_window_unit for window
-    part = unit_for(cfg).load("flow")(cfg, weights, seed, vectors, out_dir, resources)
+    part = unit_for(cfg).load("flow")(cfg, weights, seed, vectors, out_dir, resources, inputs)
     result.update(part if "cores" in part else {"cores": {}, **part})
     if window and "window" not in result:  # --window: the default windowed unit beside the cores
         wunit = unit_for("window")
@@ -212,7 +242,13 @@ def _run(
 
 
 def run_cores(
-    cfg: CoreConfig, weights: CoreWeights, seed: int, vectors: int, out_dir: Path, resources: bool
+    cfg: CoreConfig,
+    weights: CoreWeights,
+    seed: int,
+    vectors: int,
+    out_dir: Path,
+    resources: bool,
+    inputs: str | Path | None = None,
 ) -> dict:
     """The core unit's flow: cfg's kind and its peer (E-ATT vs vanilla) with the same weights, each
     through run_core; returns the result's "energy", "comparison" and "cores" entries."""
@@ -221,7 +257,8 @@ def run_cores(
     for kind in (cfg.kind, PEER[cfg.kind]):
         core_cfg = cfg if kind == cfg.kind else cfg.replace(kind=kind)
         # same integer weights for both: the comparison changes the mechanism, nothing else
-        cores[kind] = run_core(core_cfg, weights, seed, vectors, out_dir / kind, resources)
+        given = inputs if kind == cfg.kind else None  # the capture is of cfg's core
+        cores[kind] = run_core(core_cfg, weights, seed, vectors, out_dir / kind, resources, given)
     result["energy"] = {"paper": paper, "core": core_energy(cfg)}
     result["comparison"] = compare(cores, core_energy(cfg))
     result["cores"] = cores
@@ -229,7 +266,13 @@ def run_cores(
 
 
 def run_window_unit(
-    cfg: CoreConfig, weights: CoreWeights, seed: int, vectors: int, out_dir: Path, resources: bool
+    cfg: CoreConfig,
+    weights: CoreWeights,
+    seed: int,
+    vectors: int,
+    out_dir: Path,
+    resources: bool,
+    inputs: None = None,
 ) -> dict:
     """The window unit's flow: run_window in out_dir/window; returns the result's "window"."""
     return {"window": run_window(cfg, weights, seed, vectors, out_dir / "window", resources)}
@@ -324,12 +367,14 @@ def _core_lines(c: dict) -> list[str]:
     lines = [format_golden_check(c["golden"]), format_check(c["export"]["check"])]
     cs = c["hls"]["csim"]
     lines.append(
-        f"hls4ml C simulation vs golden: {cs['vectors']} random + {cs['edge_vectors']} edge "
+        f"hls4ml C simulation vs golden: {cs['vectors']} "
+        f"{'captured' if cs.get('captured') else 'random'} + {cs['edge_vectors']} edge "
         f"vectors, {cs['mismatches']} mismatching"
     )
     for level, s in c["sim"].items():
         lines.append(
-            f"RTL {level}: Verilator + cocotb, {s['vectors']} vectors, {s['mismatches']} "
+            f"RTL {level}: Verilator + cocotb, {s['vectors']} "
+            f"{'captured ' if s.get('captured') else ''}vectors, {s['mismatches']} "
             f"mismatching; latency {s['latency_cycles']} cycles, II {s['ii_cycles']}"
         )
         if s.get("first_mismatch"):

@@ -7,6 +7,11 @@ the ones its eval computes with (eatt.model.seq2seq.RoleAttention._hardware). Th
 model's formats and ``len_q = len_k = max_len``, takes the valid key length (``key_padding``)
 and, for the decoder's self-attention, the causal offset: it computes, bit for bit, what the
 layer computes on any batch the model accepts (tests/test_qat.py).
+
+A decoder layer also has a *step* core (``step=True``, ``--step``): ``len_q = 1``, the one query
+of an incremental decoding step against up to max_len keys, which is what the layer computes
+while the model translates. Query rows are independent and no width depends on len_q, so the
+step core's output is the full core's first row, bit for bit, at a max_len-th of its size.
 """
 
 from __future__ import annotations
@@ -74,12 +79,18 @@ def find_layer(model: Seq2Seq, name: str):
     return layer, module
 
 
-def layer_core(model: Seq2Seq, name: str) -> tuple[CoreConfig, CoreWeights]:
-    """The hardware core of layer ``name``: (config, integer weights).
+def layer_core(model: Seq2Seq, name: str, step: bool = False) -> tuple[CoreConfig, CoreWeights]:
+    """The hardware core of layer ``name``: (config, integer weights); ``step``: the core of one
+    decoding step (len_q 1; decoder layers only).
 
     Only a quantized layer has one: a float layer gets one line saying so.
     """
     layer, module = find_layer(model, name)
+    if step and layer.role == "enc_self":
+        raise ValueError(
+            f"--step: {name} attends a whole source sentence per call; one decoding step is "
+            "a decoder layer's (decoder.<i>.self or decoder.<i>.cross)"
+        )
     if not layer.hardware:
         raise ValueError(
             f"--layer: {name} is {layer.kind} (float); only the quantized kinds "
@@ -87,6 +98,8 @@ def layer_core(model: Seq2Seq, name: str) -> tuple[CoreConfig, CoreWeights]:
         )
     core = module.core
     cfg = core.cfg.replace(key_padding=True, causal=layer.role == "dec_self")
+    if step:
+        cfg = cfg.replace(len_q=1)
     weights = CoreWeights(**{k: v.numpy() for k, v in core.weight_codes().items()})
     weights.check(cfg)
     return cfg, weights
@@ -107,10 +120,12 @@ def checkpoint_layers(path: str | os.PathLike) -> list[Layer]:
     return layers(model)
 
 
-def checkpoint_layer_core(path: str | os.PathLike, name: str) -> tuple[CoreConfig, CoreWeights]:
-    """The hardware core of layer ``name`` of a seq2seq checkpoint."""
+def checkpoint_layer_core(
+    path: str | os.PathLike, name: str, step: bool = False
+) -> tuple[CoreConfig, CoreWeights]:
+    """The hardware core of layer ``name`` of a seq2seq checkpoint (``step``: of one step)."""
     model, *_ = load_checkpoint(path, "cpu")
-    return layer_core(model, name)
+    return layer_core(model, name, step)
 
 
 # -- real vectors (issue 18, item 4) --------------------------------------------------------------
@@ -121,6 +136,7 @@ def capture_layer(
     max_vectors: int = 1000,
     beam: int = 1,
     data=None,
+    step: bool = False,
 ) -> dict:
     """The integer inputs a quantized layer sees while the model decodes ``split``.
 
@@ -130,14 +146,16 @@ def capture_layer(
     offset), ``queries`` (the valid query rows) and ``model_out`` (n, len_q, dim), what the
     model itself computed for those rows (output codes; zeros past ``queries``). At most
     ``max_vectors``, in decoding order. ``report`` compares the golden model of the exported
-    core with the model on every valid row (0 mismatches expected).
+    core with the model on every valid row (0 mismatches expected), and counts the sentences
+    whose decoding it saw whole and the layer's calls per such sentence. ``step``: vectors of
+    the layer's step core (layer_core), one query each.
     """
     if split not in ("train", "dev", "test"):
         raise ValueError(f"--split: must be train, dev or test, got {split!r}")
     if max_vectors < 1:
         raise ValueError(f"--max: must be >= 1, got {max_vectors}")
     model, src_vocab, tgt_vocab, payload = load_checkpoint(checkpoint, "cpu")
-    cfg, weights = layer_core(model, name)
+    cfg, weights = layer_core(model, name, step)
     _, module = find_layer(model, name)
     pairs = getattr(checkpoint_data(checkpoint, payload, data), split)
     batches = make_batches(encode_pairs(pairs, src_vocab, tgt_vocab), 4096, max_sentences=64)
@@ -145,6 +163,12 @@ def capture_layer(
 
     def probe(x_codes, y_codes, masks, out_codes):  # the layer's hardware calls, as computed
         len_q = x_codes.shape[1]
+        if len_q > cfg.len_q:
+            raise ValueError(
+                f"--step: {name} got a call with {len_q} queries; the step core takes one "
+                "(it is for incremental decoding)"
+            )
+        seen["rows"] += len(x_codes)
         for b in range(len(x_codes)):
             if len(rows["x"]) >= max_vectors:
                 return
@@ -156,13 +180,18 @@ def capture_layer(
             rows["queries"].append(len_q)
             rows["out"].append(out_codes[b].numpy())
 
+    seen = {"rows": 0}  # the layer's core calls (vectors), kept or not
+    whole = {"sentences": 0, "rows": 0}  # over the batches decoded before max_vectors was hit
     module.probe = probe
     try:
         with torch.no_grad():
             for batch in batches:
                 if len(rows["x"]) >= max_vectors:
                     break
+                before = seen["rows"]
                 translate_batches(model, [batch], beam=beam)
+                whole["sentences"] += len(batch.index)
+                whole["rows"] += seen["rows"] - before
     finally:
         module.probe = None
     n = len(rows["x"])
@@ -197,6 +226,11 @@ def capture_layer(
         "beam": beam,
         "vectors": n,
         "lengths": sorted({int(v) for v in lengths}),
+        "step": step,
+        # the layer's core calls per translated sentence (decoding steps x beam for a decoder
+        # layer, 1 for the encoder's), over the sentences decoded whole
+        "sentences": whole["sentences"],
+        "calls_per_sentence": whole["rows"] / whole["sentences"] if whole["sentences"] else None,
         "config": cfg.to_dict(),
         "golden_vs_model": {
             "mismatches": differ,

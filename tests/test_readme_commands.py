@@ -234,6 +234,20 @@ def test_export_layers_of_a_model(work, checkpoint):
     assert r["captured"] and r["mismatches"] == 0
 
 
+@pytest.mark.hls
+@pytest.mark.slow
+def test_flow_a_trained_layer(work, checkpoint):
+    """`eatt flow MODEL.pt --layer NAME --step`: the layer through every stage, PASS."""
+    r = both_modes(
+        ["flow", str(checkpoint), "--layer", "decoder.0.cross", "--step", "--split", "dev",
+         "--vectors", "40", "--no-resources", "-o", str(work / "flow_layer")],
+        "flow: PASS",
+    )  # fmt: skip
+    assert r["ok"] and r["capture"]["vectors"] == 40 and r["step"]
+    assert r["bleu"]["exported"]["hypotheses_differ"] == 0
+    assert (work / "flow_layer" / "report.png").is_file()
+
+
 def test_evaluate_hardware(checkpoint):
     """The quantized cross-attention decoded as the exported core runs it: same hypotheses."""
     r = both_modes(

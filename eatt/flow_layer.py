@@ -1,0 +1,419 @@
+"""`eatt flow CHECKPOINT --layer NAME`: one attention layer of a trained model through every
+stage, on the vectors the layer really sees (issue 18, item 6).
+
+Stages, each checked against the golden model of the layer's exported core (the core the
+model's own eval computes with, eatt.model.layers.layer_core):
+
+1. capture: the model decodes the split; the layer's integer inputs and valid lengths are
+   recorded (acts.npz) and the golden model is compared with what the model computed;
+2. golden self-check of the core (widths, the float model within the derived bound);
+3. QONNX export of the layer (layer.onnx, recording checkpoint and layer), executed by qonnx
+   on the captured vectors and the edge vectors;
+4. the hls4ml project from that file, its C simulation on the captured vectors;
+5. the core's RTL (attention level) in Verilator + cocotb: the captured vectors, then random
+   vectors with every valid length and causal offset (edge masks); latency and II;
+6. Yosys resources of that RTL; the peer core (E-ATT <-> vanilla, the same integer weights and
+   formats) through RTL, simulation and Yosys beside it;
+7. BLEU of the model (its eval is the hardware's arithmetic) against the exported cores and
+   the QAT surrogate, and the analytic energy of the layer per decoded sentence (the unrolled
+   core's operation counts per call x the layer's calls per sentence), for both kinds.
+
+A layer too big for the unrolled core on this machine is refused before any work, with one
+line pointing to ``--step`` (a decoder layer's one-step core) or the folded engine. The report
+is report.md, report.json and report.png in the output folder (eatt.flow's report files).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from eatt.config import ConfigError, CoreConfig, atomic_write, atomic_write_text
+from eatt.flow import CELLS, PEER, REPORT_FILES, _fmt, _jsonable, _md_table, check_tools
+from eatt.model import energy, layers
+from eatt.model.evaluate import evaluate
+from eatt.outdir import check_output_dir, claim_dir
+from eatt.progress import say, step
+from eatt.quant.check import format_golden_check, golden_check
+from eatt.quant.golden import CoreWeights
+from eatt.quant.vectors import load_capture
+from eatt.rtl_sim.generate import generate_rtl
+from eatt.rtl_sim.resources import resources as yosys
+from eatt.rtl_sim.runner import simulate
+from eatt.rtl_sim.tools import ToolMissing
+
+#: most estimated SystemVerilog (MB, CoreConfig.rtl_megabytes) of a layer's core that
+#: `eatt flow CHECKPOINT --layer` builds (EATT_MAX_FLOW_RTL_MB overrides). Measured on 2 cores:
+#: the attention level at 1 x 12 x dim 16 (0.57 MB estimated) took 46 s in Verilator and
+#: 340 s in Yosys (54,622 LUT, 3,238 DSP48E1); the time grows about linearly past that
+MAX_FLOW_RTL_MB = 1.0
+
+
+def check_flow_size(cfg: CoreConfig, name: str, step_core: bool) -> None:
+    """ConfigError (one line) when the layer's unrolled core is too big for the flow here."""
+    limit = float(os.environ.get("EATT_MAX_FLOW_RTL_MB", MAX_FLOW_RTL_MB))
+    mb = cfg.rtl_megabytes()
+    if mb <= limit:
+        return
+    hint = (
+        "add --step for the core of one decoding step (len_q 1), or "
+        if not step_core and not name.startswith("encoder.")
+        else ""
+    )
+    raise ConfigError(
+        f"--layer {name}: its unrolled core ({cfg.len_q} x {cfg.len_k} queries x keys, dim "
+        f"{cfg.dim}) would be about {mb:,.1f} MB of SystemVerilog, more than the flow builds in "
+        f"minutes on this machine (limit {limit:g} MB, EATT_MAX_FLOW_RTL_MB); {hint}train a "
+        "smaller model: sizes like this are for the folded engine (planned), not the unrolled core"
+    )
+
+
+def layer_energy(cfg: CoreConfig, calls_per_sentence: float | None) -> dict:
+    """Analytic energy (pJ, the paper's Table 1 costs) of the layer's core and its peer: per
+    call of the unrolled core (every max_len position computed) and per decoded sentence."""
+    out: dict = {}
+    for kind in energy.CORE_KINDS:
+        for level in energy.CORE_LEVELS:
+            counts = energy.core_counts(kind, cfg.len_q, cfg.len_k, cfg.dim, cfg.heads, level)
+            per_call = {t: energy.energy_pj(counts, "paper", t) for t in ("asic", "fpga")}
+            per_sentence = (
+                {t: v * calls_per_sentence for t, v in per_call.items()}
+                if calls_per_sentence is not None
+                else None
+            )
+            out.setdefault(kind, {})[level] = {
+                "adds": counts.adds,
+                "muls": counts.muls,
+                "per_call_pj": per_call,
+                "per_sentence_pj": per_sentence,
+            }
+    return out
+
+
+def run_layer_flow(
+    checkpoint: str | os.PathLike,
+    layer: str,
+    out_dir: str | os.PathLike = "runs/flow_layer",
+    step_core: bool = False,
+    vectors: int = 1000,
+    split: str = "test",
+    beam: int = 1,
+    seed: int = 1,
+    resources: bool = True,
+    peer: bool = True,
+) -> dict:
+    """Every stage for layer ``layer`` of ``checkpoint`` (module docstring); writes the report
+    files into out_dir and returns the result (``result["report"]``: their paths).
+
+    Before any work: ValueError for a float layer or a wrong name, ConfigError for a size the
+    flow does not build (check_flow_size), OutputError for a folder eatt must not write to,
+    ToolMissing when a tool is missing.
+    """
+    given = Path(out_dir)
+    check_output_dir(given, "flow")
+    cfg, weights = layers.checkpoint_layer_core(checkpoint, layer, step_core)
+    check_flow_size(cfg, layer, step_core)
+    try:
+        check_tools(resources)
+    except ToolMissing as err:
+        raise ToolMissing(f"{err}; nothing was written") from None
+    target = claim_dir(given, "flow")
+    for name in REPORT_FILES.values():  # an earlier run's report must not outlive a failed run
+        (target / name).unlink(missing_ok=True)
+    try:
+        result = _run(checkpoint, layer, cfg, weights, given, step_core, vectors, split, beam,
+                      seed, resources, peer)  # fmt: skip
+    except ToolMissing as err:
+        raise ToolMissing(f"{err} (the stages done so far are in {given})") from None
+    result["report"] = write_layer_report(result, given)
+    return result
+
+
+def _run(
+    checkpoint, layer, cfg, weights, out: Path, step_core, vectors, split, beam, seed, resources,
+    peer,
+) -> dict:  # fmt: skip
+    from eatt.hls.project import write_project  # hls4ml
+    from eatt.quant import export  # qonnx/onnx
+
+    source = {"checkpoint": str(Path(checkpoint).resolve()), "layer": layer}
+    if step_core:
+        source["step"] = True
+    r: dict = {
+        "checkpoint": str(checkpoint),
+        "layer": layer,
+        "step": step_core,
+        "split": split,
+        "beam": beam,
+        "seed": seed,
+        "config": cfg.to_dict(),
+        "out_dir": str(out),
+    }
+    acts = out / "acts.npz"
+    with step(f"flow [{layer}]: capture while decoding the {split} split (at most {vectors})"):
+        capture = layers.capture_layer(checkpoint, layer, split, vectors, beam=beam, step=step_core)
+        layers.save_capture(capture, acts)
+    r["capture"] = {**capture["report"], "path": str(acts)}
+    r["capture"].pop("config")
+    n = r["capture"]["vectors"]
+    cap = load_capture(acts, cfg)
+    captured = (cap["x"], cap["y"], cap["masks"])
+    with step(f"flow [{layer}]: golden model check"):
+        r["golden"] = golden_check(cfg, weights, vectors=n, seed=seed)
+    with step(f"flow [{layer}]: QONNX export, qonnx execution on {n} captured vectors"):
+        onnx_path = out / "layer.onnx"
+        r["export"] = export.export_core(cfg, weights, onnx_path, source)
+        r["export"]["check"] = export.check_export(onnx_path, vectors=n, seed=seed, inputs=acts)
+    say(f"flow [{layer}]: hls4ml project from the QONNX file, C simulation on captured vectors")
+    r["hls"] = write_project(onnx_path, out / "hls", vectors=n, inputs=acts)
+    r["cores"] = {}
+    kinds = (cfg.kind, PEER[cfg.kind]) if peer else (cfg.kind,)
+    for kind in kinds:
+        r["cores"][kind] = _core_rtl(
+            cfg if kind == cfg.kind else cfg.replace(kind=kind), weights, out / f"rtl_{kind}",
+            captured, n, seed, resources, source if kind == cfg.kind else None, layer,
+        )  # fmt: skip
+    with step(f"flow [{layer}]: BLEU on {split} (model, exported cores, surrogate)"):
+        ev = evaluate(checkpoint, beam=beam, split=split, hardware=True)
+    r["bleu"] = {
+        "model": ev["bleu"],
+        "sentences": ev["sentences"],
+        "signature": ev["signature"],
+        **{k: v for k, v in ev["hardware"].items()},
+    }
+    r["energy"] = layer_energy(cfg, r["capture"]["calls_per_sentence"])
+    own = r["cores"][cfg.kind]
+    r["ok"] = bool(
+        r["capture"]["golden_vs_model"]["mismatches"] == 0
+        and r["golden"]["ok"]
+        and r["export"]["check"]["ok"]
+        and r["hls"]["ok"]
+        and all(c["ok"] for c in r["cores"].values())
+        and r["bleu"]["exported"]["hypotheses_differ"] == 0
+        and own["sim"]["captured"]["vectors"] >= 1
+    )
+    return r
+
+
+def _core_rtl(
+    cfg: CoreConfig, weights: CoreWeights, rtl_dir: Path, captured, n, seed, resources, source,
+    layer,
+) -> dict:  # fmt: skip
+    """The attention-level RTL of cfg: generated, simulated on the captured vectors and on
+    random + edge vectors (every length and offset), and synthesized."""
+    tag = f"flow [{layer}, {cfg.kind}{'' if source else ' peer'}]"
+    c: dict = {}
+    say(f"{tag}: RTL (attention level)")
+    started = time.monotonic()
+    c["rtl"] = generate_rtl(cfg, weights, rtl_dir, level="attention", source=source)
+    c["rtl"]["seconds"] = time.monotonic() - started
+    c["rtl"]["bytes"] = sum(p.stat().st_size for p in rtl_dir.rglob("*.sv"))
+    say(f"{tag}: Verilator + cocotb on {n} captured vectors")
+    c["sim"] = {"captured": simulate(rtl_dir, vectors=n, seed=seed, inputs=captured)}
+    say(f"{tag}: Verilator + cocotb on {n} random + edge vectors (every length and offset)")
+    c["sim"]["random + edge"] = simulate(rtl_dir, vectors=n, seed=seed)
+    if resources:
+        say(f"{tag}: Yosys synth_xilinx of the attention RTL")
+        started = time.monotonic()
+        c["resources"] = yosys(rtl_dir)
+        c["resources"]["seconds"] = time.monotonic() - started
+    c["ok"] = all(not s["mismatches"] for s in c["sim"].values())
+    return c
+
+
+# -- the report -----------------------------------------------------------------------------------
+def _ratio(a, b):
+    return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
+
+
+def comparison(r: dict) -> list[dict]:
+    """Rows: metric, the layer's core, its peer, layer / peer (None without the peer)."""
+    kind = r["config"]["kind"]
+    other = PEER[kind]
+    cores = r["cores"]
+    rows = []
+    for level in energy.CORE_LEVELS:
+        for target in ("asic", "fpga"):
+            e = r["energy"][kind][level]["per_sentence_pj"]
+            p = r["energy"][other][level]["per_sentence_pj"]
+            if e is None:
+                continue
+            rows.append({
+                "metric": f"{level} energy per sentence, {target} (pJ, analytic)",
+                "layer": e[target], "peer": p[target], "ratio": _ratio(e[target], p[target]),
+            })  # fmt: skip
+
+    def add(metric, get):
+        a = get(cores[kind])
+        b = get(cores[other]) if other in cores else None
+        rows.append({"metric": metric, "layer": a, "peer": b, "ratio": _ratio(a, b)})
+
+    add("RTL latency (cycles)", lambda c: c["sim"]["captured"]["latency_cycles"])
+    add("RTL II (cycles)", lambda c: c["sim"]["captured"]["ii_cycles"])
+    if "resources" in cores[kind]:
+        for cell in CELLS:
+            add(f"{cell} (Yosys xc7)", lambda c, k=cell: c["resources"][k])
+    add("SystemVerilog (bytes)", lambda c: c["rtl"]["bytes"])
+    return rows
+
+
+def _check_lines(r: dict) -> list[str]:
+    from eatt.quant.export import format_check  # qonnx/onnx
+
+    cap = r["capture"]
+    g = cap["golden_vs_model"]
+    cs = r["hls"]["csim"]
+    lines = [
+        f"capture: {cap['vectors']} vectors of {r['layer']} ({r['split']} split, beam "
+        f"{r['beam']}), valid key lengths {cap['lengths'][0]}-{cap['lengths'][-1]}; golden "
+        f"model vs the model: {g['mismatches']} mismatching",
+        format_golden_check(r["golden"]),
+        format_check(r["export"]["check"]),
+        f"hls4ml C simulation vs golden: {cs['vectors']} captured + {cs['edge_vectors']} edge "
+        f"vectors, {cs['mismatches']} mismatching",
+    ]
+    if g["first_mismatch"]:
+        lines.insert(1, "  first mismatch: " + g["first_mismatch"])
+    for kind, c in r["cores"].items():
+        who = "layer" if kind == r["config"]["kind"] else "peer"
+        for what, s in c["sim"].items():
+            lines.append(
+                f"RTL {kind} ({who}), Verilator + cocotb: {s['vectors']} {what} vectors, "
+                f"{s['mismatches']} mismatching; latency {s['latency_cycles']} cycles, II "
+                f"{s['ii_cycles']}"
+            )
+            if s.get("first_mismatch"):
+                lines.append(f"  first mismatch: {s['first_mismatch']['message']}")
+        if "resources" in c:
+            res = c["resources"]
+            lines.append(
+                f"Yosys xc7, {kind} ({who}) attention: "
+                + ", ".join(f"{k} {res[k]}" for k in CELLS)
+                + f" ({res['seconds']:.0f} s)"
+            )
+    return lines
+
+
+def _bleu_lines(r: dict) -> list[str]:
+    b = r["bleu"]
+    return [
+        f"BLEU on {r['split']} ({b['sentences']} sentences, beam {r['beam']}): model "
+        f"{b['model']:.2f} (its eval is the hardware's arithmetic)",
+        f"  with the exported cores: {b['exported']['bleu']:.2f}, "
+        f"{b['exported']['hypotheses_differ']} hypotheses differ",
+        f"  with the QAT surrogate (float softmax): {b['surrogate']['bleu']:.2f}, "
+        f"{b['surrogate']['hypotheses_differ']} hypotheses differ",
+    ]
+
+
+def _heading(r: dict) -> str:
+    c = r["config"]
+    step_text = ", one decoding step" if r["step"] else ""
+    return (
+        f"layer {r['layer']} of {r['checkpoint']}: {c['kind']} core{step_text}, len_q "
+        f"{c['len_q']}, len_k {c['len_k']}, dim {c['dim']}, heads {c['heads']}, "
+        f"masks {', '.join(k for k in ('key_padding', 'causal') if c[k]) or 'none'}"
+    )
+
+
+def format_layer_flow(r: dict) -> str:
+    """The text the CLI prints."""
+    kind = r["config"]["kind"]
+    lines = [f"=== {_heading(r)} ===", *_check_lines(r), "", *_bleu_lines(r), ""]
+    calls = r["capture"]["calls_per_sentence"]
+    if calls is not None:
+        lines.append(f"the layer's core runs {calls:.1f} times per decoded sentence")
+    lines.append(f"{'metric':<48} {kind:>12} {PEER[kind] + ' peer':>14} {'ratio':>8}")
+    for row in comparison(r):
+        lines.append(
+            f"{row['metric']:<48} {_fmt(row['layer']):>12} {_fmt(row['peer']):>14} "
+            f"{_fmt(row['ratio']):>8}"
+        )
+    lines += ["", "flow: " + ("PASS" if r["ok"] else "FAIL")]
+    return "\n".join(lines)
+
+
+def format_layer_markdown(r: dict) -> str:
+    kind = r["config"]["kind"]
+    lines = [
+        f"# eatt flow, a trained layer: {'PASS' if r['ok'] else 'FAIL'}",
+        "",
+        f"{_heading(r)[0].upper()}{_heading(r)[1:]}; artifacts in `{r['out_dir']}`.",
+        "",
+        "## Checks (every level against the golden model of the layer's core)",
+        "",
+        "```text",
+        *_check_lines(r),
+        "```",
+        "",
+        "## BLEU",
+        "",
+        "```text",
+        *_bleu_lines(r),
+        "```",
+        "",
+        f"## {kind} layer vs the {PEER[kind]} peer (same integer weights and formats)",
+        "",
+    ]
+    calls = r["capture"]["calls_per_sentence"]
+    if calls is not None:
+        lines += [f"The layer's core runs {calls:.1f} times per decoded sentence.", ""]
+    lines += _md_table(
+        ["metric", kind, f"{PEER[kind]} peer", "ratio"],
+        [[x["metric"], x["layer"], x["peer"], x["ratio"]] for x in comparison(r)],
+    )
+    return "\n".join(lines) + "\n"
+
+
+def plot_layer_report(r: dict, path: Path) -> None:
+    """report.png: BLEU by arithmetic, and the layer / peer ratios (log scale)."""
+    from matplotlib.figure import Figure  # matplotlib: only when a report is plotted
+
+    fig = Figure(figsize=(7.5, 6.6), layout="constrained")
+    top, bottom = fig.subplots(2, 1)
+    b = r["bleu"]
+    names = ["model (eval)", "exported cores", "QAT surrogate"]
+    values = [b["model"], b["exported"]["bleu"], b["surrogate"]["bleu"]]
+    bars = top.bar(names, values, color=["tab:blue", "tab:green", "tab:gray"])
+    top.bar_label(bars, fmt="%.2f")
+    top.set_ylabel("BLEU")
+    top.set_title(f"{r['layer']}: BLEU on {r['split']} ({b['sentences']} sentences)")
+    ratios = [(x["metric"], x["ratio"]) for x in comparison(r) if x["ratio"]]
+    if ratios:
+        kind = r["config"]["kind"]
+        colors = ["tab:green" if v < 1 else "tab:red" for _, v in ratios]
+        bottom.barh([m for m, _ in ratios][::-1], [v for _, v in ratios][::-1], color=colors[::-1])
+        bottom.set_xscale("log")
+        bottom.axvline(1.0, color="black", linewidth=0.8)
+        bottom.set_xlabel(f"{kind} / {PEER[kind]} peer (log scale; < 1: the layer's is smaller)")
+        bottom.tick_params(axis="y", labelsize=8)
+    else:
+        bottom.set_axis_off()
+        bottom.text(0.5, 0.5, "no peer (--no-peer)", ha="center", va="center")
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110), suffix=".png")
+
+
+def write_layer_report(r: dict, out_dir: Path) -> dict:
+    """report.md, report.json and report.png in out_dir; returns their paths."""
+    out_dir = Path(out_dir)
+    paths = {kind: str(out_dir / name) for kind, name in REPORT_FILES.items()}
+    plot_layer_report(r, out_dir / REPORT_FILES["png"])
+    atomic_write_text(out_dir / REPORT_FILES["md"], format_layer_markdown(r))
+    full = {**r, "comparison": comparison(r), "report": paths}
+    atomic_write_text(
+        out_dir / REPORT_FILES["json"],
+        json.dumps(_jsonable(full), indent=2, allow_nan=False) + "\n",
+    )
+    return paths
+
+
+__all__ = [
+    "MAX_FLOW_RTL_MB",
+    "check_flow_size",
+    "format_layer_flow",
+    "layer_energy",
+    "run_layer_flow",
+    "write_layer_report",
+]

@@ -1,0 +1,163 @@
+"""`eatt flow CHECKPOINT --layer NAME`: a trained layer through every stage (issue 18, item 6),
+and the one-step core of a decoder layer (`--step`) it builds on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from eatt.config import ConfigError
+from eatt.flow_layer import check_flow_size, layer_energy
+from eatt.model.layers import capture_layer, checkpoint_layer_core, save_capture
+from eatt.model.train import train_from_config
+from eatt.quant.golden import GoldenCore
+from eatt.quant.vectors import load_capture
+
+RUN = (
+    "model: {dim: 8, heads: 2, ffn_dim: 32, enc_layers: 1, dec_layers: 1, attention: eatt,\n"
+    "        cross: quant-eatt, dec_self: quant-vanilla, max_len: 12}\n"
+    "train: {steps: 4, max_tokens: 256, eval_every: 4, progress: false}\n"
+    "data: {n_train: 40, n_dev: 8, n_test: 8, max_len: 8}\n"
+)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    root = tmp_path_factory.mktemp("flow_layer")
+    (root / "run.yaml").write_text(RUN)
+    return train_from_config(root / "run.yaml", root / "run", progress=False)["checkpoint"]
+
+
+def eatt(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "eatt.cli", *args], capture_output=True, text=True, timeout=900
+    )
+
+
+@pytest.mark.parametrize("name", ["decoder.0.cross", "decoder.0.self"])
+def test_the_step_core_is_the_full_cores_first_row(checkpoint, name):
+    full, weights = checkpoint_layer_core(checkpoint, name)
+    step, step_weights = checkpoint_layer_core(checkpoint, name, step=True)
+    assert (step.len_q, step.len_k) == (1, full.len_k) and full.len_q == full.len_k
+    assert step.replace(len_q=full.len_q) == full
+    for k, v in weights.__dict__.items():
+        np.testing.assert_array_equal(v, getattr(step_weights, k))
+    rng = np.random.default_rng(0)
+    n, hi = 64, 2 ** (full.in_bits - 1)
+    x = rng.integers(-hi, hi, (n, full.len_q, full.dim))
+    y = rng.integers(-hi, hi, (n, full.len_k, full.dim))
+    masks = {"length": rng.integers(1, full.len_k + 1, n)}
+    if full.causal:
+        masks["offset"] = rng.integers(0, full.len_k, n)
+    want = GoldenCore(full, weights).forward(x, y, masks=masks)[:, :1]
+    got = GoldenCore(step, weights).forward(x[:, :1], y, masks=masks)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_the_encoder_has_no_step_core(checkpoint):
+    with pytest.raises(ValueError, match="--step: encoder.0.self attends a whole source"):
+        checkpoint_layer_core(checkpoint, "encoder.0.self", step=True)
+
+
+@pytest.mark.parametrize("name", ["decoder.0.cross", "decoder.0.self"])
+def test_a_step_capture_is_the_layers_decoding_calls(checkpoint, tmp_path, name):
+    capture = capture_layer(checkpoint, name, "dev", 50, step=True)
+    report = capture["report"]
+    assert report["step"] and report["vectors"] == 50
+    assert report["golden_vs_model"]["mismatches"] == 0
+    assert report["sentences"] >= 1 and report["calls_per_sentence"] >= 1
+    path = tmp_path / "acts.npz"
+    save_capture(capture, path)
+    cfg, _ = checkpoint_layer_core(checkpoint, name, step=True)
+    cap = load_capture(path, cfg)
+    assert cap["x"].shape == (50, 1, cfg.dim) and set(cap["queries"]) == {1}
+    full, _ = checkpoint_layer_core(checkpoint, name)
+    with pytest.raises(ValueError, match=r"vectors of a \(1, 8\) x \(12, 8\) core"):
+        load_capture(path, full)
+
+
+def test_sizes_the_unrolled_core_cannot_build_are_refused(checkpoint, monkeypatch):
+    cfg, _ = checkpoint_layer_core(checkpoint, "decoder.0.cross")
+    check_flow_size(cfg, "decoder.0.cross", False)  # the tiny model's core fits
+    monkeypatch.setenv("EATT_MAX_FLOW_RTL_MB", "0.01")
+    with pytest.raises(ConfigError, match="add --step for the core of one decoding step") as err:
+        check_flow_size(cfg, "decoder.0.cross", False)
+    assert "folded engine" in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        check_flow_size(cfg.replace(len_q=1), "decoder.0.cross", True)
+    assert "--step" not in str(err.value) and "folded engine" in str(err.value)
+
+
+def test_the_default_models_layers_are_refused_in_one_line(tmp_path):
+    """The bundled model's default size (max_len 64, dim 128) is the folded engine's."""
+    from eatt.model.config import ModelConfig
+
+    cfg = ModelConfig().quant_core("quant-eatt").replace(key_padding=True)
+    with pytest.raises(ConfigError, match="MB of SystemVerilog"):
+        check_flow_size(cfg, "decoder.0.cross", False)
+    with pytest.raises(ConfigError, match="folded engine"):
+        check_flow_size(cfg.replace(len_q=1), "decoder.0.cross", True)
+
+
+def test_layer_energy_per_sentence_is_per_call_times_calls(checkpoint):
+    cfg, _ = checkpoint_layer_core(checkpoint, "decoder.0.cross", step=True)
+    e = layer_energy(cfg, 7.0)
+    for kind in ("eatt", "vanilla"):
+        for level in ("alignment", "attention"):
+            x = e[kind][level]
+            assert x["per_sentence_pj"]["asic"] == pytest.approx(7.0 * x["per_call_pj"]["asic"])
+    assert e["eatt"]["alignment"]["muls"] == 0 < e["vanilla"]["alignment"]["muls"]
+    assert layer_energy(cfg, None)["eatt"]["attention"]["per_sentence_pj"] is None
+
+
+@pytest.mark.hls
+@pytest.mark.slow
+def test_a_trained_layer_through_the_flow(checkpoint, tmp_path):
+    out = tmp_path / "flow"
+    r = eatt("flow", str(checkpoint), "--layer", "decoder.0.self", "--step", "--split", "dev",
+             "--vectors", "40", "--no-resources", "-o", str(out), "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    result = json.loads(r.stdout)
+    assert result["ok"] and result["step"] and result["config"]["causal"]
+    assert result["capture"]["vectors"] == 40
+    assert result["export"]["check"]["mismatches"] == 0 and result["hls"]["csim"]["mismatches"] == 0
+    for kind in ("vanilla", "eatt"):  # the layer (quant-vanilla) and its E-ATT peer
+        sims = result["cores"][kind]["sim"]
+        assert sims["captured"]["vectors"] == 40 and sims["random + edge"]["vectors"] == 40
+        assert all(s["mismatches"] == 0 for s in sims.values())
+    assert result["bleu"]["exported"]["hypotheses_differ"] == 0
+    for name in ("report.md", "report.json", "report.png", "acts.npz", "layer.onnx"):
+        assert (out / name).is_file(), name
+    meta = json.loads((out / "rtl_vanilla" / "metadata.json").read_text())
+    assert meta["source"]["layer"] == "decoder.0.self" and meta["source"]["step"]
+    assert "metric" in (out / "report.md").read_text()
+
+    # the exported file and its capture through the core's flow (--inputs)
+    flow2 = tmp_path / "flow2"
+    r = eatt("flow", str(out / "layer.onnx"), "--inputs", str(out / "acts.npz"), "--vectors",
+             "40", "--no-resources", "--no-window", "-o", str(flow2))  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "40 captured vectors, 0 mismatching" in r.stdout and "flow: PASS" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ([], "give --layer NAME"),
+        (["--layer", "decoder.0.cross", "--inputs", "x.npz"], "--inputs: a layer's flow"),
+        (["--layer", "encoder.0.self"], "encoder.0.self is eatt (float)"),
+        (["--layer", "decoder.0.cross", "--config", "c.yaml"], "either --config or a CHECKPOINT"),
+        (["--layer", "decoder.0.cross", "--beam", "0"], "--beam: must be in [1, 256]"),
+    ],
+)
+def test_a_layers_flow_refuses_bad_input_in_one_line(checkpoint, tmp_path, extra, message):
+    out = tmp_path / "never"
+    r = eatt("flow", str(checkpoint), *extra, "-o", str(out))
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert not out.exists()
