@@ -127,6 +127,7 @@ def run_layer_flow(
                       seed, resources, peer)  # fmt: skip
     except ToolMissing as err:
         raise ToolMissing(f"{err} (the stages done so far are in {given})") from None
+    result["comparison"] = comparison(result)
     result["report"] = write_layer_report(result, given)
     return result
 
@@ -326,7 +327,7 @@ def format_layer_flow(r: dict) -> str:
     if calls is not None:
         lines.append(f"the layer's core runs {calls:.1f} times per decoded sentence")
     lines.append(f"{'metric':<48} {kind:>12} {PEER[kind] + ' peer':>14} {'ratio':>8}")
-    for row in comparison(r):
+    for row in r["comparison"]:
         lines.append(
             f"{row['metric']:<48} {_fmt(row['layer']):>12} {_fmt(row['peer']):>14} "
             f"{_fmt(row['ratio']):>8}"
@@ -362,7 +363,7 @@ def format_layer_markdown(r: dict) -> str:
         lines += [f"The layer's core runs {calls:.1f} times per decoded sentence.", ""]
     lines += _md_table(
         ["metric", kind, f"{PEER[kind]} peer", "ratio"],
-        [[x["metric"], x["layer"], x["peer"], x["ratio"]] for x in comparison(r)],
+        [[x["metric"], x["layer"], x["peer"], x["ratio"]] for x in r["comparison"]],
     )
     return "\n".join(lines) + "\n"
 
@@ -380,10 +381,10 @@ def plot_layer_report(r: dict, path: Path) -> None:
     top.bar_label(bars, fmt="%.2f")
     top.set_ylabel("BLEU")
     top.set_title(f"{r['layer']}: BLEU on {r['split']} ({b['sentences']} sentences)")
-    ratios = [(x["metric"], x["ratio"]) for x in comparison(r) if x["ratio"]]
+    ratios = [(x["metric"], x["ratio"]) for x in r["comparison"] if x["ratio"]]
     if ratios:
         kind = r["config"]["kind"]
-        colors = ["tab:green" if v < 1 else "tab:red" for _, v in ratios]
+        colors = ["tab:green" if v < 1 else "tab:red" if v > 1 else "tab:gray" for _, v in ratios]
         bottom.barh([m for m, _ in ratios][::-1], [v for _, v in ratios][::-1], color=colors[::-1])
         bottom.set_xscale("log")
         bottom.axvline(1.0, color="black", linewidth=0.8)
@@ -401,7 +402,7 @@ def write_layer_report(r: dict, out_dir: Path) -> dict:
     paths = {kind: str(out_dir / name) for kind, name in REPORT_FILES.items()}
     plot_layer_report(r, out_dir / REPORT_FILES["png"])
     atomic_write_text(out_dir / REPORT_FILES["md"], format_layer_markdown(r))
-    full = {**r, "comparison": comparison(r), "report": paths}
+    full = {**r, "report": paths}
     atomic_write_text(
         out_dir / REPORT_FILES["json"],
         json.dumps(_jsonable(full), indent=2, allow_nan=False) + "\n",

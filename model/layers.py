@@ -145,7 +145,8 @@ def capture_layer(
     ``length`` (the valid keys) and, for the decoder's self-attention, ``offset`` (the causal
     offset), ``queries`` (the valid query rows) and ``model_out`` (n, len_q, dim), what the
     model itself computed for those rows (output codes; zeros past ``queries``). At most
-    ``max_vectors``, in decoding order. ``report`` compares the golden model of the exported
+    ``max_vectors``, in decoding order (length-bucketed batches in a seeded random order, so
+    that a prefix covers many lengths). ``report`` compares the golden model of the exported
     core with the model on every valid row (0 mismatches expected), and counts the sentences
     whose decoding it saw whole and the layer's calls per such sentence. ``step``: vectors of
     the layer's step core (layer_core), one query each.
@@ -158,7 +159,9 @@ def capture_layer(
     cfg, weights = layer_core(model, name, step)
     _, module = find_layer(model, name)
     pairs = getattr(checkpoint_data(checkpoint, payload, data), split)
-    batches = make_batches(encode_pairs(pairs, src_vocab, tgt_vocab), 4096, max_sentences=64)
+    # batches in a seeded random order: the first max_vectors cover every sentence length
+    encoded = encode_pairs(pairs, src_vocab, tgt_vocab)
+    batches = make_batches(encoded, 4096, shuffle=True, seed=0, max_sentences=64)
     rows: dict[str, list] = {k: [] for k in ("x", "y", "length", "offset", "queries", "out")}
 
     def probe(x_codes, y_codes, masks, out_codes):  # the layer's hardware calls, as computed

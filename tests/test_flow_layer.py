@@ -161,3 +161,18 @@ def test_a_layers_flow_refuses_bad_input_in_one_line(checkpoint, tmp_path, extra
     assert message in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_the_example_model_builds_in_the_flow():
+    """examples/layer_flow.yaml (README) is a valid run whose decoder layers' step cores the flow
+    builds, and whose encoder core it refuses in one line."""
+    from pathlib import Path
+
+    from eatt.model.train import load_run_config
+
+    model_cfg, _ = load_run_config(Path(__file__).parents[1] / "examples" / "layer_flow.yaml")
+    for kind in ("quant-eatt", "quant-vanilla"):
+        core = model_cfg.quant_core(kind).replace(key_padding=True)
+        check_flow_size(core.replace(len_q=1), "decoder.0.cross", True)
+        with pytest.raises(ConfigError, match="add --step"):
+            check_flow_size(core, "decoder.0.cross", False)
