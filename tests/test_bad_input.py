@@ -223,7 +223,9 @@ def test_rtl_rewrites_its_own_folder(tmp_path):
 
 
 def _signal_golden(tmp_path, sig) -> tuple[int, str]:
-    """Send `sig` to a long `eatt golden` run after 4 s; (exit code, stderr)."""
+    """Send `sig` to a long `eatt golden` run once it is working (its progress line is on
+    stderr: a loaded machine may take seconds just to import); (exit code, stderr)."""
+    import threading
     import time
 
     proc = subprocess.Popen(
@@ -233,9 +235,23 @@ def _signal_golden(tmp_path, sig) -> tuple[int, str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(4)
+    lines: list[str] = []
+    started = threading.Event()
+
+    def read() -> None:
+        for line in proc.stderr:
+            lines.append(line)
+            if "golden model check" in line:
+                started.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert started.wait(120), "".join(lines)
+    time.sleep(1)  # inside the check, past the progress line
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
+    proc.wait(timeout=60)
+    reader.join(timeout=10)
+    err = "".join(lines)
     assert "Traceback" not in err, err
     return proc.returncode, err
 
