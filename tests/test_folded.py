@@ -12,6 +12,7 @@ text, which holds no weights), so the CLI test reuses the first config's build.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -180,3 +181,17 @@ def test_folded_compiles_clean_in_slang(name, tmp_path):
     out = tmp_path / "rtl"
     generate_folded_rtl(cfg, random_weights(cfg), out, lanes=lanes, simd=simd)
     assert lint_rtl(out) == []
+
+
+@pytest.mark.rtl
+@pytest.mark.skipif(not shutil.which("iverilog"), reason="Icarus Verilog not installed")
+def test_folded_in_icarus(tmp_path):
+    """4-state: no X reaches an output (every control register is reset, every memory word
+    is written before it is read); the same outputs and cycles as in Verilator."""
+    config, lanes, simd = CASES["eatt-masked-l4-s1"]
+    cfg = CoreConfig.from_dict(config)
+    out = tmp_path / "rtl"
+    meta = generate_folded_rtl(cfg, random_weights(cfg, seed=3), out, lanes=lanes, simd=simd)
+    result = simulate(out, vectors=12, seed=5, simulator="icarus")
+    assert result["mismatches"] == 0, result["first_mismatch"]
+    assert result["latency_cycles"] == meta["latency_cycles"] and result["reset_ok"]

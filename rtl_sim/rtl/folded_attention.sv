@@ -292,14 +292,23 @@ module folded_attention #(
         end
     end
 
-    always_comb begin  // the max over the visible keys: key 0 is always visible (block 0)
-        smax_next = (jb == 0) ? s_next[0] : smax;
-        for (int l = 0; l < LANES; l++) begin
-            if (visible[l] && s_next[l] > smax_next) smax_next = s_next[l];
-        end
-        esum_next = (jb == 0) ? SUM_W'(0) : esum;
-        for (int l = 0; l < LANES; l++) esum_next = esum_next + SUM_W'(e_next[l]);
+    // the max over the visible keys and the sum E, as chains over the lanes (continuous
+    // assigns: Icarus loops on an always_comb that reads back what it writes here). Key 0 is
+    // always visible, so block 0 starts the max from lane 0.
+    logic [(LANES+1)*SCORE_W-1:0] max_chain;
+    logic [(LANES+1)*SUM_W-1:0]   sum_chain;
+
+    assign max_chain[0 +: SCORE_W] = (jb == 0) ? s_next[0] : smax;
+    assign sum_chain[0 +: SUM_W]   = (jb == 0) ? SUM_W'(0) : esum;
+    for (genvar l = 0; l < LANES; l++) begin : g_reduce
+        logic signed [SCORE_W-1:0] so_far;
+        assign so_far = max_chain[l*SCORE_W +: SCORE_W];
+        assign max_chain[(l+1)*SCORE_W +: SCORE_W] =
+            (visible[l] && s_next[l] > so_far) ? s_next[l] : so_far;
+        assign sum_chain[(l+1)*SUM_W +: SUM_W] = sum_chain[l*SUM_W +: SUM_W] + SUM_W'(e_next[l]);
     end
+    assign smax_next = max_chain[LANES*SCORE_W +: SCORE_W];
+    assign esum_next = sum_chain[LANES*SUM_W +: SUM_W];
 
     // e * V at its exact width (e unsigned, V signed)
     function automatic logic signed [EXP_W+V_W:0] weighted(

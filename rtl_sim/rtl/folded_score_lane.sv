@@ -43,7 +43,7 @@ module folded_score_lane #(
         part = '0;
         for (int t = 0; t < SIMD; t++) begin
             if (L1 != 0) begin
-                part = part - ((diff[t] < 0) ? -SCORE_W'(diff[t]) : SCORE_W'(diff[t]));
+                part = part - ((diff[t] < 0) ? -(SCORE_W'(diff[t])) : SCORE_W'(diff[t]));
             end else begin
                 part = part + SCORE_W'(product(q[t*QK_W +: QK_W], k[t*QK_W +: QK_W]));
             end
