@@ -97,6 +97,11 @@ module folded_attention #(
     input  wire logic                     m_axis_tready,
     output logic                          m_axis_tlast
 );
+    // The counters are exactly as wide as their ranges and are compared with, and added to,
+    // int parameters (32 bits) in the address and loop expressions: exact, so Verilator's
+    // width warnings on those mixes are off for this module (slang compiles it clean).
+    /* verilator lint_off WIDTHEXPAND */
+    /* verilator lint_off WIDTHTRUNC */
     localparam int D_HEAD = DIM / HEADS;
     localparam int DC     = DIM / SIMD;       // SIMD-wide chunks of a token
     localparam int HC     = D_HEAD / SIMD;    // chunks of a head
@@ -105,6 +110,17 @@ module folded_attention #(
     localparam int IN_BEATS  = (LEN_Q + LEN_K) * DC;
     localparam int OUT_BEATS = LEN_Q * DC;
     localparam int EXP_A  = (EXP_SIZE > 1) ? $clog2(EXP_SIZE) : 1;
+    // counter widths: a counter over [0, n) has CW(n) bits
+    localparam int LEN_MAX = (LEN_Q > LEN_K) ? LEN_Q : LEN_K;
+    localparam int IN_CW   = (IN_BEATS > 1) ? $clog2(IN_BEATS) : 1;
+    localparam int OUT_CW  = (OUT_BEATS > 1) ? $clog2(OUT_BEATS) : 1;
+    localparam int TOK_CW  = (LEN_MAX > 1) ? $clog2(LEN_MAX) : 1;
+    localparam int LANE_CW = (LANES > 1) ? $clog2(LANES) : 1;
+    localparam int KB_CW   = (KB > 1) ? $clog2(KB) : 1;
+    localparam int DC_CW   = (DC > 1) ? $clog2(DC) : 1;
+    localparam int HC_CW   = (HC > 1) ? $clog2(HC) : 1;
+    localparam int Q_CW    = (LEN_Q > 1) ? $clog2(LEN_Q) : 1;
+    localparam int H_CW    = (HEADS > 1) ? $clog2(HEADS) : 1;
 
     // the phases; PASS_* name the four projections
     typedef enum logic [2:0] {
@@ -139,8 +155,8 @@ module folded_attention #(
     logic [SIMD*OUT_W-1:0]  z_mem [LEN_Q*DC];  // outputs Z
 
     // -- load: s_axis into x_mem, y_mem -----------------------------------------------------------
-    int unsigned in_cnt;   // beats of this vector so far
-    int unsigned out_cnt;  // output beats so far
+    logic [IN_CW-1:0]  in_cnt;   // beats of this vector so far
+    logic [OUT_CW-1:0] out_cnt;  // output beats so far
     logic [LEN_W-1:0] length;
     logic [OFF_W-1:0] offset;
 
@@ -156,10 +172,16 @@ module folded_attention #(
     // -- projections: one SIMD x SIMD weight tile per cycle ----------------------------------------
     // stage 0: the counters address the weight ROMs; stage 1 (p1_*): the tile's partial sums
     // are added into acc, and the last row chunk writes the requantized column chunk
-    int unsigned tok, tok_lane, tok_blk, cc, rc;  // token (its key bank and block), chunks
+    logic [TOK_CW-1:0]  tok;       // token
+    logic [LANE_CW-1:0] tok_lane;  // its key bank (tok mod LANES)
+    logic [KB_CW-1:0]   tok_blk;   // and block (tok / LANES)
+    logic [DC_CW-1:0]   cc, rc;    // column and row chunk of the weight tile
     logic        p1_valid, p1_first, p1_last;
     logic [1:0]  p1_pass;
-    int unsigned p1_tok, p1_lane, p1_blk, p1_cc, p1_rc;
+    logic [TOK_CW-1:0]  p1_tok;
+    logic [LANE_CW-1:0] p1_lane;
+    logic [KB_CW-1:0]   p1_blk;
+    logic [DC_CW-1:0]   p1_cc, p1_rc;
     logic [SIMD*SIMD*W_W-1:0] wq_word, wk_word, wv_word, wo_word, w_word;
 
     always_ff @(posedge clk) begin  // synchronous ROM reads (block RAM)
@@ -230,7 +252,10 @@ module folded_attention #(
     end
 
     // -- attention: per query qi and head hh, scores, exp, numerators ---------------------------------
-    int unsigned qi, hh, jb, dc, tc;
+    logic [Q_CW-1:0]  qi;      // query
+    logic [H_CW-1:0]  hh;      // head
+    logic [KB_CW-1:0] jb;      // key block
+    logic [HC_CW-1:0] dc, tc;  // feature chunk of the head (scores, numerators)
     logic [SIMD*QK_W-1:0]    q_word;
     logic [SIMD*QK_W-1:0]    k_word [LANES];
     logic [SIMD*V_W-1:0]     v_word [LANES];
@@ -454,6 +479,8 @@ module folded_attention #(
             endcase
         end
     end
+    /* verilator lint_on WIDTHTRUNC */
+    /* verilator lint_on WIDTHEXPAND */
 endmodule
 
 `default_nettype wire
