@@ -314,7 +314,13 @@ def cmd_rtl(args) -> int:
         source = {"onnx": str(Path(args.onnx).resolve()), **(core_source(args.onnx) or {})}
     else:
         cfg, weights = _load_core(args)
-    check_rtl_size(cfg)
+    folding = {k: v for k, v in (("lanes", args.lanes), ("simd", args.simd)) if v is not None}
+    if folding and args.level != "folded":
+        raise CommandError("--lanes/--simd: only with --level folded")
+    if args.level == "folded" and cfg.kind not in ("eatt", "vanilla"):
+        raise CommandError(f"--level folded: for kinds eatt and vanilla, not {cfg.kind}")
+    if args.level != "folded":  # the folded engine's size does not grow with the config
+        check_rtl_size(cfg)
     # window: one level, a fixed pipeline (adder_levels must be 0)
     meta = generate_rtl(
         cfg,
@@ -323,6 +329,7 @@ def cmd_rtl(args) -> int:
         level=args.level,
         adder_levels=args.adder_levels,
         source=source,
+        folding=folding or None,
     )
 
     def text(m: dict) -> str:
@@ -693,9 +700,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--level",
-        choices=["alignment", "attention"],
+        choices=["alignment", "attention", "folded"],
         default="alignment",
-        help="alignment: scores only; attention: the whole core (kind window: ignored)",
+        help="alignment: scores only; attention: the whole core; folded: the whole core, "
+        "folded (docs/folded.md) (kind window: ignored)",
+    )
+    p.add_argument(
+        "--lanes",
+        type=int,
+        metavar="P",
+        help="folded: keys scored per cycle (divides len_k; default up to 4)",
+    )
+    p.add_argument(
+        "--simd",
+        type=int,
+        metavar="S",
+        help="folded: features per cycle (divides d_head = dim / heads; default up to 4)",
     )
     p.add_argument(
         "--adder-levels",

@@ -112,8 +112,8 @@ register(
         name="core",
         kinds=("eatt", "vanilla"),
         op_type="AttentionCore",
-        rtl_levels=("alignment", "attention"),
-        testbenches=("test_alignment", "test_attention"),
+        rtl_levels=("alignment", "attention", "folded"),
+        testbenches=("test_alignment", "test_attention", "test_folded"),
         stages={
             "config": "eatt.config:CoreConfig",
             "golden": "eatt.quant.golden:GoldenCore",
@@ -133,8 +133,9 @@ register(
             "hls_ports": "eatt.hls.project:core_hls_ports",
             "hls_finish": "eatt.hls.project:core_hls_finish",
             "hls_check_data": "eatt.hls.project:core_check_data",
-            "generate_rtl": "eatt.rtl_sim.generate:generate_core_rtl",
-            "simulate": "eatt.rtl_sim.runner:simulate_core",
+            # level folded in rtl_sim/folded.py, the unrolled levels on to generate / runner
+            "generate_rtl": "eatt.rtl_sim.folded:generate_core_levels",
+            "simulate": "eatt.rtl_sim.folded:simulate_core_levels",
             "flow": "eatt.flow:run_cores",
         },
     )

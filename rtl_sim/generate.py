@@ -1202,13 +1202,15 @@ def generate_rtl(
     eatt_datapath: dict | None = None,
     adder_levels: int = 0,
     source: dict | None = None,
+    folding: dict | None = None,
 ) -> dict:
     """Write the RTL of cfg's unit into out_dir; return the metadata (also in metadata.json).
 
     Dispatches to the unit's generator (eatt.units: generate_core_rtl for kinds eatt and
     vanilla, rtl_sim.window.generate_window_rtl for the window unit) after the checks every
     unit shares. ``source`` (JSON-ready: the QONNX file, and the checkpoint and layer it was
-    taken from) is recorded in metadata.json.
+    taken from) is recorded in metadata.json. ``folding`` ({"lanes": P, "simd": S}) is for the
+    core's level folded (rtl_sim/folded.py).
     """
     if isinstance(adder_levels, bool) or not isinstance(adder_levels, int) or adder_levels < 0:
         raise ValueError(f"adder_levels: must be an integer >= 0, got {adder_levels!r}")
@@ -1221,6 +1223,7 @@ def generate_rtl(
         level=level,
         eatt_datapath=eatt_datapath,
         adder_levels=adder_levels,
+        **({"folding": folding} if folding else {}),
     )
     if source is not None:  # the folder is ours now: add the provenance to its metadata
         meta["source"] = source

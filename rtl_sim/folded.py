@@ -1,0 +1,487 @@
+"""The folded attention engine: RTL level ``folded`` of the core (kinds eatt and vanilla).
+
+The unrolled levels (rtl_sim/generate.py) compute every operation of a vector in one cycle, so
+their size grows with len_q x len_k x dim. The folded level reuses one small datapath over
+many cycles, set by two folding parameters:
+
+    lanes   keys scored per cycle (divides len_k)
+    simd    features consumed per cycle (divides d_head = dim / heads)
+
+and computes the same function, ``GoldenCore(cfg, weights).forward(x, y, masks)``, bit for bit.
+The datapath is hand-written and parameterized (rtl_sim/rtl/folded_attention.sv and its leaves
+folded_proj_tile.sv, folded_score_lane.sv, recip_normalize.sv); this module writes only a
+small wrapper that sets the golden widths as parameters, and the weights and softmax tables as
+$readmemh files next to the RTL, so the text stays a few KB at any size (docs/folded.md):
+
+    metadata.json            config, level "folded", folding, cycle formula, interface, sources
+    <kind>_folded.sv         generated wrapper (parameters only)
+    folded_attention.sv      the engine; folded_proj_tile.sv, folded_score_lane.sv,
+    recip_normalize.sv       its leaves (copied from rtl_sim/rtl/)
+    wq.mem wk.mem wv.mem wo.mem   the weights, one SIMD x SIMD tile per line
+    exp.mem recip.mem        the softmax tables (eatt.quant.golden.exp_table / recip_table)
+    weights.npz              the integer weights (the golden model checks the RTL with them)
+
+The core unit's generate_rtl and simulate stages point here (eatt/units.py): the folded level
+is handled in this module, the unrolled levels go on to rtl_sim/generate.py and
+rtl_sim/runner.py as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from eatt.config import CoreConfig
+from eatt.quant.golden import (
+    CoreWeights,
+    GoldenCore,
+    check_masks,
+    derive_formats,
+    edge_inputs,
+    edge_masks,
+    exp_table,
+    random_inputs,
+    random_masks,
+    recip_table,
+)
+from eatt.rtl_sim.generate import generate_core_rtl, load_metadata, load_weights, write_rtl_dir
+from eatt.rtl_sim.runner import compare_runs, sim_run, simulate_core, write_job
+
+LEVEL = "folded"
+ENGINE_FILE = "folded_attention.sv"
+#: the hand-written files of the folded level, after the generated wrapper
+HAND_WRITTEN = [ENGINE_FILE, "folded_proj_tile.sv", "folded_score_lane.sv", "recip_normalize.sv"]
+#: the $readmemh files the engine reads (parameter -> file name)
+MEM_FILES = {
+    "WQ_FILE": "wq.mem",
+    "WK_FILE": "wk.mem",
+    "WV_FILE": "wv.mem",
+    "WO_FILE": "wo.mem",
+    "EXP_FILE": "exp.mem",
+    "RECIP_FILE": "recip.mem",
+}
+
+
+# -- folding --------------------------------------------------------------------------------------
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def check_folding(cfg: CoreConfig, lanes: int, simd: int) -> None:
+    """ValueError (one line, naming the flag and what is allowed) for a bad folding."""
+    for flag, value, of, what in (
+        ("--lanes", lanes, cfg.len_k, "len_k"),
+        ("--simd", simd, cfg.d_head, "d_head = dim / heads"),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1 or of % value:
+            allowed = ", ".join(str(d) for d in _divisors(of))
+            raise ValueError(
+                f"{flag}: must divide {what} = {of} (allowed: {allowed}), got {value!r}"
+            )
+
+
+def default_folding(cfg: CoreConfig) -> dict[str, int]:
+    """lanes: the largest divisor of len_k up to 4; simd: the largest divisor of d_head up to 4."""
+    return {
+        "lanes": max(d for d in _divisors(cfg.len_k) if d <= 4),
+        "simd": max(d for d in _divisors(cfg.d_head) if d <= 4),
+    }
+
+
+def folded_cycles(cfg: CoreConfig, lanes: int, simd: int) -> dict[str, int]:
+    """The engine's cycles per vector with no stall on either stream (folded_attention.sv).
+
+    load: one input beat per cycle; each projection: one weight tile per cycle plus one to
+    write the last chunk; per query and head: scores (KB x HC), exp (KB), numerators (HC x KB);
+    out: one output beat per cycle. latency: first input beat accepted -> first output beat;
+    II: first input beat of one vector -> first input beat of the next (the phases do not
+    overlap, so II = latency + the output beats)."""
+    dc, hc, kb = cfg.dim // simd, cfg.d_head // simd, cfg.len_k // lanes
+    load = (cfg.len_q + cfg.len_k) * dc
+    projections = (2 * cfg.len_k + 2 * cfg.len_q) * dc * dc + 4
+    attention = cfg.len_q * cfg.heads * (2 * kb * hc + kb)
+    out = cfg.len_q * dc
+    compute = projections + attention
+    return {
+        "load": load,
+        "projections": projections,
+        "attention": attention,
+        "out": out,
+        "compute": compute,
+        "latency": load + compute,
+        "ii": load + compute + out,
+    }
+
+
+#: the formula folded_cycles evaluates, as written in metadata.json and docs/folded.md
+CYCLE_FORMULA = {
+    "symbols": "DC = dim/simd, HC = d_head/simd, KB = len_k/lanes",
+    "load": "(len_q + len_k) * DC",
+    "projections": "(2*len_k + 2*len_q) * DC^2 + 4",
+    "attention": "len_q * heads * (2*KB*HC + KB)",
+    "out": "len_q * DC",
+    "latency": "load + projections + attention  (first input beat -> first output beat)",
+    "ii": "latency + out  (first input beat -> next vector's first input beat)",
+}
+
+
+# -- parameters and interface ---------------------------------------------------------------------
+def mask_fields(cfg: CoreConfig) -> tuple[int, int]:
+    """Bits of the length and offset fields of s_axis_tuser (both always present)."""
+    return cfg.len_k.bit_length(), max(1, (cfg.len_k - 1).bit_length())
+
+
+def folded_parameters(cfg: CoreConfig, lanes: int, simd: int) -> dict[str, int]:
+    """The engine's parameters: the config, the folding and the golden widths."""
+    f = derive_formats(cfg)
+    len_w, off_w = mask_fields(cfg)
+    return {
+        "KIND_EATT": int(cfg.kind == "eatt"),
+        "LEN_Q": cfg.len_q,
+        "LEN_K": cfg.len_k,
+        "DIM": cfg.dim,
+        "HEADS": cfg.heads,
+        "LANES": lanes,
+        "SIMD": simd,
+        "IN_W": cfg.in_bits,
+        "TAU": cfg.tau_int,
+        "W_W": cfg.weight_bits,
+        "ACC_W": max(f.q_acc_bits, f.v_acc_bits, f.out_acc_bits),
+        "Q_SHIFT": f.q_shift,
+        "QK_W": f.qk_code_bits,
+        "V_SHIFT": f.v_shift,
+        "V_W": f.v_code_bits,
+        "SCORE_W": f.score_bits,
+        "EXP_SHIFT": f.exp_shift,
+        "EXP_SIZE": f.exp_table_size,
+        "EXP_W": f.exp_bits,
+        "SUM_W": f.esum_bits,
+        "NUMER_W": f.numer_bits,
+        "RIDX_W": f.recip_index_bits,
+        "RECIP_W": f.recip_bits,
+        "RECIP_FRAC": f.recip_frac,
+        "PROD_W": f.prod_bits,
+        "ATTN_W": f.attn_bits,
+        "O_SHIFT": f.out_shift,
+        "OUT_W": f.out_code_bits,
+        "KEY_PADDING": int(cfg.key_padding),
+        "CAUSAL": int(cfg.causal),
+        "LEN_W": len_w,
+        "OFF_W": off_w,
+    }
+
+
+def folded_interface(cfg: CoreConfig, lanes: int, simd: int) -> dict:
+    """The port list of the folded top (also written to metadata.json)."""
+    f = derive_formats(cfg)
+    len_w, off_w = mask_fields(cfg)
+    dc = cfg.dim // simd
+    return {
+        "protocol": "axi4-stream",
+        "clock": "clk",
+        "reset": {"name": "rst", "active": "high", "kind": "synchronous"},
+        "inputs": {
+            "s_axis": {
+                "tdata_bits": simd * cfg.in_bits,
+                "element_bits": cfg.in_bits,
+                "signed": True,
+                "beats": (cfg.len_q + cfg.len_k) * dc,
+                "packing": (
+                    f"x then y, token by token, {dc} beats per token; beat b of token i "
+                    f"carries elements d = b*{simd} + t at [t*in_bits +: in_bits]"
+                ),
+                "tuser_bits": len_w + off_w,
+                "tuser": (
+                    f"first beat of a vector: length at [0 +: {len_w}], offset at "
+                    f"[{len_w} +: {off_w}] (read only where the config has the mask)"
+                ),
+                "tlast": "on the vector's last beat (the engine counts beats)",
+            }
+        },
+        "outputs": {
+            "m_axis": {
+                "tdata_bits": simd * f.out_code_bits,
+                "element_bits": f.out_code_bits,
+                "signed": True,
+                "beats": cfg.len_q * dc,
+                "packing": f"z, token by token, {dc} beats per token, as s_axis",
+                "tlast": "on the vector's last beat",
+            }
+        },
+        "masks": list(cfg.mask_inputs),
+    }
+
+
+# -- memory files ---------------------------------------------------------------------------------
+def hex_lines(fields: np.ndarray, bits: int) -> str:
+    """$readmemh text: one line per row of `fields` (words, n) holding n two's-complement
+    fields of `bits` bits, field 0 in the least significant bits."""
+    fields = np.asarray(fields, dtype=np.int64)
+    words, n = fields.shape
+    unsigned = fields & ((1 << bits) - 1)
+    # bit b of field k, least significant first: (words, n * bits)
+    bitplane = ((unsigned[:, :, None] >> np.arange(bits)) & 1).reshape(words, n * bits)
+    digits = -(-(n * bits) // 4)
+    pad = np.zeros((words, digits * 4 - n * bits), dtype=np.int64)
+    nibbles = np.concatenate([bitplane, pad], axis=1).reshape(words, digits, 4)
+    values = (nibbles * (1 << np.arange(4))).sum(axis=2)[:, ::-1]  # most significant first
+    chars = np.array(list("0123456789abcdef"))[values]
+    return "\n".join("".join(row) for row in chars) + "\n"
+
+
+def weight_tiles(w: np.ndarray, simd: int) -> np.ndarray:
+    """(dim, dim) weights (input row r, output column c) -> (DC*DC, simd*simd) tiles: tile
+    (row chunk rc, column chunk cc) at word cc*DC + rc, w[rc*simd + r][cc*simd + c] at field
+    r*simd + c (folded_attention.sv reads them in this order)."""
+    dc = w.shape[0] // simd
+    t = np.asarray(w).reshape(dc, simd, dc, simd)  # (rc, r, cc, c)
+    return t.transpose(2, 0, 1, 3).reshape(dc * dc, simd * simd)
+
+
+def memory_files(cfg: CoreConfig, weights: CoreWeights, simd: int) -> dict[str, str]:
+    f = derive_formats(cfg)
+    files = {
+        f"{name}.mem": hex_lines(weight_tiles(w, simd), cfg.weight_bits)
+        for name, w in weights.as_dict().items()
+    }
+    files["exp.mem"] = hex_lines(exp_table(cfg)[:, None], f.exp_bits)
+    files["recip.mem"] = hex_lines(recip_table(cfg)[:, None], f.recip_bits)
+    return files
+
+
+# -- generation -----------------------------------------------------------------------------------
+def wrapper_sv(cfg: CoreConfig, top: str, params: dict[str, int], cycles: dict) -> str:
+    """The generated top: folded_attention with this config's parameters, nothing else."""
+    p = params
+    lines = [
+        f"// {top}: the folded {cfg.kind!r} attention core (folded_attention with its parameters).",
+        "// GENERATED by eatt.rtl_sim.folded from the config: do not edit. The weights and",
+        "// tables are the .mem files next to this file; docs/folded.md describes the engine.",
+        "// Bit-exact with eatt.quant.golden.GoldenCore(cfg, weights).forward(x, y, masks).",
+        f"// lanes {p['LANES']}, simd {p['SIMD']}: latency {cycles['latency']} cycles, "
+        f"II {cycles['ii']} cycles per vector",
+        "",
+        "`default_nettype none",
+        "",
+        f"module {top} (",
+        "    input  wire logic clk,",
+        "    input  wire logic rst,",
+        f"    input  wire logic [{p['SIMD'] * p['IN_W'] - 1}:0] s_axis_tdata,",
+        "    input  wire logic s_axis_tvalid,",
+        "    output logic      s_axis_tready,",
+        "    input  wire logic s_axis_tlast,",
+        f"    input  wire logic [{p['LEN_W'] + p['OFF_W'] - 1}:0] s_axis_tuser,",
+        f"    output logic      [{p['SIMD'] * p['OUT_W'] - 1}:0] m_axis_tdata,",
+        "    output logic      m_axis_tvalid,",
+        "    input  wire logic m_axis_tready,",
+        "    output logic      m_axis_tlast",
+        ");",
+        "    folded_attention #(",
+    ]
+    entries = [f"        .{k}({v})" for k, v in params.items()]
+    entries += [f'        .{k}("{v}")' for k, v in MEM_FILES.items()]
+    lines.append(",\n".join(entries))
+    lines += [
+        "    ) u_engine (",
+        "        .clk(clk), .rst(rst),",
+        "        .s_axis_tdata(s_axis_tdata), .s_axis_tvalid(s_axis_tvalid),",
+        "        .s_axis_tready(s_axis_tready), .s_axis_tlast(s_axis_tlast),",
+        "        .s_axis_tuser(s_axis_tuser),",
+        "        .m_axis_tdata(m_axis_tdata), .m_axis_tvalid(m_axis_tvalid),",
+        "        .m_axis_tready(m_axis_tready), .m_axis_tlast(m_axis_tlast)",
+        "    );",
+        "endmodule",
+        "",
+        "`default_nettype wire",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def generate_folded_rtl(
+    cfg: CoreConfig,
+    weights: CoreWeights,
+    out_dir: str | os.PathLike,
+    lanes: int | None = None,
+    simd: int | None = None,
+) -> dict:
+    """Write the folded RTL of one core into out_dir (all or nothing, as every RTL folder);
+    return the metadata (also in metadata.json)."""
+    default = default_folding(cfg)
+    lanes = default["lanes"] if lanes is None else lanes
+    simd = default["simd"] if simd is None else simd
+    check_folding(cfg, lanes, simd)
+    weights.check(cfg)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: exists and is not a directory")
+    top = f"{cfg.kind}_{LEVEL}"
+    params = folded_parameters(cfg, lanes, simd)
+    cycles = folded_cycles(cfg, lanes, simd)
+    generated = {f"{top}.sv": wrapper_sv(cfg, top, params, cycles)}
+    mems = memory_files(cfg, weights, simd)
+    generated.update(mems)
+    meta = {
+        "generator": "eatt.rtl_sim.folded",
+        "level": LEVEL,
+        "kind": cfg.kind,
+        "config": cfg.to_dict(),
+        "top": top,
+        "sources": [f"{top}.sv", *HAND_WRITTEN],
+        "memory_files": sorted(mems),
+        "weights": "weights.npz",
+        "interface": folded_interface(cfg, lanes, simd),
+        "folding": {"lanes": lanes, "simd": simd},
+        "cycles": cycles,
+        "cycle_formula": CYCLE_FORMULA,
+        "latency_cycles": cycles["latency"],
+        "ii_cycles": cycles["ii"],
+        "parameters": params,
+        "formats": derive_formats(cfg).to_dict(),
+    }
+    write_rtl_dir(out, generated, HAND_WRITTEN, weights, meta)
+    return meta
+
+
+def generate_core_levels(
+    cfg: CoreConfig,
+    weights: CoreWeights,
+    out_dir: str | os.PathLike,
+    level: str = "alignment",
+    eatt_datapath: dict | None = None,
+    adder_levels: int = 0,
+    folding: dict | None = None,
+) -> dict:
+    """The core unit's generate_rtl stage: level folded here, the unrolled levels in
+    rtl_sim/generate.py (generate_core_rtl)."""
+    if level != LEVEL:
+        if folding:
+            raise ValueError("--lanes/--simd: only for --level folded")
+        return generate_core_rtl(cfg, weights, out_dir, level, eatt_datapath, adder_levels)
+    if adder_levels:
+        raise ValueError("adder_levels: the folded level has its own pipeline; leave it at 0")
+    if eatt_datapath:
+        raise ValueError("eatt_datapath: the folded level has one E-ATT datapath")
+    folding = dict(folding or {})
+    return generate_folded_rtl(cfg, weights, out_dir, folding.get("lanes"), folding.get("simd"))
+
+
+# -- simulation -----------------------------------------------------------------------------------
+def simulate_core_levels(
+    out_dir: str | os.PathLike,
+    vectors: int = 1000,
+    seed: int = 0,
+    build_dir: str | os.PathLike | None = None,
+    inputs: tuple | None = None,
+    simulator: str = "verilator",
+    lock_timeout: float | None = None,
+) -> dict:
+    """The core unit's simulate stage: level folded here, the others in runner.simulate_core."""
+    out = Path(out_dir).resolve()
+    args = dict(vectors=vectors, seed=seed, build_dir=build_dir, inputs=inputs)
+    args.update(simulator=simulator, lock_timeout=lock_timeout)
+    if load_metadata(out)["level"] != LEVEL:
+        return simulate_core(out, **args)
+    return simulate_folded(out, **args)
+
+
+#: vectors of the run with random stalls on both streams
+STALL_VECTORS = 16
+
+
+def simulate_folded(
+    out_dir: str | os.PathLike,
+    vectors: int = 200,
+    seed: int = 0,
+    build_dir: str | os.PathLike | None = None,
+    inputs: tuple | None = None,
+    simulator: str = "verilator",
+    lock_timeout: float | None = None,
+) -> dict:
+    """Simulate a folded RTL folder on `vectors` vectors (edge vectors first, then random ones,
+    their masks from golden edge_masks / random_masks; or the given (x, y[, masks])) through
+    rtl_sim/tb/test_folded.py, and compare every output with GoldenCore.forward.
+
+    Three runs: every vector back to back with no stall (measures latency and II), the first
+    STALL_VECTORS again with random pauses on both streams (AXI4-Stream backpressure), and a
+    reset in the middle of a vector followed by one clean vector."""
+    out = Path(out_dir).resolve()
+    meta = load_metadata(out)
+    cfg = CoreConfig.from_dict(meta["config"], source=str(out / "metadata.json"))
+    golden = GoldenCore(cfg, load_weights(out, meta))
+    if inputs is not None:
+        x, y = (np.asarray(t) for t in inputs[:2])
+        x, y = (t[None] if t.ndim == 2 else t for t in (x, y))
+        masks = dict(inputs[2]) if len(inputs) > 2 else {}
+    else:
+        if vectors < 1:
+            raise ValueError(f"vectors: must be at least 1, got {vectors}")
+        ex, ey = edge_inputs(cfg)
+        n_random = max(0, vectors - len(ex))
+        rx, ry = random_inputs(cfg, n_random, seed=seed)
+        x, y = np.concatenate([ex, rx])[:vectors], np.concatenate([ey, ry])[:vectors]
+        em, rm = edge_masks(cfg, len(ex)), random_masks(cfg, n_random, seed)
+        masks = {k: np.concatenate([em[k], rm[k]])[:vectors] for k in em}
+    masks = check_masks(cfg, len(x), masks)
+    expected = golden.forward(x, y, masks=masks)
+
+    with sim_run(out, meta, simulator, build_dir, lock_timeout) as sr:
+        run = sr.dir
+        for name in meta["memory_files"]:  # $readmemh reads them from the run's folder
+            shutil.copyfile(out / name, run / name)
+        np.save(run / "x.npy", x)
+        np.save(run / "y.npy", y)
+        for name, values in masks.items():
+            np.save(run / f"{name}.npy", values)
+        job = write_job(
+            run,
+            seed,
+            interface=meta["interface"],
+            parameters=meta["parameters"],
+            latency_cycles=meta["latency_cycles"],
+            ii_cycles=meta["ii_cycles"],
+            x=str(run / "x.npy"),
+            y=str(run / "y.npy"),
+            masks={name: str(run / f"{name}.npy") for name in masks},
+        )
+        job["bubble_vectors"] = min(len(x), STALL_VECTORS)
+        (run / "job.json").write_text(json.dumps(job))
+        tb = sr.test(meta["top"], "test_folded", seed, f"{len(x)} vectors")
+        got = np.load(run / "got.npy").reshape(expected.shape)
+        nb = job["bubble_vectors"]
+        got_stalls = np.load(run / "got_bubbles.npy").reshape(expected[:nb].shape)
+        after_reset = np.asarray(tb.pop("reset_output")).reshape(expected[0].shape)
+        runs = {
+            "stream": (expected, got),
+            "stalls": (expected[:nb], got_stalls),
+            "reset": (expected[:1], after_reset[None]),
+        }
+        compared, wrong, first = compare_runs(runs, len(x))
+        result = {
+            "level": LEVEL,
+            "kind": meta["kind"],
+            "top": meta["top"],
+            "folding": meta["folding"],
+            "vectors": int(len(x)),
+            "mismatches": int(wrong.sum()),
+            "mismatched_elements": compared["stream"]["mismatched_elements"],
+            "first_mismatch": first,
+            "stall_vectors": nb,
+            "latency_cycles": tb["latency_cycles"],
+            "ii_cycles": tb["ii_cycles"],
+            "stream_cycles": tb["stream_cycles"],
+            "metadata_latency_cycles": meta["latency_cycles"],
+            "metadata_ii_cycles": meta["ii_cycles"],
+            "cycles_match": (
+                tb["latency_cycles"] == meta["latency_cycles"]
+                and tb["ii_cycles"] == meta["ii_cycles"]
+            ),
+            "reset_ok": tb.get("reset_ok", False),
+            **sr.fields(),
+        }
+        sr.publish(result)
+    return result

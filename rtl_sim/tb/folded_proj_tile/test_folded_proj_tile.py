@@ -1,0 +1,91 @@
+"""Testbench of folded_proj_tile (rtl_sim/rtl/folded_proj_tile.sv): one SIMD x SIMD tile of a
+projection, rows selected (E-ATT Q/K) or multiplied (every other projection).
+
+Two halves in one file, as verilog-axis' testbenches:
+
+- the pytest functions at the bottom build the leaf with one parameter set
+  (eatt.rtl_sim.runner.run_leaf: cocotb_tools.runner, cached) and run the cocotb test in it;
+  ``pytest rtl_sim/tb/folded_proj_tile`` runs them alone;
+- the cocotb test ``tile_vectors`` runs inside the simulator: random inputs and weights, edge
+  values first (all rows selected, the extreme codes), against numpy's exact integer sums.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import cocotb
+import numpy as np
+import pytest
+from cocotb.triggers import Timer
+
+from eatt.rtl_sim.runner import run_leaf
+
+#: parameter sets: (SIMD, A_W, W_W, ACC_W, SELECT); ACC_W holds SIMD products of the extremes
+CASES = {
+    "select-4": dict(SIMD=4, A_W=8, W_W=8, ACC_W=11, SELECT=1),
+    "multiply-4": dict(SIMD=4, A_W=8, W_W=8, ACC_W=18, SELECT=0),
+    "multiply-3-narrow": dict(SIMD=3, A_W=5, W_W=4, ACC_W=10, SELECT=0),
+    "select-1": dict(SIMD=1, A_W=8, W_W=6, ACC_W=6, SELECT=1),
+}
+VECTORS = 300
+
+
+def expected_parts(p: dict, sel: np.ndarray, a: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """part[c] = sum_r (sel[r] ? w[r][c] : 0) or sum_r a[r] * w[r][c]."""
+    return (sel if p["SELECT"] else a) @ w
+
+
+def vectors(p: dict, n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    s = p["SIMD"]
+    alo, ahi = -(2 ** (p["A_W"] - 1)), 2 ** (p["A_W"] - 1) - 1
+    wlo, whi = -(2 ** (p["W_W"] - 1)), 2 ** (p["W_W"] - 1) - 1
+    sel = rng.integers(0, 2, size=(n, s))
+    a = rng.integers(alo, ahi + 1, size=(n, s))
+    w = rng.integers(wlo, whi + 1, size=(n, s, s))
+    sel[:4] = 1  # every row selected, at the extremes
+    a[0], w[0] = alo, wlo
+    a[1], w[1] = alo, whi
+    a[2], w[2] = ahi, wlo
+    a[3], w[3] = ahi, whi
+    return sel, a, w
+
+
+def _pack(values, bits: int) -> int:
+    mask, word = (1 << bits) - 1, 0
+    for index, value in enumerate(np.asarray(values).reshape(-1).tolist()):
+        word |= (int(value) & mask) << (index * bits)
+    return word
+
+
+def _unpack(word: int, count: int, bits: int) -> list[int]:
+    mask, sign = (1 << bits) - 1, 1 << (bits - 1)
+    values = [(word >> (i * bits)) & mask for i in range(count)]
+    return [v - (1 << bits) if v & sign else v for v in values]
+
+
+@cocotb.test()
+async def tile_vectors(dut):
+    case = json.loads(os.environ["EATT_LEAF_CASE"])
+    p = CASES[case["name"]]
+    sel, a, w = vectors(p, case["vectors"], case["seed"])
+    for n in range(len(sel)):
+        dut.sel.value = _pack(sel[n], 1)
+        dut.a.value = _pack(a[n], p["A_W"])
+        dut.w.value = _pack(w[n], p["W_W"])  # w[r][c] at (r*SIMD + c)
+        await Timer(1, "ns")
+        got = _unpack(int(dut.part.value), p["SIMD"], p["ACC_W"])
+        want = expected_parts(p, sel[n], a[n], w[n]).tolist()
+        assert got == want, f"vector {n}: sel={sel[n]} a={a[n]} w={w[n].tolist()}: {got} != {want}"
+
+
+pytestmark = pytest.mark.rtl
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_folded_proj_tile(name):
+    case = json.dumps({"name": name, "vectors": VECTORS, "seed": 1})
+    result = run_leaf(__file__, "folded_proj_tile", CASES[name], EATT_LEAF_CASE=case)
+    assert result["tests"] == 1

@@ -1,0 +1,86 @@
+"""Testbench of folded_score_lane (rtl_sim/rtl/folded_score_lane.sv): the partial score of one
+(query, key) pair over SIMD features, L1 (E-ATT) or dot (vanilla).
+
+As every leaf testbench: the pytest functions at the bottom build the leaf with a parameter
+set (eatt.rtl_sim.runner.run_leaf, cached) and run the cocotb test ``lane_vectors`` in it,
+which compares the part with the golden model's own score functions
+(eatt.quant.golden.l1_scores_int, matmul_int) on random codes, the extremes first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import cocotb
+import numpy as np
+import pytest
+from cocotb.triggers import Timer
+
+from eatt.quant.golden import l1_scores_int, matmul_int, signed_bits
+from eatt.rtl_sim.runner import run_leaf
+
+
+def _case(simd: int, qk_w: int, l1: int) -> dict:
+    """SCORE_W as the golden score_bits of a head of SIMD features (the bound of the part)."""
+    top = 2 ** (qk_w - 1)
+    bound = simd * (2 * top - 1) if l1 else simd * top * top
+    return dict(SIMD=simd, QK_W=qk_w, SCORE_W=signed_bits(bound), L1=l1)
+
+
+CASES = {
+    "l1-4": _case(4, 12, 1),
+    "dot-4": _case(4, 12, 0),
+    "l1-1-narrow": _case(1, 5, 1),
+    "dot-3-narrow": _case(3, 6, 0),
+}
+VECTORS = 300
+
+
+def vectors(p: dict, n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    lo, hi = -(2 ** (p["QK_W"] - 1)), 2 ** (p["QK_W"] - 1) - 1
+    q = rng.integers(lo, hi + 1, size=(n, p["SIMD"]))
+    k = rng.integers(lo, hi + 1, size=(n, p["SIMD"]))
+    q[0], k[0] = lo, hi  # the largest |q - k|
+    q[1], k[1] = hi, lo
+    q[2], k[2] = lo, lo  # the largest product
+    q[3], k[3] = lo, hi  # the most negative product
+    return q, k
+
+
+def expected_part(p: dict, q: np.ndarray, k: np.ndarray) -> int:
+    if p["L1"]:
+        return int(l1_scores_int(q[None], k[None])[0, 0])
+    return int(matmul_int(q[None], k[:, None])[0, 0])
+
+
+def _pack(values, bits: int) -> int:
+    mask, word = (1 << bits) - 1, 0
+    for index, value in enumerate(np.asarray(values).reshape(-1).tolist()):
+        word |= (int(value) & mask) << (index * bits)
+    return word
+
+
+@cocotb.test()
+async def lane_vectors(dut):
+    case = json.loads(os.environ["EATT_LEAF_CASE"])
+    p = CASES[case["name"]]
+    q, k = vectors(p, case["vectors"], case["seed"])
+    for n in range(len(q)):
+        dut.q.value = _pack(q[n], p["QK_W"])
+        dut.k.value = _pack(k[n], p["QK_W"])
+        await Timer(1, "ns")
+        got = dut.part.value.to_signed()
+        want = expected_part(p, q[n], k[n])
+        assert got == want, f"vector {n}: q={q[n].tolist()} k={k[n].tolist()}: {got} != {want}"
+
+
+pytestmark = pytest.mark.rtl
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_folded_score_lane(name):
+    case = json.dumps({"name": name, "vectors": VECTORS, "seed": 1})
+    result = run_leaf(__file__, "folded_score_lane", CASES[name], EATT_LEAF_CASE=case)
+    assert result["tests"] == 1

@@ -1,0 +1,210 @@
+"""cocotb testbench of the folded top (<kind>_folded: folded_attention, AXI4-Stream in and out).
+
+Run by eatt.rtl_sim.folded.simulate_folded through cocotb_tools.runner; not collected by
+pytest. The job file named by $EATT_TB_JOB (JSON) gives the interface and parameters (from
+metadata.json), the input vectors (.npy files), the cycles the metadata promises and where to
+write results. The testbench records what the RTL produces; the caller compares every output
+with GoldenCore.forward (eatt.rtl_sim.folded), so the bit-exactness check lives in one place.
+
+The streams are driven by cocotbext-axi: an AxiStreamSource on s_axis (one beat per frame
+element: byte_size is the whole tdata) and an AxiStreamSink on m_axis, with random pauses on
+both sides in the stall test. A monitor records the cycle of each frame's first beat on both
+streams, at the falling edge, where the handshake of the next rising edge is settled (a beat:
+tvalid and tready both high); between frames it waits on value changes, not on every cycle.
+
+Tests (all write into one results JSON, read back by the runner):
+  - test_stream:  every vector back to back, no pause on either side: the outputs in order;
+                  latency = cycles from a vector's first input beat to its first output beat,
+                  II = cycles between the first input beats of consecutive vectors; both must
+                  equal the job's (metadata.json's folded_cycles) for every vector.
+  - test_stalls:  the first vectors again with random pauses on s_axis and m_axis.
+  - test_reset:   reset in the middle of a vector's computation, then one clean vector.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.simtime import get_sim_time
+from cocotb.triggers import ClockCycles, FallingEdge, First, RisingEdge
+from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
+
+PERIOD_NS = 10
+
+
+def _job() -> dict:
+    return json.loads(Path(os.environ["EATT_TB_JOB"]).read_text())
+
+
+def _update_results(job: dict, **items) -> None:
+    path = Path(job["results"])
+    results = json.loads(path.read_text()) if path.exists() else {}
+    results.update(items)
+    path.write_text(json.dumps(results))
+
+
+def pack_beats(tokens: np.ndarray, simd: int, bits: int) -> list[int]:
+    """(count, dim) signed codes -> count * dim / simd beats, simd elements each, element t of
+    a beat at [t*bits +: bits]."""
+    mask = (1 << bits) - 1
+    beats = []
+    for chunk in tokens.reshape(-1, simd).tolist():
+        word = 0
+        for t, value in enumerate(chunk):
+            word |= (int(value) & mask) << (t * bits)
+        beats.append(word)
+    return beats
+
+
+def unpack_beats(beats: list[int], simd: int, bits: int) -> list[int]:
+    mask, sign = (1 << bits) - 1, 1 << (bits - 1)
+    out = []
+    for word in beats:
+        for t in range(simd):
+            v = (int(word) >> (t * bits)) & mask
+            out.append(v - (1 << bits) if v & sign else v)
+    return out
+
+
+class FoldedTB:
+    """Wraps the DUT: clock, reset, the AXI4-Stream source and sink, the beat monitor."""
+
+    def __init__(self, dut, job: dict):
+        self.dut = dut
+        self.job = job
+        p = job["parameters"]
+        self.p = p
+        self.simd = p["SIMD"]
+        self.x = np.load(job["x"])
+        self.y = np.load(job["y"])
+        self.masks = {name: np.load(path) for name, path in job["masks"].items()}
+        self.in_beats = job["interface"]["inputs"]["s_axis"]["beats"]
+        self.out_beats = job["interface"]["outputs"]["m_axis"]["beats"]
+        in_w, out_w = p["SIMD"] * p["IN_W"], p["SIMD"] * p["OUT_W"]
+        self.source = AxiStreamSource(
+            AxiStreamBus.from_prefix(dut, "s_axis"), dut.clk, dut.rst, byte_size=in_w
+        )
+        self.sink = AxiStreamSink(
+            AxiStreamBus.from_prefix(dut, "m_axis"), dut.clk, dut.rst, byte_size=out_w
+        )
+        self.in_cycles: list[int] = []  # cycle of each vector's first input beat
+        self.out_cycles: list[int] = []  # cycle of each vector's first output beat
+
+    async def start(self) -> None:
+        cocotb.start_soon(Clock(self.dut.clk, PERIOD_NS, unit="ns").start())
+        await self.reset()
+        cocotb.start_soon(self._monitor())
+
+    async def reset(self) -> None:
+        self.dut.rst.value = 1
+        await ClockCycles(self.dut.clk, 3)
+        self.dut.rst.value = 0
+        await RisingEdge(self.dut.clk)
+
+    async def _monitor(self) -> None:
+        dut = self.dut
+        # the engine's side of each stream: s_axis_tready, m_axis_tvalid
+        s_axis = (dut.s_axis_tvalid, dut.s_axis_tready, dut.s_axis_tready)
+        m_axis = (dut.m_axis_tvalid, dut.m_axis_tready, dut.m_axis_tvalid)
+        cocotb.start_soon(self._first_beats(*s_axis, self.in_cycles))
+        cocotb.start_soon(self._first_beats(*m_axis, self.out_cycles))
+
+    async def _first_beats(self, valid, ready, engine, cycles: list[int]) -> None:
+        """Record the cycle of the first beat of every frame on one stream: the first falling
+        edge with tvalid and tready high, then nothing until the engine drops its side (tready
+        of s_axis, tvalid of m_axis: it does so after a frame's last beat). Value-change
+        triggers in between, so no Python runs in the cycles without a frame."""
+        while True:
+            await FallingEdge(self.dut.clk)
+            if int(valid.value) and int(ready.value):
+                cycles.append(int(get_sim_time("ns") // PERIOD_NS))
+                await FallingEdge(engine)
+            elif not int(engine.value):
+                await RisingEdge(engine)
+            elif not (int(valid.value) and int(ready.value)):
+                await First(RisingEdge(valid), RisingEdge(ready))
+
+    def frame(self, n: int) -> AxiStreamFrame:
+        """Vector n as one frame: x then y, the mask inputs in tuser of the first beat."""
+        p = self.p
+        beats = pack_beats(self.x[n], self.simd, p["IN_W"])
+        beats += pack_beats(self.y[n], self.simd, p["IN_W"])
+        length = int(self.masks["length"][n]) if "length" in self.masks else 0
+        offset = int(self.masks["offset"][n]) if "offset" in self.masks else 0
+        user = [length | (offset << p["LEN_W"])] + [0] * (len(beats) - 1)
+        return AxiStreamFrame(tdata=beats, tuser=user)
+
+    async def receive(self) -> list[int]:
+        frame = await self.sink.recv()
+        return unpack_beats(list(frame.tdata), self.simd, self.p["OUT_W"])
+
+
+def _pauses(seed: int, busy: float):
+    rng = random.Random(seed)
+    while True:
+        yield rng.random() < busy
+
+
+@cocotb.test()
+async def test_stream(dut):
+    job = _job()
+    tb = FoldedTB(dut, job)
+    await tb.start()
+    n = len(tb.x)
+    for i in range(n):
+        await tb.source.send(tb.frame(i))
+    got = [await tb.receive() for _ in range(n)]
+    np.save(job["got"], np.asarray(got, dtype=np.int64))
+    firsts_in, firsts_out = tb.in_cycles, tb.out_cycles
+    latencies = {b - a for a, b in zip(firsts_in, firsts_out, strict=True)}
+    iis = {b - a for a, b in zip(firsts_in, firsts_in[1:], strict=False)}
+    latency = firsts_out[0] - firsts_in[0]
+    ii = firsts_in[1] - firsts_in[0] if n > 1 else job["ii_cycles"]
+    _update_results(
+        job,
+        latency_cycles=latency,
+        ii_cycles=ii,
+        stream_cycles=tb.out_cycles[-1] - tb.in_cycles[0] + tb.out_beats,
+    )
+    assert latencies == {job["latency_cycles"]}, (
+        f"latency {sorted(latencies)} cycles, metadata says {job['latency_cycles']}"
+    )
+    assert n < 2 or iis == {job["ii_cycles"]}, (
+        f"II {sorted(iis)} cycles, metadata says {job['ii_cycles']}"
+    )
+
+
+@cocotb.test()
+async def test_stalls(dut):
+    job = _job()
+    tb = FoldedTB(dut, job)
+    tb.source.set_pause_generator(_pauses(job["seed"], 0.3))
+    tb.sink.set_pause_generator(_pauses(job["seed"] + 1, 0.3))
+    await tb.start()
+    count = job["bubble_vectors"]
+    for i in range(count):
+        await tb.source.send(tb.frame(i))
+    got = [await tb.receive() for _ in range(count)]
+    np.save(job["got_bubbles"], np.asarray(got, dtype=np.int64))
+
+
+@cocotb.test()
+async def test_reset(dut):
+    job = _job()
+    tb = FoldedTB(dut, job)
+    await tb.start()
+    await tb.source.send(tb.frame(min(1, len(tb.x) - 1)))
+    await ClockCycles(dut.clk, tb.in_beats + job["latency_cycles"] // 3)
+    await tb.reset()  # in the middle of the computation: the vector is dropped
+    await ClockCycles(dut.clk, 2)
+    assert not tb.sink.count(), "an output came out of a vector that was reset"
+    assert int(dut.s_axis_tready.value) == 1, "not ready for a vector after reset"
+    await tb.source.send(tb.frame(0))
+    out = await tb.receive()
+    _update_results(job, reset_ok=True, reset_output=out)

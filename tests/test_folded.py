@@ -1,0 +1,197 @@
+"""The folded attention engine (issue 19, first slice): RTL level ``folded`` of the core.
+
+Bit-exact with GoldenCore.forward for both kinds, with and without masks, at two folding
+factors each; measured latency and II equal to the formula in metadata.json (the testbench
+asserts it on every vector, the result reports it); the folding flags' one-line errors; the
+weight files' layout; generation at the paper's size (l 22, d 512, 8 heads) stays small.
+
+Each Verilator build takes 15-20 s here; builds are cached by the runner (keyed by the RTL
+text, which holds no weights), so the CLI test reuses the first config's build.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+
+from eatt.config import CoreConfig
+from eatt.quant.golden import random_weights
+from eatt.rtl_sim.folded import (
+    check_folding,
+    default_folding,
+    folded_cycles,
+    generate_folded_rtl,
+    hex_lines,
+    weight_tiles,
+)
+from eatt.rtl_sim.generate import generate_rtl, load_metadata
+from eatt.rtl_sim.lint import lint_rtl
+from eatt.rtl_sim.runner import simulate
+
+SMALL = dict(len_q=3, len_k=4, dim=8, heads=2)
+MASKED = dict(SMALL, key_padding=True, causal=True)
+#: (config, lanes, simd): both kinds, with and without masks, two folding factors each
+CASES = {
+    "eatt-l2-s2": (dict(kind="eatt", **SMALL), 2, 2),
+    "eatt-masked-l4-s1": (dict(kind="eatt", **MASKED), 4, 1),
+    "vanilla-l1-s4": (dict(kind="vanilla", **SMALL), 1, 4),
+    "vanilla-masked-l2-s2": (dict(kind="vanilla", **MASKED), 2, 2),
+}
+VECTORS = 60  # 36 edge vectors, then random ones (every length and offset among them)
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def simulated(request, tmp_path_factory):
+    config, lanes, simd = CASES[request.param]
+    cfg = CoreConfig.from_dict(config)
+    out = tmp_path_factory.mktemp(request.param) / "rtl"
+    folding = {"lanes": lanes, "simd": simd}
+    meta = generate_rtl(cfg, random_weights(cfg, seed=3), out, level="folded", folding=folding)
+    return cfg, out, meta, simulate(out, vectors=VECTORS, seed=5)
+
+
+@pytest.mark.rtl
+def test_folded_bit_exact_and_cycles(simulated):
+    cfg, out, meta, result = simulated
+    assert result["mismatches"] == 0, result["first_mismatch"]
+    assert result["vectors"] == VECTORS and result["stall_vectors"] > 0 and result["reset_ok"]
+    # the testbench measured every vector's latency and II; both equal the formula
+    cycles = folded_cycles(cfg, meta["folding"]["lanes"], meta["folding"]["simd"])
+    assert result["latency_cycles"] == meta["latency_cycles"] == cycles["latency"]
+    assert result["ii_cycles"] == meta["ii_cycles"] == cycles["ii"]
+    assert result["cycles_match"]
+
+
+@pytest.mark.rtl
+def test_folded_reports_a_mismatch(simulated):
+    """A wrong weight file is caught: the first differing vector is named."""
+    cfg, out, meta, _ = simulated
+    if cfg.kind != "eatt" or cfg.causal:
+        pytest.skip("one case is enough")
+    path = out / "wv.mem"
+    good = path.read_text()
+    first = good.splitlines()[0]
+    path.write_text(("0" if first[0] != "0" else "1") + good[1:])
+    try:
+        result = simulate(out, vectors=8, seed=5)
+    finally:
+        path.write_text(good)
+    assert result["mismatches"] > 0
+    assert "first at vector" in result["first_mismatch"]["message"]
+
+
+def test_cycle_formula():
+    cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=22, len_k=22, dim=512, heads=8))
+    c = folded_cycles(cfg, lanes=11, simd=16)
+    dc, hc, kb = 512 // 16, 64 // 16, 22 // 11
+    assert c["load"] == 44 * dc
+    assert c["projections"] == 88 * dc * dc + 4
+    assert c["attention"] == 22 * 8 * (2 * kb * hc + kb)
+    assert c["latency"] == c["load"] + c["projections"] + c["attention"]
+    assert c["ii"] == c["latency"] + 22 * dc
+
+
+def test_folding_errors_are_one_line(tmp_path):
+    cfg = CoreConfig.from_dict(dict(kind="eatt", **SMALL))
+    with pytest.raises(ValueError, match=r"^--lanes: must divide len_k = 4 \(allowed: 1, 2, 4\)"):
+        check_folding(cfg, 3, 2)
+    with pytest.raises(ValueError, match=r"^--simd: must divide d_head = dim / heads = 4"):
+        check_folding(cfg, 2, 8)
+    with pytest.raises(ValueError, match="--lanes"):
+        generate_folded_rtl(cfg, random_weights(cfg), tmp_path / "x", lanes=0)
+    assert not (tmp_path / "x").exists()
+    assert default_folding(cfg) == {"lanes": 4, "simd": 4}
+
+
+def _eatt(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "eatt.cli", *args], capture_output=True, text=True, timeout=600
+    )
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--lanes", "3"], "eatt: error: --lanes: must divide len_k = 4 (allowed: 1, 2, 4), got 3"),
+        (["--simd", "0"], "eatt: error: --simd: must divide d_head = dim / heads = 4"),
+        (["--level", "attention", "--simd", "2"], "eatt: error: --lanes/--simd: only with --level"),
+    ],
+)
+def test_cli_folding_errors(tmp_path, flags, message):
+    level = [] if "--level" in flags else ["--level", "folded"]
+    proc = _eatt("rtl", *level, *flags, "-o", str(tmp_path / "rtl"))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), proc.stderr
+
+
+@pytest.mark.rtl
+def test_cli_rtl_and_sim(tmp_path):
+    """eatt rtl --level folded then eatt sim through the registry (the build is the first
+    case's: same config and folding, so the cached one)."""
+    config, lanes, simd = CASES["eatt-l2-s2"]
+    cfg_file = tmp_path / "core.yaml"
+    cfg_file.write_text(yaml.safe_dump(config))
+    out = tmp_path / "rtl"
+    proc = _eatt(
+        "rtl", "--config", str(cfg_file), "--level", "folded", "--lanes", str(lanes),
+        "--simd", str(simd), "-o", str(out), "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    meta = json.loads(proc.stdout)
+    assert meta["level"] == "folded" and meta["folding"] == {"lanes": lanes, "simd": simd}
+    proc = _eatt("sim", str(out), "--vectors", "40", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["mismatches"] == 0 and result["latency_cycles"] == meta["latency_cycles"]
+
+
+def test_weight_files_layout():
+    w = np.arange(36).reshape(6, 6) - 18
+    tiles = weight_tiles(w, 3)  # tile (rc, cc) at word cc*2 + rc, w[rc*3 + r][cc*3 + c]
+    assert tiles.shape == (4, 9)
+    assert tiles[1].tolist() == w[3:6, 0:3].reshape(-1).tolist()
+    assert tiles[2].tolist() == w[0:3, 3:6].reshape(-1).tolist()
+    text = hex_lines(np.array([[-1, 2], [5, -8]]), 4)  # field 0 in the low bits
+    assert text == "2f\n85\n"
+    assert hex_lines(np.array([[-1], [3]]), 6) == "3f\n03\n"
+
+
+def test_paper_size_generation_is_small(tmp_path):
+    """l 22, d 512, 8 heads: a few tens of KB of SystemVerilog, the weights in .mem files."""
+    cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=22, len_k=22, dim=512, heads=8))
+    out = tmp_path / "rtl"
+    meta = generate_folded_rtl(cfg, random_weights(cfg), out, lanes=11, simd=16)
+    assert load_metadata(out)["level"] == "folded"
+    sv = sum((out / s).stat().st_size for s in meta["sources"])
+    assert sv < 64_000
+    assert len((out / "wq.mem").read_text().splitlines()) == (512 // 16) ** 2
+
+
+@pytest.mark.parametrize("name", ["eatt-masked-l4-s1", "vanilla-l1-s4"])
+def test_folded_compiles_clean_in_slang(name, tmp_path):
+    config, lanes, simd = CASES[name]
+    cfg = CoreConfig.from_dict(config)
+    out = tmp_path / "rtl"
+    generate_folded_rtl(cfg, random_weights(cfg), out, lanes=lanes, simd=simd)
+    assert lint_rtl(out) == []
+
+
+@pytest.mark.rtl
+@pytest.mark.skipif(not shutil.which("iverilog"), reason="Icarus Verilog not installed")
+def test_folded_in_icarus(tmp_path):
+    """4-state: no X reaches an output (every control register is reset, every memory word
+    is written before it is read); the same outputs and cycles as in Verilator."""
+    config, lanes, simd = CASES["eatt-masked-l4-s1"]
+    cfg = CoreConfig.from_dict(config)
+    out = tmp_path / "rtl"
+    meta = generate_folded_rtl(cfg, random_weights(cfg, seed=3), out, lanes=lanes, simd=simd)
+    result = simulate(out, vectors=12, seed=5, simulator="icarus")
+    assert result["mismatches"] == 0, result["first_mismatch"]
+    assert result["latency_cycles"] == meta["latency_cycles"] and result["reset_ok"]
