@@ -24,7 +24,9 @@ from eatt.rtl_sim.pnr import (
 )
 from eatt.rtl_sim.tools import ToolMissing
 
-TINY = dict(len_q=2, len_k=3, dim=4, heads=1)
+TINY = dict(len_q=2, len_k=3, dim=4, heads=1)  # the README's tiny core
+# smaller still, 4-bit operands: seconds in nextpnr for both kinds (the dot core: 18 MULT18X18D)
+SMALL = dict(len_q=2, len_k=2, dim=2, heads=1, in_bits=4, in_frac=2, weight_bits=4, qk_bits=6)
 
 # nextpnr-ecp5's log (trimmed): the utilisation table before placement, then the timing
 LOG = """
@@ -106,8 +108,8 @@ def test_cli_bad_input_is_one_line(tmp_path, args, match):
 @pytest.mark.rtl
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["eatt", "vanilla"])
-def test_tiny_core_places_and_routes(tmp_path, kind):
-    cfg = CoreConfig.from_dict(dict(kind=kind, **TINY))
+def test_small_core_places_and_routes(tmp_path, kind):
+    cfg = CoreConfig.from_dict(dict(kind=kind, **SMALL))
     out = tmp_path / "rtl"
     generate_rtl(cfg, random_weights(cfg, seed=3), out)
     r = pnr(out, clock_ns=8.0, timeout=600)
@@ -146,7 +148,7 @@ def test_does_not_fit_is_one_line_with_the_numbers(tmp_path):
 @pytest.mark.rtl
 @pytest.mark.slow
 def test_cli_text_and_json(tmp_path):
-    cfg = CoreConfig.from_dict(dict(kind="eatt", **TINY))
+    cfg = CoreConfig.from_dict(dict(kind="eatt", **SMALL))
     out = tmp_path / "rtl"
     generate_rtl(cfg, random_weights(cfg, seed=3), out)
     text = cli(str(out))
