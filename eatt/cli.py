@@ -430,7 +430,13 @@ def cmd_pnr(args) -> int:
         raise CommandError(f"--timeout: must be seconds > 0, got {args.timeout}")
     load_metadata(args.dir)  # a bad folder: one line, before any tool runs
     try:
-        result = pnr(args.dir, device=args.device, clock_ns=args.clock, timeout=args.timeout)
+        result = pnr(
+            args.dir,
+            device=args.device,
+            clock_ns=args.clock,
+            timeout=args.timeout,
+            nodsp=args.nodsp,
+        )
     except ToolMissing as err:
         raise CommandError(str(err), EXIT_TOOL_MISSING) from None
     except RuntimeError as err:  # a tool failed: the log tail follows the first line
@@ -445,7 +451,8 @@ def cmd_pnr(args) -> int:
         comb = util.get("TRELLIS_COMB", {})
         return "\n".join(
             [
-                f"{r['part']} ({r['device']}{', out of context' if r['out_of_context'] else ''}):"
+                f"{r['part']} ({r['device']}{', out of context' if r['out_of_context'] else ''}"
+                f"{', -nodsp' if r['nodsp'] else ''}):"
                 f" {'routed' if r['routed'] else 'not routed'}",
                 f"logic        COMB {comb.get('used', 0)}/{comb.get('available', 0)}"
                 f" ({comb.get('percent', 0)} %), LUT4 {s['LUT4']}, DFF {s['DFF']},"
@@ -787,6 +794,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="ecp5-85k", help="ecp5-12k/25k/45k/85k (ecp5-85k)")
     p.add_argument("--clock", type=float, default=10.0, metavar="NS", help="clock period (10)")
     p.add_argument("--timeout", type=float, metavar="S", help="seconds for both tools together")
+    p.add_argument("--nodsp", action="store_true", help="every product in fabric (no MULT18X18D)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_pnr)
 

@@ -186,10 +186,12 @@ def pnr(
     clock_ns: float = DEFAULT_CLOCK_NS,
     timeout: float | None = None,
     out_of_context: bool = True,
+    nodsp: bool = False,
     seed: int = 1,
 ) -> dict:
     """Yosys synth_ecp5 then nextpnr-ecp5 on rtl_dir; the report described in the module doc
-    (also written to DIR/pnr/result.json). ``timeout``: seconds for both tools together."""
+    (also written to DIR/pnr/result.json). ``timeout``: seconds for both tools together.
+    ``nodsp``: synth_ecp5 -nodsp, every product in fabric (no MULT18X18D)."""
     check_options(device, clock_ns)
     out = Path(rtl_dir).resolve()
     meta = load_metadata(out)
@@ -207,7 +209,7 @@ def pnr(
         rel = tmp.name
         reads = "; ".join(f"read_verilog -sv {s}" for s in meta["sources"])
         script = (
-            f"{reads}; synth_ecp5 -top {top} -json {rel}/netlist.json; "
+            f"{reads}; synth_ecp5 -top {top}{' -nodsp' if nodsp else ''} -json {rel}/netlist.json; "
             f"tee -q -o {rel}/stat.txt stat"
         )
         ylog = tmp / "yosys.log"
@@ -216,7 +218,7 @@ def pnr(
                 [*yosys, "-q", "-p", script],
                 out,
                 ylog,
-                f"Yosys synth_ecp5 of {out} ({tool_name(yosys)})",
+                f"Yosys synth_ecp5{' -nodsp' if nodsp else ''} of {out} ({tool_name(yosys)})",
                 _left(deadline),
             )
         except FileNotFoundError:
@@ -304,6 +306,7 @@ def pnr(
             "kind": meta.get("config", {}).get("kind"),
             "clock_ns": float(clock_ns),
             "out_of_context": out_of_context,
+            "nodsp": nodsp,
             "fits": not over,
             "routed": routed,
             "utilization": util,

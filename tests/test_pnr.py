@@ -159,3 +159,14 @@ def test_cli_text_and_json(tmp_path):
     assert js.returncode == 0, js.stderr
     r = json.loads(js.stdout)
     assert r["routed"] and r["fmax_mhz"]["ap_clk"] > 0 and r["constraint_mhz"] == 200.0
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_nodsp_puts_the_products_in_fabric(tmp_path):
+    cfg = CoreConfig.from_dict(dict(kind="vanilla", **SMALL))
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg, seed=3), out)
+    r = pnr(out, nodsp=True, timeout=600)
+    assert r["routed"] and r["nodsp"] and r["fmax_mhz"]["ap_clk"] > 0
+    assert r["summary"]["MULT18X18D"] == 0 and r["utilization"]["MULT18X18D"]["used"] == 0
