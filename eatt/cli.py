@@ -436,6 +436,7 @@ def cmd_pnr(args) -> int:
             clock_ns=args.clock,
             timeout=args.timeout,
             nodsp=args.nodsp,
+            wrapper=args.wrapper,
         )
     except ToolMissing as err:
         raise CommandError(str(err), EXIT_TOOL_MISSING) from None
@@ -452,7 +453,8 @@ def cmd_pnr(args) -> int:
         return "\n".join(
             [
                 f"{r['part']} ({r['device']}{', out of context' if r['out_of_context'] else ''}"
-                f"{', -nodsp' if r['nodsp'] else ''}):"
+                f"{', -nodsp' if r['nodsp'] else ''}"
+                f"{', serial wrapper' if r['wrapper'] else ''}):"
                 f" {'routed' if r['routed'] else 'not routed'}",
                 f"logic        COMB {comb.get('used', 0)}/{comb.get('available', 0)}"
                 f" ({comb.get('percent', 0)} %), LUT4 {s['LUT4']}, DFF {s['DFF']},"
@@ -462,6 +464,7 @@ def cmd_pnr(args) -> int:
                 f"{util.get('DP16KD', {}).get('available', 0)}, IO {s.get('IO', 0)}",
                 f"Fmax         {fmax} (constraint {r['constraint_mhz']:g} MHz)",
                 f"time         {r['seconds']:.0f} s, peak {r['peak_mb']} MiB"
+                + (f"\nbitstream    {r['bitstream']}" if r["bitstream"] else "")
                 + (f"\nnot fitting  {r['error']}" if r["error"] else ""),
             ]
         )
@@ -795,6 +798,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--clock", type=float, default=10.0, metavar="NS", help="clock period (10)")
     p.add_argument("--timeout", type=float, metavar="S", help="seconds for both tools together")
     p.add_argument("--nodsp", action="store_true", help="every product in fabric (no MULT18X18D)")
+    p.add_argument(
+        "--wrapper",
+        action="store_true",
+        help="the core behind a serial-load wrapper, on pins, and a bitstream (pnr/design.bit)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_pnr)
 

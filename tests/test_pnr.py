@@ -12,7 +12,7 @@ import pytest
 
 from eatt.config import CoreConfig
 from eatt.quant.golden import random_weights
-from eatt.rtl_sim.generate import generate_rtl
+from eatt.rtl_sim.generate import alignment_interface, generate_rtl
 from eatt.rtl_sim.pnr import (
     DEVICES,
     check_options,
@@ -21,6 +21,7 @@ from eatt.rtl_sim.pnr import (
     parse_fmax,
     parse_utilization,
     pnr,
+    serial_top,
 )
 from eatt.rtl_sim.tools import ToolMissing
 
@@ -170,3 +171,34 @@ def test_nodsp_puts_the_products_in_fabric(tmp_path):
     r = pnr(out, nodsp=True, timeout=600)
     assert r["routed"] and r["nodsp"] and r["fmax_mhz"]["ap_clk"] > 0
     assert r["summary"]["MULT18X18D"] == 0 and r["utilization"]["MULT18X18D"]["used"] == 0
+
+
+def test_serial_top_connects_every_port():
+    cfg = CoreConfig.from_dict(dict(kind="eatt", **TINY))
+    meta = {"top": "eatt_alignment", "interface": alignment_interface(cfg)}
+    name, text = serial_top(meta, pins=8)
+    assert name == "eatt_alignment_serial"
+    assert "serial_shell #(.IN_W(160), .OUT_W(90), .PINS(8))" in text  # x 64 + y 96 bits; s 90
+    assert ".x(core_in[0 +: 64])" in text and ".y(core_in[64 +: 96])" in text
+    assert ".s(core_out[0 +: 90])" in text and ".s_vld()" in text
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_wrapper_places_on_pins_and_writes_a_bitstream(tmp_path):
+    cfg = CoreConfig.from_dict(dict(kind="vanilla", **SMALL))
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg, seed=3), out)
+    text = cli(str(out), "--wrapper")
+    assert text.returncode == 0, text.stderr
+    assert "bitstream    pnr/design.bit" in text.stdout and "serial wrapper" in text.stdout
+    r = json.loads((out / "pnr" / "result.json").read_text())
+    assert r["routed"] and not r["out_of_context"] and r["bitstream"] == "pnr/design.bit"
+    assert r["wrapper"] == {
+        "top": "vanilla_alignment_serial",
+        "pins": 8,
+        "in_bits": 32,
+        "out_bits": 52,  # s: 4 scores of 13 bits
+    }
+    assert r["summary"]["IO"] == 2 * 8 + 6 and r["fmax_mhz"]["clk"] > 0
+    assert (out / "pnr" / "design.bit").stat().st_size > 100_000
