@@ -1,4 +1,4 @@
-"""Testbench of serial_shell (rtl_sim/rtl/serial_shell.sv): the serial load / shift-out wrapper
+"""Testbenches of serial_shell (rtl_sim/rtl/serial_shell.sv): the serial load / shift-out wrapper
 that lets a wide core be placed with few pins (docs/pnr.md "Wrapper").
 
 The cocotb test ``round_trips`` puts a model core behind the shell: it accepts a start like an
@@ -9,20 +9,30 @@ chunks, a reset now and then), starts, waits for busy to fall and shifts the res
 vector's result must be f(vector), bit for bit, and the core must see exactly the vector sent.
 So the shell transports every input bit to the core and every output bit back, and changes
 nothing in between: the wrapped core computes what the core computes.
+
+``test_wrapped_core`` checks the same on real cores: the top that eatt.rtl_sim.pnr generates
+(serial_top: a tiny E-ATT or dot alignment core behind the shell, 8 pins) simulated in
+Verilator (wrapped_core.py beside this file), every result equal to the golden model's.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
+from pathlib import Path
 
 import cocotb
 import pytest
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, Timer
 
-from eatt.rtl_sim.runner import run_leaf
+from eatt.config import CoreConfig
+from eatt.quant.golden import GoldenCore, edge_inputs, random_inputs, random_weights
+from eatt.rtl_sim.generate import generate_rtl, load_metadata
+from eatt.rtl_sim.pnr import serial_top
+from eatt.rtl_sim.runner import _cocotb_build, _cocotb_test, _sim_environ, run_leaf
 
 # name -> (IN_W, OUT_W, PINS, LATENCY)
 CASES = {
@@ -31,6 +41,7 @@ CASES = {
     "wide": (150, 70, 8, 3),
 }
 VECTORS = 40
+SHELL_SV = Path(__file__).resolve().parents[2] / "rtl" / "serial_shell.sv"
 
 
 def model(core_in: int, out_w: int) -> int:
@@ -136,3 +147,52 @@ def test_serial_shell(name):
 @pytest.mark.skipif(not HAVE_ICARUS, reason="Icarus Verilog not installed")
 def test_serial_shell_icarus():
     assert _run("ragged", "icarus")["tests"] == 1
+
+
+def _pack(values, bits: int) -> int:
+    word = 0
+    for k, v in enumerate(values.ravel()):
+        word |= (int(v) & ((1 << bits) - 1)) << (k * bits)
+    return word
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["eatt", "vanilla"])
+def test_wrapped_core(tmp_path, kind):
+    """A generated core behind the shell, as `eatt pnr --wrapper` places it, computes the golden
+    model's scores: the edge vectors and 20 random ones."""
+    from cocotb_tools.runner import get_results
+
+    cfg = CoreConfig.from_dict(dict(kind=kind, len_q=2, len_k=3, dim=4, heads=1))
+    weights = random_weights(cfg, seed=3)
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, weights, out)
+    meta = load_metadata(out)
+    name, text = serial_top(meta, pins=8)
+    (out / f"{name}.sv").write_text(text)
+    ex, ey = edge_inputs(cfg)
+    rx, ry = random_inputs(cfg, 20, seed=1)
+    x, y = [*ex, *rx], [*ey, *ry]
+    s = GoldenCore(cfg, weights).alignment(x, y)
+    iface = meta["interface"]
+    bits, score_bits = cfg.in_bits, iface["outputs"]["s"]["element_bits"]
+    x_width = iface["inputs"]["x"]["width"]
+    vectors = [
+        [_pack(x[n], bits) | _pack(y[n], bits) << x_width, _pack(s[n], score_bits)]
+        for n in range(len(x))
+    ]
+    in_bits = sum(v["width"] for v in iface["inputs"].values())
+    job = {"pins": 8, "in_bits": in_bits, "out_bits": iface["outputs"]["s"]["width"]}
+    (tmp_path / "job.json").write_text(json.dumps({**job, "vectors": vectors}))
+    sources = [out / f for f in meta["sources"]] + [SHELL_SV, out / f"{name}.sv"]
+    bdir = tmp_path / "build"
+    bdir.mkdir()
+    _cocotb_build("verilator", sources, name, bdir)
+    run = tmp_path / "run"
+    run.mkdir()
+    with _sim_environ(
+        "verilator", Path(__file__).parent, EATT_SERIAL_JOB=str(tmp_path / "job.json")
+    ):
+        xml = _cocotb_test("verilator", "wrapped_core", name, bdir, run, 0, run / "sim.log")
+    total, failed = get_results(xml)
+    assert total == 1 and failed == 0, (run / "sim.log").read_text()[-3000:]
