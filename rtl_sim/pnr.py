@@ -169,9 +169,11 @@ def _clock_name(name: str) -> str:
     return parts[0] if parts else name
 
 
-def _run(cmd: list[str], cwd: Path, log: Path, what: str, timeout: float | None) -> tuple:
+def _run(
+    cmd: list[str], cwd: Path, log: Path, what: str, timeout: float | None, shown: Path
+) -> tuple:
     """Run cmd in a process group of its own with its output in log: (exit code, seconds,
-    peak MiB). RuntimeError on a timeout."""
+    peak MiB). RuntimeError on a timeout, naming `shown` (where the log will be)."""
     t0 = time.perf_counter()
     with sigterm_as_interrupt(), step(what), open(log, "w") as logf:
         proc = subprocess.Popen(
@@ -190,7 +192,7 @@ def _run(cmd: list[str], cwd: Path, log: Path, what: str, timeout: float | None)
         if peak_mb is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            raise RuntimeError(f"{what} ran past {timeout:g} s; see {log}")
+            raise RuntimeError(f"{what} ran past {timeout:.0f} s; see {shown}")
     return proc.returncode, round(time.perf_counter() - t0, 3), peak_mb
 
 
@@ -309,6 +311,7 @@ def pnr(
                 ylog,
                 f"Yosys synth_ecp5{' -nodsp' if nodsp else ''} of {out} ({tool_name(yosys)})",
                 _left(deadline),
+                final / ylog.name,
             )
         except FileNotFoundError:
             raise ToolMissing(f"yosys not found ({yosys[0]})") from None
@@ -354,6 +357,7 @@ def pnr(
                 nlog,
                 f"nextpnr-ecp5 {device} of {out} ({_nextpnr_name(nextpnr)})",
                 _left(deadline),
+                final / "nextpnr.log",
             )
         except FileNotFoundError:
             raise ToolMissing(f"nextpnr-ecp5 not found ({nextpnr[0]})") from None
@@ -398,6 +402,7 @@ def pnr(
                 tmp / "ecppack.log",
                 f"ecppack of {out}",
                 _left(deadline),
+                final / "ecppack.log",
             )
             if code != 0 or not (tmp / "design.bit").is_file():
                 raise RuntimeError(

@@ -165,7 +165,7 @@ def test_cli_text_and_json(tmp_path):
 @pytest.mark.rtl
 @pytest.mark.slow
 def test_nodsp_puts_the_products_in_fabric(tmp_path):
-    cfg = CoreConfig.from_dict(dict(kind="vanilla", **SMALL))
+    cfg = CoreConfig.from_dict(dict(kind="vanilla", **{**SMALL, "len_q": 1}))
     out = tmp_path / "rtl"
     generate_rtl(cfg, random_weights(cfg, seed=3), out)
     r = pnr(out, nodsp=True, timeout=600)
@@ -202,3 +202,14 @@ def test_wrapper_places_on_pins_and_writes_a_bitstream(tmp_path):
     }
     assert r["summary"]["IO"] == 2 * 8 + 6 and r["fmax_mhz"]["clk"] > 0
     assert (out / "pnr" / "design.bit").stat().st_size > 100_000
+
+
+@pytest.mark.rtl
+def test_timeout_stops_the_tools_and_keeps_the_log(tmp_path):
+    cfg = CoreConfig.from_dict(dict(kind="eatt", **TINY))
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg, seed=3), out)
+    with pytest.raises(RuntimeError, match=r"ran past 1 s; see .*pnr/yosys.log"):
+        pnr(out, timeout=0.3)
+    assert (out / "pnr" / "yosys.log").is_file()
+    assert not [p for p in out.iterdir() if p.name.startswith(".pnr")]
