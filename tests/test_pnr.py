@@ -144,6 +144,11 @@ def test_does_not_fit_is_one_line_with_the_numbers(tmp_path):
     assert r["error"] == (
         f"does not fit ecp5-12k: needs {mult['used']} MULT18X18D, the part has {mult['available']}"
     )
+    # the CLI: exit 1, the line on stderr, the report (fits false) still on stdout
+    js = cli(str(out), "--device", "ecp5-12k", "--json")
+    assert js.returncode == 1 and "Traceback" not in js.stderr
+    assert js.stderr.strip().splitlines()[-1] == f"eatt: error: {r['error']}"
+    assert json.loads(js.stdout)["fits"] is False
 
 
 @pytest.mark.rtl
