@@ -33,6 +33,7 @@ from eatt.progress import step
 from eatt.quant.golden import random_weights
 from eatt.quant.vectors import load_capture
 from eatt.rtl_sim.generate import generate_rtl, load_metadata
+from eatt.rtl_sim.pnr import DEVICES, pnr
 from eatt.rtl_sim.resources import resources_report
 from eatt.rtl_sim.runner import simulate
 from eatt.rtl_sim.tools import ToolMissing
@@ -424,6 +425,61 @@ def cmd_resources(args) -> int:
     return EXIT_OK
 
 
+# -- eatt pnr --------------------------------------------------------------------------------------
+def cmd_pnr(args) -> int:
+    if args.device not in DEVICES:
+        raise CommandError(
+            f"--device: unknown device {args.device!r} (one of {', '.join(DEVICES)})"
+        )
+    if not (math.isfinite(args.clock) and args.clock > 0):
+        raise CommandError(f"--clock: must be a period in ns > 0, got {args.clock}")
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise CommandError(f"--timeout: must be seconds > 0, got {args.timeout}")
+    load_metadata(args.dir)  # a bad folder: one line, before any tool runs
+    try:
+        result = pnr(
+            args.dir,
+            device=args.device,
+            clock_ns=args.clock,
+            timeout=args.timeout,
+            nodsp=args.nodsp,
+            wrapper=args.wrapper,
+        )
+    except ToolMissing as err:
+        raise CommandError(str(err), EXIT_TOOL_MISSING) from None
+    except RuntimeError as err:  # a tool failed: the log tail follows the first line
+        raise CommandError(str(err).splitlines()[0], EXIT_CHECK_FAILED) from None
+    if result["error"]:  # does not fit: the one line with the numbers, the JSON still printed
+        print(f"eatt: error: {result['error']}", file=sys.stderr)
+
+    def text(r: dict) -> str:
+        s = r["summary"]
+        fmax = ", ".join(f"{c} {v:g} MHz" for c, v in r["fmax_mhz"].items()) or "none"
+        util = r["utilization"]
+        comb = util.get("TRELLIS_COMB", {})
+        return "\n".join(
+            [
+                f"{r['part']} ({r['device']}{', out of context' if r['out_of_context'] else ''}"
+                f"{', -nodsp' if r['nodsp'] else ''}"
+                f"{', serial wrapper' if r['wrapper'] else ''}):"
+                f" {'routed' if r['routed'] else 'not routed'}",
+                f"logic        COMB {comb.get('used', 0)}/{comb.get('available', 0)}"
+                f" ({comb.get('percent', 0)} %), LUT4 {s['LUT4']}, DFF {s['DFF']},"
+                f" CCU2C {s['CCU2C']}",
+                f"blocks       MULT18X18D {s['MULT18X18D']}/"
+                f"{util.get('MULT18X18D', {}).get('available', 0)}, DP16KD {s['DP16KD']}/"
+                f"{util.get('DP16KD', {}).get('available', 0)}, IO {s.get('IO', 0)}",
+                f"Fmax         {fmax} (constraint {r['constraint_mhz']:g} MHz)",
+                f"time         {r['seconds']:.0f} s, peak {r['peak_mb']} MiB"
+                + (f"\nbitstream    {r['bitstream']}" if r["bitstream"] else "")
+                + (f"\nnot fitting  {r['error']}" if r["error"] else ""),
+            ]
+        )
+
+    _emit(result, args.json, text)
+    return EXIT_OK if result["routed"] else EXIT_CHECK_FAILED
+
+
 # -- eatt train / evaluate / experiment (seq2seq models) -----------------------------------------
 def _threads(n: int) -> None:
     """Small models train fastest on one thread, and never oversubscribe a shared machine."""
@@ -753,6 +809,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_resources)
+
+    p = sub.add_parser(
+        "pnr", help="Yosys synth_ecp5 + nextpnr-ecp5: utilization and Fmax of an RTL folder"
+    )
+    p.add_argument("dir", metavar="DIR", help="a folder written by `eatt rtl`")
+    p.add_argument("--device", default="ecp5-85k", help="ecp5-12k/25k/45k/85k (ecp5-85k)")
+    p.add_argument("--clock", type=float, default=10.0, metavar="NS", help="clock period (10)")
+    p.add_argument("--timeout", type=float, metavar="S", help="seconds for both tools together")
+    p.add_argument("--nodsp", action="store_true", help="every product in fabric (no MULT18X18D)")
+    p.add_argument(
+        "--wrapper",
+        action="store_true",
+        help="the core behind a serial-load wrapper, on pins, and a bitstream (pnr/design.bit)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.set_defaults(func=cmd_pnr)
 
     p = sub.add_parser("train", help="train a seq2seq model from a run config (model/train/data)")
     p.add_argument("config", metavar="CONFIG", help="YAML/JSON run config")

