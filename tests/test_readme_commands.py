@@ -129,6 +129,7 @@ RTL_FORMS = {
     "attention": ["--config", "tiny.yaml", "--level", "attention"],
     "adder-levels": ["--config", "tiny.yaml", "--level", "attention", "--adder-levels", "1"],
     "window": ["--config", "window.yaml"],
+    "folded": ["--config", "tiny.yaml", "--level", "folded", "--lanes", "3", "--simd", "2"],
 }
 
 
@@ -159,6 +160,22 @@ def test_sim(rtl_dirs, name, simulator):
     args = ["sim", str(rtl_dirs[name]), "--vectors", "40", "--simulator", simulator]
     r = both_modes(args, "result: PASS")
     assert r["mismatches"] == 0 and r["vectors"] == 40
+
+
+@pytest.mark.rtl
+def test_sim_folded(rtl_dirs):
+    """The folded engine (docs/folded.md): bit-exact, cycles equal to metadata's formula."""
+    args = ["sim", str(rtl_dirs["folded"]), "--vectors", "20"]
+    r = both_modes(args, "result: PASS")
+    assert r["mismatches"] == 0 and r["vectors"] == 20
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_pnr(rtl_dirs):
+    """`eatt pnr DIR` (docs/pnr.md): the tiny E-ATT alignment routes on an ECP5-85k."""
+    r = both_modes(["pnr", str(rtl_dirs["alignment"])], "MHz")
+    assert r["routed"] and r["fmax_mhz"]
 
 
 @pytest.mark.rtl
