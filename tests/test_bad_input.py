@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -222,6 +223,12 @@ def test_rtl_rewrites_its_own_folder(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["r"]
 
 
+def _ctrl_c_default() -> None:
+    """In the child: Ctrl-C as in a terminal. A shell that starts a job in the background
+    (`make test &`) has it ignore SIGINT, and Python keeps an ignored SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _signal_golden(tmp_path, sig) -> tuple[int, str]:
     """Send `sig` to a long `eatt golden` run once it is working (its progress line is on
     stderr: a loaded machine may take seconds just to import); (exit code, stderr)."""
@@ -234,6 +241,7 @@ def _signal_golden(tmp_path, sig) -> tuple[int, str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_ctrl_c_default,
     )
     lines: list[str] = []
     started = threading.Event()
@@ -249,7 +257,11 @@ def _signal_golden(tmp_path, sig) -> tuple[int, str]:
     assert started.wait(120), "".join(lines)
     time.sleep(1)  # inside the check, past the progress line
     proc.send_signal(sig)
-    proc.wait(timeout=60)
+    try:  # the signal acts between two numpy/torch operations: seconds on a loaded machine
+        proc.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("no exit 300 s after the signal:\n" + "".join(lines)) from None
     reader.join(timeout=10)
     err = "".join(lines)
     assert "Traceback" not in err, err

@@ -226,6 +226,12 @@ def _snapshot(root: Path) -> dict:
 needs_proc = pytest.mark.skipif(not Path("/proc/self/cwd").exists(), reason="needs Linux /proc")
 
 
+def _ctrl_c_default() -> None:
+    """In the child: Ctrl-C as in a terminal. A shell that starts a job in the background
+    (`make test &`) has it ignore SIGINT, and Python keeps an ignored SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @needs_proc
 def test_run_group_ends_grandchildren(tmp_path):
     """Ctrl-C while a command with children of its own runs: the whole group ends."""
@@ -233,7 +239,9 @@ def test_run_group_ends_grandchildren(tmp_path):
         "import sys; from eatt.rtl_sim.procs import run_group\n"
         "run_group(['sh', '-c', 'sleep 300 & sleep 300 & wait'], cwd=sys.argv[1])\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path)], preexec_fn=_ctrl_c_default
+    )
     deadline = time.monotonic() + 30
     while len([n for _, n in _cwd_under(tmp_path) if n == "sleep"]) < 2:
         assert time.monotonic() < deadline, "sleep children did not start"
@@ -256,7 +264,9 @@ def test_interrupt_ends_the_build(how, tmp_path):
     else:
         code = "import sys; from eatt.rtl_sim.runner import simulate; simulate(sys.argv[1])"
         cmd = [sys.executable, "-c", code, str(out)]
-    proc = subprocess.Popen(cmd, env=_env(cache), stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, env=_env(cache), stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_default
+    )
     deadline = time.monotonic() + 120
     while not any(n in ("cc1plus", "g++", "c++") for _, n in _cwd_under(cache)):
         assert proc.poll() is None, proc.stderr.read()
