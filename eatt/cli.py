@@ -31,7 +31,7 @@ from eatt.model import energy
 from eatt.outdir import check_output_file
 from eatt.progress import step
 from eatt.quant.golden import random_weights
-from eatt.quant.vectors import load_capture
+from eatt.quant.vectors import capture_inputs, load_capture
 from eatt.rtl_sim.generate import generate_rtl, load_metadata
 from eatt.rtl_sim.pnr import DEVICES, pnr
 from eatt.rtl_sim.resources import resources_report
@@ -358,13 +358,7 @@ def cmd_sim(args) -> int:
     if args.inputs:
         if meta["level"] not in ("alignment", "attention"):
             raise CommandError(f"--inputs: captures are of attention cores, not a {cfg.kind} unit")
-        capture = load_capture(args.inputs, cfg)
-        n = args.vectors
-        inputs = (
-            capture["x"][:n],
-            capture["y"][:n],
-            {k: v[:n] for k, v in capture["masks"].items()},
-        )
+        inputs = capture_inputs(args.inputs, cfg, args.vectors)
     try:
         result = simulate(
             args.dir, vectors=args.vectors, seed=args.seed, simulator=args.simulator, inputs=inputs

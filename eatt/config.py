@@ -411,7 +411,7 @@ def check_rtl_size(c: CoreConfig) -> None:
             f"core too big for unrolled RTL: {c.len_q} x {c.len_k} queries x keys at dim {c.dim} "
             f"would be about {mb:,.0f} MB of SystemVerilog (limit {limit:,.0f} MB, "
             "EATT_MAX_RTL_MB); use smaller len_q, len_k or dim: sizes like this are for the "
-            "folded engine (planned), not the unrolled core"
+            "folded engine (eatt rtl --level folded, docs/folded.md), not the unrolled core"
         )
 
 

@@ -29,7 +29,7 @@ from eatt.outdir import check_output_dir, claim_dir
 from eatt.progress import say, step
 from eatt.quant.check import format_golden_check, golden_check
 from eatt.quant.golden import CoreWeights, random_weights
-from eatt.quant.vectors import load_capture
+from eatt.quant.vectors import capture_inputs
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.resources import find_yosys
 from eatt.rtl_sim.resources import resources as yosys
@@ -71,6 +71,19 @@ def check_tools(resources: bool = True) -> None:
         raise ToolMissing("cocotb not found: pip install 'cocotb>=2'")
     if resources:
         find_yosys()
+
+
+def open_flow_dir(out_dir: Path, resources: bool) -> None:
+    """After a flow's own checks of its input and out_dir: the tools every stage needs
+    (ToolMissing, "nothing was written"), then out_dir claimed as a flow folder and an earlier
+    run's report removed (it must not outlive a failed run)."""
+    try:
+        check_tools(resources)
+    except ToolMissing as err:
+        raise ToolMissing(f"{err}; nothing was written") from None
+    target = claim_dir(out_dir, "flow", legacy=is_legacy_flow)
+    for name in REPORT_FILES.values():
+        (target / name).unlink(missing_ok=True)
 
 
 def core_energy(cfg: CoreConfig, table: str = energy.DEFAULT_TABLE) -> dict:
@@ -115,11 +128,7 @@ def run_core(
         )
     log(f"flow [{kind}]: hls4ml project from the QONNX file, C simulation")
     r["hls"] = write_project(onnx_path, out_dir / "hls", vectors=vectors, inputs=inputs)
-    captured = None
-    if inputs is not None:
-        cap = load_capture(inputs, cfg)
-        captured = tuple(t[:vectors] for t in (cap["x"], cap["y"]))
-        captured += ({k: v[:vectors] for k, v in cap["masks"].items()},)
+    captured = None if inputs is None else capture_inputs(inputs, cfg, vectors)
     r["rtl"], r["sim"] = {}, {}
     for level in ("alignment", "attention"):
         log(f"flow [{kind}]: RTL ({level}), Verilator + cocotb simulation")
@@ -199,14 +208,8 @@ def run_flow(
     used, though it was found) is ToolMissing naming out_dir, which holds the stages done.
     """
     given = Path(out_dir)
-    target = check_output_dir(given, "flow", legacy=is_legacy_flow)
-    try:
-        check_tools(resources)
-    except ToolMissing as err:
-        raise ToolMissing(f"{err}; nothing was written") from None
-    claim_dir(target, "flow", legacy=is_legacy_flow)
-    for name in REPORT_FILES.values():  # an earlier run's report must not outlive a failed run
-        (target / name).unlink(missing_ok=True)
+    check_output_dir(given, "flow", legacy=is_legacy_flow)
+    open_flow_dir(given, resources)
     try:
         result = _run(cfg, weights, seed, vectors, given, resources, window, inputs)
     except ToolMissing as err:
@@ -546,13 +549,16 @@ def plot_report(r: dict, path: Path) -> bool:
     return True
 
 
-def write_report(r: dict, out_dir: Path) -> dict:
-    """report.md, report.json and report.png in out_dir; returns their paths (by kind)."""
+def write_report(r: dict, out_dir: Path, markdown=None, plot=None) -> dict:
+    """report.md, report.json and report.png in out_dir; returns their paths (by kind).
+    ``markdown`` (r -> text) and ``plot`` (r, path -> written?) default to the core flow's
+    format_markdown and plot_report (eatt.flow_layer passes its own)."""
+    markdown, plot = markdown or format_markdown, plot or plot_report
     out_dir = Path(out_dir)
     paths = {kind: str(out_dir / name) for kind, name in REPORT_FILES.items()}
-    if not plot_report(r, out_dir / REPORT_FILES["png"]):
+    if not plot(r, out_dir / REPORT_FILES["png"]):
         del paths["png"]
-    atomic_write_text(out_dir / REPORT_FILES["md"], format_markdown(r))
+    atomic_write_text(out_dir / REPORT_FILES["md"], markdown(r))
     full = {**r, "report": paths}
     atomic_write_text(
         out_dir / REPORT_FILES["json"],

@@ -25,20 +25,19 @@ is report.md, report.json and report.png in the output folder (eatt.flow's repor
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
-from eatt.config import ConfigError, CoreConfig, atomic_write, atomic_write_text
-from eatt.flow import CELLS, PEER, REPORT_FILES, _fmt, _jsonable, _md_table, check_tools
+from eatt.config import ConfigError, CoreConfig, atomic_write
+from eatt.flow import CELLS, PEER, _fmt, _md_table, open_flow_dir, write_report
 from eatt.model import energy, layers
 from eatt.model.evaluate import evaluate
-from eatt.outdir import check_output_dir, claim_dir
+from eatt.outdir import check_output_dir
 from eatt.progress import say, step
 from eatt.quant.check import format_golden_check, golden_check
 from eatt.quant.golden import CoreWeights
-from eatt.quant.vectors import load_capture
+from eatt.quant.vectors import capture_inputs
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.resources import resources as yosys
 from eatt.rtl_sim.runner import simulate
@@ -66,7 +65,8 @@ def check_flow_size(cfg: CoreConfig, name: str, step_core: bool) -> None:
         f"--layer {name}: its unrolled core ({cfg.len_q} x {cfg.len_k} queries x keys, dim "
         f"{cfg.dim}) would be about {mb:,.1f} MB of SystemVerilog, more than the flow builds in "
         f"minutes on this machine (limit {limit:g} MB, EATT_MAX_FLOW_RTL_MB); {hint}train a "
-        "smaller model: sizes like this are for the folded engine (planned), not the unrolled core"
+        "smaller model: sizes like this are for the folded engine (eatt rtl --level folded), "
+        "not the unrolled core"
     )
 
 
@@ -115,20 +115,14 @@ def run_layer_flow(
     check_output_dir(given, "flow")
     cfg, weights = layers.checkpoint_layer_core(checkpoint, layer, step_core)
     check_flow_size(cfg, layer, step_core)
-    try:
-        check_tools(resources)
-    except ToolMissing as err:
-        raise ToolMissing(f"{err}; nothing was written") from None
-    target = claim_dir(given, "flow")
-    for name in REPORT_FILES.values():  # an earlier run's report must not outlive a failed run
-        (target / name).unlink(missing_ok=True)
+    open_flow_dir(given, resources)
     try:
         result = _run(checkpoint, layer, cfg, weights, given, step_core, vectors, split, beam,
                       seed, resources, peer)  # fmt: skip
     except ToolMissing as err:
         raise ToolMissing(f"{err} (the stages done so far are in {given})") from None
     result["comparison"] = comparison(result)
-    result["report"] = write_layer_report(result, given)
+    result["report"] = write_report(result, given, format_layer_markdown, plot_layer_report)
     return result
 
 
@@ -159,8 +153,7 @@ def _run(
     r["capture"] = {**capture["report"], "path": str(acts)}
     r["capture"].pop("config")
     n = r["capture"]["vectors"]
-    cap = load_capture(acts, cfg)
-    captured = (cap["x"], cap["y"], cap["masks"])
+    captured = capture_inputs(acts, cfg)
     with step(f"flow [{layer}]: golden model check"):
         r["golden"] = golden_check(cfg, weights, vectors=n, seed=seed)
     with step(f"flow [{layer}]: QONNX export, qonnx execution on {n} captured vectors"):
@@ -368,8 +361,8 @@ def format_layer_markdown(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_layer_report(r: dict, path: Path) -> None:
-    """report.png: BLEU by arithmetic, and the layer / peer ratios (log scale)."""
+def plot_layer_report(r: dict, path: Path) -> bool:
+    """report.png: BLEU by arithmetic, and the layer / peer ratios (log scale); True."""
     from matplotlib.figure import Figure  # matplotlib: only when a report is plotted
 
     fig = Figure(figsize=(7.5, 6.6), layout="constrained")
@@ -394,20 +387,7 @@ def plot_layer_report(r: dict, path: Path) -> None:
         bottom.set_axis_off()
         bottom.text(0.5, 0.5, "no peer (--no-peer)", ha="center", va="center")
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110), suffix=".png")
-
-
-def write_layer_report(r: dict, out_dir: Path) -> dict:
-    """report.md, report.json and report.png in out_dir; returns their paths."""
-    out_dir = Path(out_dir)
-    paths = {kind: str(out_dir / name) for kind, name in REPORT_FILES.items()}
-    plot_layer_report(r, out_dir / REPORT_FILES["png"])
-    atomic_write_text(out_dir / REPORT_FILES["md"], format_layer_markdown(r))
-    full = {**r, "report": paths}
-    atomic_write_text(
-        out_dir / REPORT_FILES["json"],
-        json.dumps(_jsonable(full), indent=2, allow_nan=False) + "\n",
-    )
-    return paths
+    return True
 
 
 __all__ = [
@@ -416,5 +396,4 @@ __all__ = [
     "format_layer_flow",
     "layer_energy",
     "run_layer_flow",
-    "write_layer_report",
 ]

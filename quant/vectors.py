@@ -75,3 +75,12 @@ def _check(path: Path, c: dict, cfg: CoreConfig) -> None:
             f"{path}: captured for another core ({', '.join(differ)} differ; layer "
             f"{c['meta'].get('layer')} of {c['meta'].get('checkpoint')})"
         )
+
+
+def capture_inputs(
+    path: str | os.PathLike, cfg: CoreConfig, n: int | None = None
+) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(x, y, masks) of a capture of cfg's core, its first ``n`` vectors (all when None): the
+    ``inputs`` a testbench (rtl_sim.runner.simulate) takes."""
+    c = load_capture(path, cfg)
+    return c["x"][:n], c["y"][:n], {k: v[:n] for k, v in c["masks"].items()}

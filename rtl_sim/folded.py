@@ -39,17 +39,12 @@ from eatt.config import CoreConfig
 from eatt.quant.golden import (
     CoreWeights,
     GoldenCore,
-    check_masks,
     derive_formats,
-    edge_inputs,
-    edge_masks,
     exp_table,
-    random_inputs,
-    random_masks,
     recip_table,
 )
 from eatt.rtl_sim.generate import generate_core_rtl, load_metadata, load_weights, write_rtl_dir
-from eatt.rtl_sim.runner import compare_runs, sim_run, simulate_core, write_job
+from eatt.rtl_sim.runner import compare_runs, core_vectors, sim_run, simulate_core, write_job
 
 LEVEL = "folded"
 ENGINE_FILE = "folded_attention.sv"
@@ -413,20 +408,7 @@ def simulate_folded(
     meta = load_metadata(out)
     cfg = CoreConfig.from_dict(meta["config"], source=str(out / "metadata.json"))
     golden = GoldenCore(cfg, load_weights(out, meta))
-    if inputs is not None:
-        x, y = (np.asarray(t) for t in inputs[:2])
-        x, y = (t[None] if t.ndim == 2 else t for t in (x, y))
-        masks = dict(inputs[2]) if len(inputs) > 2 else {}
-    else:
-        if vectors < 1:
-            raise ValueError(f"vectors: must be at least 1, got {vectors}")
-        ex, ey = edge_inputs(cfg)
-        n_random = max(0, vectors - len(ex))
-        rx, ry = random_inputs(cfg, n_random, seed=seed)
-        x, y = np.concatenate([ex, rx])[:vectors], np.concatenate([ey, ry])[:vectors]
-        em, rm = edge_masks(cfg, len(ex)), random_masks(cfg, n_random, seed)
-        masks = {k: np.concatenate([em[k], rm[k]])[:vectors] for k in em}
-    masks = check_masks(cfg, len(x), masks)
+    x, y, masks = core_vectors(cfg, vectors, seed, inputs)
     expected = golden.forward(x, y, masks=masks)
 
     with sim_run(out, meta, simulator, build_dir, lock_timeout) as sr:

@@ -48,19 +48,15 @@ import math
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 
-from eatt.progress import step
 from eatt.rtl_sim import yosys_native
 from eatt.rtl_sim.generate import load_metadata
-from eatt.rtl_sim.procs import kill_group, sigterm_as_interrupt
-from eatt.rtl_sim.resources import _tail, _wait, find_yosys, parse_stat, tool_name
+from eatt.rtl_sim.resources import _tail, find_yosys, parse_stat, run_logged, tool_name
 from eatt.rtl_sim.tools import ToolMissing
 
 PNR_DIR = "pnr"
@@ -167,33 +163,6 @@ def _clock_name(name: str) -> str:
     """The clock port: "ap_clk$glb_clk" -> "ap_clk", "$glbnet$clk$TRELLIS_IO_IN" -> "clk"."""
     parts = [p for p in name.split("$") if p and p != "glbnet"]
     return parts[0] if parts else name
-
-
-def _run(
-    cmd: list[str], cwd: Path, log: Path, what: str, timeout: float | None, shown: Path
-) -> tuple:
-    """Run cmd in a process group of its own with its output in log: (exit code, seconds,
-    peak MiB). RuntimeError on a timeout, naming `shown` (where the log will be)."""
-    t0 = time.perf_counter()
-    with sigterm_as_interrupt(), step(what), open(log, "w") as logf:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=logf,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            peak_mb = _wait(proc, timeout)
-        except BaseException:
-            kill_group(proc)
-            raise
-        if peak_mb is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise RuntimeError(f"{what} ran past {timeout:.0f} s; see {shown}")
-    return proc.returncode, round(time.perf_counter() - t0, 3), peak_mb
 
 
 def _left(deadline: float | None) -> float | None:
@@ -305,7 +274,7 @@ def pnr(
         )
         ylog = tmp / "yosys.log"
         try:
-            code, y_sec, y_mb = _run(
+            code, y_sec, y_mb = run_logged(
                 [*yosys, "-q", "-p", script],
                 out,
                 ylog,
@@ -351,7 +320,7 @@ def pnr(
             args += ["--textcfg", "design.config", "--lpf-allow-unconstrained"]
         nlog = tmp / "nextpnr.out"
         try:
-            code, n_sec, n_mb = _run(
+            code, n_sec, n_mb = run_logged(
                 [*nextpnr, *args],
                 tmp,
                 nlog,
@@ -396,7 +365,7 @@ def pnr(
         bitstream, p_sec = None, 0.0
         if routed and not out_of_context:
             ecppack = find_ecppack()
-            code, p_sec, _ = _run(
+            code, p_sec, _ = run_logged(
                 [*ecppack, "design.config", "design.bit"],
                 tmp,
                 tmp / "ecppack.log",

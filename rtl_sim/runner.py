@@ -479,6 +479,29 @@ def simulate(
     )
 
 
+def core_vectors(
+    cfg: CoreConfig, vectors: int, seed: int, inputs: tuple | None = None
+) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(x, y, masks) a core's testbench runs: the given ``inputs`` (x, y) or (x, y, masks),
+    else the edge vectors first, then random ones, with golden edge_masks / random_masks (every
+    length and offset among them); the masks checked against cfg."""
+    if inputs is not None:
+        x, y = (np.asarray(t) for t in inputs[:2])
+        x, y = (t[None] if t.ndim == 2 else t for t in (x, y))
+        masks = dict(inputs[2]) if len(inputs) > 2 else {}
+    else:
+        if vectors < 1:
+            raise ValueError(f"vectors: must be at least 1, got {vectors}")
+        ex, ey = edge_inputs(cfg)
+        n_random = max(0, vectors - len(ex))
+        rx, ry = random_inputs(cfg, n_random, seed=seed)
+        x, y = np.concatenate([ex, rx])[:vectors], np.concatenate([ey, ry])[:vectors]
+        em, rm = edge_masks(cfg, len(ex)), random_masks(cfg, n_random, seed)
+        masks = {k: np.concatenate([em[k], rm[k]])[:vectors] for k in em}
+    masks = check_masks(cfg, len(x), masks)
+    return x, y, masks
+
+
 def simulate_core(
     out_dir: str | os.PathLike,
     vectors: int = 1000,
@@ -499,20 +522,7 @@ def simulate_core(
     cfg = CoreConfig.from_dict(meta["config"], source=str(out / "metadata.json"))
     golden = GoldenCore(cfg, load_weights(out, meta))
 
-    if inputs is not None:
-        x, y = (np.asarray(t) for t in inputs[:2])
-        x, y = (t[None] if t.ndim == 2 else t for t in (x, y))
-        masks = dict(inputs[2]) if len(inputs) > 2 else {}
-    else:
-        if vectors < 1:
-            raise ValueError(f"vectors: must be at least 1, got {vectors}")
-        ex, ey = edge_inputs(cfg)
-        n_random = max(0, vectors - len(ex))
-        rx, ry = random_inputs(cfg, n_random, seed=seed)
-        x, y = np.concatenate([ex, rx])[:vectors], np.concatenate([ey, ry])[:vectors]
-        em, rm = edge_masks(cfg, len(ex)), random_masks(cfg, n_random, seed)
-        masks = {k: np.concatenate([em[k], rm[k]])[:vectors] for k in em}
-    masks = check_masks(cfg, len(x), masks)
+    x, y, masks = core_vectors(cfg, vectors, seed, inputs)
     if meta["level"] == "alignment":
         expected = golden.alignment(x, y)  # scores: the masks act after them
     else:
