@@ -7,15 +7,29 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install flow test lint format bench clean
+.PHONY: install debian flow test lint format bench clean
 
-install: $(STAMP)
+install: $(STAMP) $(VENV)/debian/.installed
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
 		-c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
+
+# Debian's OpenSTA and the OSU 0.18 um standard cells (Liberty) for `eatt power`, unpacked into
+# .venv/debian with `apt-get download` + `dpkg -x` (no root, the system untouched). Where that
+# cannot work (no apt-get, no package lists) `eatt power --target asic` exits 3 naming them.
+DEBIAN_PKGS := opensta qflow-tech-osu018
+debian: $(VENV)/debian/.installed
+
+$(VENV)/debian/.installed: Makefile
+	@mkdir -p $(VENV)/debian/.deb
+	@cd $(VENV)/debian/.deb && for p in $(DEBIAN_PKGS); do \
+		ls $${p}_*.deb >/dev/null 2>&1 || apt-get download -q $$p >/dev/null 2>&1 \
+		|| echo "make: apt-get download $$p failed: eatt power --target asic will say so" >&2; \
+	done; for d in *.deb; do [ -f "$$d" ] && dpkg -x "$$d" ..; done; \
+	ls $(foreach p,$(DEBIAN_PKGS),$(p)_*.deb) >/dev/null 2>&1 && touch ../.installed || true
 
 flow: install
 	$(BIN)/eatt flow

@@ -34,6 +34,7 @@ from eatt.quant.golden import random_weights
 from eatt.quant.vectors import capture_inputs, load_capture
 from eatt.rtl_sim.generate import generate_rtl, load_metadata
 from eatt.rtl_sim.pnr import DEVICES, pnr
+from eatt.rtl_sim.power import DEFAULT_LIBERTY, LIBERTIES, power
 from eatt.rtl_sim.resources import resources_report
 from eatt.rtl_sim.runner import simulate
 from eatt.rtl_sim.tools import ToolMissing
@@ -417,6 +418,58 @@ def cmd_resources(args) -> int:
 
     _emit(result, args.json, text)
     return EXIT_OK
+
+
+# -- eatt power ------------------------------------------------------------------------------------
+def cmd_power(args) -> int:
+    if args.vectors < 1:
+        raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
+    if not (math.isfinite(args.clock) and args.clock > 0):
+        raise CommandError(f"--clock: must be a period in ns > 0, got {args.clock}")
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise CommandError(f"--timeout: must be seconds > 0, got {args.timeout}")
+    meta = load_metadata(args.dir)  # a bad folder: one line, before any tool runs
+    if meta["level"] not in ("alignment", "attention"):
+        raise CommandError(f"{args.dir}: level {meta['level']!r}: eatt power measures the cores")
+    cfg = CoreConfig.from_dict(meta["config"], source=f"{args.dir}/metadata.json")
+    inputs = None if not args.inputs else capture_inputs(args.inputs, cfg, args.vectors)
+    try:
+        result = power(
+            args.dir,
+            vectors=args.vectors,
+            seed=args.seed,
+            inputs=inputs,
+            clock_ns=args.clock,
+            liberty=args.liberty,
+            timeout=args.timeout,
+        )
+    except ToolMissing as err:
+        raise CommandError(str(err), EXIT_TOOL_MISSING) from None
+    except RuntimeError as err:  # a tool failed or the netlist differs: the check failed
+        raise CommandError(str(err).splitlines()[0], EXIT_CHECK_FAILED) from None
+
+    def text(r: dict) -> str:
+        e, p, sta = r["energy_per_call_pj"], r["power_mw"], r["sta"]
+        return "\n".join(
+            [
+                f"{r['top']} on {r['liberty']} ({r['voltage']:g} V), {r['vectors']} vectors "
+                f"({r['inputs']}), {r['cycles']} cycles: netlist = golden model, "
+                f"{r['mismatches']} mismatches",
+                f"area         {r['area_um2']:,.0f} um^2, {r['cells']:,} cells",
+                f"energy/call  {e['total']:.4g} pJ (switching {e['switching']:.4g}, internal "
+                f"{e['internal']:.4g}, leakage {e['leakage']:.3g})",
+                f"power        {p['total']:.4g} mW at {r['clock_ns']:g} ns (dynamic "
+                f"{p['dynamic']:.4g}, leakage {p['leakage']:.3g})",
+                f"timing       worst slack {sta['wns_ns']:g} ns at {r['clock_ns']:g} ns: closes "
+                f"at {sta['fmax_mhz']:g} MHz (OpenSTA, ideal clock, no wire load)",
+                f"vectorless   {sta['vectorless_energy_per_call_pj']:.4g} pJ/call (OpenSTA: input "
+                f"activity {r['input_activity']:.3g}/cycle propagated, not the simulation's)",
+                f"time         {r['seconds']:.0f} s; files in {args.dir}/power",
+            ]
+        )
+
+    _emit(result, args.json, text)
+    return EXIT_OK if not result["mismatches"] else EXIT_CHECK_FAILED
 
 
 # -- eatt pnr --------------------------------------------------------------------------------------
@@ -819,6 +872,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_pnr)
+
+    p = sub.add_parser(
+        "power",
+        help="energy per call from the synthesized netlist's switching activity (ASIC cells)",
+    )
+    p.add_argument("dir", metavar="DIR", help="a core folder written by `eatt rtl`")
+    p.add_argument("--vectors", type=int, default=100, help="input vectors simulated (100)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random vectors")
+    p.add_argument(
+        "--inputs", metavar="ACTS.npz", help="simulate these captured vectors (eatt capture)"
+    )
+    p.add_argument("--target", choices=("asic",), default="asic", help="asic (standard cells)")
+    p.add_argument(
+        "--liberty",
+        default=DEFAULT_LIBERTY,
+        metavar="LIB",
+        help=f"{' or '.join(LIBERTIES)} (Debian's OSU cells) or a .lib file ({DEFAULT_LIBERTY})",
+    )
+    p.add_argument("--clock", type=float, default=10.0, metavar="NS", help="clock period (10)")
+    p.add_argument("--timeout", type=float, metavar="S", help="seconds for each tool")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.set_defaults(func=cmd_power)
 
     p = sub.add_parser("train", help="train a seq2seq model from a run config (model/train/data)")
     p.add_argument("config", metavar="CONFIG", help="YAML/JSON run config")

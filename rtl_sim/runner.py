@@ -195,6 +195,8 @@ def build_key(out: Path, meta: dict, simulator: str) -> str:
         meta["top"],
         json.dumps(_BUILD_ARGS[simulator]),
     ]
+    if meta.get("roots"):
+        parts.append(f"roots {json.dumps(meta['roots'])}")
     for part in parts:
         h.update(part.encode() + b"\0")
     for rel in _sources(out, meta):
@@ -257,11 +259,18 @@ def _execute_cmds(self, cmds, cwd, stdout=None) -> None:
             raise RuntimeError(f"Command failed with return code: {code}")
 
 
-def _runner(simulator: str):
+def _runner(simulator: str, vcd: bool = False):
+    """cocotb's runner for `simulator`, its commands run in process groups of their own.
+    ``vcd`` (Icarus): the design's own $dumpfile writes VCD (cocotb passes vvp -none)."""
     from cocotb_tools.runner import get_runner
 
     runner = get_runner(simulator)
     runner._execute_cmds = types.MethodType(_execute_cmds, runner)
+    if vcd:
+        base = runner._test_command
+        runner._test_command = lambda: [
+            ["-vcd" if arg == "-none" else arg for arg in cmd] for cmd in base()
+        ]
     return runner
 
 
@@ -294,16 +303,26 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 
 def _cocotb_build(
-    simulator: str, sources: list[Path], top: str, bdir: Path, parameters: dict | None = None
+    simulator: str,
+    sources: list[Path],
+    top: str,
+    bdir: Path,
+    parameters: dict | None = None,
+    roots: list[str] | None = None,
 ) -> None:
+    """cocotb's build of `top`; ``roots`` (Icarus): more top-level modules elaborated beside it
+    (eatt power's VCD dumper)."""
     log = bdir / "build.log"
+    if roots and simulator != "icarus":
+        raise ValueError(f"extra top-level modules {roots}: Icarus only")
+    extra = [a for r in roots or () for a in ("-s", r)]
     with _sim_environ(simulator):
         try:
             _runner(simulator).build(
                 sources=sources,
                 hdl_toplevel=top,
                 build_dir=bdir,
-                build_args=_BUILD_ARGS[simulator],
+                build_args=_BUILD_ARGS[simulator] + extra,
                 parameters=parameters or {},
                 timescale=("1ns", "1ps"),
                 log_file=log,
@@ -332,7 +351,7 @@ def _built(
         with file_lock(bdir / ".eatt-build.lock", f"another eatt sim using {bdir}", lock_timeout):
             with step(f"{label} build of {out}") as s:
                 sources = [out / rel for rel in _sources(out, meta)]
-                _cocotb_build(simulator, sources, meta["top"], bdir)
+                _cocotb_build(simulator, sources, meta["top"], bdir, roots=meta.get("roots"))
             yield bdir, False, s.seconds
         return
     root = sim_cache(simulator)
@@ -353,7 +372,8 @@ def _built(
             (bdir / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(out / rel, bdir / "src" / rel)
         with step(f"{label} build of {out}") as s:
-            _cocotb_build(simulator, [bdir / "src" / rel for rel in rels], meta["top"], bdir)
+            srcs = [bdir / "src" / rel for rel in rels]
+            _cocotb_build(simulator, srcs, meta["top"], bdir, roots=meta.get("roots"))
         _slim(bdir, simulator)
         info = {
             "top": meta["top"],
@@ -393,10 +413,11 @@ class SimRun:
         self.dir = out / RESULTS_DIR / simulator
         self.sim_seconds = 0.0
 
-    def test(self, top: str, test_module: str, seed: int, what: str) -> dict:
-        """Run the testbench (the job in self.dir/job.json); its results.json."""
+    def test(self, top: str, test_module: str, seed: int, what: str, vcd: bool = False) -> dict:
+        """Run the testbench (the job in self.dir/job.json); its results.json. ``vcd``: see
+        _runner."""
         with step(f"{LABEL[self.simulator]} simulation of {self.out} ({what})") as s:
-            tb, _ = run_testbench(self.dir, top, test_module, self.bdir, seed, self.simulator)
+            tb, _ = run_testbench(self.dir, top, test_module, self.bdir, seed, self.simulator, vcd)
         self.sim_seconds = s.seconds
         return tb
 
@@ -592,7 +613,13 @@ def write_job(run: Path, seed: int, **fields) -> dict:
 
 
 def run_testbench(
-    run: Path, top: str, test_module: str, bdir: Path, seed: int, simulator: str = "verilator"
+    run: Path,
+    top: str,
+    test_module: str,
+    bdir: Path,
+    seed: int,
+    simulator: str = "verilator",
+    vcd: bool = False,
 ):
     """Run cocotb testbench `test_module` (rtl_sim/tb/) on the built `top`; the job it reads
     is run/job.json (passed through EATT_TB_JOB). Returns (run/results.json, seconds)."""
@@ -601,7 +628,7 @@ def run_testbench(
     log = run / "sim.log"
     t0 = time.perf_counter()
     with _sim_environ(simulator, EATT_TB_JOB=str(run / "job.json")):
-        xml = _cocotb_test(simulator, test_module, top, bdir, run, seed, log)
+        xml = _cocotb_test(simulator, test_module, top, bdir, run, seed, log, vcd)
     seconds = time.perf_counter() - t0
     total, failed = get_results(xml)
     if failed:
@@ -672,11 +699,13 @@ def run_leaf(
     return {"tests": total, "build_dir": str(bdir), "cached_build": cached, "results_dir": str(run)}
 
 
-def _cocotb_test(simulator: str, test_module: str, top: str, bdir, run: Path, seed: int, log):
+def _cocotb_test(
+    simulator: str, test_module: str, top: str, bdir, run: Path, seed: int, log, vcd=False
+):
     """cocotb's runner.test of one testbench module on a built top; its results.xml path. A
     failure to run is a RuntimeError naming the log and its tail."""
     try:
-        return _runner(simulator).test(
+        return _runner(simulator, vcd).test(
             test_module=test_module,
             hdl_toplevel=top,
             hdl_toplevel_lang="verilog",

