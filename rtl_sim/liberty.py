@@ -26,7 +26,7 @@ of value changes of every net (``toggles``) into energy, the way a simple power 
 
 Tables are looked up at an assumed input transition :data:`DEFAULT_SLEW_NS` (no timing analysis
 here) and interpolated bilinearly, extrapolated linearly from the two edge points (as OpenSTA
-does). :func:`per_pin_activity` gives OpenSTA's ``set_power_activity -activity`` numbers.
+does).
 """
 
 from __future__ import annotations
@@ -441,30 +441,3 @@ def netlist_energy(
         "cycles": cycles,
         "period_ns": period_ns,
     }
-
-
-def per_pin_activity(
-    module: dict, toggles: dict[int, int], cycles: int, *, lib: Library | None = None
-) -> dict[str, float]:
-    """Transitions per clock cycle of every cell output pin, keyed "cell/PORT" ("cell/PORT[i]"
-    for a multi-bit port): the unit of OpenSTA's ``set_power_activity -activity``.
-
-    Output ports are found from the cells' ``port_directions`` or, where Yosys wrote none (cells
-    mapped by ``abc -liberty`` without ``read_liberty -lib``), from ``lib``."""
-    if cycles <= 0:
-        raise ValueError(f"cycles ({cycles}) must be positive")
-    out = {}
-    for inst, c in module.get("cells", {}).items():
-        directions = c.get("port_directions")
-        if directions is None:
-            if lib is None:
-                raise ValueError(f"cell {inst}: no port_directions in the netlist; pass lib=")
-            pins = lib.cell(c["type"]).pins
-            directions = {p: pins[p].direction for p in c["connections"] if p in pins}
-        for port, bits in c["connections"].items():
-            if directions.get(port) != "output":
-                continue
-            for i, b in enumerate(bits):
-                key = f"{inst}/{port}" if len(bits) == 1 else f"{inst}/{port}[{i}]"
-                out[key] = (toggles.get(b, 0) if isinstance(b, int) else 0) / cycles
-    return out

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from eatt.rtl_sim.liberty import netlist_energy, per_pin_activity, read_liberty
+from eatt.rtl_sim.liberty import netlist_energy, read_liberty
 
 OSU018 = (
     Path(__file__).resolve().parents[1]
@@ -183,19 +183,6 @@ def test_netlist_energy_by_hand(tiny):
     assert (r["area"], r["cells"], bt["NAND2"]["count"], bt["NAND2"]["area"]) == (30, 2, 1, 20)
     assert (r["voltage"], r["slew_ns"], r["cycles"], r["period_ns"]) == (1.8, 0.15, 20, 5.0)
     assert bt["input ports"]["count"] == 0
-
-
-def test_per_pin_activity(tiny):
-    assert per_pin_activity(MODULE, TOGGLES, 20) == {"u1/Y": 0.5, "u2/Y": 0.3}
-    # `abc -liberty` netlists carry no port_directions: the library supplies them
-    cells = {
-        n: {k: v for k, v in c.items() if k != "port_directions"}
-        for n, c in MODULE["cells"].items()
-    }
-    bare = {"cells": cells}
-    assert per_pin_activity(bare, TOGGLES, 20, lib=tiny) == {"u1/Y": 0.5, "u2/Y": 0.3}
-    with pytest.raises(ValueError, match="u1: no port_directions"):
-        per_pin_activity(bare, TOGGLES, 20)
 
 
 def test_units_femtofarad_microwatt(tiny, tmp_path):

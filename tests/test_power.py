@@ -16,6 +16,7 @@ from eatt.config import CoreConfig
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.power import find_liberty, find_sta, parse_vcd, power, toggles_by_bit
+from eatt.rtl_sim.runner import check_simulator
 from eatt.rtl_sim.tools import ToolMissing
 
 # the smallest core that still has every stage: seconds in Yosys, a short gate-level build
@@ -136,6 +137,7 @@ def _tools() -> None:
     try:
         find_liberty()
         find_sta()
+        check_simulator("icarus")
     except ToolMissing as err:
         pytest.skip(str(err))
 
