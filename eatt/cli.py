@@ -460,8 +460,8 @@ def cmd_power(args) -> int:
                 f"{e['internal']:.4g}, leakage {e['leakage']:.3g})",
                 f"power        {p['total']:.4g} mW at {r['clock_ns']:g} ns (dynamic "
                 f"{p['dynamic']:.4g}, leakage {p['leakage']:.3g})",
-                f"timing       worst slack {sta['wns_ns']:g} ns at {r['clock_ns']:g} ns: closes "
-                f"at {sta['fmax_mhz']:g} MHz (OpenSTA, ideal clock, no wire load)",
+                f"timing       worst slack {sta['worst_slack_ns']:g} ns at {r['clock_ns']:g} ns: "
+                f"closes at {sta['fmax_mhz']:g} MHz (OpenSTA, ideal clock, no wire load)",
                 f"vectorless   {sta['vectorless_energy_per_call_pj']:.4g} pJ/call (OpenSTA: input "
                 f"activity {r['input_activity']:.3g}/cycle propagated, not the simulation's)",
                 f"time         {r['seconds']:.0f} s; files in {args.dir}/power",

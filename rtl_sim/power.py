@@ -39,7 +39,7 @@ the netlist, the logs, the VCD and the OpenSTA reports)::
      "energy_per_call_pj": {"switching", "internal", "dynamic", "leakage", "total"},
      "power_mw": {"dynamic", "leakage", "total"},        # our calculator, at the clock
      "by_type": {cell type: {count, area, switching_pj, internal_pj, leakage_pj}},
-     "input_activity", "sta": {"wns_ns", "fmax_mhz", "vectorless_power_mw",
+     "input_activity", "sta": {"worst_slack_ns", "fmax_mhz", "vectorless_power_mw",
      "vectorless_energy_per_call_pj"}, "nets", "nets_with_activity", "yosys", "sim", "seconds"}
 
 A missing tool or library is :class:`eatt.rtl_sim.tools.ToolMissing` naming the Debian package
@@ -330,7 +330,7 @@ def sta_script(top: str, clock_ns: float, input_activity: float) -> str:
         "set_input_delay 0 -clock ap_clk [delete_from_list [all_inputs] [get_ports ap_clk]]\n"
         "set_output_delay 0 -clock ap_clk [all_outputs]\n"
         "report_checks -path_delay max -digits 3 > timing.txt\n"
-        "report_wns > wns.txt\n"
+        "report_worst_slack -digits 3 > wns.txt\n"
         f"set_power_activity -input -activity {input_activity:.6g} -duty 0.5\n"
         "report_power -digits 6 > power.txt\n"
         "exit\n"
@@ -357,13 +357,13 @@ def run_sta(
     code, seconds, _ = run_logged(
         [str(sta), "-no_splash", "-exit", "sta.tcl"], work, work / "sta.log", "OpenSTA", timeout
     )
-    wns_m = re.search(r"wns\s+(-?[\d.]+)", _read(work / "wns.txt"))
-    if code != 0 or not wns_m:
+    slack_m = re.search(r"worst slack\s+(-?[\d.]+)", _read(work / "wns.txt"))
+    if code != 0 or not slack_m:
         raise RuntimeError(f"OpenSTA failed (exit {code}); see {work / 'sta.log'}")
-    wns = float(wns_m[1])
+    wns = float(slack_m[1])
     return {
-        "wns_ns": wns,
-        "fmax_mhz": round(1000.0 / (clock_ns - min(wns, 0.0)), 2),
+        "worst_slack_ns": wns,
+        "fmax_mhz": round(1000.0 / (clock_ns - wns), 2),  # the period the worst path needs
         "power_w": parse_sta_power(_read(work / "power.txt")),
         "seconds": seconds,
     }
@@ -468,7 +468,7 @@ def power(
             "by_type": energy["by_type"],
             "input_activity": round(input_activity, 6),
             "sta": {
-                "wns_ns": sta["wns_ns"],
+                "worst_slack_ns": sta["worst_slack_ns"],
                 "fmax_mhz": sta["fmax_mhz"],
                 "vectorless_power_mw": {k: v * 1e3 for k, v in sta["power_w"].items()},
                 "vectorless_energy_per_call_pj": round(sta_total_pj / n, 6),

@@ -179,6 +179,22 @@ def test_pnr(rtl_dirs):
 
 
 @pytest.mark.rtl
+@pytest.mark.slow
+def test_power(rtl_dirs):
+    """`eatt power DIR` (docs/power.md): the tiny alignment's netlist on the OSU cells."""
+    from eatt.rtl_sim.power import find_liberty, find_sta
+    from eatt.rtl_sim.runner import check_simulator
+    from eatt.rtl_sim.tools import ToolMissing
+
+    try:
+        find_liberty(), find_sta(), check_simulator("icarus")
+    except ToolMissing as err:
+        pytest.skip(str(err))
+    r = both_modes(["power", str(rtl_dirs["alignment"]), "--vectors", "30"], "energy/call")
+    assert r["mismatches"] == 0 and r["energy_per_call_pj"]["total"] > 0
+
+
+@pytest.mark.rtl
 def test_resources(rtl_dirs):
     r = both_modes(["resources", str(rtl_dirs["alignment"]), "--no-nodsp"], "LUT")
     assert r["yosys"]["LUT"] > 0

@@ -1,0 +1,193 @@
+"""Measured energy per call, E-ATT against dot-product attention, on ASIC standard cells.
+
+For each level (alignment, attention) and kind (eatt, vanilla), the default core
+(eatt/configs/eatt_default.yaml: len_q = len_k = 4, dim 8, 2 heads; ``--quick``: a 2 x 2, dim-2,
+4-bit core) is generated with seed-1 random integer weights and measured with
+``eatt.rtl_sim.power.power`` (docs/power.md): Yosys to the OSU 0.18 um cells, the netlist
+simulated in Icarus on the same vectors for both kinds (edge + random, seed 0; bit-exact with the
+golden model), every net's toggles into energy with the Liberty tables, OpenSTA for the clock the
+netlist closes. Beside each measured ratio (E-ATT over vanilla): the paper's analytic ratio for
+the same (l, d) (eatt.model.energy.energy_ratios: FP32 operations at 45 nm, the paper's Table 7
+formulas) and our per-core operation count's ratio (eatt.model.energy.core_counts with the same
+45 nm table, integer additions and multiplications of this core).
+
+Writes bench/results/energy_compare.json (rewritten after every job: a run cut short keeps what
+finished), energy_compare.md (the table) and energy_compare.png (the plot).
+
+Usage: ``python bench/energy_compare.py [--quick] [--levels alignment,attention] [--vectors N]
+[--clock NS] [--out PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from eatt.config import CoreConfig, atomic_write_text, default_config
+from eatt.flow import core_energy
+from eatt.model import energy
+from eatt.quant.golden import random_weights
+from eatt.rtl_sim.generate import generate_rtl
+from eatt.rtl_sim.power import power
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "energy_compare.json"
+QUICK = dict(len_q=2, len_k=2, dim=2, heads=1, in_bits=4, in_frac=2, weight_bits=4, qk_bits=6)
+KINDS = ("eatt", "vanilla")
+
+
+def _config(kind: str, quick: bool) -> CoreConfig:
+    if not quick:
+        return default_config(kind)
+    return CoreConfig.from_dict({**QUICK, "kind": kind})
+
+
+def _record(r: dict) -> dict:
+    keep = ("area_um2", "cells", "energy_per_call_pj", "power_mw", "vectors", "cycles")
+    out = {k: r[k] for k in keep}
+    out["mismatches"] = r["mismatches"]
+    out["fmax_mhz"] = r["sta"]["fmax_mhz"]
+    out["yosys_seconds"] = r["yosys"]["seconds"]
+    out["yosys_peak_mb"] = r["yosys"]["peak_mb"]
+    out["seconds"] = r["seconds"]
+    return out
+
+
+def ratios(report: dict) -> dict:
+    """E-ATT over vanilla per level: measured (energy, dynamic energy, area), the paper's
+    analytic percentage / 100, our core count's."""
+    out = {}
+    for level, by_kind in report["levels"].items():
+        if not all(k in by_kind for k in KINDS):
+            continue
+        e, v = by_kind["eatt"], by_kind["vanilla"]
+        cfg = report["config"]
+        paper = energy.energy_ratios(cfg["len_k"], cfg["dim"])["eatt"][level]["asic"] / 100.0
+        counts = report["core_counts_pj"]
+        out[level] = {
+            "energy": e["energy_per_call_pj"]["total"] / v["energy_per_call_pj"]["total"],
+            "dynamic": e["energy_per_call_pj"]["dynamic"] / v["energy_per_call_pj"]["dynamic"],
+            "area": e["area_um2"] / v["area_um2"],
+            "paper_analytic": paper,
+            "core_counts": counts["eatt"][level] / counts["vanilla"][level],
+        }
+    return out
+
+
+def markdown(report: dict) -> str:
+    cfg = report["config"]
+    lines = [
+        f"Energy per call on {report['liberty']} ({cfg['len_q']} x {cfg['len_k']}, dim "
+        f"{cfg['dim']}, {cfg['heads']} heads; {report['vectors']} vectors, the same for both "
+        f"kinds; clock {report['clock_ns']:g} ns)",
+        "",
+        "| level | kind | energy/call pJ | switching | internal | leakage | area um^2 | cells "
+        "| closes at MHz | synthesis s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for level, by_kind in report["levels"].items():
+        for kind, r in by_kind.items():
+            e = r["energy_per_call_pj"]
+            lines.append(
+                f"| {level} | {kind} | {e['total']:.4g} | {e['switching']:.4g} | "
+                f"{e['internal']:.4g} | {e['leakage']:.3g} | {r['area_um2']:,.0f} | "
+                f"{r['cells']:,} | {r['fmax_mhz']:g} | {r['yosys_seconds']:.0f} |"
+            )
+    lines += [
+        "",
+        "| level | E-ATT / vanilla energy (measured) | dynamic | area | paper's analytic ratio "
+        "| our core counts' ratio |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for level, q in report["ratios"].items():
+        lines.append(
+            f"| {level} | {q['energy']:.3f} | {q['dynamic']:.3f} | {q['area']:.3f} | "
+            f"{q['paper_analytic']:.4f} | {q['core_counts']:.4f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict, path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    levels = list(report["levels"])
+    fig, ax = plt.subplots(figsize=(6.0, 3.6))
+    width = 0.38
+    for i, kind in enumerate(KINDS):
+        values = [
+            report["levels"][lv].get(kind, {}).get("energy_per_call_pj", {}).get("total", 0)
+            for lv in levels
+        ]
+        xs = [j + (i - 0.5) * width for j in range(len(levels))]
+        ax.bar(xs, values, width, label="E-ATT" if kind == "eatt" else "dot product")
+    ax.set_xticks(range(len(levels)), levels)
+    ax.set_yscale("log")
+    ax.set_ylabel("energy per call (pJ)")
+    ax.set_title(f"measured on {report['liberty']} (switching activity of the netlist)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a 2 x 2, dim-2 core (seconds)")
+    ap.add_argument("--levels", default="alignment,attention")
+    ap.add_argument("--vectors", type=int, default=100)
+    ap.add_argument("--clock", type=float, default=10.0, help="clock period in ns")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = ap.parse_args(argv)
+    levels = [lv for lv in args.levels.split(",") if lv]
+    for lv in levels:
+        if lv not in ("alignment", "attention"):
+            ap.error(f"--levels: {lv!r} is not alignment or attention")
+    cfg = _config("eatt", args.quick)
+    counts = core_energy(cfg)
+    report = {
+        "bench": "energy_compare",
+        "quick": args.quick,
+        "config": {k: v for k, v in cfg.to_dict().items() if k != "kind"},
+        "vectors": args.vectors,
+        "clock_ns": args.clock,
+        "liberty": None,
+        "machine": platform.machine(),
+        "levels": {},
+        "core_counts_pj": {
+            k: {lv: counts[k][lv]["energy_pj"]["asic"] for lv in counts[k]} for k in KINDS
+        },
+        "ratios": {},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="eatt-energy-") as tmp:
+        for level in levels:
+            for kind in KINDS:
+                kcfg = _config(kind, args.quick)
+                out = Path(tmp) / f"{level}_{kind}"
+                generate_rtl(kcfg, random_weights(kcfg, seed=1), out, level=level)
+                t0 = time.perf_counter()
+                r = power(out, vectors=args.vectors, seed=0, clock_ns=args.clock)
+                print(f"{level} {kind}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+                report["liberty"] = r["liberty"]
+                report["levels"].setdefault(level, {})[kind] = _record(r)
+                report["ratios"] = ratios(report)
+                atomic_write_text(args.out, json.dumps(report, indent=1) + "\n")
+    atomic_write_text(args.out.with_suffix(".md"), markdown(report))
+    plot(report, args.out.with_suffix(".png"))
+    print(markdown(report))
+    print(json.dumps(report["ratios"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
