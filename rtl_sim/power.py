@@ -203,47 +203,41 @@ def parse_vcd(text: str) -> tuple[dict[str, int], float]:
             names.setdefault(code, []).append((name, int(msb), lo))
     body = text[text.index("$enddefinitions") :]
     value: dict[str, str] = {}
-    counts: dict[str, np.ndarray] = {}
-    last_time = 0
+    counts: dict[str, list[int]] = {code: [0] * w for code, w in widths.items()}
+    last_time = "0"
     for line in body.splitlines()[1:]:
-        if not line or line[0] == "$":
-            continue
-        c = line[0]
-        if c == "#":
-            last_time = int(line[1:])
-            continue
-        if c in "01xzXZ":
-            code, new = line[1:], c.lower()
-        elif c in "bB":
+        c = line[:1]
+        if c == "0" or c == "1":  # most lines: a scalar net's new value
+            code = line[1:]
+            if value.get(code, c) != c and value[code] in "01":
+                counts[code][0] += 1
+            value[code] = c
+        elif c and c in "xzXZ":
+            value[line[1:]] = "x"
+        elif c == "#":
+            last_time = line[1:]
+        elif c and c in "bB":
             bits, code = line[1:].split()
-            new = bits.lower()
-        else:
-            continue  # real values, strings: not in a gate netlist
-        width = widths.get(code, 1)
-        new = new.rjust(width, "0" if new[0] == "1" else new[0])
-        old = value.get(code)
-        value[code] = new
-        if old is None:
-            continue
-        if width == 1:
-            if old != new and old in "01" and new in "01":
-                counts.setdefault(code, np.zeros(1, np.int64))[0] += 1
-            continue
-        a, b = np.frombuffer(old.encode(), np.uint8), np.frombuffer(new.encode(), np.uint8)
-        flips = ((a == 48) & (b == 49)) | ((a == 49) & (b == 48))  # "0" <-> "1"
-        if flips.any():
-            counts.setdefault(code, np.zeros(width, np.int64))[:] += flips
+            width = widths[code]
+            new = bits.lower().rjust(width, "0" if bits[0] == "1" else bits[0].lower())
+            old = value.get(code)
+            value[code] = new
+            if old is not None and old != new:
+                row = counts[code]
+                for k, (a, b) in enumerate(zip(old, new, strict=False)):
+                    if a != b and a in "01" and b in "01":
+                        row[k] += 1
     nets: dict[str, int] = {}
     for code, decls in names.items():
-        got = counts.get(code)
+        got = counts[code]
         for name, hi, lo in decls:
             if hi is None:
-                nets[name] = int(got[0]) if got is not None else 0
+                nets[name] = got[0]
                 continue
             step = -1 if hi >= lo else 1
             for j, index in enumerate(range(hi, lo + step, step)):
-                nets[f"{name}[{index}]"] = int(got[j]) if got is not None else 0
-    return nets, last_time * scale
+                nets[f"{name}[{index}]"] = got[j]
+    return nets, int(last_time) * scale
 
 
 def toggles_by_bit(module: dict, nets: dict[str, int]) -> tuple[dict[int, int], int]:
