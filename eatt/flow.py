@@ -3,8 +3,10 @@ through every stage, each checked against the golden model, then one comparison 
 
 Stages per core: golden self-check (widths, float model within the derived bound), QONNX export
 executed by qonnx, the hls4ml project made from that file with its C simulation, RTL at the
-alignment and attention levels simulated in Verilator by cocotb, and Yosys resources of the
-alignment RTL. Before them, the analytic energy model. Then the windowed attention unit (kind
+alignment and attention levels simulated in Verilator by cocotb, Yosys resources of the
+alignment RTL and its measured energy (eatt power: the OSU-cell netlist simulated on the same
+vectors, energy per call, area, the clock it closes; skipped with a line where its Debian tools
+are missing). Before them, the analytic energy model. Then the windowed attention unit (kind
 window, docs/window.md; the embedded default unless the config is itself a window unit) through
 the same stages: golden, QONNX, hls4ml C simulation, sequential RTL in Verilator with its
 cycles per window size, Yosys. Artifacts go under the output folder (default runs/flow), one
@@ -39,6 +41,8 @@ from eatt.units import unit_for
 
 PEER = {"eatt": "vanilla", "vanilla": "eatt"}
 CELLS = ("LUT", "FF", "CARRY4", "DSP48E1")
+#: vectors the flow's measured-energy stage simulates on the netlist (eatt power)
+POWER_VECTORS = 100
 #: what a flow folder holds (sub-folders and report files)
 UNITS = ("eatt", "vanilla", "window")
 #: sub-folders of a flow folder written before the marker (the vanilla core was "dot" then)
@@ -140,13 +144,33 @@ def run_core(
     if resources:
         log(f"flow [{kind}]: Yosys synth_xilinx of the alignment RTL (minutes on big cores)")
         r["resources"] = {"alignment": yosys(out_dir / "rtl_alignment")}
+        log(f"flow [{kind}]: measured energy of the alignment's netlist (eatt power)")
+        r["power"] = {"alignment": power_stage(out_dir / "rtl_alignment", vectors, seed, captured)}
     r["ok"] = bool(
         r["golden"]["ok"]
         and r["export"]["check"]["ok"]
         and r["hls"]["ok"]
         and all(not s["mismatches"] for s in r["sim"].values())
+        and not r.get("power", {}).get("alignment", {}).get("mismatches")
     )
     return r
+
+
+def power_stage(rtl_dir: Path, vectors: int, seed: int, captured) -> dict:
+    """eatt power on an RTL folder (at most POWER_VECTORS vectors): energy per call, area and
+    the clock the netlist closes on the OSU cells. Its tools (Debian's OpenSTA, the OSU Liberty,
+    Icarus) are optional for a flow: where one is missing the stage says so and is skipped."""
+    from eatt.rtl_sim.power import power
+
+    n = min(vectors, POWER_VECTORS)
+    given = None if captured is None else tuple(
+        t[:n] if not isinstance(t, dict) else {k: v[:n] for k, v in t.items()} for t in captured
+    )  # fmt: skip
+    try:
+        return power(rtl_dir, vectors=n, seed=seed, inputs=given)
+    except ToolMissing as err:
+        log(f"flow: measured energy skipped: {err}")
+        return {"skipped": str(err)}
 
 
 def run_window(
@@ -309,6 +333,12 @@ def compare(cores: dict, core_en: dict) -> list[dict]:
         add(f"{level} RTL II (cycles)", lambda c, lv=level: c["sim"][lv]["ii_cycles"])
     for cell in CELLS:
         add(f"alignment {cell} (Yosys xc7)", lambda c, k=cell: c["resources"]["alignment"][k])
+    add(
+        "alignment energy, measured (pJ/call, OSU)",
+        lambda c: c["power"]["alignment"]["energy_per_call_pj"]["total"],
+    )
+    add("alignment area (um^2, OSU 0.18)", lambda c: c["power"]["alignment"]["area_um2"])
+    add("alignment Fmax (MHz, OpenSTA)", lambda c: c["power"]["alignment"]["sta"]["fmax_mhz"])
     add("mismatches, all levels", lambda c: _mismatches(c))
     return rows
 
@@ -385,6 +415,15 @@ def _core_lines(c: dict) -> list[str]:
     if "resources" in c:
         res = c["resources"]["alignment"]
         lines.append("Yosys xc7, alignment: " + ", ".join(f"{k} {res[k]}" for k in CELLS))
+    p = c.get("power", {}).get("alignment")
+    if p and "skipped" in p:
+        lines.append(f"measured energy, alignment: skipped ({p['skipped']})")
+    elif p:
+        lines.append(
+            f"measured energy, alignment ({p['liberty']}, netlist simulated on {p['vectors']} "
+            f"vectors, {p['mismatches']} mismatching): {p['energy_per_call_pj']['total']:.4g} "
+            f"pJ/call, {p['area_um2']:,.0f} um^2, closes at {p['sta']['fmax_mhz']:g} MHz"
+        )
     return lines
 
 

@@ -191,3 +191,19 @@ def test_cli_text_and_json(tmp_path):
     assert js.returncode == 0, js.stderr
     r = json.loads(js.stdout)
     assert r["clock_ns"] == 20.0 and r["mismatches"] == 0 and r["energy_per_call_pj"]["total"] > 0
+
+
+def test_flow_stage_is_skipped_without_its_tools(tmp_path, monkeypatch):
+    """`eatt flow`'s measured-energy stage needs Debian's tools; without them it says so."""
+    from eatt.flow import power_stage
+
+    cfg = CoreConfig.from_dict(dict(kind="eatt", **SMALL))
+    generate_rtl(cfg, random_weights(cfg), tmp_path / "rtl")
+    monkeypatch.setenv("EATT_DEBIAN_ROOT", str(tmp_path / "nothing"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    r = power_stage(tmp_path / "rtl", 10, 0, None)
+    if os.path.exists("/usr/share/qflow/tech/osu018/osu018_stdcells.lib"):
+        assert "skipped" in r and "opensta" in r["skipped"]
+    else:
+        assert "skipped" in r and "qflow-tech-osu018" in r["skipped"]
+    assert not (tmp_path / "rtl" / "power").exists()
