@@ -357,7 +357,7 @@ def cmd_sim(args) -> int:
     check_vectors(cfg, args.vectors)
     inputs = None
     if args.inputs:
-        if meta["level"] not in ("alignment", "attention"):
+        if meta["level"] not in ("alignment", "attention", "folded"):
             raise CommandError(f"--inputs: captures are of attention cores, not a {cfg.kind} unit")
         inputs = capture_inputs(args.inputs, cfg, args.vectors)
     try:

@@ -143,6 +143,15 @@ def test_a_trained_layer_through_the_flow(checkpoint, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "40 captured vectors, 0 mismatching" in r.stdout and "flow: PASS" in r.stdout
 
+    # the same layer as the folded engine (docs/folded.md), on the layer's real activations
+    fold = tmp_path / "folded"
+    r = eatt("rtl", str(out / "layer.onnx"), "--level", "folded", "-o", str(fold))
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = eatt("sim", str(fold), "--inputs", str(out / "acts.npz"), "--vectors", "40", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    sim = json.loads(r.stdout)
+    assert sim["captured"] and sim["vectors"] == 40 and sim["mismatches"] == 0
+
 
 @pytest.mark.parametrize(
     "extra, message",
