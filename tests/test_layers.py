@@ -190,6 +190,15 @@ def test_a_capture_of_another_core_is_refused(trained, tmp_path):
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
     with pytest.raises(ValueError, match="junk.npz: not a capture file"):
         check_export(tmp_path / "self.onnx", vectors=5, inputs=tmp_path / "junk.npz")
+    # the layer's peer (the other kind, the same formats) takes the same activations; another
+    # format does not
+    from eatt.quant.vectors import load_capture
+
+    cross, _ = checkpoint_layer_core(trained, "decoder.0.cross")
+    peer = cross.replace(kind="vanilla" if cross.kind == "eatt" else "eatt")
+    assert len(load_capture(path, peer)["x"]) == 20
+    with pytest.raises(ValueError, match="captured for another core \\(tau differ"):
+        load_capture(path, cross.replace(tau=cross.tau * 2))
 
 
 def test_cli_capture(trained, tmp_path):
