@@ -384,6 +384,9 @@ def power(
     meta = load_metadata(out)
     if meta["level"] not in ("alignment", "attention"):
         raise ValueError(f"{out}: level {meta['level']!r}: eatt power measures the cores")
+    final = out / POWER_DIR
+    if final.exists() and not (final / "yosys.log").is_file():
+        raise ValueError(f"{final}: exists and was not written by eatt power; move it away")
     lib_path = find_liberty(liberty)
     find_sta()
     find_yosys()
@@ -398,7 +401,6 @@ def power(
     )
     library = lib_mod.read_liberty(lib_path)
     t0 = time.perf_counter()
-    final = out / POWER_DIR
     work = Path(tempfile.mkdtemp(prefix=f".{POWER_DIR}.", dir=out))
     try:
         synth = synthesize(out, meta, work, lib_path, timeout)

@@ -133,6 +133,19 @@ def test_cli_bad_input_is_one_line(tmp_path, args, match, code):
     assert not [p for p in (tmp_path / "rtl").iterdir() if p.name.startswith(".power")]
 
 
+def test_a_power_folder_it_did_not_write_is_left_alone(tmp_path):
+    cfg = CoreConfig.from_dict(dict(kind="eatt", **SMALL))
+    generate_rtl(cfg, random_weights(cfg), tmp_path / "rtl")
+    mine = tmp_path / "rtl" / "power"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine\n")
+    for extra in ([], ["--json"]):
+        r = cli(str(tmp_path / "rtl"), *extra)
+        assert r.returncode == 2 and "not written by eatt power" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
+    assert (mine / "notes.txt").read_text() == "mine\n"
+
+
 def _tools() -> None:
     try:
         find_liberty()
