@@ -33,6 +33,7 @@ from eatt.quant.check import format_golden_check, golden_check
 from eatt.quant.golden import CoreWeights, random_weights
 from eatt.quant.vectors import capture_inputs
 from eatt.rtl_sim.generate import generate_rtl
+from eatt.rtl_sim.power import power
 from eatt.rtl_sim.resources import find_yosys
 from eatt.rtl_sim.resources import resources as yosys
 from eatt.rtl_sim.runner import simulate
@@ -160,8 +161,6 @@ def power_stage(rtl_dir: Path, vectors: int, seed: int, captured) -> dict:
     """eatt power on an RTL folder (at most POWER_VECTORS vectors): energy per call, area and
     the clock the netlist closes on the OSU cells. Its tools (Debian's OpenSTA, the OSU Liberty,
     Icarus) are optional for a flow: where one is missing the stage says so and is skipped."""
-    from eatt.rtl_sim.power import power
-
     n = min(vectors, POWER_VECTORS)
     given = None if captured is None else tuple(
         t[:n] if not isinstance(t, dict) else {k: v[:n] for k, v in t.items()} for t in captured
