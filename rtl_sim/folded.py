@@ -28,7 +28,6 @@ rtl_sim/runner.py as before.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
@@ -44,7 +43,13 @@ from eatt.quant.golden import (
     recip_table,
 )
 from eatt.rtl_sim.generate import generate_core_rtl, load_metadata, load_weights, write_rtl_dir
-from eatt.rtl_sim.runner import compare_runs, core_vectors, sim_run, simulate_core, write_job
+from eatt.rtl_sim.runner import (
+    compare_runs,
+    core_vectors,
+    sim_run,
+    simulate_core,
+    write_vectors_job,
+)
 
 LEVEL = "folded"
 ENGINE_FILE = "folded_attention.sv"
@@ -415,23 +420,17 @@ def simulate_folded(
         run = sr.dir
         for name in meta["memory_files"]:  # $readmemh reads them from the run's folder
             shutil.copyfile(out / name, run / name)
-        np.save(run / "x.npy", x)
-        np.save(run / "y.npy", y)
-        for name, values in masks.items():
-            np.save(run / f"{name}.npy", values)
-        job = write_job(
+        job = write_vectors_job(
             run,
             seed,
-            interface=meta["interface"],
+            meta,
+            x,
+            y,
+            masks,
             parameters=meta["parameters"],
-            latency_cycles=meta["latency_cycles"],
             ii_cycles=meta["ii_cycles"],
-            x=str(run / "x.npy"),
-            y=str(run / "y.npy"),
-            masks={name: str(run / f"{name}.npy") for name in masks},
+            bubble_vectors=min(len(x), STALL_VECTORS),
         )
-        job["bubble_vectors"] = min(len(x), STALL_VECTORS)
-        (run / "job.json").write_text(json.dumps(job))
         tb = sr.test(meta["top"], "test_folded", seed, f"{len(x)} vectors")
         got = np.load(run / "got.npy").reshape(expected.shape)
         nb = job["bubble_vectors"]

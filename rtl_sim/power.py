@@ -69,7 +69,13 @@ from eatt.rtl_sim import liberty as lib_mod
 from eatt.rtl_sim import yosys_native
 from eatt.rtl_sim.generate import load_metadata, load_weights
 from eatt.rtl_sim.resources import _tail, find_yosys, run_logged, tool_name
-from eatt.rtl_sim.runner import check_simulator, compare_runs, core_vectors, sim_run, write_job
+from eatt.rtl_sim.runner import (
+    check_simulator,
+    compare_runs,
+    core_vectors,
+    sim_run,
+    write_vectors_job,
+)
 from eatt.rtl_sim.tools import ToolMissing
 
 POWER_DIR = "power"
@@ -240,9 +246,9 @@ def parse_vcd(text: str) -> tuple[dict[str, int], float]:
     return nets, int(last_time) * scale
 
 
-def toggles_by_bit(module: dict, nets: dict[str, int]) -> tuple[dict[int, int], int]:
-    """Yosys JSON bit -> toggles, from the VCD's net names (a bus bit is "name[i]"); and how
-    many of the module's bits had an entry."""
+def toggles_by_bit(module: dict, nets: dict[str, int]) -> dict[int, int]:
+    """Yosys JSON bit -> toggles, from the VCD's net names (a bus bit is "name[i]"); a bit with
+    no entry is left out."""
     out: dict[int, int] = {}
     for name, net in module["netnames"].items():
         bits = net["bits"]
@@ -255,7 +261,7 @@ def toggles_by_bit(module: dict, nets: dict[str, int]) -> tuple[dict[int, int], 
             key = name if len(bits) == 1 and f"{name}[{index}]" not in nets else f"{name}[{index}]"
             if key in nets:
                 out[bit] = nets[key]
-    return out, len(out)
+    return out
 
 
 DUMP_MODULE = "eatt_activity_dump"
@@ -283,19 +289,7 @@ def activity(gate: Path, gmeta: dict, x, y, masks, expected) -> dict:
     mismatch); compare every output with `expected`; the VCD of its nets."""
     with sim_run(gate, gmeta, simulator="icarus") as sr:
         run = sr.dir
-        np.save(run / "x.npy", x)
-        np.save(run / "y.npy", y)
-        for name, values in masks.items():
-            np.save(run / f"{name}.npy", values)
-        write_job(
-            run,
-            0,
-            interface=gmeta["interface"],
-            latency_cycles=gmeta.get("latency_cycles", 0),
-            x=str(run / "x.npy"),
-            y=str(run / "y.npy"),
-            masks={name: str(run / f"{name}.npy") for name in masks},
-        )
+        write_vectors_job(run, 0, gmeta, x, y, masks)
         tb = sr.test(gmeta["top"], "test_activity", 0, f"netlist, {len(x)} vectors", vcd=True)
         got = np.load(run / "got.npy").reshape(expected.shape)
         compared, wrong, first = compare_runs({"netlist": (expected, got)}, len(x))
@@ -416,7 +410,7 @@ def power(
         with step(f"power: toggles from {act['vcd'].stat().st_size / 1e6:.1f} MB of VCD"):
             nets, duration_ns = parse_vcd(act["vcd"].read_text())
         module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
-        toggles, traced = toggles_by_bit(module, nets)
+        toggles = toggles_by_bit(module, nets)
         # energy is per toggle, so the testbench's clock (TB_PERIOD_NS) does not matter; leakage
         # and power are at clock_ns
         cycles = int(round(duration_ns / TB_PERIOD_NS)) or int(act["cycles"] or 1)
@@ -470,7 +464,7 @@ def power(
                 "vectorless_energy_per_call_pj": round(sta_total_pj / n, 6),
             },
             "nets": sum(1 for b in _bits(module) if isinstance(b, int)),
-            "nets_with_activity": traced,
+            "nets_with_activity": len(toggles),
             "yosys": synth,
             "sim": {k: act[k] for k in ("build_seconds", "sim_seconds", "cached_build")},
             "seconds": round(time.perf_counter() - t0, 3),

@@ -551,19 +551,7 @@ def simulate_core(
 
     with sim_run(out, meta, simulator, build_dir, lock_timeout) as sr:
         run = sr.dir
-        np.save(run / "x.npy", x)
-        np.save(run / "y.npy", y)
-        for name, values in masks.items():
-            np.save(run / f"{name}.npy", values)
-        job = write_job(
-            run,
-            seed,
-            interface=meta["interface"],
-            latency_cycles=meta.get("latency_cycles", 0),
-            x=str(run / "x.npy"),
-            y=str(run / "y.npy"),
-            masks={name: str(run / f"{name}.npy") for name in masks},
-        )
+        job = write_vectors_job(run, seed, meta, x, y, masks)
         tb = sr.test(meta["top"], f"test_{meta['level']}", seed, f"{len(x)} vectors")
         got = np.load(run / "got.npy").reshape(expected.shape)
         nb = min(len(x), job["bubble_vectors"])
@@ -598,18 +586,41 @@ def simulate_core(
 
 
 def write_job(run: Path, seed: int, **fields) -> dict:
-    """run/job.json, what a testbench reads: the caller's fields (interface, data files) plus
-    where to write outputs and results, the seed and the bubble-run length."""
+    """run/job.json, what a testbench reads: where to write outputs and results, the seed and
+    the bubble-run length (BUBBLE_VECTORS), then the caller's fields (interface, data files;
+    a field of the same name replaces the default)."""
     job = {
-        **fields,
         "got": str(run / "got.npy"),
         "got_bubbles": str(run / "got_bubbles.npy"),
         "results": str(run / "results.json"),
         "seed": seed,
         "bubble_vectors": BUBBLE_VECTORS,
+        **fields,
     }
     (run / "job.json").write_text(json.dumps(job))
     return job
+
+
+def write_vectors_job(
+    run: Path, seed: int, meta: dict, x: np.ndarray, y: np.ndarray, masks: dict, **fields
+) -> dict:
+    """A core's input vectors saved in run/ (x.npy, y.npy, one .npy per mask) and the job that
+    names them, with meta's interface and latency: what every core testbench reads (the
+    unrolled levels, the folded engine, a netlist's activity run)."""
+    np.save(run / "x.npy", x)
+    np.save(run / "y.npy", y)
+    for name, values in masks.items():
+        np.save(run / f"{name}.npy", values)
+    return write_job(
+        run,
+        seed,
+        interface=meta["interface"],
+        latency_cycles=meta.get("latency_cycles", 0),
+        x=str(run / "x.npy"),
+        y=str(run / "y.npy"),
+        masks={name: str(run / f"{name}.npy") for name in masks},
+        **fields,
+    )
 
 
 def run_testbench(

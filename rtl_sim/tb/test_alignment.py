@@ -130,6 +130,17 @@ class CoreTB:
             if ready:
                 return cycle
 
+    async def stream(self, xs: np.ndarray, ys: np.ndarray) -> list[int]:
+        """Every vector back to back (ap_start held high), then drain until each has its
+        ap_done (or the limit); the accepting cycles."""
+        accepted = [await self.start_vector(xs[n], ys[n], n) for n in range(len(xs))]
+        await self.idle(0)
+        await self.drain(len(xs), limit=len(xs) + 1000)
+        assert len(self.done_cycles) == len(xs), (
+            f"{len(self.done_cycles)} ap_done for {len(xs)} starts"
+        )
+        return accepted
+
     async def idle(self, cycles: int) -> None:
         self.dut.ap_start.value = 0
         for _ in range(cycles):
@@ -201,10 +212,7 @@ async def test_stream(dut):
     xs, ys = np.load(job["x"]), np.load(job["y"])
     tb = CoreTB(dut, job)
     await tb.start()
-    accepted = [await tb.start_vector(xs[n], ys[n], n) for n in range(len(xs))]
-    await tb.idle(0)
-    await tb.drain(len(xs), limit=len(xs) + 1000)
-    assert len(tb.done_cycles) == len(xs), f"{len(tb.done_cycles)} ap_done for {len(xs)} starts"
+    accepted = await tb.stream(xs, ys)
     ii = int(np.diff(accepted).max()) if len(accepted) > 1 else 1
     assert ii == 1, f"initiation interval {ii}: a start must be accepted in every cycle"
     first = tb.done_cycles[0] - accepted[0]
