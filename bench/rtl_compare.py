@@ -12,23 +12,24 @@ release, the same cells; each record names its ``yosys_tool``); the vanilla core
 constant-weight products as shift-add (no DSP48E1), only the Q.K products of two variables as
 multipliers (DSP48E1). Ratios are E-ATT (our generated RTL) over each dot variant.
 
-Yosys is slow on the big designs (minutes each; the all-fabric dot cores far longer: alignment 4 x
-8 took 14 minutes native, 24 in WebAssembly), so the jobs run smallest first and the JSON is
-rewritten after every job: a run cut short leaves every finished number in
-bench/results/rtl_compare.json.
+The records run as one `eatt sweep` (eatt/sweep.py: a local Ray instance, each record a point
+in its own process, records written as each ends, in runs/sweeps/rtl_compare by default, ``-o``
+for another folder): the with-DSP runs first, then da4ml's, then the -nodsp runs (by far the
+slowest: alignment 4 x 8 all-fabric took 14 minutes native, 24 in WebAssembly); the -nodsp
+points reserve 12 GB each, so Ray runs one at a time on a 24 GB machine. The asked records are
+merged into --out (bench/results/rtl_compare.json); its other entries are kept.
 
 Usage: ``python bench/rtl_compare.py [--sizes 4x8,6x12] [--levels alignment] [--only NAMES]
-[--vectors N] [--no-sim] [--timeout S] [--out PATH] [--resume | --merge] [--no-abc-verify]``.
-``--resume`` keeps --out's finished records and runs only the missing ones; ``--merge`` keeps
---out's other records and runs the asked ones again (re-measuring a few entries after an RTL
-change without losing the rest).
+[--vectors N] [--no-sim] [--timeout S] [--out PATH] [-o SWEEP_DIR] [--resume]
+[--no-abc-verify]``. ``--resume`` keeps the sweep folder's finished points and runs only the
+missing or failed ones (without it, a sweep folder holding records is refused: give another
+``-o``). ``--timeout`` is seconds per record (its whole point).
 ``--only eatt_nodsp,vanilla_nodsp`` runs just those records (names as in the JSON: eatt,
-vanilla, eatt_nodsp, vanilla_nodsp, eatt_da4ml, vanilla_da4ml), for example two long all-fabric
-jobs side by side into two ``--out`` files. ``--no-abc-verify`` drops ABC's equivalence check of
-the mapped netlist (Yosys appends ``&verify`` after the netlist is written: the same cells,
-tested), which takes many minutes on the all-fabric cores; each record says ``abc_verify``
-(older ones lack it: true). Each record also says Yosys' peak memory, ``yosys_peak_mb`` (older
-records lack it).
+vanilla, eatt_nodsp, vanilla_nodsp, eatt_da4ml, vanilla_da4ml). ``--no-abc-verify`` drops ABC's
+equivalence check of the mapped netlist (Yosys appends ``&verify`` after the netlist is
+written: the same cells, tested), which takes many minutes on the all-fabric cores; each record
+says ``abc_verify`` (older ones lack it: true). Each record also says Yosys' peak memory,
+``yosys_peak_mb`` (older records lack it).
 Prints a table at the end.
 """
 
@@ -38,25 +39,18 @@ import argparse
 import json
 import platform
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-from eatt.config import CoreConfig, atomic_write_text
-from eatt.quant.golden import random_weights
-from eatt.rtl_sim import da4ml_trace
-from eatt.rtl_sim.generate import generate_rtl
-from eatt.rtl_sim.resources import SUMMARY_KEYS, resources
-from eatt.rtl_sim.runner import simulate
+from eatt.config import atomic_write_text
+from eatt.rtl_sim.resources import SUMMARY_KEYS
+from eatt.sweep import make_sweep, read_record, run_sweep
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "rtl_compare.json"
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "bench" / "results" / "rtl_compare.json"
+DEFAULT_SWEEP = ROOT / "runs" / "sweeps" / "rtl_compare"
 SIZES = ((4, 8), (6, 12), (8, 16))
 LEVELS = ("alignment", "attention")
 NAMES = ("eatt", "vanilla", "eatt_nodsp", "vanilla_nodsp", "eatt_da4ml", "vanilla_da4ml")
-
-
-def _log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def _jobs(sizes, levels):
@@ -93,6 +87,58 @@ def _ratios(entry: dict) -> dict:
     return out
 
 
+#: stages of each record's sweep point (eatt.sweep_point.STAGES), by variant
+VARIANT_STAGES = {"": ["rtl", "resources"], "nodsp": ["rtl", "nodsp"], "da4ml": ["da4ml"]}
+#: memory Ray reserves per point: an all-fabric unrolled core needs up to 14 GB (one at a time)
+VARIANT_MEMORY_GB = {"": 3.0, "nodsp": 12.0, "da4ml": 3.0}
+
+
+def points(sizes, levels, sim: bool, timeout, only=NAMES, abc_verify: bool = True) -> list[dict]:
+    """The sweep points (eatt.sweep) of the asked records, in :func:`_jobs` order; each is
+    named ``LEVEL-LENxDIM-RECORD`` (its record's id)."""
+    out = []
+    for level, (length, dim), kind, variant in _jobs(sizes, levels):
+        name = f"{kind}_{variant}" if variant else kind
+        if name not in only:
+            continue
+        stages = VARIANT_STAGES[variant]
+        if sim and not variant:
+            stages = ["rtl", "sim", "resources"]
+        point = dict(kind=kind, len_q=length, len_k=length, dim=dim, heads=1, level=level)
+        point.update(name=f"{level}-{length}x{dim}-{name}", stages=stages, abc_verify=abc_verify)
+        point["memory_gb"] = VARIANT_MEMORY_GB[variant]
+        if timeout is not None:
+            point["timeout_s"] = timeout
+        out.append(point)
+    return out
+
+
+def entry_record(record: dict) -> dict:
+    """The bench's record of one sweep record: Yosys cells, latency and II, da4ml's numbers,
+    or the one-line error."""
+    if record["status"] != "done":
+        return {"error": record["error"]}
+    st, timing = record["stages"], record["run"].get("stages", {})
+    out: dict = {}
+    if "da4ml" in st:
+        d = st["da4ml"]
+        out.update(estimate=d["estimate"], check=d["check"], pipeline_stages=d["pipeline_stages"])
+        y = d["yosys"]
+    else:
+        out["metadata_latency_cycles"] = st["rtl"]["latency_cycles"]
+        if "sim" in st:
+            out.update({k: st["sim"][k] for k in ("vectors", "mismatches", "latency_cycles")})
+            out["ii_cycles"] = st["sim"]["ii_cycles"]
+            out.update({k: timing["sim"][k] for k in ("build_seconds", "sim_seconds")})
+        name = "nodsp" if "nodsp" in st else "resources"
+        y = {**st[name], **timing.get(name, {})}
+    out.update({k: y[k] for k in SUMMARY_KEYS})
+    out.update(yosys_seconds=y["seconds"], yosys_peak_mb=y["peak_mb"])
+    out.update(yosys_tool=y["tool"], logic_depth=y["logic_depth"], abc_verify=y["abc_verify"])
+    out["cells"] = y["cells"]
+    return out
+
+
 def run(
     sizes,
     levels,
@@ -103,8 +149,11 @@ def run(
     resume: bool,
     only: tuple[str, ...] = NAMES,
     abc_verify: bool = True,
-    merge: bool = False,
+    sweep_dir: Path = DEFAULT_SWEEP,
 ) -> dict:
+    """Run the asked records as one `eatt sweep` (local Ray; sweep folder ``sweep_dir``,
+    ``resume`` keeps its finished points) and merge them into ``out_path``'s entries (the
+    others are kept)."""
     result = {
         "benchmark": "rtl_compare",
         "tool": "Yosys 0.70 synth_xilinx -family xc7 (each record's yosys_tool)",
@@ -112,57 +161,21 @@ def run(
         "machine": platform.platform(),
         "entries": {},
     }
-    if (resume or merge) and out_path.is_file():
+    if out_path.is_file():
         result["entries"] = json.loads(out_path.read_text()).get("entries", {})
-    work = Path(tempfile.mkdtemp(prefix="rtl_compare."))
-    for level, (length, dim), kind, variant in _jobs(sizes, levels):
-        key = f"{level}/{length}x{dim}"
+    asked = points(sizes, levels, sim, timeout, only, abc_verify)
+    data = {"vectors": vectors, "seed": 1, "weights_seed": 1, "points": asked}
+    sweep = make_sweep(data, "rtl_compare", ROOT)
+    run_sweep(sweep, sweep_dir, resume=resume)
+    for spec in sweep["points"]:
+        record = read_record(Path(sweep_dir), spec)
+        level, size, name = spec["id"].split("-", 2)
+        length, dim = (int(v) for v in size.split("x"))
+        key = f"{level}/{size}"
         entry = result["entries"].setdefault(key, {"level": level, "len": length, "dim": dim})
-        name = f"{kind}_{variant}" if variant else kind
-        if name not in only or (resume and name in entry and "error" not in entry[name]):
-            continue  # not asked for, or --resume: done in an earlier run
-        cfg = CoreConfig.from_dict(dict(kind=kind, len_q=length, len_k=length, dim=dim, heads=1))
-        nodsp = variant == "nodsp"
-        rtl = work / f"{level}_{kind}_{length}x{dim}{'_da4ml' if variant == 'da4ml' else ''}"
-        record: dict = {}
-        try:
-            if variant == "da4ml":
-                weights = random_weights(cfg, seed=1)
-                _log(f"{key} {name}: trace, check, write")
-                record["estimate"] = da4ml_trace.estimate(cfg, weights)
-                record["check"] = da4ml_trace.check(cfg, weights, vectors=vectors)
-                meta = da4ml_trace.write_rtl(cfg, weights, rtl)
-                record["pipeline_stages"] = meta["latency_cycles"]
-            elif not rtl.is_dir():
-                meta = generate_rtl(cfg, random_weights(cfg, seed=1), rtl, level=level)
-                record["metadata_latency_cycles"] = meta["latency_cycles"]
-                if sim:
-                    _log(f"{key} {kind}: simulating {vectors} vectors")
-                    s = simulate(rtl, vectors=vectors, seed=1)
-                    record.update(
-                        {k: s[k] for k in ("vectors", "mismatches", "latency_cycles", "ii_cycles")},
-                        build_seconds=s["build_seconds"],
-                        sim_seconds=s["sim_seconds"],
-                    )
-            _log(f"{key} {name}: yosys")
-            r = resources(rtl, nodsp=nodsp, timeout=timeout, abc_verify=abc_verify)
-            record.update(
-                {k: r[k] for k in SUMMARY_KEYS},
-                yosys_seconds=r["seconds"],
-                yosys_peak_mb=r["peak_mb"],
-            )
-            record.update(
-                yosys_tool=r["tool"], logic_depth=r["logic_depth"], abc_verify=r["abc_verify"]
-            )
-            record["cells"] = r["cells"]
-        except Exception as err:  # record it and go on with the next job
-            # the temporary work folder is this machine's, not the result's
-            first = str(err).splitlines()[0].replace(str(work), "<work>")
-            record["error"] = f"{type(err).__name__}: {first}"
-        _log(f"{key} {name}: {json.dumps({k: v for k, v in record.items() if k != 'cells'})}")
-        entry[name] = record
+        entry[name] = entry_record(record) if record else {"error": "no record"}
         entry["ratios"] = _ratios(entry)
-        atomic_write_text(out_path, json.dumps(result, indent=2) + "\n")
+    atomic_write_text(out_path, json.dumps(result, indent=2) + "\n")
     return result
 
 
@@ -205,14 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default=",".join(NAMES), help="records to run, comma-separated")
     p.add_argument("--vectors", type=int, default=200)
     p.add_argument("--no-sim", action="store_true", help="skip the Verilator simulation")
-    p.add_argument("--timeout", type=float, default=None, help="seconds per Yosys run")
+    p.add_argument("--timeout", type=float, default=None, help="seconds per record (point)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    p.add_argument("--resume", action="store_true", help="keep finished jobs of --out")
-    p.add_argument(
-        "--merge",
-        action="store_true",
-        help="keep --out's other records, run the asked ones again (re-measure a few entries)",
-    )
+    p.add_argument("-o", "--sweep-dir", type=Path, default=DEFAULT_SWEEP, help="sweep folder")
+    p.add_argument("--resume", action="store_true", help="keep the sweep's finished points")
     p.add_argument(
         "--no-abc-verify",
         action="store_true",
@@ -243,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         args.resume,
         only,
         not args.no_abc_verify,
-        args.merge,
+        args.sweep_dir,
     )
     print(table(result))
     print(json.dumps({k: e.get("ratios") for k, e in result["entries"].items()}))

@@ -316,6 +316,8 @@ def cmd_rtl(args) -> int:
         source = {"onnx": str(Path(args.onnx).resolve()), **(core_source(args.onnx) or {})}
     else:
         cfg, weights = _load_core(args)
+    if args.level is None:  # reuse_factor > 1 folds the core (docs/folded.md)
+        args.level = "folded" if getattr(cfg, "reuse_factor", 1) > 1 else "alignment"
     folding = {k: v for k, v in (("lanes", args.lanes), ("simd", args.simd)) if v is not None}
     if folding and args.level != "folded":
         raise CommandError("--lanes/--simd: only with --level folded")
@@ -660,6 +662,24 @@ def cmd_flow(args) -> int:
     return EXIT_OK if result["ok"] else EXIT_CHECK_FAILED
 
 
+# -- eatt sweep -----------------------------------------------------------------------------------
+def cmd_sweep(args) -> int:
+    from eatt.sweep import format_sweep, load_sweep, run_sweep  # torch (the golden stage)
+
+    if args.max_parallel is not None and args.max_parallel < 1:
+        raise CommandError(f"--max-parallel: must be >= 1, got {args.max_parallel}")
+    if not Path(args.sweep).is_file():
+        raise CommandError(f"{args.sweep}: no such sweep file")
+    sweep = load_sweep(args.sweep)
+    output = args.output or str(Path("runs") / "sweeps" / Path(args.sweep).stem)
+    address = None if args.address in (None, "local") else args.address
+    result = run_sweep(
+        sweep, output, address=address, resume=args.resume, max_parallel=args.max_parallel
+    )
+    _emit(result, args.json, format_sweep)
+    return EXIT_OK if not result["failed"] else EXIT_CHECK_FAILED
+
+
 def _core_file(path: str) -> tuple:
     """(config, weights) of a core file: a QONNX file of `eatt export` or a core checkpoint."""
     if path.endswith(".onnx"):
@@ -804,9 +824,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--level",
         choices=["alignment", "attention", "folded"],
-        default="alignment",
+        default=None,
         help="alignment: scores only; attention: the whole core; folded: the whole core, "
-        "folded (docs/folded.md) (kind window: ignored)",
+        "folded (docs/folded.md) (default: folded where the config's reuse_factor > 1, else "
+        "alignment; kind window: ignored)",
     )
     p.add_argument(
         "--lanes",
@@ -895,6 +916,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_power)
 
+    p = sub.add_parser(
+        "sweep", help="many design points on Ray (local or a cluster): records, report, Pareto"
+    )
+    p.add_argument("sweep", metavar="SWEEP.yaml", help="the sweep file (docs/sweep.md)")
+    p.add_argument("-o", "--output", metavar="DIR", help="sweep folder (runs/sweeps/<file>)")
+    p.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="a Ray cluster: auto (the one on this machine), HOST:PORT or ray://HOST:PORT "
+        "(default: a new local Ray instance)",
+    )
+    p.add_argument(
+        "--resume", action="store_true", help="keep finished points, run failed and missing ones"
+    )
+    p.add_argument(
+        "--max-parallel", type=int, metavar="N", help="at most N points at once (Ray's limit)"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.set_defaults(func=cmd_sweep)
+
     p = sub.add_parser("train", help="train a seq2seq model from a run config (model/train/data)")
     p.add_argument("config", metavar="CONFIG", help="YAML/JSON run config")
     p.add_argument("-o", "--output", metavar="DIR", help="checkpoints folder (runs/<config>)")
@@ -928,7 +969,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quick", action="store_true", help="tiny version (seconds)")
     p.add_argument("-o", "--output", default="results", metavar="DIR", help="results folder")
-    p.add_argument("--workers", type=int, default=1, help="runs trained at once (processes)")
+    p.add_argument("--workers", type=int, default=1, help="runs trained at once (Ray tasks)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument(
         "--steps",

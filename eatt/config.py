@@ -95,6 +95,11 @@ class CoreConfig:
     #: [0, len_k - 1] (query i sees keys j <= i + offset: incremental decoding)
     key_padding: bool = False
     causal: bool = False
+    #: hls4ml's word for folding (issue 19): at most this many cycles per call. 1 is the
+    #: unrolled core (every operation in one cycle); R > 1 selects the folded engine with the
+    #: fewest lanes and features per cycle whose cycles per call (II) are at most R
+    #: (rtl_sim/folded.py folding_for_reuse, docs/folded.md)
+    reuse_factor: int = 1
 
     #: the kinds this class describes (the unit registers the same in eatt/units.py)
     KINDS: ClassVar[tuple[str, ...]] = ("eatt", "vanilla")
@@ -366,6 +371,7 @@ _INT_RANGES = {
     "exp_frac": (1, 16),
     "recip_table_size": (2, 65536),
     "recip_frac": (2, 20),
+    "reuse_factor": (1, 2**31 - 1),
 }
 
 

@@ -92,6 +92,27 @@ def default_folding(cfg: CoreConfig) -> dict[str, int]:
     }
 
 
+def folding_for_reuse(cfg: CoreConfig, reuse: int) -> dict[str, int]:
+    """The folding a ``reuse_factor`` selects: of every (lanes, simd) whose cycles per call
+    (II, :func:`folded_cycles`) are at most ``reuse``, the one with the least datapath (an
+    S x S projection tile and 2 P x S score and numerator lanes: S*S + 2*P*S), fewer cycles
+    among equals. ValueError (one line) when even the widest folding needs more cycles."""
+    best = None
+    for lanes in _divisors(cfg.len_k):
+        for simd in _divisors(cfg.d_head):
+            ii = folded_cycles(cfg, lanes, simd)["ii"]
+            cost = (simd * simd + 2 * lanes * simd, ii)
+            if ii <= reuse and (best is None or cost < best[0]):
+                best = (cost, lanes, simd)
+    if best is None:
+        fewest = folded_cycles(cfg, cfg.len_k, cfg.d_head)["ii"]
+        raise ValueError(
+            f"reuse_factor: {reuse} is below the folded engine's fewest cycles per call, "
+            f"{fewest} (lanes {cfg.len_k}, simd {cfg.d_head}); 1 is the unrolled core"
+        )
+    return {"lanes": best[1], "simd": best[2]}
+
+
 def folded_cycles(cfg: CoreConfig, lanes: int, simd: int) -> dict[str, int]:
     """The engine's cycles per vector with no stall on either stream (folded_attention.sv).
 
@@ -336,6 +357,7 @@ def generate_folded_rtl(
         "weights": "weights.npz",
         "interface": folded_interface(cfg, lanes, simd),
         "folding": {"lanes": lanes, "simd": simd},
+        "reuse_factor": cfg.reuse_factor,
         "cycles": cycles,
         "cycle_formula": CYCLE_FORMULA,
         "latency_cycles": cycles["latency"],
@@ -358,15 +380,25 @@ def generate_core_levels(
 ) -> dict:
     """The core unit's generate_rtl stage: level folded here, the unrolled levels in
     rtl_sim/generate.py (generate_core_rtl)."""
+    reuse = cfg.reuse_factor
     if level != LEVEL:
         if folding:
             raise ValueError("--lanes/--simd: only for --level folded")
+        if reuse > 1:
+            raise ValueError(
+                f"reuse_factor: {reuse} folds the core: --level folded (or no --level) builds "
+                f"it; the {level} level is the unrolled core (reuse_factor 1)"
+            )
         return generate_core_rtl(cfg, weights, out_dir, level, eatt_datapath, adder_levels)
     if adder_levels:
         raise ValueError("adder_levels: the folded level has its own pipeline; leave it at 0")
     if eatt_datapath:
         raise ValueError("eatt_datapath: the folded level has one E-ATT datapath")
-    folding = dict(folding or {})
+    if folding and reuse > 1:
+        raise ValueError(
+            f"--lanes/--simd: the config's reuse_factor {reuse} sets the folding; give one of them"
+        )
+    folding = dict(folding or (folding_for_reuse(cfg, reuse) if reuse > 1 else {}))
     return generate_folded_rtl(cfg, weights, out_dir, folding.get("lanes"), folding.get("simd"))
 
 

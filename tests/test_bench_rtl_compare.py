@@ -1,7 +1,9 @@
-"""bench/rtl_compare.py's own plumbing: job order, --only, --resume, bad arguments.
+"""bench/rtl_compare.py's own plumbing: job order, the sweep points it asks for, its records
+from the sweep's, --only, --resume, a forced timeout, bad arguments.
 
-The benchmark itself runs Yosys for minutes to hours, so here generate/simulate/synthesize are
-replaced by stand-ins that record what was asked; the real runs are bench/results/rtl_compare.json.
+The benchmark itself runs Yosys for minutes to hours; here the plumbing is checked on synthetic
+records and one real run of the tiny alignment (seconds). The real runs are
+bench/results/rtl_compare.json.
 """
 
 from __future__ import annotations
@@ -25,37 +27,6 @@ def bench():
     return mod
 
 
-@pytest.fixture
-def fake_tools(bench, monkeypatch):
-    """Stand-ins for the RTL generator and Yosys: a LUT count from the job, and a call log."""
-    calls: list[tuple[str, bool]] = []
-
-    def generate_rtl(cfg, weights, rtl, level):
-        rtl.mkdir(parents=True)
-        return {"latency_cycles": 2 if level == "alignment" else 6}
-
-    def resources(rtl, nodsp, timeout, abc_verify=True):
-        calls.append((rtl.name, nodsp))
-        lut = 1000 if "eatt" in rtl.name else 2000
-        return {
-            "LUT": lut * (3 if nodsp else 1),
-            "FF": 10,
-            "CARRY4": 5,
-            "DSP48E1": 0 if nodsp or "eatt" in rtl.name else 7,
-            "BRAM": 0,
-            "seconds": 0.1,
-            "peak_mb": 50,
-            "tool": "fake",
-            "logic_depth": 3,
-            "abc_verify": abc_verify,
-            "cells": {},
-        }
-
-    monkeypatch.setattr(bench, "generate_rtl", generate_rtl)
-    monkeypatch.setattr(bench, "resources", resources)
-    return calls
-
-
 def test_jobs_smallest_first_nodsp_last(bench):
     jobs = list(bench._jobs([(4, 8), (6, 12)], ["alignment", "attention"]))
     names = [f"{lvl}/{n}x{d}/{k}{'_' + v if v else ''}" for lvl, (n, d), k, v in jobs]
@@ -66,36 +37,85 @@ def test_jobs_smallest_first_nodsp_last(bench):
     assert "attention/4x8/eatt_nodsp" in names and "alignment/4x8/eatt_nodsp" not in names
 
 
-def test_only_and_resume(bench, fake_tools, tmp_path):
+def test_points_are_the_asked_records_in_job_order(bench):
+    pts = bench.points([(2, 4)], ["alignment", "attention"], sim=True, timeout=60.0,
+                       only=("eatt", "vanilla_nodsp", "vanilla_da4ml"))  # fmt: skip
+    names = [p["name"] for p in pts]
+    assert names == [
+        "alignment-2x4-eatt",
+        "attention-2x4-eatt",
+        "alignment-2x4-vanilla_da4ml",
+        "alignment-2x4-vanilla_nodsp",
+        "attention-2x4-vanilla_nodsp",
+    ]
+    by = {p["name"]: p for p in pts}
+    assert by["alignment-2x4-eatt"]["stages"] == ["rtl", "sim", "resources"]
+    assert by["attention-2x4-vanilla_nodsp"]["stages"] == ["rtl", "nodsp"]
+    assert by["attention-2x4-vanilla_nodsp"]["memory_gb"] == 12.0
+    assert by["alignment-2x4-vanilla_da4ml"]["stages"] == ["da4ml"]
+    assert all(p["timeout_s"] == 60.0 and p["heads"] == 1 for p in pts)
+
+
+def _done(stages: dict, timing: dict) -> dict:
+    return {"status": "done", "stages": stages, "run": {"stages": timing}}
+
+
+def test_entry_records_from_sweep_records(bench):
+    yosys = {"LUT": 10, "FF": 2, "CARRY4": 1, "DSP48E1": 3, "BRAM": 0, "tool": "pyosys 0.70",
+             "logic_depth": 5, "abc_verify": True, "cells": {"LUT6": 10}}  # fmt: skip
+    timing = {"seconds": 1.5, "peak_mb": 80.0}
+    rtl = {"latency_cycles": 2, "ii_cycles": 1}
+    sim = {"vectors": 4, "mismatches": 0, "latency_cycles": 2, "ii_cycles": 1}
+    r = bench.entry_record(
+        _done(
+            {"rtl": rtl, "sim": sim, "resources": yosys},
+            {"sim": {"build_seconds": 3.0, "sim_seconds": 0.5}, "resources": timing},
+        )
+    )
+    assert r["LUT"] == 10 and r["yosys_seconds"] == 1.5 and r["yosys_peak_mb"] == 80.0
+    assert r["metadata_latency_cycles"] == 2 and r["ii_cycles"] == 1 and r["build_seconds"] == 3
+    nodsp = bench.entry_record(_done({"rtl": rtl, "nodsp": yosys}, {"nodsp": timing}))
+    assert nodsp["LUT"] == 10 and "mismatches" not in nodsp
+    d = {"estimate": {"LUT_estimate": 9}, "check": {"mismatches": 0}, "pipeline_stages": 3,
+         "yosys": {**yosys, **timing}}  # fmt: skip
+    da4ml = bench.entry_record(_done({"da4ml": d}, {}))
+    assert da4ml["pipeline_stages"] == 3 and da4ml["estimate"]["LUT_estimate"] == 9
+    failed = {"status": "failed", "error": "resources: yosys: synthesis failed"}
+    assert bench.entry_record(failed) == {"error": "resources: yosys: synthesis failed"}
+
+
+@pytest.mark.rtl
+def test_a_tiny_run_merges_resumes_and_records_a_timeout(bench, tmp_path):
+    """Real tools on the tiny alignment: a record, another merged beside it (a forced timeout:
+    its one-line error, no work folder), then --resume keeps the finished point."""
     out = tmp_path / "r.json"
-    run = dict(vectors=1, sim=False, timeout=None, out_path=out)
-    result = bench.run([(2, 4)], ["attention"], resume=False, only=("eatt", "vanilla"), **run)
-    entry = result["entries"]["attention/2x4"]
-    assert set(entry) >= {"eatt", "vanilla"} and "vanilla_nodsp" not in entry
-    assert entry["ratios"]["vs_vanilla"]["LUT"] == 0.5
-    assert fake_tools == [("attention_eatt_2x4", False), ("attention_vanilla_2x4", False)]
-    assert json.loads(out.read_text()) == result  # written as it goes
-    assert not list(tmp_path.glob(".r.json.*"))  # through a temporary file, none left over
-
-    fake_tools.clear()  # resume: finished records are kept, only the new ones run
-    result = bench.run([(2, 4)], ["attention"], resume=True, only=bench.NAMES, **run)
-    assert fake_tools == [("attention_vanilla_2x4", True), ("attention_eatt_2x4", True)]
-    entry = result["entries"]["attention/2x4"]
-    # fabric over fabric at the attention level: eatt_nodsp / vanilla_nodsp
-    assert entry["ratios"]["vs_vanilla_nodsp"]["LUT"] == 0.5
-    assert entry["eatt"]["LUT"] == 1000 and entry["vanilla_nodsp"]["DSP48E1"] == 0
-    assert entry["eatt"]["abc_verify"] is True and entry["eatt"]["yosys_peak_mb"] == 50
-
-
-def test_merge_reruns_the_asked_records_and_keeps_the_rest(bench, fake_tools, tmp_path):
-    out = tmp_path / "r.json"
-    run = dict(vectors=1, sim=False, timeout=None, out_path=out)
-    bench.run([(2, 4)], ["attention"], resume=False, only=("eatt", "vanilla"), **run)
-    fake_tools.clear()
-    result = bench.run([(2, 4)], ["attention"], resume=False, only=("eatt",), merge=True, **run)
-    assert fake_tools == [("attention_eatt_2x4", False)]  # run again although it was there
-    assert set(result["entries"]["attention/2x4"]) >= {"eatt", "vanilla", "ratios"}
-    assert json.loads(out.read_text()) == result
+    args = ["--sizes", "2x4", "--levels", "alignment", "--no-sim", "--out", str(out)]
+    first = subprocess.run(
+        [sys.executable, str(BENCH), *args, "--only", "eatt", "-o", str(tmp_path / "s1")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr[-3000:]
+    entry = json.loads(out.read_text())["entries"]["alignment/2x4"]
+    assert entry["eatt"]["LUT"] > 0 and entry["eatt"]["DSP48E1"] == 0
+    second = subprocess.run(
+        [sys.executable, str(BENCH), *args, "--only", "vanilla", "--timeout", "0.01",
+         "-o", str(tmp_path / "s2")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert second.returncode == 0, second.stderr[-3000:]
+    entry = json.loads(out.read_text())["entries"]["alignment/2x4"]
+    assert entry["eatt"]["LUT"] > 0  # kept
+    assert entry["vanilla"]["error"].endswith("timeout after 0.01 s")
+    assert str(tmp_path) not in entry["vanilla"]["error"]
+    before = out.read_text()
+    again = subprocess.run(
+        [sys.executable, str(BENCH), *args, "--only", "eatt", "-o", str(tmp_path / "s1"),
+         "--resume"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "1 finished before, 0 to run" in again.stderr
+    assert json.loads(out.read_text())["entries"] == json.loads(before)["entries"]
 
 
 @pytest.mark.parametrize(
@@ -116,19 +136,3 @@ def test_bad_arguments_exit_2(args, message, tmp_path):
     assert proc.returncode == 2
     assert message in proc.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "r.json").exists()
-
-
-def test_a_failed_job_is_recorded_without_the_work_folder(bench, fake_tools, monkeypatch, tmp_path):
-    def failing(rtl, nodsp, timeout, abc_verify=True):
-        raise RuntimeError(f"yosys: synthesis failed; see {rtl}/synth/yosys.log:\nlast lines")
-
-    monkeypatch.setattr(bench, "resources", failing)
-    out = tmp_path / "r.json"
-    result = bench.run(
-        [(2, 4)], ["alignment"], 1, False, None, out, resume=False, only=("vanilla",)
-    )
-    error = result["entries"]["alignment/2x4"]["vanilla"]["error"]
-    assert error == (
-        "RuntimeError: yosys: synthesis failed; see <work>/alignment_vanilla_2x4/synth/yosys.log:"
-    )
-    assert "rtl_compare." not in out.read_text()

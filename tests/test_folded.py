@@ -26,6 +26,7 @@ from eatt.rtl_sim.folded import (
     check_folding,
     default_folding,
     folded_cycles,
+    folding_for_reuse,
     generate_folded_rtl,
     hex_lines,
     weight_tiles,
@@ -107,6 +108,44 @@ def test_folding_errors_are_one_line(tmp_path):
         generate_folded_rtl(cfg, random_weights(cfg), tmp_path / "x", lanes=0)
     assert not (tmp_path / "x").exists()
     assert default_folding(cfg) == {"lanes": 4, "simd": 4}
+
+
+def test_reuse_factor_picks_the_least_datapath_within_its_cycles():
+    """reuse_factor R (hls4ml's word): the folding with the least datapath whose II <= R."""
+    cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=22, len_k=22, dim=512, heads=8))
+    for reuse in (7_000, 30_000, 120_000, 400_000):
+        f = folding_for_reuse(cfg, reuse)
+        ii = folded_cycles(cfg, **f)["ii"]
+        assert ii <= reuse
+        cost = f["simd"] ** 2 + 2 * f["lanes"] * f["simd"]
+        for lanes in (1, 2, 11, 22):  # no cheaper folding meets R
+            for simd in (1, 2, 4, 8, 16, 32, 64):
+                if folded_cycles(cfg, lanes, simd)["ii"] <= reuse:
+                    assert simd**2 + 2 * lanes * simd >= cost
+    assert folding_for_reuse(cfg, 400_000) == {"lanes": 2, "simd": 8}
+    with pytest.raises(ValueError, match=r"^reuse_factor: 5000 is below .* 6692 \(lanes 22"):
+        folding_for_reuse(cfg, 5000)
+
+
+def test_reuse_factor_in_a_config_builds_the_folded_engine(tmp_path):
+    """`eatt rtl --config` with reuse_factor > 1 and no --level: the folded engine, II <= R,
+    simulated bit-exact; with an unrolled --level or --lanes it is a one-line error."""
+    cfg = dict(kind="eatt", **SMALL, reuse_factor=350)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    r = _eatt("rtl", "--config", str(tmp_path / "c.yaml"), "-o", str(tmp_path / "rtl"), "--json")
+    assert r.returncode == 0, r.stderr
+    meta = json.loads(r.stdout)
+    assert meta["level"] == "folded" and meta["reuse_factor"] == 350
+    assert meta["folding"] == {"lanes": 2, "simd": 2} and meta["ii_cycles"] <= 350
+    result = simulate(tmp_path / "rtl", vectors=12, seed=2)
+    assert result["mismatches"] == 0 and result["ii_cycles"] == meta["ii_cycles"] <= 350
+    for flags, message in (
+        (["--level", "alignment"], "reuse_factor: 350 folds the core"),
+        (["--lanes", "2"], "--lanes/--simd: the config's reuse_factor 350 sets the folding"),
+    ):
+        bad = _eatt("rtl", "--config", str(tmp_path / "c.yaml"), "-o", str(tmp_path / "x"), *flags)
+        assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.splitlines()) == 1
+    assert not (tmp_path / "x").exists()
 
 
 def _eatt(*args: str) -> subprocess.CompletedProcess:

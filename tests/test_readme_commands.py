@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parent.parent
 TINY = "kind: eatt\nlen_q: 2\nlen_k: 3\ndim: 4\nheads: 1\n"
 TINY_WINDOW = "kind: window\nlen_q: 1\nlen_k: 6\ndim: 4\nheads: 1\nwindow_d: 1\n"
 TINY_RUN = (
@@ -198,6 +199,25 @@ def test_power(rtl_dirs):
 def test_resources(rtl_dirs):
     r = both_modes(["resources", str(rtl_dirs["alignment"]), "--no-nodsp"], "LUT")
     assert r["yosys"]["LUT"] > 0
+
+
+@pytest.mark.rtl
+def test_sweep(work):
+    """`eatt sweep examples/sweep_folded.yaml` then `--resume` (docs/sweep.md), on the example
+    cut to its first size and folding (2 of its 12 points: the whole takes 4 minutes)."""
+    example = (ROOT / "examples" / "sweep_folded.yaml").read_text()
+    cut = example.replace("    - {len_q: 8, len_k: 8, dim: 16, heads: 2}\n", "")
+    cut = cut.replace("    - {lanes: 2, simd: 2}\n    - {lanes: 4, simd: 4}\n", "")
+    assert cut.count("lanes:") == 1 and cut.count("len_q:") == 2
+    (work / "sweep_folded.yaml").write_text(cut)
+    out = work / "sweep"
+    text = eatt("sweep", str(work / "sweep_folded.yaml"), "-o", str(out))
+    assert text.returncode == 0, text.stderr[-3000:]
+    assert "sweep: 2 points, 2 done, 0 failed" in text.stdout and "Traceback" not in text.stderr
+    r = both_modes(["sweep", str(work / "sweep_folded.yaml"), "-o", str(out), "--resume"], "2 kept")
+    assert (r["done"], r["kept"], r["ran"]) == (2, 2, 0)
+    assert {row["kind"] for row in r["rows"]} == {"eatt", "vanilla"}
+    assert all(row["mismatches"] == 0 and row["LUT"] > 0 for row in r["rows"])
 
 
 @pytest.mark.rtl

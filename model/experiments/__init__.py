@@ -100,8 +100,9 @@ def run_experiment(
 ) -> dict:
     """Run experiment ``name``; returns what ``results.json`` holds (see the module doc).
 
-    ``workers`` > 1 trains that many runs at once in separate processes (one torch thread
-    each, no progress bars); every run is deterministic, so the results do not depend on it.
+    ``workers`` > 1 trains up to that many runs at once as Ray tasks (eatt.jobs: a local Ray
+    instance, one CPU and one torch thread each, no progress bars); every run is
+    deterministic, so the results do not depend on it.
     ``steps`` / ``seeds`` replace the plan's training length and seeds (not for the staged
     experiments, whose stages have their own lengths); the learning-rate schedule depends on
     the step only, so a longer run passes through the shorter one's model on the way.

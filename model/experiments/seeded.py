@@ -8,20 +8,23 @@ figure).
 
 from __future__ import annotations
 
-import multiprocessing
 import statistics
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
+
+from eatt.jobs import Job, run_jobs
 
 from ..data import TaskConfig, synthetic_task
 from ..evaluate import evaluate
 from ..seq2seq import ModelConfig
 from ..train import TrainConfig, train
 from .base import Experiment, _log
+
+#: memory Ray reserves for one training run of ``workers`` > 1 (measured: under 1 GB each)
+RUN_MEMORY_GB = 1.0
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,8 @@ class SeededExperiment(Experiment):
         }
 
     def _runs(self, plan: Plan, folder: Path, quiet: bool, workers: int) -> list[dict]:
-        """Every (variant, seed) in plan order, one after another or in ``workers`` processes."""
+        """Every (variant, seed) in plan order, one after another or, with ``workers`` > 1, as
+        Ray tasks on a local instance (at most ``workers`` at once, one CPU each)."""
         name, start = self.name, time.perf_counter()
         jobs = [
             (v, seed, folder / "runs" / f"{v.label}-seed{seed}")
@@ -124,19 +128,27 @@ class SeededExperiment(Experiment):
                 progress = plan.train.progress and not quiet
                 runs.append(_run_one(variant, seed, plan, run_dir, progress, data))
             return runs
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures = [
-                pool.submit(_run_one, v, seed, plan, run_dir, False) for v, seed, run_dir in jobs
-            ]
-            for i, ((variant, seed, _), future) in enumerate(zip(jobs, futures, strict=True), 1):
-                runs.append(future.result())
-                elapsed = time.perf_counter() - start
-                _log(
-                    f"[{name}] run {i}/{len(jobs)} done: {variant.label} seed {seed}: BLEU "
-                    f"{runs[-1]['bleu']:.2f} ({elapsed:.0f} s)",
-                    quiet,
-                )
+        runs = [None] * len(jobs)
+
+        def on_done(index: int, run, error: BaseException | None) -> bool:
+            if error is not None:  # a failed run ends the experiment, as a serial run would
+                raise error
+            runs[index] = run
+            variant, seed, _ = jobs[index]
+            elapsed = time.perf_counter() - start
+            _log(
+                f"[{name}] run {index + 1}/{len(jobs)} done: {variant.label} seed {seed}: BLEU "
+                f"{run['bleu']:.2f} ({elapsed:.0f} s)",
+                quiet,
+            )
+            return False
+
+        # Ray (eatt.jobs, the engine of `eatt sweep`): a local instance, one CPU per run
+        tasks = [
+            Job((v, seed, plan, run_dir, False), cpus=1, memory_gb=RUN_MEMORY_GB, name=v.label)
+            for v, seed, run_dir in jobs
+        ]
+        run_jobs(_run_one, tasks, on_done, max_parallel=workers, what=f"[{name}] runs")
         return runs
 
     def energy_reference(self, runs: list[dict]) -> dict | None:

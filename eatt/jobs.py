@@ -1,0 +1,132 @@
+"""Many independent jobs on Ray: the one engine behind `eatt sweep` and the experiments' runs.
+
+:func:`connect` starts a local Ray instance (loopback only, no usage statistics) or joins the
+cluster at ``address``; :func:`run_jobs` submits a function once per job with the job's CPUs
+and memory, at most ``max_parallel`` at once, hands every result (or the exception that ended
+the job) to ``on_done`` as soon as it arrives, and says on stderr how far it is (finished,
+failed, running or queued, elapsed, ETA) after every job and every ``every`` seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from eatt.config import first_line
+from eatt.progress import say
+from eatt.rtl_sim.tools import ToolMissing
+
+
+class ClusterError(ValueError):
+    """Ray could not be reached at the address given; one line naming it."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One call ``fn(*args)``: ``cpus`` and ``memory_gb`` are what Ray reserves for it."""
+
+    args: tuple
+    cpus: float = 1
+    memory_gb: float = 1.0
+    name: str = ""
+
+
+def _loopback(address: str) -> bool:
+    host = address.removeprefix("ray://").rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def connect(address: str | None = None):
+    """ray, initialized: a new local instance (``address`` None) or the cluster there."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # never report usage anywhere
+    if address is None or _loopback(address):
+        # A local instance binds loopback only, and a loopback address stays loopback (Ray's
+        # setting for single-machine use; without it Ray swaps 127.0.0.1 for the machine's
+        # outside address). Ray reads it at import, so it is set before.
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    try:
+        import ray
+    except ImportError as err:
+        raise ToolMissing(f"ray is not installed ({err}); make install installs it") from None
+    try:
+        if address is None:
+            ray.init(include_dashboard=False, log_to_driver=False, logging_level="warning")
+        else:
+            ray.init(address=address, log_to_driver=False, logging_level="warning")
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        raise ClusterError(f"--address {address}: {first_line(err)}") from None
+    return ray
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def infeasible(job: Job, total: dict) -> str | None:
+    """Why no node of the cluster (``ray.cluster_resources()``) can ever take the job."""
+    cpus, mem = total.get("CPU", 0), total.get("memory", 0) / 2**30
+    if job.cpus > cpus:
+        return f"asks for {job.cpus:g} CPUs; the cluster has {cpus:g}"
+    if job.memory_gb > mem:
+        return f"asks for {job.memory_gb:g} GB of memory; the cluster has {mem:.1f} GB"
+    return None
+
+
+def run_jobs(
+    fn: Callable,
+    jobs: list[Job],
+    on_done: Callable[[int, object, BaseException | None], bool],
+    address: str | None = None,
+    max_parallel: int | None = None,
+    what: str = "jobs",
+    every: float = 15.0,
+) -> None:
+    """Run ``fn(*job.args)`` for every job as a Ray task; ``on_done(index, result, error)``
+    for each as it ends (``error``: the exception, or a job no node can take as a
+    ClusterError) returns whether the job counts as failed. Ray is shut down at the end."""
+    if not jobs:
+        return
+    ray = connect(address)
+    try:
+        total = ray.cluster_resources()
+        task = ray.remote(fn)
+        todo = list(enumerate(jobs))
+        running: dict = {}
+        start = last = time.monotonic()
+        finished = failed = 0
+        while todo or running:
+            while todo and (max_parallel is None or len(running) < max_parallel):
+                index, job = todo.pop(0)
+                why = infeasible(job, total)
+                if why:
+                    failed += bool(on_done(index, None, ClusterError(why)))
+                    finished += 1
+                    continue
+                ref = task.options(
+                    num_cpus=job.cpus, memory=int(job.memory_gb * 2**30), max_retries=0
+                ).remote(*job.args)
+                running[ref] = index
+            if not running:
+                break
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=every)
+            for ref in ready:
+                index = running.pop(ref)
+                try:
+                    result, error = ray.get(ref), None
+                except Exception as err:  # noqa: BLE001 - the job's failure, or a lost worker
+                    result, error = None, err
+                failed += bool(on_done(index, result, error))
+                finished += 1
+            if ready or time.monotonic() - last >= every:
+                last = time.monotonic()
+                elapsed, left = last - start, len(todo) + len(running)
+                eta = f", ETA {_duration(elapsed / finished * left)}" if finished and left else ""
+                say(
+                    f"{what}: {finished}/{len(jobs)} finished ({failed} failed), "
+                    f"{len(running)} running or queued in Ray, {len(todo)} to submit; "
+                    f"{_duration(elapsed)}{eta}"
+                )
+    finally:
+        ray.shutdown()

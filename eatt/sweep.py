@@ -1,0 +1,496 @@
+"""`eatt sweep`: many design points on Ray, resumable, each point's failure its own record.
+
+A sweep file (YAML, docs/sweep.md) names a base core, the points (a grid of overrides and/or a
+list of them) and the stages each point runs (eatt.sweep_point.STAGES). :func:`load_sweep`
+turns it into one spec per point; :func:`run_sweep` runs them as Ray tasks, on a local Ray
+instance or on the cluster at ``address``, and writes into the sweep folder:
+
+    .eatt-output         the marker (what = "sweep"): eatt writes only into folders it made
+    sweep.json           the points as run (their overrides, configs, stages)
+    records/ID.json      one record per point, written atomically when the point ends
+    points/ID/           the point's work folder: rtl/, point.log, traceback.txt on a failure
+    report.md, report.json, pareto.png   eatt.sweep_report over the records
+
+Each point is a Ray task (:func:`point_task`) asking for the point's ``cpus`` and
+``memory_gb``, so Ray places it where it fits; the task runs the point in its own process
+(``python -m eatt.sweep_point``) so a timeout or an out-of-memory kill ends that process and its
+tools, records the reason in one line, and the other points go on. A record holds everything
+but the artifacts; where a cluster node cannot see the sweep folder (no shared file system)
+the point works in a temporary folder there and the record says ``artifacts: null``.
+
+``resume``: points whose record says done, with the same key (a hash of everything that
+decides the result), are kept; failed and missing ones run again. A driver killed mid-sweep
+loses only the points that were running. Without ``resume`` a folder that already holds records
+is refused: nothing finished is ever overwritten by accident.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import fields
+from pathlib import Path
+
+from eatt.config import (
+    ConfigError,
+    CoreConfig,
+    atomic_write_text,
+    config_class,
+    default_config,
+    first_line,
+    kinds,
+    load_config,
+    read_mapping,
+)
+from eatt.jobs import ClusterError, Job, run_jobs
+from eatt.outdir import MARKER, check_output_dir, claim_dir
+from eatt.progress import say
+from eatt.sweep_point import NEEDS_RTL, STAGE_FILE, STAGES
+from eatt.sweep_report import DSP_LUTS, write_report
+
+#: per-point keys besides the core config's: where and how the point runs
+POINT_KEYS = (
+    "level",
+    "folding",
+    "adder_levels",
+    "stages",
+    "abc_verify",
+    "name",
+    "cpus",
+    "memory_gb",
+    "timeout_s",
+)
+#: keys of a sweep file
+SWEEP_KEYS = (
+    "base",
+    "grid",
+    "points",
+    "vectors",
+    "seed",
+    "weights_seed",
+    "dsp_luts",
+    *POINT_KEYS,
+)
+LEVELS = ("alignment", "attention", "folded")
+DEFAULTS = {
+    "level": None,  # folded where the point's reuse_factor > 1, else attention
+    "folding": None,
+    "adder_levels": 0,
+    "abc_verify": True,
+    "name": None,
+    "cpus": 1,
+    "memory_gb": 2.0,
+    "timeout_s": None,
+    "stages": ["golden", "rtl", "sim"],
+    "vectors": 100,
+    "seed": 1,
+    "weights_seed": 1,
+}
+#: seconds between progress lines while nothing finishes
+PROGRESS_EVERY = 15.0
+#: seconds a point's process gets to end after SIGTERM before SIGKILL
+KILL_GRACE = 5.0
+WHAT = "sweep"
+
+
+class SweepError(ValueError):
+    """A sweep file or option eatt cannot run; one line naming the file or flag."""
+
+
+# -- the sweep file ---------------------------------------------------------------------------
+def _check_point_keys(where: str, over: dict) -> None:
+    known = set(POINT_KEYS) | _config_keys()
+    for key in over:
+        if key not in known:
+            raise SweepError(
+                f"{where}: unknown key '{key}' (a core config key or one of "
+                f"{', '.join(POINT_KEYS)})"
+            )
+    if "level" in over and over["level"] not in LEVELS:
+        raise SweepError(f"{where}: level: one of {', '.join(LEVELS)}, got {over['level']!r}")
+    if over.get("folding") is not None:
+        f = over["folding"]
+        if not isinstance(f, dict) or set(f) - {"lanes", "simd"}:
+            raise SweepError(f"{where}: folding: a mapping of lanes and simd, got {f!r}")
+    if "abc_verify" in over and not isinstance(over["abc_verify"], bool):
+        raise SweepError(f"{where}: abc_verify: true or false, got {over['abc_verify']!r}")
+    name = over.get("name")
+    if name is not None and not (isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9._+-]+", name)):
+        raise SweepError(f"{where}: name: letters, digits and . _ + - only, got {name!r}")
+    for key in ("cpus", "memory_gb", "timeout_s"):
+        v = over.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
+            raise SweepError(f"{where}: {key}: a positive number, got {v!r}")
+
+
+def _config_keys() -> set[str]:
+    """Every core config key of any kind (a point's kind decides which are valid)."""
+    return {f.name for k in kinds() for f in fields(config_class(k))}
+
+
+def _grid(where: str, grid) -> list[dict]:
+    """Every combination of the grid's axes, in file order (the last axis varies fastest). An
+    axis named by an override key lists that key's values; any other name lists mappings of
+    overrides (one axis that sets several keys, like a size)."""
+    if grid is None:
+        return []
+    if not isinstance(grid, dict) or not grid:
+        raise SweepError(f"{where}: grid: a mapping of axis names to lists of values")
+    combos: list[dict] = [{}]
+    known = set(POINT_KEYS) | _config_keys()
+    for axis, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise SweepError(f"{where}: grid.{axis}: a non-empty list of values")
+        options = []
+        for v in values:
+            if axis in known:
+                options.append({axis: v})
+            elif isinstance(v, dict):
+                options.append(dict(v))
+            else:
+                raise SweepError(
+                    f"{where}: grid.{axis}: '{axis}' is not a config key, so its values must be "
+                    f"mappings of keys (like {{len_q: 4, dim: 8}}), got {v!r}"
+                )
+        combos = [{**c, **o} for c in combos for o in options]
+    return combos
+
+
+def _slug(over: dict) -> str:
+    parts = []
+    if "kind" in over:
+        parts.append(str(over["kind"]))
+    if "len_q" in over or "len_k" in over:
+        parts.append(f"l{over.get('len_q', '')}x{over.get('len_k', '')}")
+    if "dim" in over:
+        parts.append(f"d{over['dim']}")
+    if "heads" in over:
+        parts.append(f"h{over['heads']}")
+    if "level" in over:
+        parts.append(str(over["level"]))
+    if over.get("folding"):
+        f = over["folding"]
+        parts.append(f"p{f.get('lanes', '')}s{f.get('simd', '')}")
+    skip = {"kind", "len_q", "len_k", "dim", "heads", "level", "folding", "stages", "name"}
+    parts += [f"{k}{v}" for k, v in over.items() if k not in skip]
+    return re.sub(r"[^A-Za-z0-9._+-]+", "_", "-".join(parts))[:60]
+
+
+def _base(where: str, base, folder: Path) -> dict:
+    if base is None:
+        return default_config().to_dict()
+    if isinstance(base, dict):
+        try:
+            return CoreConfig.from_dict(base, source=f"{where}: base").to_dict()
+        except ConfigError as err:
+            raise SweepError(str(err)) from None
+    if isinstance(base, str):
+        path = (folder / base) if not Path(base).is_absolute() else Path(base)
+        if not path.is_file():
+            raise SweepError(f"{where}: base: {base}: no such config file")
+        try:
+            return load_config(path).to_dict()
+        except (ConfigError, ValueError) as err:
+            raise SweepError(f"{where}: base: {first_line(err)}") from None
+    raise SweepError(f"{where}: base: a config file name or a mapping, got {base!r}")
+
+
+def _stages(where: str, stages) -> list[str]:
+    """The stages in their fixed order, with rtl where a stage reads the RTL."""
+    if not isinstance(stages, list) or not stages or any(s not in STAGES for s in stages):
+        raise SweepError(f"{where}: stages: a list of {', '.join(STAGES)}, got {stages!r}")
+    if any(s in NEEDS_RTL for s in stages) and "rtl" not in stages:
+        stages = [*stages, "rtl"]
+    return [s for s in STAGES if s in stages]
+
+
+def _default_level(config: dict) -> str:
+    reuse = config.get("reuse_factor", 1)
+    return "folded" if isinstance(reuse, int) and reuse > 1 else "attention"
+
+
+def load_sweep(path: str | os.PathLike) -> dict:
+    """The sweep file as :func:`make_sweep` gives it; SweepError names the file and the key."""
+    path = Path(path)
+    try:
+        data = read_mapping(path)
+    except (ConfigError, ValueError, OSError) as err:
+        raise SweepError(first_line(err)) from None
+    return make_sweep(data, str(path), path.parent, file=str(path.resolve()))
+
+
+def make_sweep(data: dict, where: str, folder: Path, file: str | None = None) -> dict:
+    """{"file", "dsp_luts", "points": [point spec, ...]} of a sweep file's mapping (``where``
+    names it in errors, ``folder`` is where a base config file is looked for). A point's core
+    config is checked when it runs: an impossible point is a failed record, not a refused
+    sweep."""
+    for key in data:
+        if key not in SWEEP_KEYS:
+            raise SweepError(f"{where}: unknown key '{key}' (known: {', '.join(SWEEP_KEYS)})")
+    base = _base(where, data.get("base"), folder)
+    for key in ("vectors", "seed", "weights_seed"):
+        v = data.get(key, DEFAULTS[key])
+        if isinstance(v, bool) or not isinstance(v, int) or v < (1 if key == "vectors" else 0):
+            raise SweepError(f"{where}: {key}: an integer >= {1 if key == 'vectors' else 0}")
+    dsp_luts = data.get("dsp_luts", DSP_LUTS)
+    if isinstance(dsp_luts, bool) or not isinstance(dsp_luts, (int, float)) or dsp_luts < 0:
+        raise SweepError(f"{where}: dsp_luts: a number >= 0, got {dsp_luts!r}")
+    common = {k: data[k] for k in POINT_KEYS if k in data}
+    _check_point_keys(where, common)
+    overs = _grid(where, data.get("grid"))
+    extra = data.get("points") or []
+    if not isinstance(extra, list) or any(not isinstance(p, dict) for p in extra):
+        raise SweepError(f"{where}: points: a list of mappings of overrides")
+    overs += [dict(p) for p in extra]
+    if not overs:
+        overs = [{}]
+    points, seen = [], {}
+    for index, over in enumerate(overs):
+        at = f"{where}: point {index}"
+        _check_point_keys(at, over)
+        merged = {**DEFAULTS, **common, **over}
+        spec = {
+            "index": index,
+            "overrides": over,
+            "base": base,
+            "config": {k: v for k, v in over.items() if k not in POINT_KEYS},
+            "level": merged["level"] or _default_level({**base, **over}),
+            "folding": merged["folding"],
+            "adder_levels": merged["adder_levels"],
+            "abc_verify": merged["abc_verify"],
+            "stages": _stages(at if "stages" in over else where, merged["stages"]),
+            "vectors": data.get("vectors", DEFAULTS["vectors"]),
+            "seed": data.get("seed", DEFAULTS["seed"]),
+            "weights_seed": data.get("weights_seed", DEFAULTS["weights_seed"]),
+        }
+        spec["key"] = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+        slug = _slug(over)
+        spec["id"] = merged["name"] or f"p{index:03d}" + (f"-{slug}" if slug else "")
+        if spec["id"] in seen:
+            raise SweepError(f"{at}: name: {spec['id']!r} is taken by point {seen[spec['id']]}")
+        seen[spec["id"]] = index
+        spec.update(cpus=merged["cpus"], memory_gb=merged["memory_gb"])
+        spec["timeout_s"] = merged["timeout_s"]
+        points.append(spec)
+    return {"file": file, "dsp_luts": dsp_luts, "points": points}
+
+
+# -- one point, as a Ray task -----------------------------------------------------------------
+def failed_record(spec: dict, stage: str, error: str, run: dict | None = None) -> dict:
+    """The record of a point that ended without its own (timeout, kill, a lost worker)."""
+    return {
+        "id": spec["id"],
+        "index": spec["index"],
+        "key": spec["key"],
+        "status": "failed",
+        "failed_stage": stage,
+        "error": error,
+        "overrides": spec["overrides"],
+        "config": {**spec["base"], **spec["config"]},
+        "level": spec["level"],
+        "folding": spec["folding"],
+        "stages": {},
+        "metrics": {},
+        "run": run or {},
+    }
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+def _kill(pid: int) -> tuple[int, object]:
+    """SIGTERM the point's process group, SIGKILL after KILL_GRACE; (status, rusage)."""
+    for sig, grace in ((signal.SIGTERM, KILL_GRACE), (signal.SIGKILL, 60.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            pass
+        end = time.monotonic() + grace
+        while time.monotonic() < end:
+            done, status, usage = os.wait4(pid, os.WNOHANG)
+            if done:
+                return status, usage
+            time.sleep(0.1)
+    _, status, usage = os.wait4(pid, 0)
+    return status, usage
+
+
+def point_task(spec: dict, sweep_dir: str) -> dict:
+    """Run one point in its own process under the point's timeout; its record (module doc)."""
+    root = Path(sweep_dir)
+    shared = (root / MARKER).is_file()
+    if shared:
+        work = root / "points" / spec["id"]
+        if work.exists():  # ours: an earlier try of this point
+            shutil.rmtree(work)
+        work.mkdir(parents=True)
+    else:
+        work = Path(tempfile.mkdtemp(prefix=f"eatt-sweep-{spec['id']}-"))
+    spec_path, result_path, log_path = work / "spec.json", work / "result.json", work / "point.log"
+    atomic_write_text(spec_path, json.dumps(spec, indent=1) + "\n")
+    start = time.monotonic()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "eatt.sweep_point", spec_path, result_path, work],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: a timeout ends its tools too
+        )
+    timeout = spec.get("timeout_s")
+    timed_out = False
+    try:
+        while True:
+            done, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if done:
+                break
+            if timeout is not None and time.monotonic() - start > timeout:
+                timed_out = True
+                status, usage = _kill(proc.pid)
+                break
+            time.sleep(0.2)
+    except BaseException:  # the task cancelled or the worker stopping: take the tools along
+        _kill(proc.pid)
+        raise
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    run = {
+        "wall_s": round(time.monotonic() - start, 3),
+        "peak_mb": round(usage.ru_maxrss / 1024, 1),
+        "host": platform.node(),
+        "artifacts": str(work) if shared else None,
+    }
+    stage = (work / STAGE_FILE).read_text().strip() if (work / STAGE_FILE).is_file() else "start"
+    if timed_out:
+        record = failed_record(spec, stage, f"{stage}: timeout after {timeout:g} s", run)
+    elif result_path.is_file():
+        record = json.loads(result_path.read_text())
+        record["run"] = {**record.get("run", {}), **run}
+    elif proc.returncode < 0:
+        name = signal.Signals(-proc.returncode).name
+        why = " (out of memory?)" if -proc.returncode == signal.SIGKILL else ""
+        record = failed_record(spec, stage, f"{stage}: killed by {name}{why}", run)
+    else:
+        tail = _last_line(log_path)
+        record = failed_record(spec, stage, f"{stage}: exit {proc.returncode}: {tail}", run)
+    if not shared:
+        shutil.rmtree(work, ignore_errors=True)
+    return record
+
+
+# -- the driver -------------------------------------------------------------------------------
+def _record_path(out: Path, point_id: str) -> Path:
+    return out / "records" / f"{point_id}.json"
+
+
+def read_record(out: Path, spec: dict) -> dict | None:
+    path = _record_path(out, spec["id"])
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _finished(out: Path, spec: dict) -> bool:
+    r = read_record(out, spec)
+    return bool(r and r.get("status") == "done" and r.get("key") == spec["key"])
+
+
+def check_sweep_dir(out_dir: str | os.PathLike, resume: bool) -> Path:
+    """The sweep folder, refused (SweepError / OutputError) before any work when eatt must not
+    write there: another tool's folder, or one holding records without ``resume``."""
+    out = check_output_dir(out_dir, WHAT)
+    if not resume and out.is_dir() and any((out / "records").glob("*.json")):
+        raise SweepError(
+            f"{out_dir}: holds the records of an earlier sweep; --resume continues it, or give a "
+            "new folder"
+        )
+    return out
+
+
+def run_sweep(
+    sweep: dict,
+    out_dir: str | os.PathLike,
+    address: str | None = None,
+    resume: bool = False,
+    max_parallel: int | None = None,
+) -> dict:
+    """Run every point of ``sweep`` (load_sweep) not finished yet; the report's summary with
+    "dir", "ran" (points run now), "kept" (finished ones resume kept) and "report" paths."""
+    if max_parallel is not None and max_parallel < 1:
+        raise SweepError(f"--max-parallel: at least 1, got {max_parallel}")
+    check_sweep_dir(out_dir, resume)
+    out = claim_dir(out_dir, WHAT)
+    points = sweep["points"]
+    atomic_write_text(out / "sweep.json", json.dumps(sweep, indent=1) + "\n")
+    todo = [p for p in points if not (resume and _finished(out, p))]
+    kept = len(points) - len(todo)
+    say(f"sweep: {len(points)} points, {kept} finished before, {len(todo)} to run")
+    start = time.monotonic()
+    counts = {"done": 0, "failed": 0}
+
+    def on_done(index: int, record, error: BaseException | None) -> bool:
+        spec = todo[index]
+        if error is not None:  # a job no node can take, a lost worker, Ray's OOM killer
+            if isinstance(error, ClusterError):
+                stage, why = "schedule", first_line(error)
+            else:
+                stage, why = "ray", f"{type(error).__name__}: {first_line(error)}"
+            record = failed_record(spec, stage, f"{stage}: {why}")
+        _write_record(out, record)
+        ok = record["status"] == "done"
+        counts["done" if ok else "failed"] += 1
+        if not ok:
+            say(f"sweep: {record['id']} failed: {record['error']}")
+        return not ok
+
+    jobs = [Job((spec, str(out)), spec["cpus"], spec["memory_gb"], spec["id"]) for spec in todo]
+    run_jobs(
+        point_task,
+        jobs,
+        on_done,
+        address=address,
+        max_parallel=max_parallel,
+        what="sweep",
+        every=PROGRESS_EVERY,
+    )
+    records = [read_record(out, p) or failed_record(p, "lost", "lost: no record") for p in points]
+    report = write_report(records, out, dsp_luts=sweep["dsp_luts"])
+    summary = report["summary"]
+    return {
+        **summary,
+        "dir": str(out),
+        "ran": counts["done"] + counts["failed"],
+        "kept": kept,
+        "seconds": round(time.monotonic() - start, 1),
+        "report": {k: (str(v) if v else None) for k, v in report.items() if k != "summary"},
+    }
+
+
+def _write_record(out: Path, record: dict) -> None:
+    atomic_write_text(_record_path(out, record["id"]), json.dumps(record, indent=1) + "\n")
+
+
+def format_sweep(r: dict) -> str:
+    lines = [
+        f"sweep: {r['points']} points, {r['done']} done, {r['failed']} failed "
+        f"({r['ran']} run now, {r['kept']} kept from before; {r['seconds']:.0f} s)",
+    ]
+    for f in r.get("failures", []):
+        lines.append(f"  {f['id']}: {f['error']}")
+    png = r["report"].get("png")
+    lines.append(f"report: {r['report']['md']}" + (f", {png}" if png else ""))
+    return "\n".join(lines)
