@@ -52,9 +52,10 @@ from eatt.config import (
     read_mapping,
 )
 from eatt.jobs import ClusterError, Job, run_jobs
+from eatt.model.train import load_run_config
 from eatt.outdir import MARKER, check_output_dir, claim_dir
 from eatt.progress import say
-from eatt.sweep_point import NEEDS_RTL, STAGE_FILE, STAGES
+from eatt.sweep_point import MODEL_STAGES, NEEDS_RTL, STAGE_FILE, STAGES
 from eatt.sweep_report import DSP_LUTS, write_report
 
 #: per-point keys besides the core config's: where and how the point runs
@@ -72,6 +73,10 @@ POINT_KEYS = (
 #: keys of a sweep file
 SWEEP_KEYS = (
     "base",
+    "run",
+    "beam",
+    "split",
+    "inputs",
     "grid",
     "points",
     "vectors",
@@ -137,7 +142,7 @@ def _config_keys() -> set[str]:
     return {f.name for k in kinds() for f in fields(config_class(k))}
 
 
-def _grid(where: str, grid) -> list[dict]:
+def _grid(where: str, grid, known: set | None = None, dotted: bool = False) -> list[dict]:
     """Every combination of the grid's axes, in file order (the last axis varies fastest). An
     axis named by an override key lists that key's values; any other name lists mappings of
     overrides (one axis that sets several keys, like a size)."""
@@ -146,13 +151,13 @@ def _grid(where: str, grid) -> list[dict]:
     if not isinstance(grid, dict) or not grid:
         raise SweepError(f"{where}: grid: a mapping of axis names to lists of values")
     combos: list[dict] = [{}]
-    known = set(POINT_KEYS) | _config_keys()
+    known = set(POINT_KEYS) | _config_keys() if known is None else known
     for axis, values in grid.items():
         if not isinstance(values, list) or not values:
             raise SweepError(f"{where}: grid.{axis}: a non-empty list of values")
         options = []
         for v in values:
-            if axis in known:
+            if axis in known or (dotted and "." in axis):
                 options.append({axis: v})
             elif isinstance(v, dict):
                 options.append(dict(v))
@@ -185,23 +190,46 @@ def _slug(over: dict) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", "-".join(parts))[:60]
 
 
-def _base(where: str, base, folder: Path) -> dict:
+def _file(where: str, key: str, name: str, folder: Path, what: str) -> Path:
+    path = (folder / name) if not Path(name).is_absolute() else Path(name)
+    if not path.is_file():
+        raise SweepError(f"{where}: {key}: {name}: no such {what}")
+    return path.resolve()
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def _base(where: str, base, folder: Path) -> tuple[dict, dict]:
+    """(the base config, the trained layer it comes from: {"onnx", "sha256"} or {})."""
     if base is None:
-        return default_config().to_dict()
+        return default_config().to_dict(), {}
     if isinstance(base, dict):
         try:
-            return CoreConfig.from_dict(base, source=f"{where}: base").to_dict()
+            return CoreConfig.from_dict(base, source=f"{where}: base").to_dict(), {}
         except ConfigError as err:
             raise SweepError(str(err)) from None
-    if isinstance(base, str):
-        path = (folder / base) if not Path(base).is_absolute() else Path(base)
-        if not path.is_file():
-            raise SweepError(f"{where}: base: {base}: no such config file")
+    if isinstance(base, str) and base.endswith(".onnx"):  # a trained layer (eatt export --layer)
+        path = _file(where, "base", base, folder, "layer file (eatt export --layer writes one)")
+        from eatt.quant.export import load_core  # onnx, qonnx
+
         try:
-            return load_config(path).to_dict()
+            cfg, _ = load_core(path)
+        except ValueError as err:
+            raise SweepError(f"{where}: base: {first_line(err)}") from None
+        return cfg.to_dict(), {"onnx": str(path), "sha256": _digest(path)}
+    if isinstance(base, str):
+        path = _file(where, "base", base, folder, "config file")
+        try:
+            return load_config(path).to_dict(), {}
         except (ConfigError, ValueError) as err:
             raise SweepError(f"{where}: base: {first_line(err)}") from None
-    raise SweepError(f"{where}: base: a config file name or a mapping, got {base!r}")
+    raise SweepError(f"{where}: base: a config file, a layer's .onnx or a mapping, got {base!r}")
+
+
+#: the config keys a trained layer's point may change: its weights fix the rest
+LAYER_KEYS = ("reuse_factor",)
 
 
 def _stages(where: str, stages) -> list[str]:
@@ -228,6 +256,81 @@ def load_sweep(path: str | os.PathLike) -> dict:
     return make_sweep(data, str(path), path.parent, file=str(path.resolve()))
 
 
+#: a model sweep's sections of the run config (`eatt train`) its points override as
+#: "section.key"
+RUN_SECTIONS = ("model", "train", "data")
+#: the keys of a point of a model sweep besides "section.key"
+RUN_POINT_KEYS = ("stages", "name", "cpus", "memory_gb", "timeout_s")
+SPLITS = ("test", "dev", "train")
+
+
+def _run_overrides(where: str, over: dict) -> dict:
+    """A model sweep's point: its "section.key" overrides as nested sections."""
+    nested: dict = {}
+    for key, value in over.items():
+        if key in RUN_POINT_KEYS:
+            continue
+        section, _, name = key.partition(".")
+        if section not in RUN_SECTIONS or not name:
+            raise SweepError(
+                f"{where}: unknown key '{key}' (a model sweep changes model.KEY, train.KEY or "
+                f"data.KEY of its run config, or one of {', '.join(RUN_POINT_KEYS)})"
+            )
+        nested.setdefault(section, {})[name] = value
+    return nested
+
+
+def _model_sweep(data: dict, where: str, folder: Path, file: str | None) -> dict:
+    """make_sweep of a model sweep (``run``: an `eatt train` run config; stages train, bleu)."""
+    if "base" in data or "inputs" in data:
+        raise SweepError(f"{where}: run: a model sweep has no base or inputs (a core sweep does)")
+    path = _file(where, "run", data["run"], folder, "run config (eatt train takes one)")
+    try:
+        run = read_mapping(path)
+        load_run_config(path)  # the base run must be valid; a point's is checked when it runs
+    except (ConfigError, ValueError) as err:
+        raise SweepError(f"{where}: run: {first_line(err)}") from None
+    beam, split = data.get("beam", 4), data.get("split", "test")
+    if isinstance(beam, bool) or not isinstance(beam, int) or not 1 <= beam <= 256:
+        raise SweepError(f"{where}: beam: an integer in [1, 256], got {beam!r}")
+    if split not in SPLITS:
+        raise SweepError(f"{where}: split: one of {', '.join(SPLITS)}, got {split!r}")
+    overs = _grid(where, data.get("grid"), known=set(RUN_POINT_KEYS), dotted=True)
+    overs += [dict(p) for p in (data.get("points") or [])] or ([] if overs else [{}])
+    points, seen = [], {}
+    for index, over in enumerate(overs):
+        at = f"{where}: point {index}"
+        nested = _run_overrides(at, over)
+        _check_point_keys(at, {k: v for k, v in over.items() if k in RUN_POINT_KEYS})
+        merged = {**DEFAULTS, "stages": ["train", "bleu"], **data, **over}
+        stages = merged["stages"]
+        if not isinstance(stages, list) or not stages or set(stages) - set(MODEL_STAGES):
+            raise SweepError(f"{at}: stages: a model sweep's are {', '.join(MODEL_STAGES)}")
+        spec = {
+            "index": index,
+            "overrides": over,
+            "run": {sec: {**(run.get(sec) or {}), **nested.get(sec, {})} for sec in RUN_SECTIONS},
+            "base": {},
+            "config": {},
+            "level": None,
+            "folding": None,
+            "stages": [s for s in MODEL_STAGES if s in stages or s == "train"],
+            "beam": beam,
+            "split": split,
+        }
+        spec["key"] = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+        slug = re.sub(r"[^A-Za-z0-9._+-]+", "_", "-".join(f"{v}" for v in over.values()))[:60]
+        spec["id"] = merged["name"] or f"p{index:03d}" + (f"-{slug}" if slug else "")
+        if spec["id"] in seen:
+            raise SweepError(f"{at}: name: {spec['id']!r} is taken by point {seen[spec['id']]}")
+        seen[spec["id"]] = index
+        spec.update(cpus=merged["cpus"], memory_gb=merged["memory_gb"])
+        spec["timeout_s"] = merged["timeout_s"]
+        points.append(spec)
+    dsp_luts = data.get("dsp_luts", DSP_LUTS)
+    return {"file": file, "dsp_luts": dsp_luts, "points": points}
+
+
 def make_sweep(data: dict, where: str, folder: Path, file: str | None = None) -> dict:
     """{"file", "dsp_luts", "points": [point spec, ...]} of a sweep file's mapping (``where``
     names it in errors, ``folder`` is where a base config file is looked for). A point's core
@@ -236,7 +339,19 @@ def make_sweep(data: dict, where: str, folder: Path, file: str | None = None) ->
     for key in data:
         if key not in SWEEP_KEYS:
             raise SweepError(f"{where}: unknown key '{key}' (known: {', '.join(SWEEP_KEYS)})")
-    base = _base(where, data.get("base"), folder)
+    if "run" in data:
+        return _model_sweep(data, where, folder, file)
+    for key in ("beam", "split"):
+        if key in data:
+            raise SweepError(f"{where}: {key}: for a model sweep (run: RUN.yaml) only")
+    base, layer = _base(where, data.get("base"), folder)
+    inputs = None
+    if data.get("inputs") is not None:
+        if not isinstance(data["inputs"], str):
+            got = data["inputs"]
+            raise SweepError(f"{where}: inputs: a capture file (eatt capture), got {got!r}")
+        path = _file(where, "inputs", data["inputs"], folder, "capture file (eatt capture)")
+        inputs = {"path": str(path), "sha256": _digest(path)}
     for key in ("vectors", "seed", "weights_seed"):
         v = data.get(key, DEFAULTS[key])
         if isinstance(v, bool) or not isinstance(v, int) or v < (1 if key == "vectors" else 0):
@@ -257,6 +372,12 @@ def make_sweep(data: dict, where: str, folder: Path, file: str | None = None) ->
     for index, over in enumerate(overs):
         at = f"{where}: point {index}"
         _check_point_keys(at, over)
+        fixed = [k for k in over if k not in POINT_KEYS and k not in LAYER_KEYS]
+        if layer and fixed:
+            raise SweepError(
+                f"{at}: {fixed[0]}: the base is a trained layer, whose weights fix its config; "
+                f"a point may change {', '.join(LAYER_KEYS)} and {', '.join(POINT_KEYS)}"
+            )
         merged = {**DEFAULTS, **common, **over}
         spec = {
             "index": index,
@@ -271,6 +392,8 @@ def make_sweep(data: dict, where: str, folder: Path, file: str | None = None) ->
             "vectors": data.get("vectors", DEFAULTS["vectors"]),
             "seed": data.get("seed", DEFAULTS["seed"]),
             "weights_seed": data.get("weights_seed", DEFAULTS["weights_seed"]),
+            "layer": layer or None,
+            "inputs": inputs,
         }
         spec["key"] = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
         slug = _slug(over)
@@ -295,7 +418,7 @@ def failed_record(spec: dict, stage: str, error: str, run: dict | None = None) -
         "failed_stage": stage,
         "error": error,
         "overrides": spec["overrides"],
-        "config": {**spec["base"], **spec["config"]},
+        "config": {**spec["base"], **spec["config"]} if not spec.get("run") else spec["run"],
         "level": spec["level"],
         "folding": spec["folding"],
         "stages": {},

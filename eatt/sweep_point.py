@@ -23,10 +23,15 @@ pnr        eatt.rtl_sim.pnr.pnr: Yosys synth_ecp5 + nextpnr-ecp5, Fmax
 da4ml      eatt.rtl_sim.da4ml_trace (alignment): da4ml's LUT estimate, check, Yosys on its RTL
 energy     eatt.model.energy: the paper's analytic energy of the point's core (App. A)
 =========  ===============================================================================
+
+A model sweep's point (the sweep's ``run``: an `eatt train` run config) has MODEL_STAGES
+instead: train (eatt.model.train.train_from_config) and bleu (eatt.model.evaluate.evaluate:
+BLEU on the split, and the model's analytic attention energy).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -39,12 +44,16 @@ import traceback
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from eatt import __version__
 from eatt.config import CoreConfig, atomic_write_text, first_line
 from eatt.model import energy
+from eatt.model.evaluate import evaluate
+from eatt.model.train import train_from_config
 from eatt.quant.check import golden_check
-from eatt.quant.golden import random_weights
+from eatt.quant.golden import CoreWeights, random_weights
+from eatt.quant.vectors import capture_inputs
 from eatt.rtl_sim import da4ml_trace
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.pnr import pnr
@@ -53,13 +62,23 @@ from eatt.rtl_sim.resources import resources
 from eatt.rtl_sim.runner import simulate
 
 STAGES = ("golden", "rtl", "sim", "resources", "nodsp", "power", "pnr", "da4ml", "energy")
+#: the stages of a model sweep's point (a run config of `eatt train`, not a core)
+MODEL_STAGES = ("train", "bleu")
 #: stages that read the point's RTL folder (the rtl stage runs first when any is asked)
 NEEDS_RTL = ("sim", "resources", "nodsp", "power", "pnr")
 #: at most this many vectors in the power stage's netlist simulation (minutes per 100)
 POWER_VECTORS = 100
 #: stage report keys that differ from run to run (times, caches, paths): kept in the record's
 #: "run" part, so the rest of a record is identical wherever and whenever the point runs
-VOLATILE = {"seconds", "build_seconds", "sim_seconds", "cached_build", "peak_mb", "wall_s"}
+VOLATILE = {
+    "seconds",
+    "build_seconds",
+    "sim_seconds",
+    "cached_build",
+    "peak_mb",
+    "wall_s",
+    "tokens_per_second",
+}
 #: the file each point writes its running stage to (the sweep names it in a timeout's record)
 STAGE_FILE = "stage"
 
@@ -90,6 +109,35 @@ def point_config(spec: dict) -> CoreConfig:
     return CoreConfig.from_dict({**spec["base"], **spec["config"]}, source=f"point {spec['id']}")
 
 
+def point_core(spec: dict) -> tuple[CoreConfig, CoreWeights]:
+    """(config, integer weights) of the point: a trained layer's (its file, with the point's
+    reuse_factor), or the base config with the point's overrides and random weights."""
+    layer = spec.get("layer")
+    if layer:
+        from eatt.quant.export import load_core  # onnx, qonnx
+
+        if _sha256(layer["onnx"]) != layer["sha256"]:
+            raise ValueError(f"{layer['onnx']}: changed since the sweep was loaded")
+        cfg, weights = load_core(layer["onnx"])
+        return (cfg.replace(**spec["config"]) if spec["config"] else cfg), weights
+    cfg = point_config(spec)
+    return cfg, random_weights(cfg, spec["weights_seed"])
+
+
+def _sha256(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def _inputs(cfg: CoreConfig, spec: dict):
+    """The captured vectors the point simulates (the sweep's ``inputs``), or None."""
+    given = spec.get("inputs")
+    if not given:
+        return None
+    if _sha256(given["path"]) != given["sha256"]:
+        raise ValueError(f"{given['path']}: changed since the sweep was loaded")
+    return capture_inputs(given["path"], cfg, spec["vectors"])
+
+
 def _stage_golden(cfg, weights, spec, work, metrics) -> dict:
     r = golden_check(cfg, weights, vectors=spec["vectors"], seed=spec["seed"])
     metrics["golden_ok"] = bool(r["ok"])
@@ -117,7 +165,9 @@ def _stage_rtl(cfg, weights, spec, work, metrics) -> dict:
 
 
 def _stage_sim(cfg, weights, spec, work, metrics) -> dict:
-    r = simulate(work / "rtl", vectors=spec["vectors"], seed=spec["seed"])
+    inputs = _inputs(cfg, spec)
+    r = simulate(work / "rtl", vectors=spec["vectors"], seed=spec["seed"], inputs=inputs)
+    r["captured"] = inputs is not None
     metrics["mismatches"] = int(r["mismatches"])
     for key in ("latency_cycles", "ii_cycles"):
         if r.get(key) is not None:
@@ -185,6 +235,27 @@ def _stage_energy(cfg, weights, spec, work, metrics) -> dict:
     return {"adds": counts.adds, "muls": counts.muls, "energy_pj_asic": pj}
 
 
+def _stage_train(cfg, weights, spec, work, metrics) -> dict:
+    """`eatt train` of the point's run config (the sweep's, with its overrides)."""
+    path = work / "run.yaml"
+    atomic_write_text(path, yaml.safe_dump(spec["run"], sort_keys=False))
+    r = train_from_config(path, work / "train", progress=False)
+    metrics["dev_loss"] = r["dev_loss"]
+    metrics["train_steps"] = r["steps"]
+    return r
+
+
+def _stage_bleu(cfg, weights, spec, work, metrics) -> dict:
+    """`eatt evaluate` of the trained checkpoint: BLEU and the model's attention energy."""
+    checkpoint = work / "train" / "best.pt"
+    r = evaluate(checkpoint, beam=spec["beam"], split=spec["split"])
+    metrics["bleu"] = r["bleu"]
+    energy_pj = (r["energy"].get("energy_pj") or {}).get("asic")
+    if energy_pj is not None:
+        metrics["energy_analytic_pj"] = energy_pj
+    return {k: v for k, v in r.items() if k != "examples"}
+
+
 RUN = {
     "golden": _stage_golden,
     "rtl": _stage_rtl,
@@ -195,6 +266,8 @@ RUN = {
     "pnr": _stage_pnr,
     "da4ml": _stage_da4ml,
     "energy": _stage_energy,
+    "train": _stage_train,
+    "bleu": _stage_bleu,
 }
 
 
@@ -234,8 +307,7 @@ def run_point(spec: dict, work: str | Path) -> dict:
     status, failed, error = "done", None, None
     stage = "config"
     try:
-        cfg = point_config(spec)
-        weights = random_weights(cfg, spec["weights_seed"])
+        cfg, weights = point_core(spec) if not spec.get("run") else (None, None)
         for stage in spec["stages"]:
             atomic_write_text(work / STAGE_FILE, stage + "\n")
             print(f"eatt: sweep point {spec['id']}: {stage} ...", file=sys.stderr, flush=True)
@@ -255,7 +327,7 @@ def run_point(spec: dict, work: str | Path) -> dict:
             "failed_stage": failed,
             "error": error,
             "overrides": spec["overrides"],
-            "config": {**spec["base"], **spec["config"]},
+            "config": {**spec["base"], **spec["config"]} if not spec.get("run") else spec["run"],
             "level": spec["level"],
             "folding": spec["folding"],
             "stages": stages,

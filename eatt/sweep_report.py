@@ -24,6 +24,7 @@ AXES = (
      "min", "min"),
     ("cycles", "energy_pj", "cycles per call", "energy per call (pJ)", "min", "min"),
     ("energy_pj", "bleu", "energy per call (pJ)", "BLEU", "min", "max"),
+    ("energy_analytic_pj", "bleu", "attention energy, analytic (pJ)", "BLEU", "min", "max"),
     ("cycles", "LUT_nodsp", "cycles per call", "LUTs, all fabric (-nodsp)", "min", "min"),
 )  # fmt: skip
 
@@ -40,7 +41,9 @@ METRIC_COLUMNS = (
     "energy_pj",
     "area_um2",
     "fmax_mhz",
+    "energy_analytic_pj",
     "bleu",
+    "dev_loss",
     "mismatches",
 )
 
@@ -87,7 +90,12 @@ def summarize(records: list[dict], dsp_luts: float = DSP_LUTS) -> dict:
         overrides = _flatten(r.get("overrides") or {})
         override_keys += [k for k in overrides if k not in override_keys]
         metrics = {k: _clean(v) for k, v in (r.get("metrics") or {}).items()}
-        kind = (r.get("config") or {}).get("kind") or (r.get("overrides") or {}).get("kind")
+        config = r.get("config") or {}
+        kind = (
+            config.get("kind")
+            or (r.get("overrides") or {}).get("kind")
+            or (config.get("model") or {}).get("cross")  # a model sweep: its cross-attention
+        )
         rows.append(
             {
                 "id": r["id"],

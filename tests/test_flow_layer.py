@@ -152,6 +152,24 @@ def test_a_trained_layer_through_the_flow(checkpoint, tmp_path):
     sim = json.loads(r.stdout)
     assert sim["captured"] and sim["vectors"] == 40 and sim["mismatches"] == 0
 
+    # a sweep of the trained layer's folded engine over reuse_factor, on its real activations
+    (tmp_path / "sweep.yaml").write_text(
+        "base: flow/layer.onnx\ninputs: flow/acts.npz\nstages: [rtl, sim]\nvectors: 20\n"
+        "grid: {reuse_factor: [1000000, 400]}\n"
+    )
+    r = eatt("sweep", str(tmp_path / "sweep.yaml"), "-o", str(tmp_path / "sw"), "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = json.loads(r.stdout)["rows"]
+    assert [row["status"] for row in rows] == ["done", "done"]
+    assert all(row["mismatches"] == 0 for row in rows)
+    assert rows[0]["cycles"] > rows[1]["cycles"] and rows[1]["cycles"] <= 400
+    record = json.loads(next((tmp_path / "sw" / "records").glob("p001-*.json")).read_text())
+    assert record["stages"]["sim"]["captured"] and record["level"] == "folded"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("base: flow/layer.onnx\npoints: [{dim: 16}]\n")
+    r = eatt("sweep", str(bad), "-o", str(tmp_path / "sw2"))
+    assert r.returncode == 2 and "dim: the base is a trained layer" in r.stderr
+
 
 @pytest.mark.parametrize(
     "extra, message",

@@ -229,6 +229,8 @@ def test_resume_after_the_driver_is_killed(tmp_path):
         ("folding: 4\n", "folding: a mapping of lanes and simd"),
         ("vectors: 0\n", "vectors: an integer >= 1"),
         ("base: missing.yaml\n", "base: missing.yaml: no such config file"),
+        ("run: missing.yaml\n", "run: missing.yaml: no such run config"),
+        ("beam: 2\n", "beam: for a model sweep (run: RUN.yaml) only"),
     ],
 )
 def test_sweep_file_errors_name_the_file(tmp_path, text, message):
@@ -264,3 +266,36 @@ def test_example_sweep_has_twelve_points():
     assert {p["config"]["kind"] for p in sweep["points"]} == {"eatt", "vanilla"}
     assert all(p["stages"] == ["rtl", "sim", "resources"] for p in sweep["points"])
     assert len({p["key"] for p in sweep["points"]}) == 12
+
+
+TINY_RUN = (
+    "model: {dim: 8, heads: 2, ffn_dim: 32, enc_layers: 1, dec_layers: 1, attention: eatt,\n"
+    "        cross: quant-eatt, max_len: 12}\n"
+    "train: {steps: 4, max_tokens: 256, eval_every: 4, progress: false}\n"
+    "data: {n_train: 40, n_dev: 8, n_test: 8, max_len: 8}\n"
+)
+
+
+def test_model_sweep_trains_and_scores_bleu(tmp_path):
+    """A model sweep (run: an `eatt train` run config): each point trains and evaluates BLEU;
+    the report plots analytic attention energy against BLEU."""
+    (tmp_path / "run.yaml").write_text(TINY_RUN)
+    (tmp_path / "models.yaml").write_text(
+        "run: run.yaml\nbeam: 1\ngrid:\n  model.cross: [quant-eatt, quant-vanilla]\n"
+    )
+    sweep = load_sweep(tmp_path / "models.yaml")
+    assert [p["id"] for p in sweep["points"]] == ["p000-quant-eatt", "p001-quant-vanilla"]
+    assert sweep["points"][1]["run"]["model"]["cross"] == "quant-vanilla"
+    run = eatt("sweep", str(tmp_path / "models.yaml"), "-o", str(tmp_path / "out"), "--json")
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout)
+    for row in result["rows"]:
+        assert row["status"] == "done" and 0 <= row["bleu"] <= 100
+        assert row["energy_analytic_pj"] > 0 and row["kind"] in ("quant-eatt", "quant-vanilla")
+    eatt_row, dot_row = result["rows"]
+    assert eatt_row["energy_analytic_pj"] < dot_row["energy_analytic_pj"]
+    assert "energy_analytic_pj_vs_bleu" in result["fronts"]
+    assert (tmp_path / "out" / "pareto.png").is_file()
+    (tmp_path / "bad.yaml").write_text("run: run.yaml\ngrid: {modle.cross: [x]}\n")
+    with pytest.raises(SweepError, match="unknown key 'modle.cross'"):
+        load_sweep(tmp_path / "bad.yaml")

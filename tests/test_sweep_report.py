@@ -92,7 +92,7 @@ def test_summarize_counts_rows_fronts_failures():
     assert s["failures"] == [
         {"id": "p004-vanilla-l2", "failed_stage": "resources", "error": "yosys ran out of memory"}
     ]
-    assert len(AXES) == 4
+    assert len(AXES) == 5
 
 
 def test_markdown_table():
