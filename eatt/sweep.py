@@ -60,6 +60,7 @@ from eatt.sweep_report import DSP_LUTS, write_report
 
 #: per-point keys besides the core config's: where and how the point runs
 POINT_KEYS = (
+    "backend",
     "level",
     "folding",
     "adder_levels",
@@ -86,7 +87,10 @@ SWEEP_KEYS = (
     *POINT_KEYS,
 )
 LEVELS = ("alignment", "attention", "folded")
+#: hls4ml backends of the hls stage (eatt.hls.project.BACKENDS)
+HLS_BACKENDS = ("vitis", "vivado")
 DEFAULTS = {
+    "backend": "vitis",
     "level": None,  # folded where the point's reuse_factor > 1, else attention
     "folding": None,
     "adder_levels": 0,
@@ -120,6 +124,10 @@ def _check_point_keys(where: str, over: dict) -> None:
                 f"{where}: unknown key '{key}' (a core config key or one of "
                 f"{', '.join(POINT_KEYS)})"
             )
+    if "backend" in over and over["backend"] not in HLS_BACKENDS:
+        raise SweepError(
+            f"{where}: backend: one of {', '.join(HLS_BACKENDS)} (hls4ml), got {over['backend']!r}"
+        )
     if "level" in over and over["level"] not in LEVELS:
         raise SweepError(f"{where}: level: one of {', '.join(LEVELS)}, got {over['level']!r}")
     if over.get("folding") is not None:
@@ -388,6 +396,7 @@ def make_sweep(data: dict, where: str, folder: Path, file: str | None = None) ->
             "folding": merged["folding"],
             "adder_levels": merged["adder_levels"],
             "abc_verify": merged["abc_verify"],
+            "backend": merged["backend"],
             "stages": _stages(at if "stages" in over else where, merged["stages"]),
             "vectors": data.get("vectors", DEFAULTS["vectors"]),
             "seed": data.get("seed", DEFAULTS["seed"]),

@@ -14,6 +14,7 @@ Stages (STAGES, in this order; each names the library function it calls):
 
 =========  ===============================================================================
 golden     eatt.quant.check.golden_check: the golden model's self-check
+hls        eatt.hls.project.write_project: the hls4ml project (``backend``), C simulation
 rtl        eatt.rtl_sim.generate.generate_rtl at the point's ``level`` (and ``folding``)
 sim        eatt.rtl_sim.runner.simulate: Verilator + cocotb, every output vs the golden model
 resources  eatt.rtl_sim.resources.resources: Yosys synth_xilinx (xc7) cell counts
@@ -61,7 +62,18 @@ from eatt.rtl_sim.power import power
 from eatt.rtl_sim.resources import resources
 from eatt.rtl_sim.runner import simulate
 
-STAGES = ("golden", "rtl", "sim", "resources", "nodsp", "power", "pnr", "da4ml", "energy")
+STAGES = (
+    "golden",
+    "hls",
+    "rtl",
+    "sim",
+    "resources",
+    "nodsp",
+    "power",
+    "pnr",
+    "da4ml",
+    "energy",
+)
 #: the stages of a model sweep's point (a run config of `eatt train`, not a core)
 MODEL_STAGES = ("train", "bleu")
 #: stages that read the point's RTL folder (the rtl stage runs first when any is asked)
@@ -144,6 +156,26 @@ def _stage_golden(cfg, weights, spec, work, metrics) -> dict:
     if not r["ok"]:
         raise CheckFailed("the golden model's self-check failed")
     return {k: v for k, v in r.items() if k != "summary"}
+
+
+def _stage_hls(cfg, weights, spec, work, metrics) -> dict:
+    """The core's hls4ml project for the point's ``backend`` and its C simulation, every
+    output against the golden model (on the sweep's captured inputs where it has them)."""
+    from eatt.hls.project import write_project  # hls4ml
+
+    given = spec.get("inputs")
+    r = write_project(
+        (cfg, weights),
+        work / "hls",
+        backend=spec.get("backend") or "vitis",
+        vectors=spec["vectors"],
+        inputs=given["path"] if given else None,
+    )
+    csim = r.get("csim") or {}
+    metrics["hls_mismatches"] = csim.get("mismatches")
+    if not r["ok"]:
+        raise CheckFailed(f"C simulation: {csim.get('mismatches')} mismatching vectors")
+    return r
 
 
 def _stage_rtl(cfg, weights, spec, work, metrics) -> dict:
@@ -258,6 +290,7 @@ def _stage_bleu(cfg, weights, spec, work, metrics) -> dict:
 
 RUN = {
     "golden": _stage_golden,
+    "hls": _stage_hls,
     "rtl": _stage_rtl,
     "sim": _stage_sim,
     "resources": _yosys(nodsp=False),

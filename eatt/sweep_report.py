@@ -45,6 +45,7 @@ METRIC_COLUMNS = (
     "bleu",
     "dev_loss",
     "mismatches",
+    "hls_mismatches",
 )
 
 #: plot style per kind: (colour, marker); other kinds take FALLBACK_STYLES in order

@@ -221,7 +221,7 @@ def test_resume_after_the_driver_is_killed(tmp_path):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("stages: [rtl, bogus]\n", "stages: a list of golden, rtl"),
+        ("stages: [rtl, bogus]\n", "stages: a list of golden, hls, rtl"),
         ("grid: {size: [4, 8]}\n", "grid.size: 'size' is not a config key"),
         ("frobnicate: 1\n", "unknown key 'frobnicate'"),
         ("level: unrolled\n", "level: one of alignment, attention, folded"),
@@ -266,6 +266,25 @@ def test_example_sweep_has_twelve_points():
     assert {p["config"]["kind"] for p in sweep["points"]} == {"eatt", "vanilla"}
     assert all(p["stages"] == ["rtl", "sim", "resources"] for p in sweep["points"])
     assert len({p["key"] for p in sweep["points"]}) == 12
+
+
+@pytest.mark.hls
+def test_hls_stage_per_backend(tmp_path):
+    """The hls stage: the hls4ml project of each point's backend, C simulation bit-exact."""
+    (tmp_path / "h.yaml").write_text(
+        "base: {kind: eatt, len_q: 2, len_k: 3, dim: 4, heads: 1}\nstages: [hls]\n"
+        "vectors: 10\ngrid:\n  backend: [vitis, vivado]\n"
+    )
+    run = eatt("sweep", str(tmp_path / "h.yaml"), "-o", str(tmp_path / "out"), "--json")
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = json.loads(run.stdout)["rows"]
+    assert [r["backend"] for r in rows] == ["vitis", "vivado"]
+    assert all(r["status"] == "done" and r["hls_mismatches"] == 0 for r in rows)
+    record = json.loads((tmp_path / "out" / "records" / "p001-backendvivado.json").read_text())
+    assert record["stages"]["hls"]["backend"] == "vivado"
+    with pytest.raises(SweepError, match="backend: one of vitis, vivado"):
+        (tmp_path / "b.yaml").write_text("backend: quartus\n")
+        load_sweep(tmp_path / "b.yaml")
 
 
 TINY_RUN = (
