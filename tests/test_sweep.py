@@ -287,6 +287,30 @@ def test_hls_stage_per_backend(tmp_path):
         load_sweep(tmp_path / "b.yaml")
 
 
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_power_and_pnr_stages(tmp_path):
+    """The measured stages on the tiny alignment: eatt power (OSU cells; skipped where its
+    Debian tools are missing) and eatt pnr (nextpnr-ecp5), one point."""
+    from eatt.rtl_sim.power import find_liberty, find_sta
+    from eatt.rtl_sim.runner import check_simulator
+    from eatt.rtl_sim.tools import ToolMissing
+
+    try:
+        find_liberty(), find_sta(), check_simulator("icarus")
+    except ToolMissing as err:
+        pytest.skip(str(err))
+    (tmp_path / "p.yaml").write_text(
+        "base: {kind: eatt, len_q: 2, len_k: 3, dim: 4, heads: 1}\nlevel: alignment\n"
+        "stages: [rtl, power, pnr]\nvectors: 20\n"
+    )
+    run = eatt("sweep", str(tmp_path / "p.yaml"), "-o", str(tmp_path / "out"), "--json")
+    assert run.returncode == 0, run.stderr[-3000:]
+    (row,) = json.loads(run.stdout)["rows"]
+    assert row["energy_pj"] > 0 and row["area_um2"] > 0 and row["fmax_mhz"] > 0
+    assert row["pnr_fmax_mhz"] > 0 and row["pnr_fits"]
+
+
 TINY_RUN = (
     "model: {dim: 8, heads: 2, ffn_dim: 32, enc_layers: 1, dec_layers: 1, attention: eatt,\n"
     "        cross: quant-eatt, max_len: 12}\n"
