@@ -12,9 +12,9 @@ equal-throughput comparison.
 Sweeps:
 - ``small`` (default): examples/sweep_folded.yaml, 12 points (two sizes, three foldings, RTL +
   simulation + Yosys): about 4 minutes on 2 cores.
-- ``paper``: the paper's size (l 22, d 512, 8 heads), two foldings, RTL + Yosys with and
-  without DSPs (no simulation: 200 vectors take 15 minutes a point, docs/folded.md); each Yosys
-  run takes minutes and about 1.3 GB.
+- ``paper``: bench/sweep_paper.yaml, the paper's size (l 22, d 512, 8 heads) at two foldings,
+  RTL + Yosys with DSPs, all-fabric (-nodsp) at lanes 2 / simd 8 only (no simulation: 200
+  vectors take 15 minutes a point, docs/folded.md): 16-20 minutes and 1.3 GB a point here.
 
 Usage: ``python bench/folded_compare.py [--sweep small|paper|FILE.yaml] [-o DIR] [--resume]
 [--out PATH]``. The sweep folder (default runs/sweeps/folded_compare_<sweep>) keeps every

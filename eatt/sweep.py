@@ -55,7 +55,7 @@ from eatt.jobs import ClusterError, Job, run_jobs
 from eatt.model.train import load_run_config
 from eatt.outdir import MARKER, check_output_dir, claim_dir
 from eatt.progress import say
-from eatt.sweep_point import MODEL_STAGES, NEEDS_RTL, STAGE_FILE, STAGES
+from eatt.sweep_point import MODEL_STAGES, NEEDS_RTL, PARTIAL_FILE, STAGE_FILE, STAGES
 from eatt.sweep_report import DSP_LUTS, write_report
 
 #: per-point keys besides the core config's: where and how the point runs
@@ -444,6 +444,20 @@ def _last_line(path: Path) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def _stopped(spec: dict, work: Path, stage: str, error: str, run: dict) -> dict:
+    """The record of a point stopped from outside: failed at ``stage``, with the stages it
+    finished before (the point's partial record) kept."""
+    record = failed_record(spec, stage, error, run)
+    try:
+        partial = json.loads((work / PARTIAL_FILE).read_text())
+    except (OSError, ValueError):
+        return record
+    for key in ("stages", "metrics", "tools"):
+        record[key] = partial.get(key, record.get(key))
+    record["run"] = {**partial.get("run", {}), **run}
+    return record
+
+
 def _kill(pid: int) -> tuple[int, object]:
     """SIGTERM the point's process group, SIGKILL after KILL_GRACE; (status, rusage)."""
     for sig, grace in ((signal.SIGTERM, KILL_GRACE), (signal.SIGKILL, 60.0)):
@@ -507,17 +521,17 @@ def point_task(spec: dict, sweep_dir: str) -> dict:
     }
     stage = (work / STAGE_FILE).read_text().strip() if (work / STAGE_FILE).is_file() else "start"
     if timed_out:
-        record = failed_record(spec, stage, f"{stage}: timeout after {timeout:g} s", run)
+        record = _stopped(spec, work, stage, f"{stage}: timeout after {timeout:g} s", run)
     elif result_path.is_file():
         record = json.loads(result_path.read_text())
         record["run"] = {**record.get("run", {}), **run}
     elif proc.returncode < 0:
         name = signal.Signals(-proc.returncode).name
         why = " (out of memory?)" if -proc.returncode == signal.SIGKILL else ""
-        record = failed_record(spec, stage, f"{stage}: killed by {name}{why}", run)
+        record = _stopped(spec, work, stage, f"{stage}: killed by {name}{why}", run)
     else:
         tail = _last_line(log_path)
-        record = failed_record(spec, stage, f"{stage}: exit {proc.returncode}: {tail}", run)
+        record = _stopped(spec, work, stage, f"{stage}: exit {proc.returncode}: {tail}", run)
     if not shared:
         shutil.rmtree(work, ignore_errors=True)
     return record

@@ -91,6 +91,8 @@ VOLATILE = {
     "wall_s",
     "tokens_per_second",
 }
+#: the record of the stages finished so far (what a stopped point's record keeps)
+PARTIAL_FILE = "partial.json"
 #: the file each point writes its running stage to (the sweep names it in a timeout's record)
 STAGE_FILE = "stage"
 
@@ -339,6 +341,33 @@ def run_point(spec: dict, work: str | Path) -> dict:
     metrics: dict = {}
     status, failed, error = "done", None, None
     stage = "config"
+
+    def record() -> dict:
+        return _json_ready(
+            {
+                "id": spec["id"],
+                "index": spec["index"],
+                "key": spec["key"],
+                "status": status,
+                "failed_stage": failed,
+                "error": error,
+                "overrides": spec["overrides"],
+                "config": {**spec["base"], **spec["config"]}
+                if not spec.get("run")
+                else spec["run"],
+                "level": spec["level"],
+                "folding": spec["folding"],
+                "stages": stages,
+                "metrics": metrics,
+                "tools": tools(),
+                "run": {
+                    "wall_s": round(time.perf_counter() - start, 3),
+                    "peak_mb": peak_mb(),
+                    "stages": volatile,
+                },
+            }
+        )
+
     try:
         cfg, weights = point_core(spec) if not spec.get("run") else (None, None)
         for stage in spec["stages"]:
@@ -347,32 +376,13 @@ def run_point(spec: dict, work: str | Path) -> dict:
             stages[stage], volatile[stage] = split_volatile(
                 RUN[stage](cfg, weights, spec, work, metrics)
             )
+            # the stages so far: a point stopped later (timeout, kill) keeps them
+            atomic_write_text(work / PARTIAL_FILE, json.dumps(record()) + "\n")
     except Exception as err:  # noqa: BLE001 - a point's failure is its record, not the sweep's
         status, failed = "failed", stage
         error = f"{stage}: {first_line(err)}"
         (work / "traceback.txt").write_text(traceback.format_exc())
-    return _json_ready(
-        {
-            "id": spec["id"],
-            "index": spec["index"],
-            "key": spec["key"],
-            "status": status,
-            "failed_stage": failed,
-            "error": error,
-            "overrides": spec["overrides"],
-            "config": {**spec["base"], **spec["config"]} if not spec.get("run") else spec["run"],
-            "level": spec["level"],
-            "folding": spec["folding"],
-            "stages": stages,
-            "metrics": metrics,
-            "tools": tools(),
-            "run": {
-                "wall_s": round(time.perf_counter() - start, 3),
-                "peak_mb": peak_mb(),
-                "stages": volatile,
-            },
-        }
-    )
+    return record()
 
 
 def _watch_parent(every: float = 1.0) -> None:

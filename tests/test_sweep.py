@@ -259,6 +259,26 @@ def test_cli_errors_are_one_line(tmp_path, sweep_file):
     assert (notes / "mine.txt").read_text() == "keep" and len(list(notes.iterdir())) == 1
 
 
+def test_a_stopped_point_keeps_its_finished_stages(tmp_path):
+    """A point stopped from outside (timeout, kill) keeps what its partial record holds."""
+    from eatt.sweep import _stopped
+    from eatt.sweep_point import PARTIAL_FILE
+
+    spec = load_sweep(ROOT / "examples" / "sweep_folded.yaml")["points"][0]
+    partial = {
+        "stages": {"rtl": {"ii_cycles": 1412}},
+        "metrics": {"cycles": 1412, "LUT": 797},
+        "tools": {"eatt": "x"},
+        "run": {"stages": {"resources": {"seconds": 9.0}}},
+    }
+    (tmp_path / PARTIAL_FILE).write_text(json.dumps(partial))
+    r = _stopped(spec, tmp_path, "nodsp", "nodsp: timeout after 60 s", {"wall_s": 60.0})
+    assert r["status"] == "failed" and r["failed_stage"] == "nodsp"
+    assert r["metrics"] == {"cycles": 1412, "LUT": 797} and r["stages"]["rtl"]["ii_cycles"] == 1412
+    assert r["run"]["wall_s"] == 60.0 and r["run"]["stages"]["resources"]["seconds"] == 9.0
+    assert _stopped(spec, tmp_path / "none", "rtl", "rtl: x", {})["metrics"] == {}
+
+
 def test_example_sweep_has_twelve_points():
     sweep = load_sweep(ROOT / "examples" / "sweep_folded.yaml")
     ids = [p["id"] for p in sweep["points"]]
