@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import sys
@@ -148,12 +149,22 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "benchmark": "folded_compare",
         "sweep": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
-        "machine": {"cpus": platform.machine(), "python": platform.python_version()},
-        "seconds": result["seconds"],
+        "machine": {
+            "arch": platform.machine(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "seconds": result["seconds"],  # this run (a --resume keeps finished points)
+        # the points' own wall times (each on one CPU, two at a time on 2 cores)
+        "points_wall_s": round(sum((r or {}).get("run", {}).get("wall_s", 0) for r in records), 1),
         "points": result["points"],
         "done": result["done"],
         "failed": result["failed"],
-        "failures": result["failures"],
+        # the records' errors name files in the sweep folder: relative to it here
+        "failures": [
+            {**f, "error": (f["error"] or "").replace(str(result["dir"]) + "/", "")}
+            for f in result["failures"]
+        ],
         "dsp_luts": sweep["dsp_luts"],
         "rows": rows,
     }
