@@ -1,0 +1,48 @@
+"""bench/folded_compare.py's own plumbing: the equal-cycles pairs and their ratios from sweep
+records (synthetic here; the real runs are bench/results/folded_compare*.json)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "folded_compare.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("folded_compare_bench", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _record(kind, lut, dsp, nodsp=None, status="done", lanes=2):
+    metrics = {"cycles": 388, "LUT": lut, "FF": 10, "CARRY4": 5, "DSP48E1": dsp, "BRAM": 0}
+    if nodsp is not None:
+        metrics["LUT_nodsp"] = nodsp
+    return {
+        "id": f"{kind}-{lanes}",
+        "status": status,
+        "config": {"kind": kind, "len_q": 4, "len_k": 4, "dim": 8, "heads": 2},
+        "folding": {"lanes": lanes, "simd": 2},
+        "metrics": metrics,
+    }
+
+
+def test_pairs_at_equal_cycles_and_ratios(bench):
+    records = [
+        _record("eatt", 1000, 10, nodsp=3000),
+        _record("vanilla", 1000, 20, nodsp=6000),
+        _record("eatt", 5, 1, lanes=4),  # no done peer: no row
+        _record("vanilla", 5, 1, lanes=4, status="failed"),
+    ]
+    (row,) = bench.compare(records, dsp_luts=100)
+    assert (row["lanes"], row["simd"], row["equal_cycles"]) == (2, 2, True)
+    assert row["eatt"]["LUT_equiv"] == 2000 and row["vanilla"]["LUT_equiv"] == 3000
+    assert row["ratios"] == {"LUT": 1.0, "LUT_equiv": 0.6667, "LUT_nodsp": 0.5}
+    assert 0 < row["paper_attention_energy_ratio"] < 1
+    md = bench.markdown([row], "small", 100)
+    assert "| 4 x 4, 8, 2 | 2, 2 | 388 |" in md and "3,000 / 6,000 (0.50)" in md
