@@ -101,6 +101,10 @@ class CoreConfig:
     #: (rtl_sim/folded.py folding_for_reuse, docs/folded.md)
     reuse_factor: int = 1
 
+    #: keys that shape the hardware, not the function: a core at any of their values computes
+    #: the same outputs (captures, a trained layer's weights, golden checks hold for all)
+    HARDWARE_KEYS: ClassVar[tuple[str, ...]] = ("reuse_factor",)
+
     #: the kinds this class describes (the unit registers the same in eatt/units.py)
     KINDS: ClassVar[tuple[str, ...]] = ("eatt", "vanilla")
     #: the embedded default (`make flow`); a kind of the class other than the file's is
@@ -157,6 +161,10 @@ class CoreConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def function_dict(self) -> dict[str, Any]:
+        """to_dict without HARDWARE_KEYS: what decides the core's outputs."""
+        return {k: v for k, v in asdict(self).items() if k not in self.HARDWARE_KEYS}
 
     def replace(self, **changes: Any) -> CoreConfig:
         """A copy with ``changes`` (weight_frac re-derived when weight_bits changes alone); a

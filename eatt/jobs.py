@@ -30,7 +30,6 @@ class Job:
     args: tuple
     cpus: float = 1
     memory_gb: float = 1.0
-    name: str = ""
 
 
 def _loopback(address: str) -> bool:

@@ -55,7 +55,15 @@ from eatt.jobs import ClusterError, Job, run_jobs
 from eatt.model.train import load_run_config
 from eatt.outdir import MARKER, check_output_dir, claim_dir
 from eatt.progress import say
-from eatt.sweep_point import MODEL_STAGES, NEEDS_RTL, PARTIAL_FILE, STAGE_FILE, STAGES
+from eatt.sweep_point import (
+    MODEL_STAGES,
+    NEEDS_RTL,
+    PARTIAL_FILE,
+    STAGE_FILE,
+    STAGES,
+    file_digest,
+    point_record,
+)
 from eatt.sweep_report import DSP_LUTS, write_report
 
 #: per-point keys besides the core config's: where and how the point runs
@@ -205,10 +213,6 @@ def _file(where: str, key: str, name: str, folder: Path, what: str) -> Path:
     return path.resolve()
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-
-
 def _base(where: str, base, folder: Path) -> tuple[dict, dict]:
     """(the base config, the trained layer it comes from: {"onnx", "sha256"} or {})."""
     if base is None:
@@ -226,7 +230,7 @@ def _base(where: str, base, folder: Path) -> tuple[dict, dict]:
             cfg, _ = load_core(path)
         except ValueError as err:
             raise SweepError(f"{where}: base: {first_line(err)}") from None
-        return cfg.to_dict(), {"onnx": str(path), "sha256": _digest(path)}
+        return cfg.to_dict(), {"onnx": str(path), "sha256": file_digest(path)}
     if isinstance(base, str):
         path = _file(where, "base", base, folder, "config file")
         try:
@@ -236,8 +240,8 @@ def _base(where: str, base, folder: Path) -> tuple[dict, dict]:
     raise SweepError(f"{where}: base: a config file, a layer's .onnx or a mapping, got {base!r}")
 
 
-#: the config keys a trained layer's point may change: its weights fix the rest
-LAYER_KEYS = ("reuse_factor",)
+#: the config keys a trained layer's point may change: its weights fix the function
+LAYER_KEYS = CoreConfig.HARDWARE_KEYS
 
 
 def _stages(where: str, stages) -> list[str]:
@@ -288,6 +292,26 @@ def _run_overrides(where: str, over: dict) -> dict:
     return nested
 
 
+def _finish(spec: dict, merged: dict, slug: str, at: str, seen: dict) -> dict:
+    """A point's spec made whole: its key (a hash of everything that decides the result, so
+    before the keys that only say where it runs), its unique ID, and its Ray resources."""
+    spec["key"] = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+    index = spec["index"]
+    spec["id"] = merged["name"] or f"p{index:03d}" + (f"-{slug}" if slug else "")
+    if spec["id"] in seen:
+        raise SweepError(f"{at}: name: {spec['id']!r} is taken by point {seen[spec['id']]}")
+    seen[spec["id"]] = index
+    spec.update(cpus=merged["cpus"], memory_gb=merged["memory_gb"], timeout_s=merged["timeout_s"])
+    return spec
+
+
+def _dsp_luts(where: str, data: dict) -> float:
+    dsp_luts = data.get("dsp_luts", DSP_LUTS)
+    if isinstance(dsp_luts, bool) or not isinstance(dsp_luts, (int, float)) or dsp_luts < 0:
+        raise SweepError(f"{where}: dsp_luts: a number >= 0, got {dsp_luts!r}")
+    return dsp_luts
+
+
 def _model_sweep(data: dict, where: str, folder: Path, file: str | None) -> dict:
     """make_sweep of a model sweep (``run``: an `eatt train` run config; stages train, bleu)."""
     if "base" in data or "inputs" in data:
@@ -326,15 +350,8 @@ def _model_sweep(data: dict, where: str, folder: Path, file: str | None) -> dict
             "beam": beam,
             "split": split,
         }
-        spec["key"] = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
         slug = re.sub(r"[^A-Za-z0-9._+-]+", "_", "-".join(f"{v}" for v in over.values()))[:60]
-        spec["id"] = merged["name"] or f"p{index:03d}" + (f"-{slug}" if slug else "")
-        if spec["id"] in seen:
-            raise SweepError(f"{at}: name: {spec['id']!r} is taken by point {seen[spec['id']]}")
-        seen[spec["id"]] = index
-        spec.update(cpus=merged["cpus"], memory_gb=merged["memory_gb"])
-        spec["timeout_s"] = merged["timeout_s"]
-        points.append(spec)
+        points.append(_finish(spec, merged, slug, at, seen))
     dsp_luts = data.get("dsp_luts", DSP_LUTS)
     return {"file": file, "dsp_luts": dsp_luts, "points": points}
 
@@ -359,14 +376,12 @@ def make_sweep(data: dict, where: str, folder: Path, file: str | None = None) ->
             got = data["inputs"]
             raise SweepError(f"{where}: inputs: a capture file (eatt capture), got {got!r}")
         path = _file(where, "inputs", data["inputs"], folder, "capture file (eatt capture)")
-        inputs = {"path": str(path), "sha256": _digest(path)}
+        inputs = {"path": str(path), "sha256": file_digest(path)}
     for key in ("vectors", "seed", "weights_seed"):
         v = data.get(key, DEFAULTS[key])
         if isinstance(v, bool) or not isinstance(v, int) or v < (1 if key == "vectors" else 0):
             raise SweepError(f"{where}: {key}: an integer >= {1 if key == 'vectors' else 0}")
-    dsp_luts = data.get("dsp_luts", DSP_LUTS)
-    if isinstance(dsp_luts, bool) or not isinstance(dsp_luts, (int, float)) or dsp_luts < 0:
-        raise SweepError(f"{where}: dsp_luts: a number >= 0, got {dsp_luts!r}")
+    dsp_luts = _dsp_luts(where, data)
     common = {k: data[k] for k in POINT_KEYS if k in data}
     _check_point_keys(where, common)
     overs = _grid(where, data.get("grid"))
@@ -404,36 +419,14 @@ def make_sweep(data: dict, where: str, folder: Path, file: str | None = None) ->
             "layer": layer or None,
             "inputs": inputs,
         }
-        spec["key"] = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
-        slug = _slug(over)
-        spec["id"] = merged["name"] or f"p{index:03d}" + (f"-{slug}" if slug else "")
-        if spec["id"] in seen:
-            raise SweepError(f"{at}: name: {spec['id']!r} is taken by point {seen[spec['id']]}")
-        seen[spec["id"]] = index
-        spec.update(cpus=merged["cpus"], memory_gb=merged["memory_gb"])
-        spec["timeout_s"] = merged["timeout_s"]
-        points.append(spec)
+        points.append(_finish(spec, merged, _slug(over), at, seen))
     return {"file": file, "dsp_luts": dsp_luts, "points": points}
 
 
 # -- one point, as a Ray task -----------------------------------------------------------------
 def failed_record(spec: dict, stage: str, error: str, run: dict | None = None) -> dict:
     """The record of a point that ended without its own (timeout, kill, a lost worker)."""
-    return {
-        "id": spec["id"],
-        "index": spec["index"],
-        "key": spec["key"],
-        "status": "failed",
-        "failed_stage": stage,
-        "error": error,
-        "overrides": spec["overrides"],
-        "config": {**spec["base"], **spec["config"]} if not spec.get("run") else spec["run"],
-        "level": spec["level"],
-        "folding": spec["folding"],
-        "stages": {},
-        "metrics": {},
-        "run": run or {},
-    }
+    return point_record(spec, "failed", stage, error, run=run)
 
 
 def _last_line(path: Path) -> str:
@@ -452,8 +445,8 @@ def _stopped(spec: dict, work: Path, stage: str, error: str, run: dict) -> dict:
         partial = json.loads((work / PARTIAL_FILE).read_text())
     except (OSError, ValueError):
         return record
-    for key in ("stages", "metrics", "tools"):
-        record[key] = partial.get(key, record.get(key))
+    for key in ("stages", "metrics"):
+        record[key] = partial.get(key, record[key])
     record["run"] = {**partial.get("run", {}), **run}
     return record
 
@@ -603,7 +596,7 @@ def run_sweep(
             say(f"sweep: {record['id']} failed: {record['error']}")
         return not ok
 
-    jobs = [Job((spec, str(out)), spec["cpus"], spec["memory_gb"], spec["id"]) for spec in todo]
+    jobs = [Job((spec, str(out)), spec["cpus"], spec["memory_gb"]) for spec in todo]
     run_jobs(
         point_task,
         jobs,

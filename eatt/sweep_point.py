@@ -118,6 +118,39 @@ def _json_ready(value):
     return value
 
 
+def point_record(
+    spec: dict,
+    status: str,
+    failed_stage: str | None,
+    error: str | None,
+    stages: dict | None = None,
+    metrics: dict | None = None,
+    run: dict | None = None,
+) -> dict:
+    """A point's record (docs/sweep.md): what the point was, how it ended, what it measured."""
+    return {
+        "id": spec["id"],
+        "index": spec["index"],
+        "key": spec["key"],
+        "status": status,
+        "failed_stage": failed_stage,
+        "error": error,
+        "overrides": spec["overrides"],
+        "config": spec["run"] if spec.get("run") else {**spec["base"], **spec["config"]},
+        "level": spec["level"],
+        "folding": spec["folding"],
+        "stages": stages or {},
+        "metrics": metrics or {},
+        "tools": tools(),
+        "run": run or {},
+    }
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """The first 16 hex digits of a file's SHA-256: a sweep's files in its points' keys."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
 def point_config(spec: dict) -> CoreConfig:
     """The point's core config: the sweep's base with the point's config overrides."""
     return CoreConfig.from_dict({**spec["base"], **spec["config"]}, source=f"point {spec['id']}")
@@ -130,7 +163,7 @@ def point_core(spec: dict) -> tuple[CoreConfig, CoreWeights]:
     if layer:
         from eatt.quant.export import load_core  # onnx, qonnx
 
-        if _sha256(layer["onnx"]) != layer["sha256"]:
+        if file_digest(layer["onnx"]) != layer["sha256"]:
             raise ValueError(f"{layer['onnx']}: changed since the sweep was loaded")
         cfg, weights = load_core(layer["onnx"])
         return (cfg.replace(**spec["config"]) if spec["config"] else cfg), weights
@@ -138,16 +171,12 @@ def point_core(spec: dict) -> tuple[CoreConfig, CoreWeights]:
     return cfg, random_weights(cfg, spec["weights_seed"])
 
 
-def _sha256(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
-
-
 def _inputs(cfg: CoreConfig, spec: dict):
     """The captured vectors the point simulates (the sweep's ``inputs``), or None."""
     given = spec.get("inputs")
     if not given:
         return None
-    if _sha256(given["path"]) != given["sha256"]:
+    if file_digest(given["path"]) != given["sha256"]:
         raise ValueError(f"{given['path']}: changed since the sweep was loaded")
     return capture_inputs(given["path"], cfg, spec["vectors"])
 
@@ -343,29 +372,9 @@ def run_point(spec: dict, work: str | Path) -> dict:
     stage = "config"
 
     def record() -> dict:
+        run = {"wall_s": round(time.perf_counter() - start, 3), "peak_mb": peak_mb()}
         return _json_ready(
-            {
-                "id": spec["id"],
-                "index": spec["index"],
-                "key": spec["key"],
-                "status": status,
-                "failed_stage": failed,
-                "error": error,
-                "overrides": spec["overrides"],
-                "config": {**spec["base"], **spec["config"]}
-                if not spec.get("run")
-                else spec["run"],
-                "level": spec["level"],
-                "folding": spec["folding"],
-                "stages": stages,
-                "metrics": metrics,
-                "tools": tools(),
-                "run": {
-                    "wall_s": round(time.perf_counter() - start, 3),
-                    "peak_mb": peak_mb(),
-                    "stages": volatile,
-                },
-            }
+            point_record(spec, status, failed, error, stages, metrics, {**run, "stages": volatile})
         )
 
     try:

@@ -72,8 +72,7 @@ def _check(path: Path, c: dict, cfg: CoreConfig) -> None:
         t = c[key]
         if t.size and (t.min() < lo or t.max() > hi):
             raise ValueError(f"{path}: {key} has codes outside this core's {cfg.in_bits}-bit range")
-    # reuse_factor folds the hardware, not the function: any folding takes the same vectors
-    have = {k: v for k, v in cfg.to_dict().items() if k != "reuse_factor"}
+    have = cfg.function_dict()  # any folding of the core takes the same vectors
     want = {k: v for k, v in c["meta"].get("config", {}).items() if k in have}
     if {want.get("kind"), have["kind"]} <= PEER_KINDS:
         # the layer's peer (E-ATT <-> vanilla, same formats) takes the same activations: the

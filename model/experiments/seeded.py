@@ -145,7 +145,7 @@ class SeededExperiment(Experiment):
 
         # Ray (eatt.jobs, the engine of `eatt sweep`): a local instance, one CPU per run
         tasks = [
-            Job((v, seed, plan, run_dir, False), cpus=1, memory_gb=RUN_MEMORY_GB, name=v.label)
+            Job((v, seed, plan, run_dir, False), cpus=1, memory_gb=RUN_MEMORY_GB)
             for v, seed, run_dir in jobs
         ]
         run_jobs(_run_one, tasks, on_done, max_parallel=workers, what=f"[{name}] runs")
