@@ -12,7 +12,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from eatt.config import ConfigError, CoreConfig, read_mapping
+from eatt.config import ConfigError, CoreConfig, WindowConfig, read_mapping
 
 from .data import check_fields, dataclass_from_dict
 
@@ -22,8 +22,10 @@ __all__ = [
     "L0DROP_RULES",
     "MAX_LAYER_PARAMETERS",
     "QUANT_KINDS",
+    "QUANT_WINDOW_KINDS",
     "ROLES",
     "WINDOW_KINDS",
+    "WINDOW_GAUSSIANS",
     "WINDOW_SCORES",
     "ModelConfig",
     "load_model_config",
@@ -43,7 +45,14 @@ ATTENTION_KINDS = (
 QUANT_KINDS = {"quant-eatt": "eatt", "quant-vanilla": "vanilla"}
 #: Luong / Flexible windowed single-head cross-attention (eatt.model.windowed); ``cross`` only
 WINDOW_KINDS = ("global", "local-m", "local-p", "flexible")
+#: windowed kinds computed by the window unit (eatt.quant.window_cross), and the float kind of
+#: each; ``cross`` only, Transformer only (docs/window.md, "Models on the unit")
+QUANT_WINDOW_KINDS = {"quant-local-m": "local-m", "quant-local-p": "local-p"}
+#: scores the window unit computes
+QUANT_WINDOW_SCORES = ("eatt", "dot")
 WINDOW_SCORES = ("dot", "general", "concat", "eatt")
+#: where local-p's Gaussian weight goes (ModelConfig.window_gaussian)
+WINDOW_GAUSSIANS = ("after", "inside")
 ARCHS = ("transformer", "lstm")
 L0DROP_RULES = ("freq", "inv-freq", "group")
 ROLES = ("enc_self", "dec_self", "cross")
@@ -87,6 +96,14 @@ class ModelConfig:
     #: sigma of the position term of local-p (Luong Eq. 10) and Flexible (its Eq. 6); None =
     #: each paper's pick, D / 2 and 1.5 (Flexible Sec. 5.2). The hardware key has this name too
     window_sigma: float | None = None
+    #: where local-p's Gaussian goes: "after" the softmax, unnormalized (Luong Eq. 10), or
+    #: "inside" it as a log-domain penalty (Flexible Attention Eq. 7; the window unit's form).
+    #: None: the kind's own, after for local-p, inside for quant-local-p
+    window_gaussian: str | None = None
+    #: local-p's p_t rounded to a source position (straight-through) as the window unit takes
+    #: it, instead of the real p_t in the Gaussian (docs/window.md, "Models on the unit").
+    #: None: the kind's own, real for local-p, rounded for quant-local-p
+    window_p_round: bool | None = None
     #: test-time threshold tau of Flexible Attention (Sec. 3.1); None = infinity (no window)
     flexible_tau: float | None = None
     #: beta of the fine-tuning loss -beta * mean g(t) (Eq. 9)
@@ -145,10 +162,11 @@ class ModelConfig:
             raise ConfigError(f"dropout: must be in [0, 1), got {self.dropout}")
         if self.norm not in ("pre", "post"):
             raise ConfigError(f"norm: must be 'pre' or 'post', got {self.norm!r}")
+        cross_kinds = ATTENTION_KINDS + WINDOW_KINDS + tuple(QUANT_WINDOW_KINDS)
         for key in ("attention", *ROLES):
             value = getattr(self, key)
-            allowed = ATTENTION_KINDS + WINDOW_KINDS if key == "cross" else ATTENTION_KINDS
-            if value in WINDOW_KINDS and key != "cross":
+            allowed = cross_kinds if key == "cross" else ATTENTION_KINDS
+            if (value in WINDOW_KINDS or value in QUANT_WINDOW_KINDS) and key != "cross":
                 raise ConfigError(f"{key}: {value!r} is a windowed kind, valid for cross only")
             if value is not None and value not in allowed:
                 raise ConfigError(f"{key}: must be one of {', '.join(allowed)}, got {value!r}")
@@ -158,6 +176,15 @@ class ModelConfig:
             raise ConfigError(
                 f"window_score: must be one of {', '.join(WINDOW_SCORES)}, "
                 f"got {self.window_score!r}"
+            )
+        if self.window_gaussian is not None and self.window_gaussian not in WINDOW_GAUSSIANS:
+            raise ConfigError(
+                f"window_gaussian: must be one of {', '.join(WINDOW_GAUSSIANS)} or null, "
+                f"got {self.window_gaussian!r}"
+            )
+        if self.window_p_round is not None and not isinstance(self.window_p_round, bool):
+            raise ConfigError(
+                f"window_p_round: must be true, false or null, got {self.window_p_round!r}"
             )
         if not 0 <= self.window_d <= 4096:
             raise ConfigError(f"window_d: must be in [0, 4096], got {self.window_d}")
@@ -181,6 +208,65 @@ class ModelConfig:
             raise ConfigError(f"l0drop_rule_rate: must be in [0, 1], got {self.l0drop_rule_rate}")
         for kind in sorted({k for k in self.kinds.values() if k in QUANT_KINDS}):
             self.quant_core(kind)  # the core's own checks, under this config's key names
+        if self.kind("cross") in QUANT_WINDOW_KINDS:
+            self._check_quant_window()
+
+    def _check_quant_window(self) -> None:
+        """A quantized windowed kind is the window unit: its scores, its forms, a Transformer."""
+        kind = self.kind("cross")
+        if self.arch != "transformer":
+            raise ConfigError(f"cross: {kind} needs arch transformer (the LSTM's comes later)")
+        if self.window_score not in QUANT_WINDOW_SCORES:
+            raise ConfigError(
+                f"window_score: {kind} computes {' or '.join(QUANT_WINDOW_SCORES)} scores "
+                f"(the window unit's), got {self.window_score!r}"
+            )
+        if self.window_gaussian == "after":
+            raise ConfigError(
+                f"window_gaussian: {kind} puts the Gaussian inside the softmax (the window "
+                "unit's form); set inside or null"
+            )
+        if self.window_p_round is False:
+            raise ConfigError(
+                f"window_p_round: {kind} centres the Gaussian on an integer p (the window "
+                "unit's input); set true or null"
+            )
+        if self.l0drop:
+            raise ConfigError(f"l0drop: not with {kind} yet (docs/window.md)")
+        self.quant_window()  # the unit's own checks, under this config's key names
+
+    def quant_window(self):
+        """The eatt.config.WindowConfig of the quantized windowed cross kind: one head of the
+        model's width, a memory of max_len rows, the Gaussian (quant-local-p) or no position
+        term (quant-local-m), the quant_* formats."""
+        kind = self.kind("cross")
+        if kind not in QUANT_WINDOW_KINDS:
+            raise ValueError(f"cross {kind!r} is not a quantized windowed kind")
+        fields = dict(
+            window_score=self.window_score,
+            window_d=self.window_d,
+            position="gaussian" if kind == "quant-local-p" else "none",
+            window_sigma=self.window_sigma,
+        )
+        try:
+            return WindowConfig(
+                kind="window",
+                len_q=1,
+                len_k=self.max_len,
+                dim=self.dim,
+                heads=1,
+                tau=self.tau,
+                in_bits=self.quant_in_bits,
+                in_frac=self.quant_in_frac,
+                weight_bits=self.quant_weight_bits,
+                weight_frac=self.quant_weight_frac,
+                qk_bits=self.quant_acc_bits,
+                v_bits=self.quant_acc_bits,
+                out_bits=self.quant_acc_bits,
+                **fields,
+            )
+        except ConfigError as err:
+            raise ConfigError(self._quant_key_names(str(err))) from None
 
     def quant_core(self, kind: str) -> CoreConfig:
         """The eatt.config.CoreConfig of a quantized kind's core (lengths: max_len)."""
@@ -203,15 +289,18 @@ class ModelConfig:
                 out_bits=self.quant_acc_bits,
             )
         except ConfigError as err:
-            # the core names its keys (weight_bits ...); this config calls them quant_*
-            message = str(err)
-            names = {k: "quant_acc_bits" for k in ("qk_bits", "v_bits", "out_bits")}
-            names.update(len_q="max_len", len_k="max_len")
-            for key in ("weight_bits", "weight_frac", "in_bits", "in_frac", *names):
-                if message.startswith(f"{key}:"):
-                    message = names.get(key, f"quant_{key}") + message[len(key) :]
-                    break
-            raise ConfigError(message) from None
+            raise ConfigError(self._quant_key_names(str(err))) from None
+
+    @staticmethod
+    def _quant_key_names(message: str) -> str:
+        """A core's message under this config's key names (the core's weight_bits is quant_
+        weight_bits here, its len_k max_len)."""
+        names = {k: "quant_acc_bits" for k in ("qk_bits", "v_bits", "out_bits")}
+        names.update(len_q="max_len", len_k="max_len")
+        for key in ("weight_bits", "weight_frac", "in_bits", "in_frac", *names):
+            if message.startswith(f"{key}:"):
+                return names.get(key, f"quant_{key}") + message[len(key) :]
+        return message
 
     def kind(self, role: str) -> str:
         """The attention kind of ``role`` (one of :data:`ROLES`)."""
@@ -221,8 +310,10 @@ class ModelConfig:
 
     @property
     def windowed(self) -> bool:
-        """Whether the cross-attention is one of the windowed kinds (eatt.model.windowed)."""
-        return self.kind("cross") in WINDOW_KINDS
+        """Whether the cross-attention is one of the windowed kinds (eatt.model.windowed, or
+        the window unit's quantized ones)."""
+        kind = self.kind("cross")
+        return kind in WINDOW_KINDS or kind in QUANT_WINDOW_KINDS
 
     @property
     def kinds(self) -> dict[str, str]:

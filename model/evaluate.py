@@ -31,7 +31,7 @@ import sacrebleu
 import torch
 from torch import Tensor
 
-from .config import QUANT_KINDS
+from .config import QUANT_KINDS, QUANT_WINDOW_KINDS
 from .data import (
     BOS,
     EOS,
@@ -241,11 +241,17 @@ class _GateCounter:
         self.total += int((~padding).sum())
 
 
+def _is_window(module) -> bool:
+    """A windowed cross-attention with vision-span counters: WindowedAttention, or the window
+    unit's quantized twin (eatt.quant.window_cross: the same interface, not imported here)."""
+    return isinstance(module, WindowedAttention) or hasattr(module, "total_row_steps")
+
+
 def translate_with_stats(
     model, batches, beam: int = 1, alpha: float = 0.6, device: torch.device | None = None
 ) -> tuple[dict[int, list[int]], dict]:
     """:func:`translate_batches` plus :func:`decoding_stats` of exactly that decoding."""
-    windows = [m for m in model.modules() if isinstance(m, WindowedAttention)]
+    windows = [m for m in model.modules() if _is_window(m)]
     for m in windows:
         m.reset_counters()
     own = getattr(model, "gate_stats", None)
@@ -443,10 +449,12 @@ def evaluate(
     refs = [detokenize(t, kind) for _, t in pairs]
     compared = None
     if hardware:
-        if not any(k in QUANT_KINDS for k in model.cfg.kinds.values()):
+        hardware_kinds = (*QUANT_KINDS, *QUANT_WINDOW_KINDS)
+        if not any(k in hardware_kinds for k in model.cfg.kinds.values()):
             raise ValueError(
-                f"{checkpoint}: --hardware needs a model with quantized attention (quant-eatt, "
-                "quant-vanilla); its kinds are " + ", ".join(sorted(set(model.cfg.kinds.values())))
+                f"{checkpoint}: --hardware needs a model with quantized attention "
+                f"({', '.join(hardware_kinds)}); its kinds are "
+                + ", ".join(sorted(set(model.cfg.kinds.values())))
             )
         compared = {}
         for arithmetic in ("exported", "surrogate"):

@@ -47,6 +47,7 @@ from .config import (  # the config lives below the model modules; re-exported f
     L0DROP_RULES,
     MAX_LAYER_PARAMETERS,
     QUANT_KINDS,
+    QUANT_WINDOW_KINDS,
     ROLES,
     WINDOW_KINDS,
     WINDOW_SCORES,
@@ -109,17 +110,25 @@ class RoleAttention(nn.Module):
         cfg: ModelConfig | None = None,
     ) -> None:
         super().__init__()
-        if kind not in ATTENTION_KINDS + WINDOW_KINDS:
-            raise ValueError(
-                f"unknown attention kind {kind!r}; choose from {ATTENTION_KINDS + WINDOW_KINDS}"
-            )
+        known = ATTENTION_KINDS + WINDOW_KINDS + tuple(QUANT_WINDOW_KINDS)
+        if kind not in known:
+            raise ValueError(f"unknown attention kind {kind!r}; choose from {known}")
         self.kind = kind
         self.heads, self.d_head, self.dim = heads, dim // heads, dim
-        #: a windowed kind: one head of eatt.model.windowed, then an output projection
-        self.windowed = kind in WINDOW_KINDS
+        #: a windowed kind: one head of eatt.model.windowed (or of the window unit: quant-local-m
+        #: / quant-local-p), then an output projection
+        self.windowed = kind in WINDOW_KINDS or kind in QUANT_WINDOW_KINDS
         #: the decoding state of the last windowed forward (aux losses read g(t) from it)
         self.last_state: dict | None = None
-        if self.windowed:
+        if kind in QUANT_WINDOW_KINDS:
+            # Brevitas: loaded only for the quantized kinds, as below
+            from eatt.quant.window_cross import QuantWindowedAttention
+
+            if cfg is None:
+                cfg = ModelConfig(cross=kind, window_score="eatt", dim=dim, max_len=max_len)
+            self.core = QuantWindowedAttention(cfg.quant_window(), QUANT_WINDOW_KINDS[kind])
+            self.o_proj = nn.Linear(dim, dim, bias=False)
+        elif self.windowed:
             self.core = cross_attention(
                 cfg if cfg is not None else ModelConfig(cross=kind), dim, dim
             )
@@ -379,6 +388,8 @@ def set_arithmetic(model: nn.Module, arithmetic: str) -> None:
     for module in model.modules():
         if isinstance(module, RoleAttention):
             module.arithmetic = arithmetic
+            if module.kind in QUANT_WINDOW_KINDS:  # the window unit's own switch
+                module.core.arithmetic = arithmetic
 
 
 # -- layers --------------------------------------------------------------------------------------
@@ -517,7 +528,7 @@ class Seq2Seq(nn.Module):
             self.out_proj.weight = self.tgt_embed.weight
         # dense / randinit weights are shaped by max_len; a quantized core's formats are sized
         # for it (its exp sums): longer inputs are refused
-        sized = ("dense", "randinit", *QUANT_KINDS)
+        sized = ("dense", "randinit", *QUANT_KINDS, *QUANT_WINDOW_KINDS)
         self._uses_max_len = any(k in sized for k in cfg.kinds.values())
         #: L0Drop gates on the encoder output (learned, or a rule pattern when l0drop_rule)
         self.l0drop: nn.Module | None = None

@@ -26,6 +26,12 @@ Deviations, on purpose: the dot and general scores are scaled by ``1/sqrt(d)`` (
 so that they train in a Transformer too; the local window is ``[c - D, c + D]`` around the
 integer ``c = round(p_t)`` clipped to the source (2D + 1 positions), the Gaussian uses the real
 ``p_t``; a Flexible window that holds no integer position keeps the one nearest ``p_{t-1}``.
+
+The window unit's forms (docs/window.md, "Models on the unit"), each a switch: ``gaussian=
+"inside"`` puts local-p's Gaussian inside the softmax as the log-domain penalty
+``-(s - p_t)^2 / (2 sigma^2)`` (Flexible Attention's Eq. 7 form: the weights sum to 1) instead of
+multiplying it in after; ``round_p`` uses the window centre ``c`` in the Gaussian as well, with
+the gradient of the real ``p_t`` (straight-through).
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import torch
 from torch import Tensor, nn
 
 from . import functional as F
-from .config import WINDOW_KINDS, WINDOW_SCORES, ModelConfig
+from .config import WINDOW_GAUSSIANS, WINDOW_KINDS, WINDOW_SCORES, ModelConfig
 from .l0drop import counted_softmax
 
 __all__ = [
@@ -47,11 +53,13 @@ __all__ = [
     "flexible_penalty",
     "flexible_window",
     "gather_window",
+    "gaussian_penalty",
     "gaussian_weight",
     "local_window",
     "luong_scores",
     "mean_strength",
     "reorder_state",
+    "rounded_center",
     "vision_span",
 ]
 
@@ -125,8 +133,22 @@ def gather_window(x: Tensor, start: Tensor, end: Tensor) -> tuple[Tensor, Tensor
 
 def gaussian_weight(positions: Tensor, center: Tensor, sigma: float) -> Tensor:
     """Luong Eq. 10's ``exp(-(s - p_t)^2 / (2 sigma^2))`` for positions (B, ...) and p_t."""
+    return torch.exp(-gaussian_penalty(positions, center, sigma))
+
+
+def gaussian_penalty(positions: Tensor, center: Tensor, sigma: float) -> Tensor:
+    """The Gaussian in the log domain, ``(s - p_t)^2 / (2 sigma^2)``: subtracted from the
+    scores inside the softmax (``gaussian="inside"``, the window unit's position term)."""
     diff = positions.to(center.dtype) - center
-    return torch.exp(-diff.square() / (2.0 * sigma * sigma))
+    return diff.square() / (2.0 * sigma * sigma)
+
+
+def rounded_center(p_t: Tensor, lengths: Tensor) -> Tensor:
+    """``c = round(p_t)`` clipped to [0, length - 1] (the window's centre, the unit's integer
+    p) with the gradient of ``p_t`` (straight-through)."""
+    upper = (lengths - 1).to(p_t.dtype)
+    c = torch.minimum(torch.round(p_t.detach()).clamp(min=0), upper)
+    return p_t + (c - p_t).detach()
 
 
 def flexible_penalty(positions: Tensor, p_prev: Tensor, g: Tensor, sigma: float) -> Tensor:
@@ -181,6 +203,8 @@ class WindowedAttention(nn.Module):
         tau: Flexible's test-time threshold (None = infinity).
         binarize_tau: E-ATT's binarization threshold (Eq. 4) for the eatt score.
         g_input_dim: size of the extra input i_t of the strength g(t) (Eq. 8); 0 = g from h only.
+        gaussian: local-p's Gaussian "after" the softmax (Luong Eq. 10) or "inside" it.
+        round_p: local-p's Gaussian centred on the integer window centre (straight-through).
     """
 
     def __init__(
@@ -194,8 +218,12 @@ class WindowedAttention(nn.Module):
         tau: float | None = None,
         binarize_tau: float = 1.0,
         g_input_dim: int = 0,
+        gaussian: str = "after",
+        round_p: bool = False,
     ) -> None:
         super().__init__()
+        if gaussian not in WINDOW_GAUSSIANS:
+            raise ValueError(f"unknown gaussian {gaussian!r}; choose from {WINDOW_GAUSSIANS}")
         if kind not in WINDOW_KINDS:
             raise ValueError(f"unknown windowed kind {kind!r}; choose from {WINDOW_KINDS}")
         if score not in WINDOW_SCORES:
@@ -219,6 +247,7 @@ class WindowedAttention(nn.Module):
         self.tau = None if tau is None or math.isinf(tau) else float(tau)
         self.binarize_tau = float(binarize_tau)
         self.g_input_dim = int(g_input_dim)
+        self.gaussian, self.round_p = gaussian, bool(round_p)
         self.scale = query_dim**-0.5
         d = query_dim
         if score == "general":
@@ -247,9 +276,11 @@ class WindowedAttention(nn.Module):
         self.total_row_steps = 0
 
     def extra_repr(self) -> str:
+        local_p = f", gaussian={self.gaussian}, round_p={self.round_p}"
         return (
             f"kind={self.kind}, score={self.score}, query_dim={self.query_dim}, "
             f"memory_dim={self.memory_dim}, D={self.window_d}, sigma={self.sigma}, tau={self.tau}"
+            + (local_p if self.kind == "local-p" else "")
         )
 
     # -- pieces --------------------------------------------------------------------------------
@@ -287,6 +318,10 @@ class WindowedAttention(nn.Module):
                 raise ValueError("this Flexible attention was built with g_input_dim; pass g_input")
             h = torch.cat([h, g_input], dim=-1)
         return torch.sigmoid(self.v_g(torch.tanh(self.w_g(h)))).squeeze(-1)
+
+    def _gaussian_center(self, p_t: Tensor, lengths: Tensor) -> Tensor:
+        """The Gaussian's centre: the real p_t, or the window centre with round_p."""
+        return rounded_center(p_t, lengths) if self.round_p else p_t
 
     # -- decoding state ------------------------------------------------------------------------
     def init_state(self, memory: Tensor, padding: Tensor, counts: Tensor | None = None) -> dict:
@@ -360,10 +395,13 @@ class WindowedAttention(nn.Module):
             scores = scores - flexible_penalty(
                 positions, state["p_prev"][:, None], g[:, None], self.sigma
             )
+        center = None if p_t is None else self._gaussian_center(p_t, state["lengths"])
+        if center is not None and self.gaussian == "inside":
+            scores = scores - gaussian_penalty(positions, center[:, None], self.sigma)
         scores = scores.masked_fill(~valid, float("-inf"))
         a = _softmax(scores, valid, counts)
-        if p_t is not None:
-            a = a * gaussian_weight(positions, p_t[:, None], self.sigma)
+        if center is not None and self.gaussian == "after":
+            a = a * gaussian_weight(positions, center[:, None], self.sigma)
         # masked slots have a = 0 and finite values; where() keeps 0 * inf out of the sum
         values = torch.where(valid[..., None], values, values.new_zeros(()))
         context = torch.einsum("bw,bwd->bd", a, values)
@@ -408,11 +446,15 @@ class WindowedAttention(nn.Module):
             start, end = local_window(center, self.window_d, lengths[:, None])
             inside = (positions >= start[..., None]) & (positions < end[..., None])
             valid = valid & inside
+        if self.kind == "local-p":
+            center = self._gaussian_center(p_t, lengths[:, None])[..., None]
+            if self.gaussian == "inside":
+                scores = scores - gaussian_penalty(positions, center, self.sigma)
         scores = scores.masked_fill(~valid, float("-inf"))
         counts = state.get("counts")
         a = _softmax(scores, valid, None if counts is None else counts[:, None, :])
-        if self.kind == "local-p":
-            a = a * gaussian_weight(positions, p_t[..., None], self.sigma)
+        if self.kind == "local-p" and self.gaussian == "after":
+            a = a * gaussian_weight(positions, center, self.sigma)
         values = state["memory"].masked_fill(state["padding"][..., None], 0.0)
         context = torch.matmul(a, values)
         state["scored"] = state["scored"] + valid.sum((1, 2))
@@ -437,4 +479,6 @@ def cross_attention(
         tau=cfg.flexible_tau,
         binarize_tau=cfg.tau,
         g_input_dim=g_input_dim,
+        gaussian=cfg.window_gaussian or "after",
+        round_p=bool(cfg.window_p_round),
     )

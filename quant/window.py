@@ -36,6 +36,7 @@ from eatt.quant.golden import (
     GoldenCore,
     binarize_int,
     derive_formats,
+    matmul_int,
     requantize,
     round_half_up,
     signed_bits,
@@ -206,6 +207,16 @@ class WindowGolden:
         cfg, f = self.cfg, self.formats.core
         xs = binarize_int(x, cfg.tau_int) if cfg.window_score == "eatt" else x
         return requantize(xs @ self.weights.wq, f.q_shift)
+
+    def project_memory(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """K and V codes (n, len, dim) of memory rows y (n, len, dim) (input codes): the encoder
+        side of the unit, once per sentence, the core's projections (golden.md steps 1-3):
+        ``K = (f(Y) W_K) >> q_shift`` (E-ATT: rows of W_K selected) or ``(Y W_K) >> q_shift``
+        (dot), ``V = (Y W_V) >> v_shift``. Uses the weights' W_K and W_V."""
+        y = np.asarray(y, dtype=np.int64)
+        ys = binarize_int(y, self.cfg.tau_int) if self.cfg.window_score == "eatt" else y
+        keys = requantize(matmul_int(ys, self.weights.wk), self.formats.core.q_shift)
+        return keys, self.core.project_v(y)
 
     def scores(self, q: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """S (n, heads, len_k) over every memory row (the window mask comes later)."""

@@ -98,6 +98,50 @@ def test_step_equals_all_at_once_and_weights_sum(kind, score):
         torch.testing.assert_close(sums, torch.ones_like(sums))
 
 
+@pytest.mark.parametrize("gaussian", ["after", "inside"])
+@pytest.mark.parametrize("round_p", [False, True])
+def test_local_p_unit_forms(gaussian, round_p):
+    """The window unit's forms of local-p (gaussian inside the softmax, an integer centre):
+    one step equals all at once; inside, the weights sum to 1 and are the softmax of the
+    scores minus (s - c)^2 / (2 sigma^2); round_p keeps the gradient to the predictor."""
+    memory, padding, h = _inputs()
+    m = _module("local-p", "eatt", window_d=2, gaussian=gaussian, round_p=round_p)
+    h.requires_grad_(True)
+    ctx_all, w_all = m.attend_all(h, m.init_state(memory, padding))
+    state = m.init_state(memory, padding)
+    steps = [m.step(h[:, t], state) for t in range(T)]
+    torch.testing.assert_close(torch.stack([c for c, _ in steps], 1), ctx_all)
+    torch.testing.assert_close(torch.stack([w for _, w in steps], 1), w_all)
+    sums = w_all.sum(-1)
+    if gaussian == "inside":
+        torch.testing.assert_close(sums, torch.ones_like(sums))
+    ctx_all.sum().backward()
+    assert m.w_p.weight.grad is not None and bool(m.w_p.weight.grad.ne(0).any())
+    with torch.no_grad():  # the weights by hand, row 0, step 0
+        lengths = (~padding).sum(1)
+        p_t = m.predicted_position(h[:, 0], lengths)
+        c = float(torch.clamp(torch.round(p_t[0]), 0, int(lengths[0]) - 1))
+        center = c if round_p else float(p_t[0])
+        keys = m._keys(memory)[0]
+        scores = m._scores(m._queries(h[:, 0])[:1, None, :], keys[None])[0, 0]
+        pos = torch.arange(S, dtype=torch.float64)
+        gauss = (pos - center) ** 2 / (2 * m.sigma**2)
+        inside_window = (pos >= c - 2) & (pos <= c + 2) & ~padding[0]
+        if gaussian == "inside":
+            want = torch.softmax((scores - gauss).masked_fill(~inside_window, -math.inf), -1)
+        else:
+            want = torch.softmax(scores.masked_fill(~inside_window, -math.inf), -1)
+            want = want * torch.exp(-gauss)
+        torch.testing.assert_close(w_all[0, 0], want)
+
+
+def test_local_p_unit_form_keys_are_checked():
+    with pytest.raises(ValueError, match="gaussian"):
+        _module("local-p", gaussian="before")
+    with pytest.raises(ConfigError, match="window_gaussian"):
+        ModelConfig(cross="local-p", window_gaussian="before")
+
+
 @pytest.mark.parametrize("kind", ["local-m", "local-p", "flexible"])
 @pytest.mark.parametrize("score", WINDOW_SCORES)
 def test_positions_outside_the_window_are_never_read(kind, score):
@@ -389,6 +433,16 @@ def _tiny_data():
             "l0drop": True,
             "l0drop_lambda": 0.5,
         },
+        {
+            "dim": 16,
+            "heads": 2,
+            "ffn_dim": 32,
+            "enc_layers": 1,
+            "dec_layers": 1,
+            "cross": "quant-local-p",
+            "window_score": "eatt",
+            "max_len": 16,
+        },
     ],
 )
 def test_train_and_evaluate_windowed_and_lstm_checkpoints(tmp_path, model):
@@ -418,7 +472,7 @@ def test_train_and_evaluate_windowed_and_lstm_checkpoints(tmp_path, model):
         assert wide["vision_span"] >= result["vision_span"]
 
 
-@pytest.mark.parametrize("name", ["window", "window-eatt", "l0drop", "qat"])
+@pytest.mark.parametrize("name", ["window", "window-eatt", "window-unit", "l0drop", "qat"])
 def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name):
     from eatt.model import experiments
     from eatt.model.experiments import base as sizes
@@ -444,6 +498,9 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
         assert "Target: Flexible cuts" in table
     if name == "window-eatt":
         assert {r["score"] for r in report["rows"]} == {"dot", "eatt"}
+    if name == "window-unit":
+        assert list(rows) == ["local-p eatt, luong", "local-p eatt, inside, integer p"]
+        assert "| inside | integer |" in table
     if name == "l0drop":
         assert list(rows)[:2] == ["no pruning", "no pruning, fine-tuned"] and "rule group" in rows
         assert report["target"]["bleu_reference"] == rows["no pruning, fine-tuned"]["bleu"]

@@ -15,6 +15,7 @@ from . import (
     qat,
     window,
     window_eatt,
+    window_unit,
 )
 from .base import Experiment
 
@@ -27,6 +28,7 @@ REGISTRY: dict[str, Experiment] = {
         energy_vs_quality.EXPERIMENT,
         window.EXPERIMENT,
         window_eatt.EXPERIMENT,
+        window_unit.EXPERIMENT,
         l0drop.EXPERIMENT,
         qat.EXPERIMENT,
     )

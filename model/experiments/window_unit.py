@@ -1,0 +1,97 @@
+"""``window-unit``: what moving local-p to the window unit's arithmetic costs in BLEU, one
+choice at a time (issue 21; docs/window.md, "Models on the unit").
+
+The float model follows Luong et al. (2015): the Gaussian ``exp(-(s - p_t)^2 / (2 sigma^2))``
+multiplies the softmax output (Eq. 10, unnormalized) at the real ``p_t``. The window unit adds the
+position term inside the softmax (Flexible Attention's Eq. 7 form) at an integer centre. Each row
+trains one local-p model on the bundled task with the same settings as ``window-eatt``:
+
+    luong            gaussian after, real p_t         (the float model as the papers have it)
+    inside           gaussian inside, real p_t        (the unit's placement)
+    inside, integer  gaussian inside, p = round(p_t)  (the unit's form: window_p_round)
+
+for the E-ATT and the dot score (quick: E-ATT only, luong and the unit's form).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..data import synthetic_task
+from .base import _markdown_table, _num
+from .staged import WINDOW_D, StagedExperiment, _row, _train_and_eval, _window_sizes
+
+#: (label, window_gaussian, window_p_round) of the float forms
+FORMS = (
+    ("luong", "after", False),
+    ("inside", "inside", False),
+    ("inside, integer p", "inside", True),
+)
+
+
+class WindowUnit(StagedExperiment):
+    name = "window-unit"
+
+    def stages(self, quick: bool, folder: Path, quiet: bool) -> dict:
+        data_cfg, model, train_cfg, beam = _window_sizes(quick)
+        data = synthetic_task(data_cfg)
+        scores = ("eatt",) if quick else ("eatt", "dot")
+        forms = (FORMS[0], FORMS[2]) if quick else FORMS
+        rows = []
+        for score in scores:
+            for form, gaussian, round_p in forms:
+                label = f"local-p {score}, {form}"
+                cfg = model.replace(
+                    cross="local-p",
+                    window_score=score,
+                    window_gaussian=gaussian,
+                    window_p_round=round_p,
+                )
+                _, result = _train_and_eval(label, cfg, train_cfg, data, folder, beam, quiet)
+                rows.append(
+                    _row(label, result, score=score, form=form, gaussian=gaussian, round_p=round_p)
+                )
+        return {
+            "beam": beam,
+            "window_d": WINDOW_D,
+            "rows": rows,
+            "data": data_cfg.__dict__.copy(),
+            "model": model.to_dict(),
+            "train": {k: v for k, v in train_cfg.to_dict().items() if k != "data"},
+        }
+
+    def table_lines(self, report: dict) -> list[str]:
+        quick = " (quick)" if report["quick"] else ""
+        base = {r["score"]: r["bleu"] for r in report["rows"] if r["form"] == "luong"}
+        return [
+            f"{report['experiment']}{quick}: local-p in the window unit's forms, test BLEU, "
+            f"beam {report['beam']}, D = {report['window_d']} (the cost is against luong)",
+            "",
+            *_markdown_table(
+                ["model", "gaussian", "p", "vision span", "BLEU", "cost"],
+                [
+                    [
+                        r["label"],
+                        r["gaussian"],
+                        "integer" if r["round_p"] else "real",
+                        _num(r["vision_span"]),
+                        _num(r["bleu"]),
+                        _num(base[r["score"]] - r["bleu"]),
+                    ]
+                    for r in report["rows"]
+                ],
+            ),
+        ]
+
+    def figure(self, report: dict, plt):
+        fig, ax = plt.subplots(figsize=(6, 3.8))
+        rows = report["rows"]
+        ax.barh([r["label"] for r in rows], [r["bleu"] for r in rows])
+        ax.set_xlabel("test BLEU")
+        ax.invert_yaxis()
+        fig.suptitle(self.name)
+        fig.tight_layout()
+        return fig
+
+
+EXPERIMENT = WindowUnit()

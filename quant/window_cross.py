@@ -1,0 +1,301 @@
+"""The model's windowed cross-attention on the window unit: kinds quant-local-m, quant-local-p.
+
+:class:`QuantWindowedAttention` is the cross-attention of a Transformer decoder layer whose
+eval forward, at every decoding step, is the window unit's golden model (eatt.quant.window.
+WindowGolden) bit for bit; docs/window.md ("Models on the unit") gives the decisions. Per
+sentence (the encoder side, once):
+
+    memory -> QuantIdentity <in_bits, in_frac>          (codes Y)
+    K = (f(Y) W_K) >> q_shift   (E-ATT: Eq. 4 selection)   V = (Y W_V) >> v_shift
+    (WindowGolden.project_memory: the core's projections, no multiplier in K for E-ATT)
+
+Per decoding step t, the unit's inputs:
+
+    x = the decoder state h on <in_bits, in_frac>;  w = D;  length = the source length
+    p = local-m: min(t, length - 1) (Luong's p_t = t)
+        local-p: round(p_t) clipped to the source, p_t = S sigmoid(v_p^T tanh(W_p h)) (Luong
+                 Eq. 9; a float predictor outside the unit, as Flexible's g(t) is)
+    position term: local-p's Gaussian inside the softmax from the unit's table (the Flexible
+                   Attention Eq. 7 form), none for local-m
+
+and the context is the unit's O (V's grid); the decoder layer's output projection follows outside
+the unit. In training (and with ``arithmetic = "surrogate"``) a fake-quant surrogate carries the
+gradient: the same projections with straight-through roundings, a float softmax of the same
+logits with the Gaussian ``(s - p)^2 / (2 sigma^2)`` at the rounded p (gradient of the real p_t,
+eatt.model.windowed.rounded_center) and the output rounded to V's grid. It is the float local-p
+with ``window_gaussian: inside`` and ``window_p_round: true`` on the unit's grids.
+
+The decoding-state interface is eatt.model.windowed.WindowedAttention's (init_state, step,
+attend_all, reorder_state, vision_span, the eval counters), so the decoder runs either.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from brevitas.nn import QuantIdentity, QuantLinear
+from torch import Tensor, nn
+
+from eatt.config import WindowConfig
+from eatt.model.windowed import (
+    gaussian_penalty,
+    mean_strength,
+    reorder_state,
+    rounded_center,
+    vision_span,
+)
+from eatt.quant.golden import CoreWeights
+from eatt.quant.modules import (
+    Binarize,
+    fixed_point_act_quant,
+    fixed_point_weight_quant,
+    requantize_ste,
+    round_half_up_ste,
+)
+from eatt.quant.window import WindowGolden, derive_window_formats, window_sigma
+
+__all__ = ["ARITHMETICS", "QuantWindowedAttention", "unit_weights"]
+
+#: how the module computes in eval: the unit's golden model, or the training surrogate
+#: ("exported" is the unit too: its memory always has max_len rows)
+ARITHMETICS = ("hardware", "exported", "surrogate")
+
+_PROJECTIONS = (("wq", "q_proj"), ("wk", "k_proj"), ("wv", "v_proj"))
+
+
+class QuantWindowedAttention(nn.Module):
+    """One decoder layer's cross-attention of kind quant-local-m / quant-local-p.
+
+    Args:
+        cfg: the unit (eatt.model.config.ModelConfig.quant_window): len_k = max_len rows,
+            one head of the model's width, the quant_* formats.
+        kind: "local-m" or "local-p".
+    """
+
+    def __init__(self, cfg: WindowConfig, kind: str) -> None:
+        super().__init__()
+        if not isinstance(cfg, WindowConfig):
+            raise ValueError(f"cfg: expected a WindowConfig, got {type(cfg).__name__}")
+        if kind not in ("local-m", "local-p"):
+            raise ValueError(f"kind: local-m or local-p on the window unit, got {kind!r}")
+        want = "gaussian" if kind == "local-p" else "none"
+        if cfg.position != want:
+            raise ValueError(f"position: {kind} on the unit needs {want}, got {cfg.position}")
+        self.cfg, self.kind, self.score = cfg, kind, cfg.window_score
+        self.formats = derive_window_formats(cfg)
+        self.window_d = cfg.window_d
+        self.sigma = window_sigma(cfg)
+        self.tau = None  # WindowedAttention's Flexible threshold: none here
+        self.fixed_strength: float | None = None
+        dim = cfg.dim
+        self.input_quant = QuantIdentity(
+            act_quant=fixed_point_act_quant(cfg.in_bits, cfg.in_frac), return_quant_tensor=False
+        )
+        self.binarize = Binarize(cfg.tau) if self.score == "eatt" else None
+        weight_quant = fixed_point_weight_quant(cfg.weight_bits, cfg.weight_frac)
+        for _, proj in _PROJECTIONS:
+            setattr(self, proj, QuantLinear(dim, dim, bias=False, weight_quant=weight_quant))
+        if kind == "local-p":  # Luong Eq. 9's predictor: float, outside the unit
+            self.w_p = nn.Linear(dim, dim, bias=False)
+            self.v_p = nn.Linear(dim, 1, bias=False)
+        #: eval: "hardware" (the unit's golden model) or "surrogate" (the training pipeline)
+        self.arithmetic = "hardware"
+        #: called by every hardware step with the unit's inputs and output (integer arrays:
+        #: x, p, w, keys, values, counts, length, g, o); eatt capture records them
+        self.probe = None
+        self.reset_counters()
+
+    def reset_counters(self) -> None:
+        """Zero the eval-mode vision-span counters (positions scored, row-steps decoded)."""
+        self.total_scored = 0
+        self.total_row_steps = 0
+
+    def extra_repr(self) -> str:
+        c = self.cfg
+        return (
+            f"kind={self.kind}, score={self.score}, dim={c.dim}, len_k={c.len_k}, "
+            f"D={c.window_d}, sigma={self.sigma}, position={c.position}"
+        )
+
+    reorder_state = staticmethod(reorder_state)
+    vision_span = staticmethod(vision_span)
+    mean_strength = staticmethod(mean_strength)
+
+    # -- the unit ---------------------------------------------------------------------------
+    def weight_codes(self) -> dict[str, Tensor]:
+        """{"wq", "wk", "wv"}: int64 (dim, dim) codes in input -> output order (Q = X W)."""
+        return {
+            name: getattr(self, proj).quant_weight().int().to(torch.int64).T.contiguous()
+            for name, proj in _PROJECTIONS
+        }
+
+    def golden(self) -> WindowGolden:
+        """The unit's golden model with this module's weights (W_O is outside: zero)."""
+        w = {k: v.detach().cpu().numpy() for k, v in self.weight_codes().items()}
+        return WindowGolden(
+            self.cfg, CoreWeights(w["wq"], w["wk"], w["wv"], np.zeros_like(w["wq"]))
+        )
+
+    def _hardware(self) -> bool:
+        return not self.training and self.arithmetic != "surrogate"
+
+    def _codes(self, t: Tensor) -> Tensor:
+        return torch.round(self.input_quant(t).detach() * 2.0**self.cfg.in_frac).to(torch.int64)
+
+    def _select(self, tq: Tensor) -> Tensor:
+        return tq if self.binarize is None else self.binarize(tq)
+
+    def predicted_position(self, h: Tensor, lengths: Tensor) -> Tensor:
+        """local-p's p_t = S sigmoid(v_p^T tanh(W_p h_t)) (Luong Eq. 9), in [0, S]."""
+        s = lengths.to(h.dtype).view(-1, *([1] * (h.dim() - 2)))
+        return s * torch.sigmoid(self.v_p(torch.tanh(self.w_p(h)))).squeeze(-1)
+
+    def _center(self, h: Tensor, state: dict, steps: int) -> Tensor:
+        """The unit's p for ``steps`` steps from state["t"] (B, steps): real-valued with the
+        gradient of p_t (local-p, straight-through), integer-valued."""
+        lengths = state["lengths"][:, None]
+        if self.kind == "local-m":
+            t = torch.arange(state["t"], state["t"] + steps, device=lengths.device)
+            return torch.minimum(t[None, :], lengths - 1).to(h.dtype)
+        p_t = self.predicted_position(h, state["lengths"])
+        return rounded_center(p_t.view(-1, steps), lengths)
+
+    # -- decoding state -----------------------------------------------------------------------
+    def init_state(self, memory: Tensor, padding: Tensor, counts: Tensor | None = None) -> dict:
+        """Per sentence: the memory's K and V (codes for the unit, or the surrogate's reals)."""
+        if memory.dim() != 3 or padding.shape != memory.shape[:2]:
+            raise ValueError(
+                f"memory must be (B, S, D) and padding (B, S), got {tuple(memory.shape)} "
+                f"and {tuple(padding.shape)}"
+            )
+        if counts is not None:
+            raise ValueError(f"quant-{self.kind}: L0Drop's compacted memory is not supported yet")
+        batch, seq = padding.shape
+        if seq > self.cfg.len_k:
+            raise ValueError(f"memory of {seq} rows: the unit holds max_len = {self.cfg.len_k}")
+        lengths = (~padding).sum(1)
+        suffix = torch.arange(seq, device=padding.device)[None, :] >= lengths[:, None]
+        if not torch.equal(suffix, padding) or bool((lengths == 0).any()):
+            raise ValueError(
+                "padding: the unit takes a valid length (padding at the end, >= 1 row)"
+            )
+        state = {
+            "padding": padding,
+            "lengths": lengths,
+            "scored": torch.zeros(batch, dtype=torch.long, device=memory.device),
+            "t": 0,
+            "steps": 0,
+        }
+        f = self.formats.core
+        if self._hardware():
+            keys, values = self.golden().project_memory(self._codes(memory).cpu().numpy())
+            state["key_codes"] = torch.from_numpy(keys).to(memory.device)
+            state["value_codes"] = torch.from_numpy(values).to(memory.device)
+        else:
+            mq = self.input_quant(memory)
+            state["keys"] = requantize_ste(self.k_proj(self._select(mq)), f.q_lsb)
+            state["values"] = requantize_ste(self.v_proj(mq), f.v_lsb)
+        return state
+
+    def step(self, h: Tensor, state: dict, g_input: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """One decoding step: (context (B, dim), weights (B, S)); advances ``state``."""
+        if h.dim() != 2 or h.shape[0] != state["padding"].shape[0]:
+            raise ValueError(
+                f"h must be ({state['padding'].shape[0]}, {self.cfg.dim}), got {tuple(h.shape)}"
+            )
+        if "key_codes" in state:
+            context, weights = self._unit_step(h, state)
+        else:
+            context, weights = self._surrogate(h[:, None, :], state)
+            context, weights = context[:, 0], weights[:, 0]
+        self._advance(state, h, 1)
+        return context, weights
+
+    def attend_all(
+        self, h: Tensor, state: dict, g_input: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """All target positions of h (B, T, dim): the surrogate at once, or the unit step by
+        step (the same numbers as :meth:`step`)."""
+        if "key_codes" in state:
+            outs = [self.step(h[:, i], state) for i in range(h.shape[1])]
+            return torch.stack([o[0] for o in outs], 1), torch.stack([o[1] for o in outs], 1)
+        context, weights = self._surrogate(h, state)
+        self._advance(state, h, h.shape[1])
+        return context, weights
+
+    def _advance(self, state: dict, h: Tensor, steps: int) -> None:
+        """Count the rows the windows read (vision span) and move t on."""
+        lengths = state["lengths"][:, None]
+        center = self._center(h.detach().reshape(h.shape[0], -1, h.shape[-1]), state, steps)
+        lo, hi = _bounds(center, self.window_d, lengths)
+        rows = (hi - lo + 1).to(torch.long).sum(1)
+        state["scored"] = state["scored"] + rows
+        if not self.training:
+            self.total_scored += int(rows.sum())
+            self.total_row_steps += h.shape[0] * steps
+        state["t"] += steps
+        state["steps"] += steps
+
+    def _unit_step(self, h: Tensor, state: dict) -> tuple[Tensor, Tensor]:
+        """The window unit's golden model on this step's integer inputs."""
+        cfg, f = self.cfg, self.formats.core
+        batch, seq = state["padding"].shape
+        with torch.no_grad():
+            p = self._center(h[:, None, :], state, 1)[:, 0].to(torch.int64).cpu().numpy()
+            pad = cfg.len_k - seq
+            keys = nn.functional.pad(state["key_codes"], (0, 0, 0, pad)).cpu().numpy()
+            values = nn.functional.pad(state["value_codes"], (0, 0, 0, pad)).cpu().numpy()
+            inputs = {
+                "x": self._codes(h).cpu().numpy(),
+                "p": p,
+                "w": np.full(batch, cfg.window_d, dtype=np.int64),
+                "keys": keys,
+                "values": values,
+                "counts": np.ones((batch, cfg.len_k), dtype=np.int64),
+                "length": state["lengths"].cpu().numpy().astype(np.int64),
+                "g": np.full(batch, cfg.g_levels, dtype=np.int64),
+            }
+            out = self.golden().forward(**inputs, intermediates=True)
+            if self.probe is not None:
+                self.probe(inputs, out["attn"])
+            e = torch.from_numpy(out["exp"].sum(1)[:, :seq]).to(torch.float64)
+            weights = (e / e.sum(-1, keepdim=True)).to(h.device, h.dtype)
+            o = torch.from_numpy(out["attn"]).to(torch.float64) * f.v_lsb
+        return o.to(h.device, h.dtype), weights
+
+    def _surrogate(self, h: Tensor, state: dict) -> tuple[Tensor, Tensor]:
+        """The fake-quant twin of ``steps`` steps (B, T, dim) at once: (context, weights)."""
+        cfg, f = self.cfg, self.formats.core
+        batch, steps, _ = h.shape
+        seq = state["padding"].shape[1]
+        q = requantize_ste(self.q_proj(self._select(self.input_quant(h))), f.q_lsb)
+        keys, values = state["keys"], state["values"]
+        scale = 1.0 / math.sqrt(cfg.d_head)
+        if self.score == "eatt":
+            s = -torch.cdist(q, keys, p=1) * scale
+        else:
+            s = torch.matmul(q, keys.transpose(-1, -2)) * scale
+        center = self._center(h, state, steps)  # (B, T)
+        lo, hi = _bounds(center.detach(), self.window_d, state["lengths"][:, None])
+        pos = torch.arange(seq, device=h.device, dtype=center.dtype)
+        mask = (pos >= lo[..., None]) & (pos <= hi[..., None])
+        if self.kind == "local-p":
+            s = s - gaussian_penalty(pos, center[..., None], self.sigma)
+        a = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)
+        o = torch.matmul(a, values)
+        return round_half_up_ste(o / f.v_lsb) * f.v_lsb, a
+
+
+def _bounds(center: Tensor, half: int, lengths: Tensor) -> tuple[Tensor, Tensor]:
+    """[lo, hi] of the rows a step reads (eatt.quant.window.window_bounds on tensors)."""
+    upper = (lengths - 1).to(center.dtype)
+    return (center - half).clamp(min=0), torch.minimum(center + half, upper)
+
+
+def unit_weights(module: QuantWindowedAttention) -> CoreWeights:
+    """The unit's integer weights (W_Q for the unit, W_K and W_V for its memory; W_O zero)."""
+    if not isinstance(module, QuantWindowedAttention):
+        raise ValueError(f"expected a QuantWindowedAttention, got {type(module).__name__}")
+    return module.golden().weights

@@ -1,0 +1,197 @@
+"""Tests of the quantized windowed cross-attention (kinds quant-local-m / quant-local-p,
+eatt.quant.window_cross): at every decoding step the model's eval forward is the window unit's
+golden model on the step's integer inputs, bit for bit."""
+
+import numpy as np
+import pytest
+import torch
+
+from eatt.config import ConfigError
+from eatt.model.data import BOS, EOS, PAD
+from eatt.model.evaluate import beam_search, greedy_decode, translate_with_stats
+from eatt.model.seq2seq import ModelConfig, Seq2Seq
+from eatt.model.windowed import WindowedAttention
+from eatt.quant.golden import CoreWeights
+from eatt.quant.window import WindowGolden
+from eatt.quant.window_cross import QuantWindowedAttention, unit_weights
+
+SRC_V, TGT_V, D = 20, 18, 2
+CASES = [(k, s) for k in ("quant-local-p", "quant-local-m") for s in ("eatt", "dot")]
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def _model(kind, score, **kw):
+    cfg = ModelConfig(
+        dim=16,
+        heads=2,
+        ffn_dim=32,
+        enc_layers=1,
+        dec_layers=2,
+        dropout=0.0,
+        cross=kind,
+        window_score=score,
+        window_d=D,
+        max_len=12,
+        quant_weight_frac=5,
+        **kw,
+    )
+    return Seq2Seq(cfg, SRC_V, TGT_V).eval()
+
+
+def _batch():
+    src = torch.randint(4, SRC_V, (3, 9))
+    src[:, -1] = EOS
+    src[0, 5:] = PAD
+    src[0, 4] = EOS
+    src[2, 2:] = PAD  # a 2-row memory: the window is clipped on both sides
+    src[2, 1] = EOS
+    tgt = torch.randint(4, TGT_V, (3, 7))
+    tgt[:, 0] = BOS
+    return src, tgt
+
+
+def _record(model):
+    """Every hardware step of every decoder layer: (layer, inputs, output codes)."""
+    steps = []
+    for i, layer in enumerate(model.decoder):
+        core = layer.cross_attn.core
+        core.probe = lambda inputs, o, i=i: steps.append((i, inputs, o))
+    return steps
+
+
+@pytest.mark.parametrize("kind, score", CASES)
+def test_every_step_is_the_unit_bit_for_bit(kind, score):
+    """A decoding step's context is the unit's O on the step's integer inputs: a WindowGolden
+    built only from the exported integer weights gives the same codes; the inputs are the
+    memory's projected codes, p = round(p_t) (local-p) or t (local-m), w = D."""
+    model = _model(kind, score)
+    src, tgt = _batch()
+    steps = _record(model)
+    memory, padding = model.encode(src)
+    cache = model.init_cache()
+    contexts = []
+    hook = model.decoder[0].cross_attn.o_proj.register_forward_hook(
+        lambda m, args, out: contexts.append(args[0].detach())
+    )
+    with torch.no_grad():
+        for t in range(tgt.shape[1]):
+            model.decode(tgt[:, t : t + 1], memory, padding, cache, offset=t)
+    hook.remove()
+    lengths = (~padding).sum(1).numpy()
+    first = [s for s in steps if s[0] == 0]
+    assert len(first) == tgt.shape[1] and len(steps) == 2 * tgt.shape[1]
+    for t, (_, inputs, o) in enumerate(first):
+        core = model.decoder[0].cross_attn.core
+        golden = WindowGolden(core.cfg, unit_weights(core))
+        assert np.array_equal(golden.forward(**inputs), o)
+        # the context the decoder goes on with is O on V's grid
+        got = contexts[t][:, 0].double().numpy() / core.formats.core.v_lsb
+        assert np.array_equal(got, o.astype(np.float64))
+        assert np.array_equal(inputs["length"], lengths)
+        assert (
+            (inputs["w"] == D).all() and (inputs["p"] < lengths).all() and (inputs["p"] >= 0).all()
+        )
+        if kind == "quant-local-m":
+            assert np.array_equal(inputs["p"], np.minimum(t, lengths - 1))
+    # the memory codes are the core's projections of the encoder output's codes
+    core = model.decoder[1].cross_attn.core
+    w = unit_weights(core)
+    y = core._codes(memory).numpy()
+    keys, values = WindowGolden(core.cfg, CoreWeights(w.wq, w.wk, w.wv, w.wo)).project_memory(y)
+    _, inputs, _ = steps[1]
+    assert np.array_equal(inputs["keys"][:, : y.shape[1]], keys)
+    assert np.array_equal(inputs["values"][:, : y.shape[1]], values)
+
+
+@pytest.mark.parametrize("kind, score", CASES)
+def test_incremental_equals_full_and_decoding_runs(kind, score):
+    model = _model(kind, score)
+    src, tgt = _batch()
+    with torch.no_grad():
+        full = model(src, tgt)
+        memory, padding = model.encode(src)
+        cache = model.init_cache()
+        steps = [
+            model.decode(tgt[:, t : t + 1], memory, padding, cache, offset=t) for t in range(7)
+        ]
+    # float32 self-attention sums differ in the last bits between the two paths
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-4, atol=1e-4)
+    assert greedy_decode(model, src, max_len=8) == greedy_decode(
+        model, src, max_len=8, incremental=False
+    )
+    assert len(beam_search(model, src, beam=3, max_len=8)) == 3
+
+    class _Batch:
+        def __init__(self, src):
+            self.src, self.index = src, list(range(src.shape[0]))
+
+    _, stats = translate_with_stats(model, [_Batch(src)], beam=2, device=torch.device("cpu"))
+    assert 1.0 <= stats["vision_span"] <= 2 * D + 1
+
+
+@pytest.mark.parametrize("kind, score", CASES)
+def test_surrogate_trains_and_tracks_the_unit(kind, score):
+    """Training runs the fake-quant surrogate (gradients reach the projections and local-p's
+    predictor); in eval it stays near the unit (float softmax vs the exp table)."""
+    model = _model(kind, score)
+    src, tgt = _batch()
+    model.train()
+    model(src, tgt).logsumexp(-1).mean().backward()
+    core = model.decoder[0].cross_attn.core
+    for name in ("q_proj", "k_proj", "v_proj") + (("w_p",) if kind == "quant-local-p" else ()):
+        grad = getattr(core, name).weight.grad
+        assert grad is not None and bool(grad.ne(0).any()), name
+    model.eval()
+    with torch.no_grad():
+        hardware = model(src, tgt)
+        model.set_arithmetic("surrogate")
+        surrogate = model(src, tgt)
+    assert not torch.equal(hardware, surrogate)
+    assert float((hardware - surrogate).abs().max()) < 0.5 * float(hardware.abs().max())
+
+
+def test_float_twin_has_the_unit_form():
+    """quant-local-p's surrogate is the float local-p in the unit's form (Gaussian inside,
+    integer centre) on the unit's grids: with the grids made fine, the two agree closely."""
+    quant = _model("quant-local-p", "dot", quant_acc_bits=24)
+    cfg = quant.cfg.replace(cross="local-p", window_gaussian="inside", window_p_round=True)
+    float_model = Seq2Seq(cfg, SRC_V, TGT_V).eval()
+    q_core, f_core = quant.decoder[0].cross_attn.core, float_model.decoder[0].cross_attn.core
+    assert isinstance(f_core, WindowedAttention) and isinstance(q_core, QuantWindowedAttention)
+    assert (f_core.gaussian, f_core.round_p) == ("inside", True)
+    assert f_core.sigma == q_core.sigma == D / 2
+
+
+def test_config_errors_name_the_key():
+    base = dict(dim=16, heads=2, max_len=12, window_d=D)
+    with pytest.raises(ConfigError, match="^window_score: quant-local-p computes eatt or dot"):
+        ModelConfig(cross="quant-local-p", window_score="general", **base)
+    with pytest.raises(ConfigError, match="^window_gaussian: quant-local-p puts"):
+        ModelConfig(cross="quant-local-p", window_score="eatt", window_gaussian="after", **base)
+    with pytest.raises(ConfigError, match="^window_p_round: quant-local-m"):
+        ModelConfig(cross="quant-local-m", window_score="eatt", window_p_round=False, **base)
+    with pytest.raises(ConfigError, match="^cross: quant-local-m needs arch transformer"):
+        ModelConfig(cross="quant-local-m", window_score="eatt", arch="lstm", **base)
+    with pytest.raises(ConfigError, match="^quant_weight_bits"):
+        ModelConfig(cross="quant-local-m", window_score="eatt", quant_weight_bits=1, **base)
+    with pytest.raises(ConfigError, match="^attention: 'quant-local-p' is a windowed kind"):
+        ModelConfig(attention="quant-local-p", **base)
+    cfg = ModelConfig(cross="quant-local-p", window_score="eatt", **base)
+    unit = cfg.quant_window()
+    assert (unit.len_k, unit.dim, unit.heads, unit.position) == (12, 16, 1, "gaussian")
+    assert cfg.windowed
+
+
+def test_memory_longer_than_the_unit_is_refused():
+    model = _model("quant-local-m", "eatt")
+    core = model.decoder[0].cross_attn.core
+    with pytest.raises(ValueError, match="max_len = 12"):
+        core.init_state(torch.zeros(1, 13, 16), torch.zeros(1, 13, dtype=torch.bool))
+    bad = torch.zeros(1, 5, dtype=torch.bool)
+    bad[0, 1] = True  # padding in the middle
+    with pytest.raises(ValueError, match="^padding"):
+        core.init_state(torch.zeros(1, 5, 16), bad)
