@@ -58,7 +58,7 @@ def build_unit(cfg: CoreConfig, work: Path) -> Path:
 
 def measure(out: Path, steps: dict) -> dict:
     """Simulate the grouped steps (bit-exact check included); return the summary."""
-    result = simulate_window(out, steps=steps, seed=1)
+    result = simulate_window(out, inputs=steps, seed=1)
     if result["mismatches"]:
         raise RuntimeError(f"{out}: {result['mismatches']} mismatches: {result['first_mismatch']}")
     return result

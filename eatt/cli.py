@@ -31,7 +31,7 @@ from eatt.model import energy
 from eatt.outdir import check_output_file
 from eatt.progress import step
 from eatt.quant.golden import random_weights
-from eatt.quant.vectors import capture_inputs, load_capture
+from eatt.quant.vectors import capture_inputs, load_capture, load_window_capture
 from eatt.rtl_sim.generate import generate_rtl, load_metadata
 from eatt.rtl_sim.pnr import DEVICES, pnr
 from eatt.rtl_sim.power import DEFAULT_LIBERTY, LIBERTIES, power
@@ -359,9 +359,12 @@ def cmd_sim(args) -> int:
     check_vectors(cfg, args.vectors)
     inputs = None
     if args.inputs:
-        if meta["level"] not in ("alignment", "attention", "folded"):
+        if meta["level"] == "window":  # a windowed layer's decoding steps
+            inputs = load_window_capture(args.inputs, cfg, args.vectors)["steps"]
+        elif meta["level"] in ("alignment", "attention", "folded"):
+            inputs = capture_inputs(args.inputs, cfg, args.vectors)
+        else:
             raise CommandError(f"--inputs: captures are of attention cores, not a {cfg.kind} unit")
-        inputs = capture_inputs(args.inputs, cfg, args.vectors)
     try:
         result = simulate(
             args.dir, vectors=args.vectors, seed=args.seed, simulator=args.simulator, inputs=inputs

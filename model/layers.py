@@ -8,6 +8,12 @@ model's formats and ``len_q = len_k = max_len``, takes the valid key length (``k
 and, for the decoder's self-attention, the causal offset: it computes, bit for bit, what the
 layer computes on any batch the model accepts (tests/test_qat.py).
 
+A quantized windowed cross-attention (kinds quant-local-m / quant-local-p) is the window unit
+(kind window, docs/window.md): :func:`layer_core` gives its WindowConfig and W_Q (the unit's
+only weights; K and V come projected in its memory), and :func:`capture_layer` records every
+decoding step's unit inputs (query, p, w, length, the projected memory) in the layout of
+eatt.rtl_sim.window.window_steps: steps grouped by the memory they read.
+
 A decoder layer also has a *step* core (``step=True``, ``--step``): ``len_q = 1``, the one query
 of an incremental decoding step against up to max_len keys, which is what the layer computes
 while the model translates. Query rows are independent and no width depends on len_q, so the
@@ -26,8 +32,9 @@ import torch
 from eatt.config import CoreConfig, atomic_write
 from eatt.quant.golden import CoreWeights, GoldenCore, first_mismatch
 from eatt.quant.vectors import CAPTURE_FORMAT
+from eatt.quant.window import WindowGolden
 
-from .config import QUANT_KINDS
+from .config import QUANT_KINDS, QUANT_WINDOW_KINDS
 from .data import encode_pairs, make_batches
 from .evaluate import checkpoint_data, translate_batches
 from .seq2seq import CHECKPOINT_FORMAT, Seq2Seq, load_checkpoint
@@ -52,7 +59,12 @@ class Layer:
     @property
     def hardware(self) -> bool:
         """Whether a hardware core computes it (a quantized kind)."""
-        return self.kind in QUANT_KINDS
+        return self.kind in QUANT_KINDS or self.window
+
+    @property
+    def window(self) -> bool:
+        """Whether the window unit computes it (a quantized windowed kind)."""
+        return self.kind in QUANT_WINDOW_KINDS
 
     def to_dict(self) -> dict:
         return {"name": self.name, "role": self.role, "index": self.index, "kind": self.kind,
@@ -92,11 +104,18 @@ def layer_core(model: Seq2Seq, name: str, step: bool = False) -> tuple[CoreConfi
             "a decoder layer's (decoder.<i>.self or decoder.<i>.cross)"
         )
     if not layer.hardware:
+        kinds = ", ".join((*QUANT_KINDS, *QUANT_WINDOW_KINDS))
         raise ValueError(
-            f"--layer: {name} is {layer.kind} (float); only the quantized kinds "
-            f"({', '.join(QUANT_KINDS)}) have a hardware core: train or fine-tune with one"
+            f"--layer: {name} is {layer.kind} (float); only the quantized kinds ({kinds}) "
+            "have a hardware core: train or fine-tune with one"
         )
     core = module.core
+    if layer.window:  # the window unit: one decoding step per call by nature (--step or not)
+        w = core.golden().weights
+        zero = np.zeros_like(w.wq)
+        weights = CoreWeights(w.wq, zero, zero.copy(), zero.copy())
+        weights.check(core.cfg)
+        return core.cfg, weights
     cfg = core.cfg.replace(key_padding=True, causal=layer.role == "dec_self")
     if step:
         cfg = cfg.replace(len_q=1)
@@ -157,11 +176,15 @@ def capture_layer(
         raise ValueError(f"--max: must be >= 1, got {max_vectors}")
     model, src_vocab, tgt_vocab, payload = load_checkpoint(checkpoint, "cpu")
     cfg, weights = layer_core(model, name, step)
-    _, module = find_layer(model, name)
+    layer, module = find_layer(model, name)
     pairs = getattr(checkpoint_data(checkpoint, payload, data), split)
     # batches in a seeded random order: the first max_vectors cover every sentence length
     encoded = encode_pairs(pairs, src_vocab, tgt_vocab)
     batches = make_batches(encoded, 4096, shuffle=True, seed=0, max_sentences=64)
+    if layer.window:
+        return _capture_window(model, module.core, batches, max_vectors, beam, cfg, weights, {
+            "checkpoint": str(checkpoint), "layer": name, "split": split, "beam": beam,
+            "step": True})  # fmt: skip
     rows: dict[str, list] = {k: [] for k in ("x", "y", "length", "offset", "queries", "out")}
 
     def probe(x_codes, y_codes, masks, out_codes):  # the layer's hardware calls, as computed
@@ -184,19 +207,9 @@ def capture_layer(
             rows["out"].append(out_codes[b].numpy())
 
     seen = {"rows": 0}  # the layer's core calls (vectors), kept or not
-    whole = {"sentences": 0, "rows": 0}  # over the batches decoded before max_vectors was hit
-    module.probe = probe
-    try:
-        with torch.no_grad():
-            for batch in batches:
-                if len(rows["x"]) >= max_vectors:
-                    break
-                before = seen["rows"]
-                translate_batches(model, [batch], beam=beam)
-                whole["sentences"] += len(batch.index)
-                whole["rows"] += seen["rows"] - before
-    finally:
-        module.probe = None
+    whole = _decode_probed(
+        model, module, probe, batches, beam, seen, lambda: len(rows["x"]) >= max_vectors
+    )
     n = len(rows["x"])
     if n == 0:
         raise ValueError(f"{checkpoint}: the {split} split gave layer {name} no call")
@@ -232,8 +245,7 @@ def capture_layer(
         "step": step,
         # the layer's core calls per translated sentence (decoding steps x beam for a decoder
         # layer, 1 for the encoder's), over the sentences decoded whole
-        "sentences": whole["sentences"],
-        "calls_per_sentence": whole["rows"] / whole["sentences"] if whole["sentences"] else None,
+        **whole,
         "config": cfg.to_dict(),
         "golden_vs_model": {
             "mismatches": differ,
@@ -241,6 +253,84 @@ def capture_layer(
         },
     }
     return {"arrays": arrays, "report": report}
+
+
+def _decode_probed(model, owner, probe, batches, beam, seen, full) -> dict:
+    """Decode ``batches`` with ``owner.probe = probe`` until ``full()`` (the vectors wanted are
+    in) or the split ends: {"sentences", "calls_per_sentence"} over the batches decoded (the layer's
+    calls per translated sentence: decoding steps x beam for a decoder layer, 1 for the
+    encoder's). ``seen["rows"]`` is the probe's count of calls, kept or not."""
+    sentences = rows = 0
+    owner.probe = probe
+    try:
+        with torch.no_grad():
+            for batch in batches:
+                if full():
+                    break
+                before = seen["rows"]
+                translate_batches(model, [batch], beam=beam)
+                sentences += len(batch.index)
+                rows += seen["rows"] - before
+    finally:
+        owner.probe = None
+    return {"sentences": sentences, "calls_per_sentence": rows / sentences if sentences else None}
+
+
+def _capture_window(model, core, batches, max_vectors, beam, cfg, weights, report) -> dict:
+    """capture_layer of a window-unit layer: its decoding steps in window_steps' layout (steps
+    grouped by memory, each group's steps in decoding order), and what the model computed."""
+    memories: dict[bytes, int] = {}
+    groups: dict[str, list] = {k: [] for k in ("keys", "values", "counts", "length")}
+    steps: dict[str, list] = {k: [] for k in ("x", "p", "w", "g", "group", "model_out")}
+    seen = {"rows": 0}
+
+    def probe(inputs: dict, out: np.ndarray) -> None:  # every unit call, as computed
+        seen["rows"] += len(out)
+        for b in range(len(out)):
+            if len(steps["x"]) >= max_vectors:
+                return
+            memory = (inputs["keys"][b], inputs["values"][b], inputs["counts"][b])
+            key = b"".join(a.tobytes() for a in memory) + bytes(str(inputs["length"][b]), "ascii")
+            if key not in memories:
+                memories[key] = len(memories)
+                for k, a in zip(("keys", "values", "counts"), memory, strict=True):
+                    groups[k].append(a)
+                groups["length"].append(int(inputs["length"][b]))
+            for k in ("x", "p", "w", "g"):
+                steps[k].append(inputs[k][b])
+            steps["group"].append(memories[key])
+            steps["model_out"].append(out[b])
+
+    whole = _decode_probed(
+        model, core, probe, batches, beam, seen, lambda: len(steps["x"]) >= max_vectors
+    )
+    n = len(steps["x"])
+    if n == 0:
+        raise ValueError(f"{report['checkpoint']}: the {report['split']} split gave no call")
+    order = np.argsort(np.asarray(steps["group"]), kind="stable")  # a memory's steps together
+    arrays = {k: np.asarray(v, dtype=np.int64)[order] for k, v in steps.items()}
+    arrays.update({k: np.asarray(v, dtype=np.int64) for k, v in groups.items()})
+    g = arrays["group"]
+    golden = WindowGolden(cfg, weights).forward(
+        arrays["x"], arrays["p"], arrays["w"], arrays["keys"][g], arrays["values"][g],
+        arrays["counts"][g], arrays["length"][g], arrays["g"])  # fmt: skip
+    differ = int((golden != arrays["model_out"]).any(axis=1).sum())
+    return {
+        "arrays": arrays,
+        "report": {
+            **report,
+            "unit": "window",
+            "vectors": n,
+            "memories": len(groups["length"]),
+            "lengths": sorted(set(groups["length"])),
+            **whole,
+            "config": cfg.to_dict(),
+            "golden_vs_model": {
+                "mismatches": differ,
+                "first_mismatch": first_mismatch(golden, arrays["model_out"]) if differ else None,
+            },
+        },
+    }
 
 
 def save_capture(capture: dict, path: str | os.PathLike) -> None:

@@ -23,10 +23,8 @@ from eatt.config import CoreConfig
 CAPTURE_FORMAT = "eatt.capture/1"
 
 
-def load_capture(path: str | os.PathLike, cfg: CoreConfig | None = None) -> dict:
-    """{"x", "y", "masks": {...}, "queries", "model_out", "meta"} of a capture file; with
-    ``cfg``, checked to be vectors of that core (shapes, masks, input range)."""
-    path = Path(path)
+def _read(path: Path) -> tuple[dict, dict]:
+    """(arrays, meta) of a capture file; one-line ValueError naming it otherwise."""
     if not path.is_file():
         raise ValueError(f"{path}: no such capture file (eatt capture writes one)")
     try:
@@ -40,6 +38,17 @@ def load_capture(path: str | os.PathLike, cfg: CoreConfig | None = None) -> dict
         raise ValueError(f"{path}: not a capture file (no meta)") from None
     if meta.get("format") != CAPTURE_FORMAT:
         raise ValueError(f"{path}: format {meta.get('format')!r}, this eatt reads {CAPTURE_FORMAT}")
+    return data, meta
+
+
+def load_capture(path: str | os.PathLike, cfg: CoreConfig | None = None) -> dict:
+    """{"x", "y", "masks": {...}, "queries", "model_out", "meta"} of a capture file; with
+    ``cfg``, checked to be vectors of that core (shapes, masks, input range)."""
+    path = Path(path)
+    data, meta = _read(path)
+    if meta.get("unit") == "window":
+        layer = meta.get("layer")
+        raise ValueError(f"{path}: steps of a window unit (layer {layer}), not of a core")
     for key in ("x", "y", "queries", "model_out"):
         if key not in data:
             raise ValueError(f"{path}: capture lacks {key!r}")
@@ -93,3 +102,33 @@ def capture_inputs(
     ``inputs`` a testbench (rtl_sim.runner.simulate) takes."""
     c = load_capture(path, cfg)
     return c["x"][:n], c["y"][:n], {k: v[:n] for k, v in c["masks"].items()}
+
+
+#: a window unit's capture: per step, then per memory (eatt.rtl_sim.window.window_steps' layout)
+WINDOW_STEP_ARRAYS = ("x", "p", "w", "g", "group", "model_out")
+WINDOW_MEMORY_ARRAYS = ("keys", "values", "counts", "length")
+
+
+def load_window_capture(path: str | os.PathLike, cfg: CoreConfig, n: int | None = None) -> dict:
+    """The steps of a window unit's capture (``eatt capture`` of a quant-local-* layer), its
+    first ``n`` (all when None): window_steps' layout (x, p, w, g, group per step; keys,
+    values, counts, length per memory) plus ``model_out``; checked to be of cfg's unit."""
+    path = Path(path)
+    data, meta = _read(path)
+    if meta.get("unit") != "window":
+        raise ValueError(f"{path}: vectors of an attention core, not of a window unit")
+    missing = [k for k in WINDOW_STEP_ARRAYS + WINDOW_MEMORY_ARRAYS if k not in data]
+    if missing:
+        raise ValueError(f"{path}: capture lacks {', '.join(missing)}")
+    have = cfg.function_dict()
+    want = {k: v for k, v in meta.get("config", {}).items() if k in have}
+    if want != have:
+        differ = sorted(k for k in have if want.get(k) != have[k])
+        raise ValueError(
+            f"{path}: captured for another unit ({', '.join(differ)} differ; layer "
+            f"{meta.get('layer')} of {meta.get('checkpoint')})"
+        )
+    steps = {k: data[k][:n] for k in WINDOW_STEP_ARRAYS}
+    used = int(steps["group"].max()) + 1 if len(steps["group"]) else 0
+    steps.update({k: data[k][:used] for k in WINDOW_MEMORY_ARRAYS})
+    return {"steps": steps, "meta": meta}

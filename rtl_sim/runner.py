@@ -472,11 +472,13 @@ def simulate(
     vectors: int = 1000,
     seed: int = 0,
     build_dir: str | os.PathLike | None = None,
-    inputs: tuple[np.ndarray, np.ndarray] | None = None,
+    inputs: tuple | dict | None = None,
     simulator: str = "verilator",
     lock_timeout: float | None = None,
 ) -> dict:
-    """Simulate out_dir's RTL in `simulator` and compare every output with the golden model.
+    """Simulate out_dir's RTL in `simulator` and compare every output with the golden model
+    (on random vectors, or on ``inputs``: a core's (x, y, masks), a window unit's grouped
+    steps).
 
     Dispatches on the directory's level to its unit's simulate (eatt.units: simulate_core for
     the core's levels, rtl_sim.window.simulate_window for the window unit)."""
@@ -488,7 +490,6 @@ def simulate(
         unit = unit_for_level(meta["level"])
     except KeyError:
         raise ValueError(f"{out}: level {meta['level']!r} has no testbench") from None
-    given = {} if inputs is None else {"inputs": inputs}  # the window unit reads no pairs
     return unit.load("simulate")(
         out,
         vectors=vectors,
@@ -496,7 +497,7 @@ def simulate(
         build_dir=build_dir,
         simulator=simulator,
         lock_timeout=lock_timeout,
-        **given,
+        inputs=inputs,
     )
 
 

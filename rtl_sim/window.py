@@ -500,6 +500,10 @@ def window_steps(
     }
 
 
+#: the arrays of grouped steps (window_steps)
+WINDOW_STEPS = ("x", "p", "w", "g", "group", "keys", "values", "counts", "length")
+
+
 def expected_outputs(golden: WindowGolden, steps: dict[str, np.ndarray]) -> np.ndarray:
     """The golden model's outputs of grouped steps (window_steps' layout)."""
     g = steps["group"]
@@ -520,22 +524,23 @@ def simulate_window(
     vectors: int = 1000,
     seed: int = 0,
     build_dir: str | os.PathLike | None = None,
-    steps: dict[str, np.ndarray] | None = None,
+    inputs: dict[str, np.ndarray] | None = None,
     simulator: str = "verilator",
     lock_timeout: float | None = None,
 ) -> dict:
-    """Simulate a window RTL directory on `vectors` random steps (or the given grouped
-    `steps`, window_steps' layout) in `simulator` and compare every output bit with
-    WindowGolden (runner.simulate's build cache, run folder, locks and result keys)."""
+    """Simulate a window RTL directory on `vectors` random steps (or the given grouped steps
+    `inputs`, window_steps' layout: a capture's, eatt.quant.vectors.load_window_capture) in
+    `simulator` and compare every output bit with WindowGolden (runner.simulate's build
+    cache, run folder, locks and result keys)."""
     out = Path(out_dir).resolve()
     meta = load_metadata(out)
     cfg = CoreConfig.from_dict(meta["config"], source=str(out / "metadata.json"))
     golden = WindowGolden(cfg, load_weights(out, meta))
-    if steps is None:
+    if inputs is None:
         if vectors < 1:
             raise ValueError(f"vectors: must be at least 1, got {vectors}")
-        steps = window_steps(cfg, vectors, seed)
-    steps = {k: np.asarray(v, dtype=np.int64) for k, v in steps.items()}
+        inputs = window_steps(cfg, vectors, seed)
+    steps = {k: np.asarray(inputs[k], dtype=np.int64) for k in WINDOW_STEPS}
     expected = expected_outputs(golden, steps)  # also checks every input's range
 
     with sim_run(out, meta, simulator, build_dir, lock_timeout) as sr:

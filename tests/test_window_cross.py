@@ -2,6 +2,8 @@
 eatt.quant.window_cross): at every decoding step the model's eval forward is the window unit's
 golden model on the step's integer inputs, bit for bit."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -195,3 +197,88 @@ def test_memory_longer_than_the_unit_is_refused():
     bad[0, 1] = True  # padding in the middle
     with pytest.raises(ValueError, match="^padding"):
         core.init_state(torch.zeros(1, 5, 16), bad)
+
+
+# -- the loop: trained layer -> window unit file -> captured steps -> RTL ----------------------
+def _eatt(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "eatt.cli", *args], capture_output=True, text=True, timeout=900
+    )
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny quant-local-p model (E-ATT scores) trained a few steps on tiny bundled data."""
+    from eatt.model.data import TaskConfig
+    from eatt.model.train import TrainConfig, train
+
+    data = TaskConfig(
+        n_train=24, n_dev=8, n_test=8, seed=3, min_len=5, max_len=6, n_nouns=6, n_verbs=3, n_adjs=3
+    )
+    model = ModelConfig(
+        dim=8, heads=2, ffn_dim=16, enc_layers=1, dec_layers=1, dropout=0.0, max_len=10,
+        cross="quant-local-p", window_score="eatt", window_d=2, tau=0.5, quant_weight_frac=5,
+    )  # fmt: skip
+    cfg = TrainConfig(seed=5, steps=4, max_tokens=128, warmup=2, decay=100, peak_lr=3e-3,
+                      eval_every=0, progress=False, data=data)  # fmt: skip
+    return train(model, cfg, tmp_path_factory.mktemp("run"))["checkpoint"]
+
+
+def test_capture_of_a_window_layer_is_the_unit(trained, tmp_path):
+    """The captured steps, grouped by memory, are what the model computed, and the unit's
+    golden model on them agrees; the evaluation's hardware check sees no difference."""
+    from eatt.model.evaluate import evaluate
+    from eatt.model.layers import capture_layer, checkpoint_layer_core, save_capture
+    from eatt.quant.vectors import load_capture, load_window_capture
+
+    capture = capture_layer(trained, "decoder.0.cross", max_vectors=60)
+    report, arrays = capture["report"], capture["arrays"]
+    assert report["unit"] == "window" and report["golden_vs_model"]["mismatches"] == 0
+    assert report["vectors"] == 60 and report["memories"] == len(arrays["keys"]) > 1
+    assert (np.diff(arrays["group"]) >= 0).all()  # a memory's steps together
+    cfg, weights = checkpoint_layer_core(trained, "decoder.0.cross")
+    assert cfg.kind == "window" and not weights.wk.any()
+    path = tmp_path / "acts.npz"
+    save_capture(capture, path)
+    steps = load_window_capture(path, cfg, 25)["steps"]
+    g = steps["group"]
+    got = WindowGolden(cfg, weights).forward(
+        steps["x"], steps["p"], steps["w"], steps["keys"][g], steps["values"][g],
+        steps["counts"][g], steps["length"][g], steps["g"],
+    )  # fmt: skip
+    assert np.array_equal(got, steps["model_out"]) and len(steps["keys"]) == g.max() + 1
+    with pytest.raises(ValueError, match="steps of a window unit"):
+        load_capture(path)
+    with pytest.raises(ValueError, match="captured for another unit \\(tau differ"):
+        load_window_capture(path, cfg.replace(tau=1.0))
+    result = evaluate(trained, beam=2, device="cpu", hardware=True)
+    assert result["hardware"]["exported"]["hypotheses_differ"] == 0
+    assert 1 <= result["vision_span"] <= 5
+
+
+@pytest.mark.rtl
+def test_a_trained_window_layer_in_rtl_on_its_captured_steps(trained, tmp_path):
+    """Train -> export the layer (a window unit file) -> RTL -> Verilator + cocotb on the steps
+    the layer took while the model decoded: 0 mismatches, cycles as the unit's rule."""
+    acts, unit, rtl = tmp_path / "acts.npz", tmp_path / "cross.onnx", tmp_path / "rtl"
+    r = _eatt("capture", str(trained), "--layer", "decoder.0.cross", "--max", "48", "-o",
+              str(acts), "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["golden_vs_model"]["mismatches"] == 0
+    r = _eatt("export", str(trained), "--layer", "decoder.0.cross", "-o", str(unit), "--check",
+              "50", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["config"]["kind"] == "window"
+    r = _eatt("rtl", str(unit), "-o", str(rtl), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["source"]["layer"] == "decoder.0.cross"
+    r = _eatt("sim", str(rtl), "--inputs", str(acts), "--vectors", "40", "--json")
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["captured"] and result["vectors"] == 40 and result["mismatches"] == 0
+    assert result["cycles_rule_holds"]
+    r = _eatt("sim", str(rtl), "--inputs", str(acts), "--vectors", "40")
+    assert r.returncode == 0 and "40 captured vectors, 0 mismatching" in r.stdout, r.stderr

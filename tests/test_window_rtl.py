@@ -98,7 +98,7 @@ def test_compacted_memory_in_rtl(simulated):
     steps["w"] = np.full_like(group, full_w)
     if cfg.position != "none":
         steps["g"] = np.zeros_like(group)  # Flexible g = 0: no penalty, position-free
-    result = simulate_window(out, steps=steps, seed=1)
+    result = simulate_window(out, inputs=steps, seed=1)
     assert result["mismatches"] == 0, result["first_mismatch"]
     if cfg.position == "flexible":
         n = len(group)
@@ -161,7 +161,7 @@ def test_bad_window_inputs_are_refused(simulated):
     steps = window_steps(cfg, 8, seed=0)
     steps["w"] = steps["w"] + cfg.window_d + 1
     with pytest.raises(ValueError, match="w has values"):
-        simulate_window(out, steps=steps)
+        simulate_window(out, inputs=steps)
 
 
 def test_yosys_reads_the_sources(simulated):

@@ -499,8 +499,15 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
     if name == "window-eatt":
         assert {r["score"] for r in report["rows"]} == {"dot", "eatt"}
     if name == "window-unit":
-        assert list(rows) == ["local-p eatt, luong", "local-p eatt, inside, integer p"]
+        assert list(rows) == [
+            "local-p eatt, luong",
+            "local-p eatt, inside, integer p",
+            "quant-local-p eatt, the unit",
+        ]
         assert "| inside | integer |" in table
+        unit = rows["quant-local-p eatt, the unit"]["hardware"]
+        assert unit["exported"]["hypotheses_differ"] == 0
+        assert "0 differ as exported" in table
     if name == "l0drop":
         assert list(rows)[:2] == ["no pruning", "no pruning, fine-tuned"] and "rule group" in rows
         assert report["target"]["bleu_reference"] == rows["no pruning, fine-tuned"]["bleu"]

@@ -10,7 +10,11 @@ trains one local-p model on the bundled task with the same settings as ``window-
     inside           gaussian inside, real p_t        (the unit's placement)
     inside, integer  gaussian inside, p = round(p_t)  (the unit's form: window_p_round)
 
-for the E-ATT and the dot score (quick: E-ATT only, luong and the unit's form).
+for the E-ATT and the dot score (quick: E-ATT only, luong and the unit's form). Then the
+quantized kind (quant-local-p: the unit itself in every eval step) trained with the same settings
+(QAT from scratch, weights <8, 7>), its test BLEU decoded with the unit's golden model in the loop
+and the evaluation's hardware check (hypotheses that differ when decoded as the exported unit
+runs: 0 expected; and with the training surrogate).
 """
 
 from __future__ import annotations
@@ -21,12 +25,26 @@ from ..data import synthetic_task
 from .base import _markdown_table, _num
 from .staged import WINDOW_D, StagedExperiment, _row, _train_and_eval, _window_sizes
 
+#: quant-local-p's weights: <8, 7> (|w| < 1; trained from scratch, nothing to calibrate on)
+QUANT_WEIGHT_FRAC = 7
 #: (label, window_gaussian, window_p_round) of the float forms
 FORMS = (
     ("luong", "after", False),
     ("inside", "inside", False),
     ("inside, integer p", "inside", True),
 )
+
+
+def _unit_check(hardware: dict | None) -> str:
+    """A quantized row's hardware check: hypotheses that differ as the exported unit runs,
+    and the surrogate's BLEU; '-' for a float row."""
+    if not hardware:
+        return "-"
+    exported, surrogate = hardware["exported"], hardware["surrogate"]
+    return (
+        f"{exported['hypotheses_differ']} differ as exported; surrogate BLEU "
+        f"{_num(surrogate['bleu'])}"
+    )
 
 
 class WindowUnit(StagedExperiment):
@@ -51,6 +69,16 @@ class WindowUnit(StagedExperiment):
                 rows.append(
                     _row(label, result, score=score, form=form, gaussian=gaussian, round_p=round_p)
                 )
+            label = f"quant-local-p {score}, the unit"
+            cfg = model.replace(
+                cross="quant-local-p", window_score=score, quant_weight_frac=QUANT_WEIGHT_FRAC
+            )
+            _, result = _train_and_eval(
+                label, cfg, train_cfg, data, folder, beam, quiet, hardware=True
+            )
+            rows.append(
+                _row(label, result, score=score, form="unit", gaussian="inside", round_p=True)
+            )
         return {
             "beam": beam,
             "window_d": WINDOW_D,
@@ -68,7 +96,7 @@ class WindowUnit(StagedExperiment):
             f"beam {report['beam']}, D = {report['window_d']} (the cost is against luong)",
             "",
             *_markdown_table(
-                ["model", "gaussian", "p", "vision span", "BLEU", "cost"],
+                ["model", "gaussian", "p", "vision span", "BLEU", "cost", "unit check"],
                 [
                     [
                         r["label"],
@@ -77,6 +105,7 @@ class WindowUnit(StagedExperiment):
                         _num(r["vision_span"]),
                         _num(r["bleu"]),
                         _num(base[r["score"]] - r["bleu"]),
+                        _unit_check(r.get("hardware")),
                     ]
                     for r in report["rows"]
                 ],
