@@ -38,7 +38,7 @@ STAGES = (
     "hls_templates",  # () -> the hls4ml backend templates (config, function call)
     "hls_ports",  # (cfg, input names) -> (hls4ml type per input, Model options) for convert
     "hls_finish",  # (cfg, hls_model) -> None: the unit's changes to the converted model
-    "hls_check_data",  # (model, cfg, weights, vectors, seed) -> the C simulation's check data
+    "hls_check_data",  # (model, cfg, weights, vectors, seed, capture) -> C simulation vectors
     "generate_rtl",  # (cfg, weights, out_dir, level, eatt_datapath, adder_levels) -> metadata
     "simulate",  # (out_dir, vectors, seed, build_dir, inputs, simulator, lock_timeout) -> dict
     "flow",  # (cfg, weights, seed, vectors, out_dir, resources) -> the flow's result entries

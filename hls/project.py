@@ -73,7 +73,7 @@ from eatt.quant.ops import (
     window_input_fracs,
     window_input_names,
 )
-from eatt.quant.vectors import load_capture
+from eatt.quant.vectors import load_capture, load_window_capture
 from eatt.quant.window import WindowGolden
 from eatt.rtl_sim.tools import ToolMissing  # one class for every missing tool (CLI exit 3)
 from eatt.units import unit_for
@@ -354,12 +354,18 @@ def _formats(cfg: CoreConfig) -> dict:
 
 
 def check_data(
-    model: onnx.ModelProto, cfg: CoreConfig, weights: CoreWeights, vectors: int, seed: int
+    model: onnx.ModelProto,
+    cfg: CoreConfig,
+    weights: CoreWeights,
+    vectors: int,
+    seed: int,
+    capture: dict | None = None,
 ) -> tuple[list[np.ndarray], np.ndarray, int, int]:
     """The checked vectors: (real inputs, one (n, features) array per graph input in graph
     order; golden output codes; output fraction; number of edge vectors, which come last).
-    Dispatches to the unit's (eatt.units: core_check_data, window_check_data)."""
-    return unit_for(cfg).load("hls_check_data")(model, cfg, weights, vectors, seed)
+    ``capture``: the unit's captured vectors (load_capture / load_window_capture) replace the
+    random ones. Dispatches to the unit's (eatt.units: core_check_data, window_check_data)."""
+    return unit_for(cfg).load("hls_check_data")(model, cfg, weights, vectors, seed, capture)
 
 
 def core_check_data(
@@ -398,12 +404,19 @@ def core_check_data(
 
 
 def window_check_data(
-    model: onnx.ModelProto, cfg: CoreConfig, weights: CoreWeights, vectors: int, seed: int
+    model: onnx.ModelProto,
+    cfg: CoreConfig,
+    weights: CoreWeights,
+    vectors: int,
+    seed: int,
+    capture: dict | None = None,
 ) -> tuple[list[np.ndarray], np.ndarray, int, int]:
-    """check_data of the window unit: random plus edge steps against WindowGolden."""
+    """check_data of the window unit: random plus edge steps against WindowGolden.
+    ``capture`` (eatt.quant.vectors.load_window_capture): its steps replace the random ones."""
     from eatt.quant.export import WINDOW_STEP_NAMES, core_input_names, window_vectors
 
-    steps, n_edge = window_vectors(cfg, vectors, seed)
+    captured = None if capture is None else capture["steps"]
+    steps, n_edge = window_vectors(cfg, vectors, seed, captured)
     expected = WindowGolden(cfg, weights).forward(**steps)
     n = len(expected)
     fracs = window_input_fracs(cfg)
@@ -543,7 +556,10 @@ def write_project(
             ) from None
     model, cfg, weights, where = load_source(source, seed=seed)
     capture = None
-    if inputs is not None:
+    if inputs is not None and unit_for(cfg).name == "window":  # a windowed layer's steps
+        capture = load_window_capture(inputs, cfg, vectors)
+        vectors = len(capture["steps"]["x"])
+    elif inputs is not None:
         if unit_for(cfg).name != "core":
             raise ValueError(f"--inputs: captures are of attention cores, not a {cfg.kind} unit")
         capture = load_capture(inputs, cfg)
@@ -552,14 +568,9 @@ def write_project(
         with stdout_to_stderr():
             with step(f"hls4ml conversion of the {cfg.kind} core ({backend})"):
                 hls_model = convert(model, cfg, tmp, backend, part, clock_ns, reuse_factor)
-                if capture is None:
-                    reals, expected, out_frac, n_edge = check_data(
-                        model, cfg, weights, vectors, vector_seed
-                    )
-                else:
-                    reals, expected, out_frac, n_edge = core_check_data(
-                        model, cfg, weights, vectors, vector_seed, capture
-                    )
+                reals, expected, out_frac, n_edge = check_data(
+                    model, cfg, weights, vectors, vector_seed, capture
+                )
                 hls_model.write()
             csim = None
             if compile:

@@ -46,7 +46,7 @@ QUANT_KINDS = {"quant-eatt": "eatt", "quant-vanilla": "vanilla"}
 #: Luong / Flexible windowed single-head cross-attention (eatt.model.windowed); ``cross`` only
 WINDOW_KINDS = ("global", "local-m", "local-p", "flexible")
 #: windowed kinds computed by the window unit (eatt.quant.window_cross), and the float kind of
-#: each; ``cross`` only, Transformer only (docs/window.md, "Models on the unit")
+#: each; ``cross`` only (docs/window.md, "Models on the unit")
 QUANT_WINDOW_KINDS = {"quant-local-m": "local-m", "quant-local-p": "local-p"}
 #: scores the window unit computes
 QUANT_WINDOW_SCORES = ("eatt", "dot")
@@ -212,10 +212,8 @@ class ModelConfig:
             self._check_quant_window()
 
     def _check_quant_window(self) -> None:
-        """A quantized windowed kind is the window unit: its scores, its forms, a Transformer."""
+        """A quantized windowed kind is the window unit: its scores, its forms."""
         kind = self.kind("cross")
-        if self.arch != "transformer":
-            raise ConfigError(f"cross: {kind} needs arch transformer (the LSTM's comes later)")
         if self.window_score not in QUANT_WINDOW_SCORES:
             raise ConfigError(
                 f"window_score: {kind} computes {' or '.join(QUANT_WINDOW_SCORES)} scores "

@@ -109,7 +109,7 @@ def layer_core(model: Seq2Seq, name: str, step: bool = False) -> tuple[CoreConfi
             f"--layer: {name} is {layer.kind} (float); only the quantized kinds ({kinds}) "
             "have a hardware core: train or fine-tune with one"
         )
-    core = module.core
+    core = getattr(module, "core", module)  # the LSTM's attention is its own core
     if layer.window:  # the window unit: one decoding step per call by nature (--step or not)
         w = core.golden().weights
         zero = np.zeros_like(w.wq)
@@ -182,7 +182,8 @@ def capture_layer(
     encoded = encode_pairs(pairs, src_vocab, tgt_vocab)
     batches = make_batches(encoded, 4096, shuffle=True, seed=0, max_sentences=64)
     if layer.window:
-        return _capture_window(model, module.core, batches, max_vectors, beam, cfg, weights, {
+        core = getattr(module, "core", module)
+        return _capture_window(model, core, batches, max_vectors, beam, cfg, weights, {
             "checkpoint": str(checkpoint), "layer": name, "split": split, "beam": beam,
             "step": True})  # fmt: skip
     rows: dict[str, list] = {k: [] for k in ("x", "y", "length", "offset", "queries", "out")}

@@ -9,7 +9,8 @@ Flexible Attention and L0Drop papers, with the same interface as the Transformer
 * Decoder: an LSTM of ``dec_layers`` layers whose input is ``[y_{t-1} embedding; htilde_{t-1}]``
   (input feeding, Luong Sec. 3.3); its top state h_t queries the cross-attention
   (:func:`eatt.model.windowed.cross_attention`: global, local-m, local-p or Flexible, with the
-  configured score) for the context c_t; the attentional hidden state is
+  configured score; or the window unit, kinds quant-local-m / quant-local-p,
+  eatt.quant.window_cross) for the context c_t; the attentional hidden state is
   ``htilde_t = tanh(W_c [c_t; h_t])`` (Luong Eq. 5) and ``p(y_t) = softmax(W_s htilde_t)`` (Eq. 6).
   Flexible's strength g(t) (Eq. 8) sees ``[h_t; i_t]`` with i_t the input embedding.
 * Inference with gates (eval mode, global attention): :meth:`LSTMSeq2Seq.encode_for_decoding`
@@ -29,7 +30,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .config import ModelConfig
+from .config import QUANT_WINDOW_KINDS, ModelConfig
 from .data import PAD
 from .l0drop import L0Drop, compact, rule_gates, sparsity_rate, vocab_token_rank
 from .windowed import cross_attention, mean_strength, vision_span
@@ -74,7 +75,14 @@ class LSTMSeq2Seq(nn.Module):
             batch_first=True,
             dropout=cfg.dropout if cfg.dec_layers > 1 else 0.0,
         )
-        self.attention = cross_attention(cfg, dim, dim, g_input_dim=dim)
+        if cfg.kind("cross") in QUANT_WINDOW_KINDS:
+            # Brevitas: loaded only for the quantized kinds (model/ stays below quant/)
+            from eatt.quant.window_cross import QuantWindowedAttention
+
+            form = QUANT_WINDOW_KINDS[cfg.kind("cross")]
+            self.attention = QuantWindowedAttention(cfg.quant_window(), form)
+        else:
+            self.attention = cross_attention(cfg, dim, dim, g_input_dim=dim)
         self.w_c = nn.Linear(2 * dim, dim, bias=False)  # htilde = tanh(W_c [c; h])
         self.out_proj = nn.Linear(dim, tgt_vocab_size, bias=False)  # W_s
         self.dropout = nn.Dropout(cfg.dropout)
@@ -90,7 +98,8 @@ class LSTMSeq2Seq(nn.Module):
         # owner sets them (set_token_counts), the training counts that fix the Freq cutoff
         self.register_buffer("token_rank", vocab_token_rank(src_vocab_size), persistent=False)
         self.register_buffer("token_counts", torch.zeros(src_vocab_size, dtype=torch.long))
-        self._uses_max_len = False
+        #: the window unit holds max_len memory rows: longer sources are refused
+        self._uses_max_len = cfg.kind("cross") in QUANT_WINDOW_KINDS
         #: decode on Algorithm 1's compacted memory at inference (off: the full gated memory)
         self.compact_memory = True
         #: gates (B, S) and padding of the last encode (sparsity rate, analysis)

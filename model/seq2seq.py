@@ -382,14 +382,17 @@ ARITHMETICS = ("hardware", "exported", "surrogate")
 
 
 def set_arithmetic(model: nn.Module, arithmetic: str) -> None:
-    """Set RoleAttention.arithmetic on every attention module of ``model`` (any architecture)."""
+    """Set ``arithmetic`` on every attention module of ``model`` that has one (any
+    architecture): RoleAttention, the window unit's QuantWindowedAttention."""
     if arithmetic not in ARITHMETICS:
         raise ValueError(f"arithmetic: must be one of {', '.join(ARITHMETICS)}, got {arithmetic!r}")
     for module in model.modules():
-        if isinstance(module, RoleAttention):
+        # RoleAttention, and the window unit's (in a RoleAttention or the LSTM's attention)
+        if (
+            isinstance(module, RoleAttention)
+            or module.__class__.__name__ == "QuantWindowedAttention"
+        ):
             module.arithmetic = arithmetic
-            if module.kind in QUANT_WINDOW_KINDS:  # the window unit's own switch
-                module.core.arithmetic = arithmetic
 
 
 # -- layers --------------------------------------------------------------------------------------

@@ -70,7 +70,7 @@ from eatt.quant.ops import (
     window_input_fracs,
     window_input_names,
 )
-from eatt.quant.vectors import load_capture
+from eatt.quant.vectors import load_capture, load_window_capture, window_step_inputs
 from eatt.quant.window import (
     STEP_INPUTS,
     WindowGolden,
@@ -611,9 +611,16 @@ def window_edge_inputs(cfg: CoreConfig) -> dict[str, np.ndarray]:
     return {name: np.asarray([s[name] for s in steps], dtype=np.int64) for name in STEP_INPUTS}
 
 
-def window_vectors(cfg: CoreConfig, vectors: int, seed: int) -> tuple[dict[str, np.ndarray], int]:
-    """random_window_inputs(vectors, seed) followed by window_edge_inputs; (steps, edge count)."""
-    rand = random_window_inputs(cfg, vectors, seed=seed)
+def window_vectors(
+    cfg: CoreConfig, vectors: int, seed: int, captured: dict | None = None
+) -> tuple[dict[str, np.ndarray], int]:
+    """random_window_inputs(vectors, seed) followed by window_edge_inputs; (steps, edge count).
+    ``captured``: a window capture's grouped steps (load_window_capture), its first ``vectors``
+    replace the random ones."""
+    if captured is not None:
+        rand = {k: v[:vectors] for k, v in window_step_inputs(captured).items()}
+    else:
+        rand = random_window_inputs(cfg, vectors, seed=seed)
     edge = window_edge_inputs(cfg)
     steps = {name: np.concatenate([rand[name], edge[name]]) for name in STEP_INPUTS}
     return steps, len(edge["x"])
@@ -695,7 +702,8 @@ def check_export(
     cfg, weights = load_core(path)
     if inputs is not None:
         if isinstance(cfg, WindowConfig):
-            raise ValueError(f"--inputs: {path} is a window unit; captures are of cores")
+            captured = load_window_capture(inputs, cfg, vectors)["steps"]
+            return check_window_export(path, cfg, weights, vectors, seed, captured)
         capture = load_capture(inputs, cfg)
         return check_core_export(path, cfg, weights, vectors, seed, capture)
     # the file's unit (eatt.units): check_core_export or check_window_export
@@ -703,16 +711,22 @@ def check_export(
 
 
 def check_window_export(
-    path: str | os.PathLike, cfg: CoreConfig, weights: CoreWeights, vectors: int, seed: int
+    path: str | os.PathLike,
+    cfg: CoreConfig,
+    weights: CoreWeights,
+    vectors: int,
+    seed: int,
+    captured: dict | None = None,
 ) -> dict:
-    """check_export of a window unit file (cfg, weights: read from it): random steps plus the
-    edge steps (window_vectors) against WindowGolden."""
-    steps, _ = window_vectors(cfg, vectors, seed)
+    """check_export of a window unit file (cfg, weights: read from it): random steps (or a
+    capture's, ``captured``) plus the edge steps (window_vectors) against WindowGolden."""
+    steps, n_edge = window_vectors(cfg, vectors, seed, captured)
     expected = WindowGolden(cfg, weights).forward(**steps)
     start = time.perf_counter()
     got = execute_window(path, steps)
     seconds = time.perf_counter() - start
-    return _mismatch_report(expected, got, vectors, seed, seconds)
+    n = len(expected) - n_edge  # a capture may hold fewer steps than asked
+    return _mismatch_report(expected, got, n, seed, seconds, captured is not None)
 
 
 def check_core_export(

@@ -132,3 +132,12 @@ def load_window_capture(path: str | os.PathLike, cfg: CoreConfig, n: int | None 
     used = int(steps["group"].max()) + 1 if len(steps["group"]) else 0
     steps.update({k: data[k][:used] for k in WINDOW_MEMORY_ARRAYS})
     return {"steps": steps, "meta": meta}
+
+
+def window_step_inputs(steps: dict) -> dict[str, np.ndarray]:
+    """Grouped steps (window_steps' layout) as one row per step: the arrays of
+    eatt.quant.window.STEP_INPUTS (x, p, w, keys, values, counts, length, g)."""
+    g = np.asarray(steps["group"])
+    out = {k: np.asarray(steps[k]) for k in ("x", "p", "w", "g")}
+    out.update({k: np.asarray(steps[k])[g] for k in WINDOW_MEMORY_ARRAYS})
+    return out

@@ -66,12 +66,14 @@ _PROJECTIONS = (("wq", "q_proj"), ("wk", "k_proj"), ("wv", "v_proj"))
 
 
 class QuantWindowedAttention(nn.Module):
-    """One decoder layer's cross-attention of kind quant-local-m / quant-local-p.
+    """The cross-attention of kind quant-local-m / quant-local-p: one decoder layer's in the
+    Transformer, the attention of the LSTM encoder-decoder.
 
     Args:
         cfg: the unit (eatt.model.config.ModelConfig.quant_window): len_k = max_len rows,
             one head of the model's width, the quant_* formats.
-        kind: "local-m" or "local-p".
+        kind: "local-m" or "local-p" (Luong's form; ``.kind`` is then the config's name,
+            quant-local-m / quant-local-p, and ``.form`` this).
     """
 
     def __init__(self, cfg: WindowConfig, kind: str) -> None:
@@ -83,7 +85,9 @@ class QuantWindowedAttention(nn.Module):
         want = "gaussian" if kind == "local-p" else "none"
         if cfg.position != want:
             raise ValueError(f"position: {kind} on the unit needs {want}, got {cfg.position}")
-        self.cfg, self.kind, self.score = cfg, kind, cfg.window_score
+        #: the model config's name of the kind (quant-local-p), and Luong's form (local-p)
+        self.kind, self.form = f"quant-{kind}", kind
+        self.cfg, self.score = cfg, cfg.window_score
         self.formats = derive_window_formats(cfg)
         self.window_d = cfg.window_d
         self.sigma = window_sigma(cfg)
@@ -97,7 +101,7 @@ class QuantWindowedAttention(nn.Module):
         weight_quant = fixed_point_weight_quant(cfg.weight_bits, cfg.weight_frac)
         for _, proj in _PROJECTIONS:
             setattr(self, proj, QuantLinear(dim, dim, bias=False, weight_quant=weight_quant))
-        if kind == "local-p":  # Luong Eq. 9's predictor: float, outside the unit
+        if self.form == "local-p":  # Luong Eq. 9's predictor: float, outside the unit
             self.w_p = nn.Linear(dim, dim, bias=False)
             self.v_p = nn.Linear(dim, 1, bias=False)
         #: eval: "hardware" (the unit's golden model) or "surrogate" (the training pipeline)
@@ -156,7 +160,7 @@ class QuantWindowedAttention(nn.Module):
         """The unit's p for ``steps`` steps from state["t"] (B, steps): real-valued with the
         gradient of p_t (local-p, straight-through), integer-valued."""
         lengths = state["lengths"][:, None]
-        if self.kind == "local-m":
+        if self.form == "local-m":
             t = torch.arange(state["t"], state["t"] + steps, device=lengths.device)
             return torch.minimum(t[None, :], lengths - 1).to(h.dtype)
         p_t = self.predicted_position(h, state["lengths"])
@@ -171,7 +175,7 @@ class QuantWindowedAttention(nn.Module):
                 f"and {tuple(padding.shape)}"
             )
         if counts is not None:
-            raise ValueError(f"quant-{self.kind}: L0Drop's compacted memory is not supported yet")
+            raise ValueError(f"{self.kind}: L0Drop's compacted memory is not supported yet")
         batch, seq = padding.shape
         if seq > self.cfg.len_k:
             raise ValueError(f"memory of {seq} rows: the unit holds max_len = {self.cfg.len_k}")
@@ -281,7 +285,7 @@ class QuantWindowedAttention(nn.Module):
         lo, hi = _bounds(center.detach(), self.window_d, state["lengths"][:, None])
         pos = torch.arange(seq, device=h.device, dtype=center.dtype)
         mask = (pos >= lo[..., None]) & (pos <= hi[..., None])
-        if self.kind == "local-p":
+        if self.form == "local-p":
             s = s - gaussian_penalty(pos, center[..., None], self.sigma)
         a = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)
         o = torch.matmul(a, values)

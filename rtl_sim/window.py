@@ -38,6 +38,7 @@ import numpy as np
 
 from eatt.config import CoreConfig, WindowConfig
 from eatt.quant.golden import CoreWeights, exp_table, recip_table
+from eatt.quant.vectors import window_step_inputs
 from eatt.quant.window import (
     WindowGolden,
     core_config,
@@ -506,17 +507,7 @@ WINDOW_STEPS = ("x", "p", "w", "g", "group", "keys", "values", "counts", "length
 
 def expected_outputs(golden: WindowGolden, steps: dict[str, np.ndarray]) -> np.ndarray:
     """The golden model's outputs of grouped steps (window_steps' layout)."""
-    g = steps["group"]
-    return golden.forward(
-        steps["x"],
-        steps["p"],
-        steps["w"],
-        steps["keys"][g],
-        steps["values"][g],
-        steps["counts"][g],
-        steps["length"][g],
-        steps["g"],
-    )
+    return golden.forward(**window_step_inputs(steps))
 
 
 def simulate_window(

@@ -311,6 +311,52 @@ def test_evaluate_hardware(checkpoint):
     assert r["hardware"]["exported"]["bleu"] == r["bleu"]
 
 
+@pytest.mark.rtl
+@pytest.mark.hls
+def test_a_trained_windowed_model_on_the_unit(work):
+    """README, "A trained windowed model on the unit": train a quant-local-p model, take its
+    cross-attention out as the window unit, capture its steps, RTL on them, evaluate."""
+    run = work / "window_run.yaml"
+    run.write_text(
+        TINY_RUN.replace(
+            "cross: quant-eatt", "cross: quant-local-p, window_score: eatt, window_d: 2"
+        )
+    )
+    r = eatt("train", str(run), "-o", str(work / "window_run"), "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    ckpt = json.loads(r.stdout)["checkpoint"]
+    out, steps, rtl = work / "cross_window.onnx", work / "steps.npz", work / "rtl_window"
+    r = both_modes(
+        ["export", ckpt, "--layer", "decoder.0.cross", "-o", str(out), "--check", "40"],
+        "exported window core",
+    )
+    assert r["check"]["ok"] and r["config"]["kind"] == "window"
+    r = both_modes(
+        ["capture", ckpt, "--layer", "decoder.0.cross", "--split", "dev", "--max", "50", "-o",
+         str(steps)],
+        "golden model of the exported core vs the model: 0 mismatching",
+    )  # fmt: skip
+    assert r["vectors"] == 50 and r["unit"] == "window"
+    r = both_modes(
+        ["export", ckpt, "--layer", "decoder.0.cross", "-o", str(out), "--check", "50",
+         "--inputs", str(steps)],
+        "50 captured",
+    )  # fmt: skip
+    assert r["check"]["captured"] and r["check"]["mismatches"] == 0
+    r = both_modes(
+        ["hls", str(out), "-o", str(work / "hls_window"), "--vectors", "50", "--inputs",
+         str(steps)],
+        "50 captured",
+    )  # fmt: skip
+    assert r["csim"]["captured"] and r["csim"]["mismatches"] == 0
+    r = both_modes(["rtl", str(out), "-o", str(rtl)], "wrote window RTL")
+    assert r["source"]["layer"] == "decoder.0.cross"
+    r = both_modes(["sim", str(rtl), "--inputs", str(steps), "--vectors", "50"], "50 captured")
+    assert r["captured"] and r["mismatches"] == 0
+    r = both_modes(["evaluate", ckpt, "--beam", "2", "--split", "dev", "--hardware"], "differ")
+    assert r["hardware"]["exported"]["hypotheses_differ"] == 0 and r["vision_span"] <= 5
+
+
 def test_experiment_quick(work):
     r = both_modes(
         ["experiment", "eatt-vs-vanilla", "--quick", "-o", str(work / "results")], "vanilla"

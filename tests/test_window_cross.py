@@ -168,6 +168,39 @@ def test_float_twin_has_the_unit_form():
     assert f_core.sigma == q_core.sigma == D / 2
 
 
+@pytest.mark.parametrize("kind", ["quant-local-p", "quant-local-m"])
+def test_the_lstm_attention_on_the_unit(kind, tmp_path):
+    """The LSTM encoder-decoder's attention as the window unit: every step the unit's golden
+    model; the layer listed as a hardware one."""
+    from eatt.model.data import Vocab
+    from eatt.model.layers import checkpoint_layers
+    from eatt.model.rnn import LSTMSeq2Seq
+    from eatt.model.seq2seq import save_checkpoint
+
+    cfg = ModelConfig(arch="lstm", dim=8, enc_layers=1, dec_layers=1, dropout=0.0, max_len=12,
+                      cross=kind, window_score="eatt", window_d=D, tau=0.25)  # fmt: skip
+    model = LSTMSeq2Seq(cfg, SRC_V, TGT_V).eval()
+    src, tgt = _batch()
+    steps = []
+    model.attention.probe = lambda inputs, o: steps.append((inputs, o))
+    with torch.no_grad():
+        model(src, tgt)
+    golden = WindowGolden(model.attention.cfg, unit_weights(model.attention))
+    assert len(steps) == tgt.shape[1]
+    for inputs, o in steps:
+        assert np.array_equal(golden.forward(**inputs), o)
+    model.train()
+    model(src, tgt).logsumexp(-1).mean().backward()
+    assert bool(model.attention.v_proj.weight.grad.ne(0).any())  # (LSTM states sit below tau)
+    vocab = Vocab([f"w{i}" for i in range(12)])
+    model = LSTMSeq2Seq(cfg, len(vocab), len(vocab))
+    path = tmp_path / "best.pt"
+    save_checkpoint(path, model, vocab, vocab)
+    assert [(x.name, x.kind, x.hardware) for x in checkpoint_layers(path)] == [
+        ("decoder.0.cross", kind, True)
+    ]
+
+
 def test_config_errors_name_the_key():
     base = dict(dim=16, heads=2, max_len=12, window_d=D)
     with pytest.raises(ConfigError, match="^window_score: quant-local-p computes eatt or dot"):
@@ -176,8 +209,6 @@ def test_config_errors_name_the_key():
         ModelConfig(cross="quant-local-p", window_score="eatt", window_gaussian="after", **base)
     with pytest.raises(ConfigError, match="^window_p_round: quant-local-m"):
         ModelConfig(cross="quant-local-m", window_score="eatt", window_p_round=False, **base)
-    with pytest.raises(ConfigError, match="^cross: quant-local-m needs arch transformer"):
-        ModelConfig(cross="quant-local-m", window_score="eatt", arch="lstm", **base)
     with pytest.raises(ConfigError, match="^quant_weight_bits"):
         ModelConfig(cross="quant-local-m", window_score="eatt", quant_weight_bits=1, **base)
     with pytest.raises(ConfigError, match="^attention: 'quant-local-p' is a windowed kind"):
