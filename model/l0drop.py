@@ -128,11 +128,12 @@ class L0Drop(nn.Module):
 def compact(memory: Tensor, gates: Tensor, padding: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Step 1 of Algorithm 1: (memory', counts, padding'), each (B, N'max + 1, ...).
 
-    Row 0 of every sentence is the zero encoding standing for its N - N' pruned positions
-    (count N - N'; marked as padding, count 0, when nothing was pruned); rows 1..N' are the kept
-    rows (g_i != 0, not padding) in source order, multiplied by their gates (count 1); the rest
-    is padding (count 0). ``memory`` is the ungated encoder output (rows with gate 1 may be
-    passed already gated: scaling by 1 changes nothing).
+    The window unit's layout (eatt.quant.window.compact_memory, docs/window.md): rows 0..N'-1
+    of every sentence are the kept rows (g_i != 0, not padding) in source order, multiplied by
+    their gates (count 1); row N' is the zero encoding standing for its N - N' pruned positions
+    (count N - N'; padding, count 0, when nothing was pruned); the rest is padding (count 0), so
+    padding is a suffix and the valid length is N' + 1 (N' when nothing was pruned). ``memory``
+    is the ungated encoder output (rows with gate 1 may be passed already gated).
     """
     if memory.dim() != 3 or gates.shape != memory.shape[:2] or padding.shape != gates.shape:
         raise ValueError(
@@ -145,12 +146,12 @@ def compact(memory: Tensor, gates: Tensor, padding: Tensor) -> tuple[Tensor, Ten
     n_pruned = (~padding).sum(1) - n_kept
     width = int(n_kept.max()) + 1 if batch else 1
     rows, cols = kept.nonzero(as_tuple=True)
-    dest = (kept.cumsum(1) - 1)[rows, cols] + 1  # slot 0 is the zero row
+    dest = (kept.cumsum(1) - 1)[rows, cols]  # the kept rows first, in source order
     out = memory.new_zeros(batch, width, dim)
     out[rows, dest] = memory[rows, cols] * gates[rows, cols].unsqueeze(-1).to(memory.dtype)
     slots = torch.arange(width, device=memory.device)
-    counts = (slots[None, :] <= n_kept[:, None]).long()
-    counts[:, 0] = n_pruned
+    counts = (slots[None, :] < n_kept[:, None]).long()
+    counts[torch.arange(batch, device=memory.device), n_kept] = n_pruned  # the zero row
     return out, counts, counts.eq(0)
 
 

@@ -132,13 +132,17 @@ def test_compact_layout():
     assert counts.dtype == torch.long
     assert torch.equal(counts.sum(1), (~padding).sum(1))
     assert torch.equal(pad_c, counts.eq(0))
-    assert bool(mem_c[:, 0].eq(0).all())
-    assert int(counts[2, 0]) == 0 and bool(pad_c[2, 0])
+    # the window unit's layout: kept rows, then the zero row, then padding (a suffix)
     for b in range(3):
         rows = memory[b][kept[b]] * gates[b][kept[b]][:, None]
-        torch.testing.assert_close(mem_c[b, 1 : 1 + len(rows)], rows)
-        assert bool(mem_c[b, 1 + len(rows) :].eq(0).all())
-        assert int(counts[b, 0]) == int((~padding[b]).sum()) - len(rows)
+        n = len(rows)
+        torch.testing.assert_close(mem_c[b, :n], rows)
+        assert bool(mem_c[b, n:].eq(0).all()) and bool(counts[b, :n].eq(1).all())
+        assert int(counts[b, n]) == int((~padding[b]).sum()) - n
+        valid = int((~pad_c[b]).sum())
+        assert not bool(pad_c[b, :valid].any()) and bool(pad_c[b, valid:].all())
+    n2 = int(kept[2].sum())
+    assert int(counts[2, n2]) == 0 and bool(pad_c[2, n2])  # nothing pruned: no zero row
 
 
 def _attend_full(scores, v, padding):

@@ -313,3 +313,30 @@ def test_a_trained_window_layer_in_rtl_on_its_captured_steps(trained, tmp_path):
     assert result["cycles_rule_holds"]
     r = _eatt("sim", str(rtl), "--inputs", str(acts), "--vectors", "40")
     assert r.returncode == 0 and "40 captured vectors, 0 mismatching" in r.stdout, r.stderr
+
+
+def test_l0drop_compaction_has_the_units_layout():
+    """The model's compacted memory (Algorithm 1) and the unit's (compact_memory) put the same
+    rows in the same slots with the same counts; the model's padding is a suffix (the unit's
+    valid length)."""
+    from eatt.model.l0drop import compact
+    from eatt.quant.window import compact_memory
+
+    gen = torch.Generator().manual_seed(2)
+    memory = torch.randint(-50, 50, (4, 9, 3), generator=gen).double()
+    gates = (torch.rand(4, 9, generator=gen) > 0.5).double()
+    gates[1] = 1.0  # nothing pruned
+    gates[2] = 0.0
+    gates[2, 4] = 1.0  # one row kept
+    padding = torch.zeros(4, 9, dtype=torch.bool)
+    padding[0, 7:] = True
+    padding[3, 5:] = True
+    gates = gates.masked_fill(padding, 0.0)
+    rows, counts, pad = compact(memory, gates, padding)
+    for b in range(4):
+        n = int((~padding[b]).sum())
+        m = memory[b, :n].long().numpy()
+        k, v, c, length = compact_memory(m, m, gates[b, :n].numpy(), len_k=rows.shape[1])
+        assert length == int((~pad[b]).sum())
+        assert np.array_equal(rows[b, :length].long().numpy(), k[:length])
+        assert np.array_equal(counts[b, :length].numpy(), c[:length])
