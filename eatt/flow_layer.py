@@ -18,6 +18,11 @@ model's own eval computes with, eatt.model.layers.layer_core):
    the QAT surrogate, and the analytic energy of the layer per decoded sentence (the unrolled
    core's operation counts per call x the layer's calls per sentence), for both kinds.
 
+A windowed layer (kinds quant-local-m / quant-local-p) is the window unit (docs/window.md,
+"Models on the unit"): the same stages on its captured decoding steps (grouped by memory), its
+RTL the sequential unit, the peer the unit with the other score (E-ATT <-> dot) on the same
+steps when they fit its formats; no analytic energy (the operation counts are the cores').
+
 A layer too big for the unrolled core on this machine is refused before any work, with one
 line pointing to ``--step`` (a decoder layer's one-step core) or the folded engine. The report
 is report.md, report.json and report.png in the output folder (eatt.flow's report files).
@@ -29,7 +34,7 @@ import os
 import time
 from pathlib import Path
 
-from eatt.config import ConfigError, CoreConfig, atomic_write
+from eatt.config import ConfigError, CoreConfig, WindowConfig, atomic_write
 from eatt.flow import CELLS, PEER, _fmt, _md_table, open_flow_dir, write_report
 from eatt.model import energy, layers
 from eatt.model.evaluate import evaluate
@@ -37,7 +42,8 @@ from eatt.outdir import check_output_dir
 from eatt.progress import say, step
 from eatt.quant.check import format_golden_check, golden_check
 from eatt.quant.golden import CoreWeights
-from eatt.quant.vectors import capture_inputs
+from eatt.quant.vectors import capture_inputs, load_window_capture, window_step_inputs
+from eatt.quant.window import WindowGolden
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.resources import resources as yosys
 from eatt.rtl_sim.runner import simulate
@@ -90,6 +96,23 @@ def layer_energy(cfg: CoreConfig, calls_per_sentence: float | None) -> dict:
                 "per_sentence_pj": per_sentence,
             }
     return out
+
+
+#: the window unit's peer: the other score
+WINDOW_PEER = {"eatt": "dot", "dot": "eatt"}
+
+
+def core_label(cfg: CoreConfig) -> str:
+    """How the report names a layer's core: its kind, or the window unit and its score."""
+    return f"window {cfg.window_score}" if isinstance(cfg, WindowConfig) else cfg.kind
+
+
+def peer_config(cfg: CoreConfig) -> CoreConfig:
+    """The peer of a layer's core: the other kind (E-ATT <-> vanilla) or, for the window unit,
+    the other score; the same formats, and the same integer weights."""
+    if isinstance(cfg, WindowConfig):
+        return cfg.replace(window_score=WINDOW_PEER[cfg.window_score])
+    return cfg.replace(kind=PEER[cfg.kind])
 
 
 def run_layer_flow(
@@ -153,7 +176,8 @@ def _run(
     r["capture"] = {**capture["report"], "path": str(acts)}
     r["capture"].pop("config")
     n = r["capture"]["vectors"]
-    captured = capture_inputs(acts, cfg)
+    window = isinstance(cfg, WindowConfig)
+    captured = load_window_capture(acts, cfg)["steps"] if window else capture_inputs(acts, cfg)
     with step(f"flow [{layer}]: golden model check"):
         r["golden"] = golden_check(cfg, weights, vectors=n, seed=seed)
     with step(f"flow [{layer}]: QONNX export, qonnx execution on {n} captured vectors"):
@@ -163,11 +187,22 @@ def _run(
     say(f"flow [{layer}]: hls4ml project from the QONNX file, C simulation on captured vectors")
     r["hls"] = write_project(onnx_path, out / "hls", vectors=n, inputs=acts)
     r["cores"] = {}
-    kinds = (cfg.kind, PEER[cfg.kind]) if peer else (cfg.kind,)
-    for kind in kinds:
-        r["cores"][kind] = _core_rtl(
-            cfg if kind == cfg.kind else cfg.replace(kind=kind), weights, out / f"rtl_{kind}",
-            captured, n, seed, resources, source if kind == cfg.kind else None, layer,
+    configs = [cfg]
+    if peer:
+        other = peer_config(cfg)
+        if window and not _steps_fit(other, weights, captured):
+            r["peer_skipped"] = (
+                f"the captured steps do not fit the {core_label(other)} unit's formats (its "
+                "keys are narrower)"
+            )
+            say(f"flow [{layer}]: no peer: {r['peer_skipped']}")
+        else:
+            configs.append(other)
+    for c in configs:
+        label = core_label(c)
+        r["cores"][label] = _core_rtl(
+            c, weights, out / f"rtl_{label.replace(' ', '_')}", captured, n, seed, resources,
+            source if c is cfg else None, layer,
         )  # fmt: skip
     with step(f"flow [{layer}]: BLEU on {split} (model, exported cores, surrogate)"):
         ev = evaluate(checkpoint, beam=beam, split=split, hardware=True)
@@ -177,8 +212,9 @@ def _run(
         "signature": ev["signature"],
         **{k: v for k, v in ev["hardware"].items()},
     }
-    r["energy"] = layer_energy(cfg, r["capture"]["calls_per_sentence"])
-    own = r["cores"][cfg.kind]
+    # the analytic counts are the unrolled cores' (energy.core_counts): none for the window unit
+    r["energy"] = {} if window else layer_energy(cfg, r["capture"]["calls_per_sentence"])
+    own = r["cores"][core_label(cfg)]
     r["ok"] = bool(
         r["capture"]["golden_vs_model"]["mismatches"] == 0
         and r["golden"]["ok"]
@@ -191,13 +227,23 @@ def _run(
     return r
 
 
+def _steps_fit(cfg: CoreConfig, weights: CoreWeights, steps: dict) -> bool:
+    """Whether a window capture's steps are valid inputs of the unit cfg (its input ranges)."""
+    try:
+        WindowGolden(cfg, weights).check_inputs(**window_step_inputs(steps))
+    except ValueError:
+        return False
+    return True
+
+
 def _core_rtl(
     cfg: CoreConfig, weights: CoreWeights, rtl_dir: Path, captured, n, seed, resources, source,
     layer,
 ) -> dict:  # fmt: skip
-    """The attention-level RTL of cfg: generated, simulated on the captured vectors and on
-    random + edge vectors (every length and offset), and synthesized."""
-    tag = f"flow [{layer}, {cfg.kind}{'' if source else ' peer'}]"
+    """The attention-level RTL of cfg (the window unit's RTL for a windowed layer): generated,
+    simulated on the captured vectors and on random + edge vectors (every length and offset),
+    and synthesized."""
+    tag = f"flow [{layer}, {core_label(cfg)}{'' if source else ' peer'}]"
     c: dict = {}
     say(f"{tag}: RTL (attention level)")
     started = time.monotonic()
@@ -224,11 +270,10 @@ def _ratio(a, b):
 
 def comparison(r: dict) -> list[dict]:
     """Rows: metric, the layer's core, its peer, layer / peer (None without the peer)."""
-    kind = r["config"]["kind"]
-    other = PEER[kind]
+    kind, other = _labels(r)
     cores = r["cores"]
     rows = []
-    for level in energy.CORE_LEVELS:
+    for level in energy.CORE_LEVELS if r["energy"] else ():
         for target in ("asic", "fpga"):
             e = r["energy"][kind][level]["per_sentence_pj"]
             p = r["energy"][other][level]["per_sentence_pj"]
@@ -253,6 +298,12 @@ def comparison(r: dict) -> list[dict]:
     return rows
 
 
+def _labels(r: dict) -> tuple[str, str]:
+    """(the layer's core, its peer) as the report names them (core_label)."""
+    cfg = CoreConfig.from_dict(r["config"])
+    return core_label(cfg), core_label(peer_config(cfg))
+
+
 def _check_lines(r: dict) -> list[str]:
     from eatt.quant.export import format_check  # qonnx/onnx
 
@@ -270,8 +321,11 @@ def _check_lines(r: dict) -> list[str]:
     ]
     if g["first_mismatch"]:
         lines.insert(1, "  first mismatch: " + g["first_mismatch"])
+    if r.get("peer_skipped"):
+        lines.append(f"no peer: {r['peer_skipped']}")
+    own, _ = _labels(r)
     for kind, c in r["cores"].items():
-        who = "layer" if kind == r["config"]["kind"] else "peer"
+        who = "layer" if kind == own else "peer"
         for what, s in c["sim"].items():
             lines.append(
                 f"RTL {kind} ({who}), Verilator + cocotb: {s['vectors']} {what} vectors, "
@@ -283,7 +337,7 @@ def _check_lines(r: dict) -> list[str]:
         if "resources" in c:
             res = c["resources"]
             lines.append(
-                f"Yosys xc7, {kind} ({who}) attention: "
+                f"Yosys xc7, {kind} ({who}): "
                 + ", ".join(f"{k} {res[k]}" for k in CELLS)
                 + f" ({res['seconds']:.0f} s)"
             )
@@ -304,6 +358,12 @@ def _bleu_lines(r: dict) -> list[str]:
 
 def _heading(r: dict) -> str:
     c = r["config"]
+    if c["kind"] == "window":
+        return (
+            f"layer {r['layer']} of {r['checkpoint']}: the window unit ({c['window_score']} "
+            f"scores, position {c['position']}), l_k {c['len_k']}, dim {c['dim']}, D "
+            f"{c['window_d']}, one decoding step per call"
+        )
     step_text = ", one decoding step" if r["step"] else ""
     return (
         f"layer {r['layer']} of {r['checkpoint']}: {c['kind']} core{step_text}, len_q "
@@ -314,12 +374,12 @@ def _heading(r: dict) -> str:
 
 def format_layer_flow(r: dict) -> str:
     """The text the CLI prints."""
-    kind = r["config"]["kind"]
+    kind, other = _labels(r)
     lines = [f"=== {_heading(r)} ===", *_check_lines(r), "", *_bleu_lines(r), ""]
     calls = r["capture"]["calls_per_sentence"]
     if calls is not None:
         lines.append(f"the layer's core runs {calls:.1f} times per decoded sentence")
-    lines.append(f"{'metric':<48} {kind:>12} {PEER[kind] + ' peer':>14} {'ratio':>8}")
+    lines.append(f"{'metric':<48} {kind:>12} {other + ' peer':>14} {'ratio':>8}")
     for row in r["comparison"]:
         lines.append(
             f"{row['metric']:<48} {_fmt(row['layer']):>12} {_fmt(row['peer']):>14} "
@@ -330,7 +390,7 @@ def format_layer_flow(r: dict) -> str:
 
 
 def format_layer_markdown(r: dict) -> str:
-    kind = r["config"]["kind"]
+    kind, other = _labels(r)
     lines = [
         f"# eatt flow, a trained layer: {'PASS' if r['ok'] else 'FAIL'}",
         "",
@@ -348,14 +408,14 @@ def format_layer_markdown(r: dict) -> str:
         *_bleu_lines(r),
         "```",
         "",
-        f"## {kind} layer vs the {PEER[kind]} peer (same integer weights and formats)",
+        f"## {kind} layer vs the {other} peer (same integer weights and formats)",
         "",
     ]
     calls = r["capture"]["calls_per_sentence"]
     if calls is not None:
         lines += [f"The layer's core runs {calls:.1f} times per decoded sentence.", ""]
     lines += _md_table(
-        ["metric", kind, f"{PEER[kind]} peer", "ratio"],
+        ["metric", kind, f"{other} peer", "ratio"],
         [[x["metric"], x["layer"], x["peer"], x["ratio"]] for x in r["comparison"]],
     )
     return "\n".join(lines) + "\n"
@@ -376,16 +436,17 @@ def plot_layer_report(r: dict, path: Path) -> bool:
     top.set_title(f"{r['layer']}: BLEU on {r['split']} ({b['sentences']} sentences)")
     ratios = [(x["metric"], x["ratio"]) for x in r["comparison"] if x["ratio"]]
     if ratios:
-        kind = r["config"]["kind"]
+        kind, other = _labels(r)
         colors = ["tab:green" if v < 1 else "tab:red" if v > 1 else "tab:gray" for _, v in ratios]
         bottom.barh([m for m, _ in ratios][::-1], [v for _, v in ratios][::-1], color=colors[::-1])
         bottom.set_xscale("log")
         bottom.axvline(1.0, color="black", linewidth=0.8)
-        bottom.set_xlabel(f"{kind} / {PEER[kind]} peer (log scale; < 1: the layer's is smaller)")
+        bottom.set_xlabel(f"{kind} / {other} peer (log scale; < 1: the layer's is smaller)")
         bottom.tick_params(axis="y", labelsize=8)
     else:
         bottom.set_axis_off()
-        bottom.text(0.5, 0.5, "no peer (--no-peer)", ha="center", va="center")
+        why = r.get("peer_skipped") or "--no-peer"
+        bottom.text(0.5, 0.5, f"no peer ({why})", ha="center", va="center", wrap=True)
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110), suffix=".png")
     return True
 
@@ -393,7 +454,9 @@ def plot_layer_report(r: dict, path: Path) -> bool:
 __all__ = [
     "MAX_FLOW_RTL_MB",
     "check_flow_size",
+    "core_label",
     "format_layer_flow",
     "layer_energy",
+    "peer_config",
     "run_layer_flow",
 ]

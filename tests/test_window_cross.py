@@ -315,6 +315,25 @@ def test_a_trained_window_layer_in_rtl_on_its_captured_steps(trained, tmp_path):
     assert r.returncode == 0 and "40 captured vectors, 0 mismatching" in r.stdout, r.stderr
 
 
+@pytest.mark.rtl
+@pytest.mark.hls
+def test_flow_of_a_trained_window_layer(trained, tmp_path):
+    """`eatt flow MODEL.pt --layer decoder.0.cross` on a windowed layer: every stage on its
+    captured steps, the dot peer on the same steps, BLEU, the report files."""
+    out = tmp_path / "flow"
+    r = _eatt("flow", str(trained), "--layer", "decoder.0.cross", "--vectors", "40",
+              "--no-resources", "-o", str(out), "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    result = json.loads(r.stdout)
+    assert result["ok"] and result["capture"]["unit"] == "window"
+    assert set(result["cores"]) == {"window eatt", "window dot"}
+    for core in result["cores"].values():
+        assert core["sim"]["captured"]["vectors"] == 40 and core["ok"]
+    assert result["hls"]["csim"]["captured"] and result["export"]["check"]["captured"]
+    assert result["bleu"]["exported"]["hypotheses_differ"] == 0
+    assert (out / "report.png").is_file() and "window eatt" in (out / "report.md").read_text()
+
+
 def test_l0drop_compaction_has_the_units_layout():
     """The model's compacted memory (Algorithm 1) and the unit's (compact_memory) put the same
     rows in the same slots with the same counts; the model's padding is a suffix (the unit's
