@@ -190,11 +190,10 @@ def _run(
     configs = [cfg]
     if peer:
         other = peer_config(cfg)
-        if window and not _steps_fit(other, weights, captured):
-            r["peer_skipped"] = (
-                f"the captured steps do not fit the {core_label(other)} unit's formats (its "
-                "keys are narrower)"
-            )
+        misfit = _steps_misfit(other, weights, captured) if window else None
+        if misfit:
+            unit = core_label(other)
+            r["peer_skipped"] = f"the captured steps do not fit the {unit} unit: {misfit}"
             say(f"flow [{layer}]: no peer: {r['peer_skipped']}")
         else:
             configs.append(other)
@@ -227,13 +226,14 @@ def _run(
     return r
 
 
-def _steps_fit(cfg: CoreConfig, weights: CoreWeights, steps: dict) -> bool:
-    """Whether a window capture's steps are valid inputs of the unit cfg (its input ranges)."""
+def _steps_misfit(cfg: CoreConfig, weights: CoreWeights, steps: dict) -> str | None:
+    """Why a window capture's steps are not valid inputs of the unit cfg (its input ranges),
+    or None when they are."""
     try:
         WindowGolden(cfg, weights).check_inputs(**window_step_inputs(steps))
-    except ValueError:
-        return False
-    return True
+    except ValueError as err:
+        return str(err)
+    return None
 
 
 def _core_rtl(
@@ -244,18 +244,20 @@ def _core_rtl(
     simulated on the captured vectors and on random + edge vectors (every length and offset),
     and synthesized."""
     tag = f"flow [{layer}, {core_label(cfg)}{'' if source else ' peer'}]"
+    window = isinstance(cfg, WindowConfig)
     c: dict = {}
-    say(f"{tag}: RTL (attention level)")
+    say(f"{tag}: RTL ({'the sequential unit' if window else 'attention level'})")
     started = time.monotonic()
     c["rtl"] = generate_rtl(cfg, weights, rtl_dir, level="attention", source=source)
     c["rtl"]["seconds"] = time.monotonic() - started
     c["rtl"]["bytes"] = sum(p.stat().st_size for p in rtl_dir.rglob("*.sv"))
     say(f"{tag}: Verilator + cocotb on {n} captured vectors")
     c["sim"] = {"captured": simulate(rtl_dir, vectors=n, seed=seed, inputs=captured)}
-    say(f"{tag}: Verilator + cocotb on {n} random + edge vectors (every length and offset)")
+    edges = "windows at both edges, w = 0 and D" if window else "every length and offset"
+    say(f"{tag}: Verilator + cocotb on {n} random + edge vectors ({edges})")
     c["sim"]["random + edge"] = simulate(rtl_dir, vectors=n, seed=seed)
     if resources:
-        say(f"{tag}: Yosys synth_xilinx of the attention RTL")
+        say(f"{tag}: Yosys synth_xilinx of the RTL")
         started = time.monotonic()
         c["resources"] = yosys(rtl_dir)
         c["resources"]["seconds"] = time.monotonic() - started

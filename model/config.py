@@ -53,6 +53,8 @@ QUANT_WINDOW_SCORES = ("eatt", "dot")
 WINDOW_SCORES = ("dot", "general", "concat", "eatt")
 #: where local-p's Gaussian weight goes (ModelConfig.window_gaussian)
 WINDOW_GAUSSIANS = ("after", "inside")
+#: the cross kinds with a Gaussian (window_gaussian, window_p_round)
+GAUSSIAN_KINDS = ("local-p", "quant-local-p")
 ARCHS = ("transformer", "lstm")
 L0DROP_RULES = ("freq", "inv-freq", "group")
 ROLES = ("enc_self", "dec_self", "cross")
@@ -186,6 +188,12 @@ class ModelConfig:
             raise ConfigError(
                 f"window_p_round: must be true, false or null, got {self.window_p_round!r}"
             )
+        for key in ("window_gaussian", "window_p_round"):
+            if getattr(self, key) is not None and self.kind("cross") not in GAUSSIAN_KINDS:
+                raise ConfigError(
+                    f"{key}: only local-p and quant-local-p have a Gaussian; cross is "
+                    f"{self.kind('cross')!r}"
+                )
         if not 0 <= self.window_d <= 4096:
             raise ConfigError(f"window_d: must be in [0, 4096], got {self.window_d}")
         if self.window_sigma is not None and not self.window_sigma > 0:

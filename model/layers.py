@@ -31,7 +31,7 @@ import torch
 
 from eatt.config import CoreConfig, atomic_write
 from eatt.quant.golden import CoreWeights, GoldenCore, first_mismatch
-from eatt.quant.vectors import CAPTURE_FORMAT
+from eatt.quant.vectors import CAPTURE_FORMAT, window_step_inputs
 from eatt.quant.window import WindowGolden
 
 from .config import QUANT_KINDS, QUANT_WINDOW_KINDS
@@ -109,7 +109,7 @@ def layer_core(model: Seq2Seq, name: str, step: bool = False) -> tuple[CoreConfi
             f"--layer: {name} is {layer.kind} (float); only the quantized kinds ({kinds}) "
             "have a hardware core: train or fine-tune with one"
         )
-    core = getattr(module, "core", module)  # the LSTM's attention is its own core
+    core = _core_module(module)
     if layer.window:  # the window unit: one decoding step per call by nature (--step or not)
         w = core.golden().weights
         zero = np.zeros_like(w.wq)
@@ -122,6 +122,12 @@ def layer_core(model: Seq2Seq, name: str, step: bool = False) -> tuple[CoreConfi
     weights = CoreWeights(**{k: v.numpy() for k, v in core.weight_codes().items()})
     weights.check(cfg)
     return cfg, weights
+
+
+def _core_module(module):
+    """The module that computes a layer: a RoleAttention's core, or the LSTM's attention (its
+    own core)."""
+    return getattr(module, "core", module)
 
 
 def is_model_checkpoint(path: str | os.PathLike) -> bool:
@@ -182,10 +188,10 @@ def capture_layer(
     encoded = encode_pairs(pairs, src_vocab, tgt_vocab)
     batches = make_batches(encoded, 4096, shuffle=True, seed=0, max_sentences=64)
     if layer.window:
-        core = getattr(module, "core", module)
-        return _capture_window(model, core, batches, max_vectors, beam, cfg, weights, {
-            "checkpoint": str(checkpoint), "layer": name, "split": split, "beam": beam,
-            "step": True})  # fmt: skip
+        report = {"checkpoint": str(checkpoint), "layer": name, "split": split, "beam": beam,
+                  "step": True}  # fmt: skip
+        core = _core_module(module)
+        return _capture_window(model, core, batches, max_vectors, beam, cfg, weights, report)
     rows: dict[str, list] = {k: [] for k in ("x", "y", "length", "offset", "queries", "out")}
 
     def probe(x_codes, y_codes, masks, out_codes):  # the layer's hardware calls, as computed
@@ -307,14 +313,16 @@ def _capture_window(model, core, batches, max_vectors, beam, cfg, weights, repor
     )
     n = len(steps["x"])
     if n == 0:
-        raise ValueError(f"{report['checkpoint']}: the {report['split']} split gave no call")
+        raise ValueError(
+            f"{report['checkpoint']}: the {report['split']} split gave layer {report['layer']} "
+            "no call"
+        )
     order = np.argsort(np.asarray(steps["group"]), kind="stable")  # a memory's steps together
     arrays = {k: np.asarray(v, dtype=np.int64)[order] for k, v in steps.items()}
     arrays.update({k: np.asarray(v, dtype=np.int64) for k, v in groups.items()})
-    g = arrays["group"]
-    golden = WindowGolden(cfg, weights).forward(
-        arrays["x"], arrays["p"], arrays["w"], arrays["keys"][g], arrays["values"][g],
-        arrays["counts"][g], arrays["length"][g], arrays["g"])  # fmt: skip
+    # the replay: the unit's golden model on the recorded, regrouped steps (the model's eval
+    # is that golden model, so this checks the recording; qonnx, hls4ml and RTL then run it)
+    golden = WindowGolden(cfg, weights).forward(**window_step_inputs(arrays))
     differ = int((golden != arrays["model_out"]).any(axis=1).sum())
     return {
         "arrays": arrays,

@@ -98,8 +98,7 @@ class LSTMSeq2Seq(nn.Module):
         # owner sets them (set_token_counts), the training counts that fix the Freq cutoff
         self.register_buffer("token_rank", vocab_token_rank(src_vocab_size), persistent=False)
         self.register_buffer("token_counts", torch.zeros(src_vocab_size, dtype=torch.long))
-        #: the window unit holds max_len memory rows: longer sources are refused
-        self._uses_max_len = cfg.kind("cross") in QUANT_WINDOW_KINDS
+        self._uses_max_len = False  # (the window unit limits the source: its init_state)
         #: decode on Algorithm 1's compacted memory at inference (off: the full gated memory)
         self.compact_memory = True
         #: gates (B, S) and padding of the last encode (sparsity rate, analysis)

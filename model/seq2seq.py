@@ -531,8 +531,10 @@ class Seq2Seq(nn.Module):
             self.out_proj.weight = self.tgt_embed.weight
         # dense / randinit weights are shaped by max_len; a quantized core's formats are sized
         # for it (its exp sums): longer inputs are refused
-        sized = ("dense", "randinit", *QUANT_KINDS, *QUANT_WINDOW_KINDS)
+        sized = ("dense", "randinit", *QUANT_KINDS)
         self._uses_max_len = any(k in sized for k in cfg.kinds.values())
+        #: the window unit (quant-local-*) holds max_len memory rows: it limits the source only
+        self._source_max_len = self._uses_max_len or cfg.kind("cross") in QUANT_WINDOW_KINDS
         #: L0Drop gates on the encoder output (learned, or a rule pattern when l0drop_rule)
         self.l0drop: nn.Module | None = None
         if cfg.l0drop and cfg.l0drop_rule is None:
@@ -574,10 +576,12 @@ class Seq2Seq(nn.Module):
         return self.dropout(x + pos)
 
     def _check_length(self, what: str, length: int) -> None:
-        if self._uses_max_len and length > self.cfg.max_len:
+        limited = self._source_max_len if what == "source" else self._uses_max_len
+        if limited and length > self.cfg.max_len:
             raise ValueError(
                 f"{what} length {length} exceeds max_len={self.cfg.max_len} "
-                "(dense/randinit weights and quantized cores are sized by max_len)"
+                "(dense/randinit weights, quantized cores and the window unit's memory are "
+                "sized by max_len)"
             )
 
     # -- encoder / decoder ---------------------------------------------------------------------

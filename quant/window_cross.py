@@ -40,7 +40,9 @@ from torch import Tensor, nn
 
 from eatt.config import WindowConfig
 from eatt.model.windowed import (
+    WindowedAttention,
     gaussian_penalty,
+    local_window,
     mean_strength,
     reorder_state,
     rounded_center,
@@ -56,11 +58,7 @@ from eatt.quant.modules import (
 )
 from eatt.quant.window import WindowGolden, derive_window_formats, window_sigma
 
-__all__ = ["ARITHMETICS", "QuantWindowedAttention", "unit_weights"]
-
-#: how the module computes in eval: the unit's golden model, or the training surrogate
-#: ("exported" is the unit too: its memory always has max_len rows)
-ARITHMETICS = ("hardware", "exported", "surrogate")
+__all__ = ["QuantWindowedAttention", "unit_weights"]
 
 _PROJECTIONS = (("wq", "q_proj"), ("wk", "k_proj"), ("wv", "v_proj"))
 
@@ -104,8 +102,10 @@ class QuantWindowedAttention(nn.Module):
         if self.form == "local-p":  # Luong Eq. 9's predictor: float, outside the unit
             self.w_p = nn.Linear(dim, dim, bias=False)
             self.v_p = nn.Linear(dim, 1, bias=False)
-        #: eval: "hardware" (the unit's golden model) or "surrogate" (the training pipeline)
+        #: eval: "hardware" (the unit's golden model; "exported" is the same: the unit's
+        #: memory always has max_len rows) or "surrogate" (the training pipeline)
         self.arithmetic = "hardware"
+        self._golden: tuple[tuple, WindowGolden] | None = None
         #: called by every hardware step with the unit's inputs and output (integer arrays:
         #: x, p, w, keys, values, counts, length, g, o); eatt capture records them
         self.probe = None
@@ -136,11 +136,15 @@ class QuantWindowedAttention(nn.Module):
         }
 
     def golden(self) -> WindowGolden:
-        """The unit's golden model with this module's weights (W_O is outside: zero)."""
-        w = {k: v.detach().cpu().numpy() for k, v in self.weight_codes().items()}
-        return WindowGolden(
-            self.cfg, CoreWeights(w["wq"], w["wk"], w["wv"], np.zeros_like(w["wq"]))
-        )
+        """The unit's golden model with this module's weights (W_O is outside: zero); kept
+        until a weight changes (an optimizer step or a load bumps the tensors' versions)."""
+        weights = [getattr(self, p).weight for _, p in _PROJECTIONS]
+        key = tuple((id(w), w._version) for w in weights)
+        if self._golden is None or self._golden[0] != key:
+            w = {k: v.detach().cpu().numpy() for k, v in self.weight_codes().items()}
+            codes = CoreWeights(w["wq"], w["wk"], w["wv"], np.zeros_like(w["wq"]))
+            self._golden = (key, WindowGolden(self.cfg, codes))
+        return self._golden[1]
 
     def _hardware(self) -> bool:
         return not self.training and self.arithmetic != "surrogate"
@@ -151,10 +155,8 @@ class QuantWindowedAttention(nn.Module):
     def _select(self, tq: Tensor) -> Tensor:
         return tq if self.binarize is None else self.binarize(tq)
 
-    def predicted_position(self, h: Tensor, lengths: Tensor) -> Tensor:
-        """local-p's p_t = S sigmoid(v_p^T tanh(W_p h_t)) (Luong Eq. 9), in [0, S]."""
-        s = lengths.to(h.dtype).view(-1, *([1] * (h.dim() - 2)))
-        return s * torch.sigmoid(self.v_p(torch.tanh(self.w_p(h)))).squeeze(-1)
+    #: local-p's p_t = S sigmoid(v_p^T tanh(W_p h_t)) (Luong Eq. 9): the float model's code
+    predicted_position = WindowedAttention.predicted_position
 
     def _center(self, h: Tensor, state: dict, steps: int) -> Tensor:
         """The unit's p for ``steps`` steps from state["t"] (B, steps): real-valued with the
@@ -231,10 +233,9 @@ class QuantWindowedAttention(nn.Module):
 
     def _advance(self, state: dict, h: Tensor, steps: int) -> None:
         """Count the rows the windows read (vision span) and move t on."""
-        lengths = state["lengths"][:, None]
         center = self._center(h.detach().reshape(h.shape[0], -1, h.shape[-1]), state, steps)
-        lo, hi = _bounds(center, self.window_d, lengths)
-        rows = (hi - lo + 1).to(torch.long).sum(1)
+        start, end = local_window(center.long(), self.window_d, state["lengths"][:, None])
+        rows = (end - start).sum(1)
         state["scored"] = state["scored"] + rows
         if not self.training:
             self.total_scored += int(rows.sum())
@@ -282,20 +283,15 @@ class QuantWindowedAttention(nn.Module):
         else:
             s = torch.matmul(q, keys.transpose(-1, -2)) * scale
         center = self._center(h, state, steps)  # (B, T)
-        lo, hi = _bounds(center.detach(), self.window_d, state["lengths"][:, None])
-        pos = torch.arange(seq, device=h.device, dtype=center.dtype)
-        mask = (pos >= lo[..., None]) & (pos <= hi[..., None])
-        if self.form == "local-p":
+        lengths = state["lengths"][:, None]
+        start, end = local_window(center.detach().long(), self.window_d, lengths)
+        pos = torch.arange(seq, device=h.device)
+        mask = (pos >= start[..., None]) & (pos < end[..., None])
+        if self.form == "local-p" and self.sigma > 0:  # D = 0: the centre alone, no penalty
             s = s - gaussian_penalty(pos, center[..., None], self.sigma)
         a = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)
         o = torch.matmul(a, values)
         return round_half_up_ste(o / f.v_lsb) * f.v_lsb, a
-
-
-def _bounds(center: Tensor, half: int, lengths: Tensor) -> tuple[Tensor, Tensor]:
-    """[lo, hi] of the rows a step reads (eatt.quant.window.window_bounds on tensors)."""
-    upper = (lengths - 1).to(center.dtype)
-    return (center - half).clamp(min=0), torch.minimum(center + half, upper)
 
 
 def unit_weights(module: QuantWindowedAttention) -> CoreWeights:

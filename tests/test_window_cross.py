@@ -28,18 +28,20 @@ def _seed():
 
 def _model(kind, score, **kw):
     cfg = ModelConfig(
-        dim=16,
-        heads=2,
-        ffn_dim=32,
-        enc_layers=1,
-        dec_layers=2,
-        dropout=0.0,
-        cross=kind,
-        window_score=score,
-        window_d=D,
-        max_len=12,
-        quant_weight_frac=5,
-        **kw,
+        **{
+            "dim": 16,
+            "heads": 2,
+            "ffn_dim": 32,
+            "enc_layers": 1,
+            "dec_layers": 2,
+            "dropout": 0.0,
+            "cross": kind,
+            "window_score": score,
+            "window_d": D,
+            "max_len": 12,
+            "quant_weight_frac": 5,
+            **kw,
+        }
     )
     return Seq2Seq(cfg, SRC_V, TGT_V).eval()
 
@@ -207,16 +209,42 @@ def test_config_errors_name_the_key():
         ModelConfig(cross="quant-local-p", window_score="general", **base)
     with pytest.raises(ConfigError, match="^window_gaussian: quant-local-p puts"):
         ModelConfig(cross="quant-local-p", window_score="eatt", window_gaussian="after", **base)
-    with pytest.raises(ConfigError, match="^window_p_round: quant-local-m"):
-        ModelConfig(cross="quant-local-m", window_score="eatt", window_p_round=False, **base)
+    with pytest.raises(ConfigError, match="^window_p_round: quant-local-p centres"):
+        ModelConfig(cross="quant-local-p", window_score="eatt", window_p_round=False, **base)
     with pytest.raises(ConfigError, match="^quant_weight_bits"):
         ModelConfig(cross="quant-local-m", window_score="eatt", quant_weight_bits=1, **base)
     with pytest.raises(ConfigError, match="^attention: 'quant-local-p' is a windowed kind"):
         ModelConfig(attention="quant-local-p", **base)
+    with pytest.raises(ConfigError, match="^window_gaussian: only local-p and quant-local-p"):
+        ModelConfig(cross="local-m", window_gaussian="inside", **base)
+    with pytest.raises(ConfigError, match="^window_p_round: only local-p"):
+        ModelConfig(cross="global", window_p_round=True, **base)
     cfg = ModelConfig(cross="quant-local-p", window_score="eatt", **base)
     unit = cfg.quant_window()
     assert (unit.len_k, unit.dim, unit.heads, unit.position) == (12, 16, 1, "gaussian")
     assert cfg.windowed
+
+
+def test_window_of_one_row_trains_without_nan():
+    """D = 0 (sigma 0): the window is the centre alone; the surrogate adds no penalty (the
+    unit's table is all zero) instead of dividing by zero."""
+    model = _model("quant-local-p", "eatt", window_d=0).train()
+    src, tgt = _batch()
+    loss = model(src, tgt).logsumexp(-1).mean()
+    loss.backward()
+    assert bool(torch.isfinite(loss))
+    assert bool(torch.isfinite(model.decoder[0].cross_attn.core.v_proj.weight.grad).all())
+
+
+def test_the_golden_model_follows_the_weights():
+    """The unit's golden model is kept between steps and rebuilt when a weight changes."""
+    core = _model("quant-local-m", "eatt").decoder[0].cross_attn.core
+    first = core.golden()
+    assert core.golden() is first
+    with torch.no_grad():
+        core.q_proj.weight.mul_(0.5)
+    again = core.golden()
+    assert again is not first and np.array_equal(again.weights.wq, unit_weights(core).wq)
 
 
 def test_memory_longer_than_the_unit_is_refused():
