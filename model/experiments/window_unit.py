@@ -93,7 +93,8 @@ class WindowUnit(StagedExperiment):
         base = {r["score"]: r["bleu"] for r in report["rows"] if r["form"] == "luong"}
         return [
             f"{report['experiment']}{quick}: local-p in the window unit's forms, test BLEU, "
-            f"beam {report['beam']}, D = {report['window_d']} (the cost is against luong)",
+            f"beam {report['beam']}, D = {report['window_d']}; cost = luong's BLEU - this "
+            "row's (negative: this row scores higher; one seed each)",
             "",
             *_markdown_table(
                 ["model", "gaussian", "p", "vision span", "BLEU", "cost", "unit check"],
