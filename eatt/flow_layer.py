@@ -34,6 +34,8 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
+
 from eatt.config import ConfigError, CoreConfig, WindowConfig, atomic_write
 from eatt.flow import CELLS, PEER, _fmt, _md_table, open_flow_dir, write_report
 from eatt.model import energy, layers
@@ -43,7 +45,7 @@ from eatt.progress import say, step
 from eatt.quant.check import format_golden_check, golden_check
 from eatt.quant.golden import CoreWeights
 from eatt.quant.vectors import capture_inputs, load_window_capture, window_step_inputs
-from eatt.quant.window import WindowGolden
+from eatt.quant.window import WindowGolden, window_bounds
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.resources import resources as yosys
 from eatt.rtl_sim.runner import simulate
@@ -214,6 +216,8 @@ def _run(
     # the analytic counts are the unrolled cores' (energy.core_counts): none for the window unit
     r["energy"] = {} if window else layer_energy(cfg, r["capture"]["calls_per_sentence"])
     own = r["cores"][core_label(cfg)]
+    if window:
+        r["vision"] = window_vision(captured, own["sim"]["captured"], ev["vision_span"])
     r["ok"] = bool(
         r["capture"]["golden_vs_model"]["mismatches"] == 0
         and r["golden"]["ok"]
@@ -224,6 +228,29 @@ def _run(
         and own["sim"]["captured"]["vectors"] >= 1
     )
     return r
+
+
+def window_vision(steps: dict, sim: dict, model_span: float | None) -> dict:
+    """The vision span as the unit sees it: the rows its windows read per captured step (from
+    the steps' p, w and length, as the RTL's address generator walks them), the RTL's measured
+    cycles per step back to back (cycles_by_rows), beside the model's own count (evaluate's
+    vision_span over the whole split)."""
+    rows = window_rows(steps)
+    by_rows = sim.get("cycles_by_rows") or {}
+    cycles = [(by_rows[str(int(n))]["ii_cycles"], n) for n in rows if str(int(n)) in by_rows]
+    measured = [c for c, _ in cycles if isinstance(c, int)]
+    return {
+        "rows_per_step": float(rows.mean()) if len(rows) else None,
+        "cycles_per_step": float(np.mean(measured)) if measured else None,
+        "model_vision_span": model_span,
+    }
+
+
+def window_rows(steps: dict) -> np.ndarray:
+    """Rows each grouped step's window reads: hi - lo + 1 (eatt.quant.window.window_bounds)."""
+    length = np.asarray(steps["length"])[np.asarray(steps["group"])]
+    lo, hi = window_bounds(np.asarray(steps["p"]), np.asarray(steps["w"]), length)
+    return hi - lo + 1
 
 
 def _steps_misfit(cfg: CoreConfig, weights: CoreWeights, steps: dict) -> str | None:
@@ -348,7 +375,15 @@ def _check_lines(r: dict) -> list[str]:
 
 def _bleu_lines(r: dict) -> list[str]:
     b = r["bleu"]
-    return [
+    vision = []
+    if r.get("vision"):
+        v = r["vision"]
+        vision = [
+            f"vision span: the unit reads {_fmt(v['rows_per_step'])} rows per captured step, "
+            f"{_fmt(v['cycles_per_step'])} cycles per step back to back (RTL); the model counts "
+            f"{_fmt(v['model_vision_span'])} positions per step ({r['split']} split)"
+        ]
+    return vision + [
         f"BLEU on {r['split']} ({b['sentences']} sentences, beam {r['beam']}): model "
         f"{b['model']:.2f} (its eval is the hardware's arithmetic)",
         f"  with the exported cores: {b['exported']['bleu']:.2f}, "

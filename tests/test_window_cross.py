@@ -360,6 +360,10 @@ def test_flow_of_a_trained_window_layer(trained, tmp_path):
     assert result["hls"]["csim"]["captured"] and result["export"]["check"]["captured"]
     assert result["bleu"]["exported"]["hypotheses_differ"] == 0
     assert (out / "report.png").is_file() and "window eatt" in (out / "report.md").read_text()
+    vision = result["vision"]  # the unit's rows per step and the RTL's cycles per step
+    assert 1 <= vision["rows_per_step"] <= 2 * 2 + 1
+    assert vision["cycles_per_step"] == pytest.approx(vision["rows_per_step"])
+    assert vision["model_vision_span"] > 0
 
 
 def test_l0drop_compaction_has_the_units_layout():
