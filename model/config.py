@@ -262,17 +262,22 @@ class ModelConfig:
                 dim=self.dim,
                 heads=1,
                 tau=self.tau,
-                in_bits=self.quant_in_bits,
-                in_frac=self.quant_in_frac,
-                weight_bits=self.quant_weight_bits,
-                weight_frac=self.quant_weight_frac,
-                qk_bits=self.quant_acc_bits,
-                v_bits=self.quant_acc_bits,
-                out_bits=self.quant_acc_bits,
+                **self._quant_formats(),
                 **fields,
             )
         except ConfigError as err:
             raise ConfigError(self._quant_key_names(str(err))) from None
+
+    def _quant_formats(self) -> dict:
+        """The hardware formats of the quantized kinds (cores and the window unit alike), under
+        the hardware's key names."""
+        return {
+            "in_bits": self.quant_in_bits,
+            "in_frac": self.quant_in_frac,
+            "weight_bits": self.quant_weight_bits,
+            "weight_frac": self.quant_weight_frac,
+            **dict.fromkeys(("qk_bits", "v_bits", "out_bits"), self.quant_acc_bits),
+        }
 
     def quant_core(self, kind: str) -> CoreConfig:
         """The eatt.config.CoreConfig of a quantized kind's core (lengths: max_len)."""
@@ -286,13 +291,7 @@ class ModelConfig:
                 dim=self.dim,
                 heads=self.heads,
                 tau=self.tau,
-                in_bits=self.quant_in_bits,
-                in_frac=self.quant_in_frac,
-                weight_bits=self.quant_weight_bits,
-                weight_frac=self.quant_weight_frac,
-                qk_bits=self.quant_acc_bits,
-                v_bits=self.quant_acc_bits,
-                out_bits=self.quant_acc_bits,
+                **self._quant_formats(),
             )
         except ConfigError as err:
             raise ConfigError(self._quant_key_names(str(err))) from None

@@ -94,5 +94,17 @@ def _eval(checkpoint: str, data, split: str, beam: int, **kw) -> dict:
     return {k: result[k] for k in keep if k in result}
 
 
+def _window_report(beam: int, rows: list[dict], data_cfg, model, train_cfg) -> dict:
+    """The report body of the windowed experiments: beam, D, the rows and the settings."""
+    return {
+        "beam": beam,
+        "window_d": WINDOW_D,
+        "rows": rows,
+        "data": data_cfg.__dict__.copy(),
+        "model": model.to_dict(),
+        "train": {k: v for k, v in train_cfg.to_dict().items() if k != "data"},
+    }
+
+
 def _row(label: str, result: dict, **extra) -> dict:
     return {"label": label, **extra, **result}

@@ -6,7 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..data import synthetic_task
-from .staged import WINDOW_D, StagedExperiment, _eval, _row, _train_and_eval, _window_sizes
+from .staged import (
+    StagedExperiment,
+    _eval,
+    _row,
+    _train_and_eval,
+    _window_report,
+    _window_sizes,
+)
 from .window import _span_figure, _span_table
 
 
@@ -35,14 +42,7 @@ class WindowEatt(StagedExperiment):
                     rows.append(
                         _row(f"{label}, tau = 1", windowed, kind=kind, score=score, tau=1.0)
                     )
-        return {
-            "beam": beam,
-            "window_d": WINDOW_D,
-            "rows": rows,
-            "data": data_cfg.__dict__.copy(),
-            "model": model.to_dict(),
-            "train": {k: v for k, v in train_cfg.to_dict().items() if k != "data"},
-        }
+        return _window_report(beam, rows, data_cfg, model, train_cfg)
 
     def table_lines(self, report: dict) -> list[str]:
         return _span_table(report)

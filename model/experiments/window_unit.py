@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..data import synthetic_task
 from .base import _markdown_table, _num
-from .staged import WINDOW_D, StagedExperiment, _row, _train_and_eval, _window_sizes
+from .staged import StagedExperiment, _row, _train_and_eval, _window_report, _window_sizes
 
 #: quant-local-p's weights: <8, 7> (|w| < 1; trained from scratch, nothing to calibrate on)
 QUANT_WEIGHT_FRAC = 7
@@ -79,14 +79,7 @@ class WindowUnit(StagedExperiment):
             rows.append(
                 _row(label, result, score=score, form="unit", gaussian="inside", round_p=True)
             )
-        return {
-            "beam": beam,
-            "window_d": WINDOW_D,
-            "rows": rows,
-            "data": data_cfg.__dict__.copy(),
-            "model": model.to_dict(),
-            "train": {k: v for k, v in train_cfg.to_dict().items() if k != "data"},
-        }
+        return _window_report(beam, rows, data_cfg, model, train_cfg)
 
     def table_lines(self, report: dict) -> list[str]:
         quick = " (quick)" if report["quick"] else ""
