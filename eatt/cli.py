@@ -21,6 +21,7 @@ from pathlib import Path
 from eatt.config import (
     ConfigError,
     CoreConfig,
+    WindowConfig,
     check_rtl_size,
     check_vectors,
     default_config,
@@ -149,6 +150,11 @@ def cmd_export(args) -> int:
         raise CommandError("--inputs: give --check N too (N captured vectors are checked)")
     if args.check:
         check_vectors(cfg, args.check, "--check")
+    if args.inputs:  # a capture that does not fit is refused before anything is written
+        if isinstance(cfg, WindowConfig):
+            load_window_capture(args.inputs, cfg, args.check)
+        else:
+            load_capture(args.inputs, cfg)
     check_output_file(args.output)
     result = export.export_core(cfg, weights, args.output, source)
     ok = True

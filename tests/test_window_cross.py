@@ -391,3 +391,13 @@ def test_l0drop_compaction_has_the_units_layout():
         assert length == int((~pad[b]).sum())
         assert np.array_equal(rows[b, :length].long().numpy(), k[:length])
         assert np.array_equal(counts[b, :length].numpy(), c[:length])
+
+
+def test_export_refuses_a_bad_capture_before_writing(trained, tmp_path):
+    """`eatt export --check N --inputs FILE`: a missing capture, or a core's capture for a
+    window unit, is one line and exit 2, and no file is written."""
+    out = tmp_path / "cross.onnx"
+    r = _eatt("export", str(trained), "--layer", "decoder.0.cross", "-o", str(out), "--check",
+              "10", "--inputs", str(tmp_path / "missing.npz"))  # fmt: skip
+    assert r.returncode == 2 and "no such capture file" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not out.exists()
