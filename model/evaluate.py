@@ -509,7 +509,10 @@ def format_evaluation(result: dict) -> str:
         "attention: " + ", ".join(f"{r}={k}" for r, k in result["attention"].items()),
         f"decoding {result['decode_seconds']:.2f} s",
     ]
-    names = {"exported": "the exported cores (max_len, masks)", "surrogate": "the QAT surrogate"}
+    names = {
+        "exported": "the exported cores or window unit (max_len, masks)",
+        "surrogate": "the QAT surrogate",
+    }
     for arithmetic, c in (result.get("hardware") or {}).items():
         lines.append(
             f"BLEU with {names[arithmetic]}: {c['bleu']:.2f}, {c['hypotheses_differ']} of "
