@@ -114,6 +114,9 @@ class ModelConfig:
     l0drop: bool = False
     #: lambda, weight of the expected-L0 penalty
     l0drop_lambda: float = 0.0
+    #: lambda rises linearly from 0 over this many training steps (the authors' warm-up for
+    #: training from scratch, bzhangGo/zero's l0_norm_*_reg_ramp_up); 0 = lambda from step 0
+    l0drop_ramp: int = 0
     #: rule-based pattern instead of learned gates: "freq", "inv-freq", "group" (None: learned)
     l0drop_rule: str | None = None
     #: fraction of source tokens a rule pattern drops
@@ -147,6 +150,7 @@ class ModelConfig:
             ("enc_layers", 1, 64),
             ("dec_layers", 1, 64),
             ("max_len", 1, 1 << 16),
+            ("l0drop_ramp", 0, 10**9),
         ):
             value = getattr(self, key)
             if not low <= value <= high:

@@ -42,8 +42,10 @@ __all__ = [
     "TranslationData",
     "Vocab",
     "load_data",
+    "dense_source",
     "load_parallel",
     "make_batches",
+    "redundant_source",
     "synthetic_task",
     "translate",
 ]
@@ -188,6 +190,11 @@ class TaskConfig:
     p_synonym: float = 0.5
     #: per-token probability that a *training* target token is replaced by a random target word
     noise: float = 0.0
+    #: the redundant variant: every source sentence is rewritten by :func:`redundant_source`
+    #: (case markers, an auxiliary, punctuation, subword pieces: tokens the target does not
+    #: need, as natural language has them; docs/models.md). Targets and the random stream stay
+    #: those of the dense task; min_len / max_len bound the sentence before the rewrite
+    redundant: bool = False
 
     def __post_init__(self) -> None:
         check_fields(self, "data")
@@ -360,10 +367,82 @@ def _translate_clause(tokens: list[str], synonym: Synonym | None) -> list[str]:
     return times + subject_out + places + obj_out + [verb_out]
 
 
+# -- the redundant variant (TaskConfig.redundant) -------------------------------------------------
+#: case markers after the noun of a subject, an object and a phrase's noun phrase
+CASE_MARKERS = ("ks", "ko", "kp")
+#: the auxiliary before the verb (before "not" in a negated clause)
+AUX = "x"
+COMMA, PERIOD = ",", "."
+#: a content word (noun, verb, adjective) with index K >= SPLIT_FROM is written as subword
+#: pieces, one per digit of K (as BPE splits rare words into more pieces): the stem
+#: "{class}{first digit}@@", the middle digits "{digit}@@", the last "@{digit}"
+SPLIT_FROM = 10
+_STEM, _TAIL = "@@", "@"
+
+
+def _pieces(tok: str) -> list[str]:
+    head, num = tok[:1], tok[1:]
+    if head in "nva" and num.isdigit() and int(num) >= SPLIT_FROM:
+        digits = str(int(num))
+        return [head + digits[0] + _STEM, *(d + _STEM for d in digits[1:-1]), _TAIL + digits[-1]]
+    return [tok]
+
+
+def redundant_source(tokens: Sequence[str]) -> list[str]:
+    """The redundant form of a dense source sentence (docs/models.md, "The redundant variant").
+
+    A case marker follows every noun (ks subject, ko object, kp in a place or time phrase), the
+    auxiliary x comes before the verb (before ``not``), a comma before ``and``, a period at the
+    end, and every noun, verb and adjective with index >= 10 is split into subword pieces, one
+    per digit::
+
+        d0 a3 n17 not v2 d1 n4 and ...  ->  d0 a3 n1@@ @7 ks x not v2 d1 n4 ko , and ... .
+        n165  ->  n1@@ 6@@ @5
+
+    Every added token is predictable from the rest of the sentence, and the pieces of a word
+    carry it only together, so the target (``translate``) is the dense sentence's.
+    """
+    out: list[str] = []
+    role = 0  # 0 subject, 1 object, 2 phrase
+    for i, tok in enumerate(tokens):
+        kind = _word_class(tok)
+        if tok == AND:
+            out.append(COMMA)
+            role = 0
+        if tok == NOT or (kind == "v" and (i == 0 or tokens[i - 1] != NOT)):
+            out.append(AUX)
+        if kind in ("p", "t"):
+            role = 2
+        out.extend(_pieces(tok))
+        if kind == "v":
+            role = 1
+        elif kind == "n":
+            out.append(CASE_MARKERS[role])
+    out.append(PERIOD)
+    return out
+
+
+def dense_source(tokens: Sequence[str]) -> list[str]:
+    """The inverse of :func:`redundant_source`: the added tokens removed, the pieces joined
+    (a dense sentence comes back unchanged)."""
+    out: list[str] = []
+    for tok in tokens:
+        if tok in CASE_MARKERS or tok in (AUX, COMMA, PERIOD):
+            continue
+        if out and out[-1].endswith(_STEM) and (tok.endswith(_STEM) or tok.startswith(_TAIL)):
+            piece = tok[: -len(_STEM)] if tok.endswith(_STEM) else tok[len(_TAIL) :]
+            if piece.isdigit():  # a middle piece keeps its @@, the last one closes the word
+                out[-1] = out[-1][: -len(_STEM)] + piece + (_STEM if tok.endswith(_STEM) else "")
+                continue
+        out.append(tok)
+    return out
+
+
 def translate(
     source: Sequence[str], rng: np.random.Generator | None = None, p_synonym: float = 0.5
 ) -> list[str]:
-    """Apply the documented rules (docs/models.md) to a source sentence of the synthetic task.
+    """Apply the documented rules (docs/models.md) to a source sentence of the synthetic task
+    (dense, or in the redundant variant's form: :func:`dense_source` is applied first).
 
     Adjectives aK with even K have two translations, AK and BK (free word choice, as real
     translations have): without ``rng`` always AK; with ``rng`` BK with probability
@@ -371,7 +450,7 @@ def translate(
     Raises a one-line ValueError if the sentence is not in the source language.
     """
     synonym = None if rng is None else (lambda: bool(rng.random() < p_synonym))
-    tokens = list(source)
+    tokens = dense_source(source)
     clauses: list[list[str]] = [[]]
     for tok in tokens:
         if tok == AND:
@@ -499,7 +578,8 @@ def synthetic_task(cfg: TaskConfig | None = None) -> TranslationData:
             if unique and key in seen:
                 continue
             seen.add(key)
-            pairs.append((src, translate(src, rng, cfg.p_synonym)))
+            tgt = translate(src, rng, cfg.p_synonym)
+            pairs.append((redundant_source(src) if cfg.redundant else src, tgt))
         splits.append(pairs)
     train, dev, test = splits
     if cfg.noise > 0:

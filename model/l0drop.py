@@ -19,7 +19,8 @@ for any score that depends only on the key row (dot, general, concat, E-ATT/L1):
 are the same zero row, so they get the same score and are merged exactly.
 
 :func:`rule_gates` gives the rule-based patterns of Sec. 7 (Freq, Inv Freq, Group) and
-:func:`sparsity_rate` the paper's metric: #(g_i = 0) over the number of source tokens.
+:func:`sparsity_rate` the paper's metric: #(g_i = 0) over the number of source words
+(:func:`source_words`: padding and the final ``<eos>`` are not counted).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import math
 
 import torch
 from torch import Tensor, nn
+
+from .data import EOS
 
 __all__ = [
     "RULES",
@@ -38,6 +41,7 @@ __all__ = [
     "hard_concrete_sample",
     "prob_zero",
     "rule_gates",
+    "source_words",
     "sparsity_rate",
     "vocab_token_rank",
 ]
@@ -96,9 +100,12 @@ class L0Drop(nn.Module):
             raise ValueError(f"dim must be >= 1, got {dim}")
         _check_shape_params(beta, epsilon)
         self.dim, self.beta, self.epsilon = dim, float(beta), float(epsilon)
-        # Eq. 9 has no bias. A small init keeps log alpha near 0 at the start (gates half open,
-        # p(g = 0) about 0.17 for the paper's beta and epsilon); training moves it.
-        self.w = nn.Parameter(torch.randn(dim) * dim**-0.5 * 0.1)
+        # Eq. 9 has no bias. The authors' code (bzhangGo/zero) initialises w as its other
+        # linear maps: uniform unit scaling, Glorot uniform over fan_in dim and fan_out 1
+        # (std sqrt(2 / (dim + 1))), so log alpha starts spread around 0, not pinned at it.
+        self.w = nn.Parameter(torch.empty(dim))
+        bound = math.sqrt(6.0 / (dim + 1))
+        nn.init.uniform_(self.w, -bound, bound)
 
     def log_alpha(self, memory: Tensor) -> Tensor:
         """log alpha_i = x_i w (Eq. 9), (B, S)."""
@@ -248,8 +255,15 @@ def rule_gates(
     return (real & ~drop).float()
 
 
-def sparsity_rate(gates: Tensor, padding: Tensor) -> float:
-    """#(g_i = 0) over the number of source (non-pad) positions; 0.0 for an empty batch."""
-    real = ~padding
+def source_words(src: Tensor, padding: Tensor) -> Tensor:
+    """The positions the sparsity rate counts (B, S): source words, neither padding nor the
+    ``<eos>`` every sentence ends with (the paper's rate is over source words)."""
+    return ~padding & src.ne(EOS)
+
+
+def sparsity_rate(gates: Tensor, padding: Tensor, src: Tensor | None = None) -> float:
+    """#(g_i = 0) over the number of source words (with ``src``: ``<eos>`` not counted; else
+    every non-pad position); 0.0 for an empty batch."""
+    real = ~padding if src is None else source_words(src, padding)
     n = int(real.sum())
     return float((gates.eq(0) & real).sum()) / n if n else 0.0

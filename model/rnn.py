@@ -32,7 +32,14 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .config import QUANT_WINDOW_KINDS, ModelConfig
 from .data import PAD
-from .l0drop import L0Drop, compact, rule_gates, sparsity_rate, vocab_token_rank
+from .l0drop import (
+    L0Drop,
+    compact,
+    rule_gates,
+    source_words,
+    sparsity_rate,
+    vocab_token_rank,
+)
 from .windowed import cross_attention, mean_strength, vision_span
 
 __all__ = ["LSTMSeq2Seq"]
@@ -104,6 +111,7 @@ class LSTMSeq2Seq(nn.Module):
         #: gates (B, S) and padding of the last encode (sparsity rate, analysis)
         self.last_gates: Tensor | None = None
         self.last_padding: Tensor | None = None
+        self.last_src: Tensor | None = None
         #: eval-mode gate statistics: [closed gates, source positions] (sparsity rate)
         self.gate_stats = [0, 0]
         self._l0_penalty: Tensor | None = None
@@ -149,7 +157,7 @@ class LSTMSeq2Seq(nn.Module):
         """Sparsity rate of the last encode's gates (L0Drop Sec. 6.1); 0.0 without gates."""
         if self.last_gates is None:
             return 0.0
-        return sparsity_rate(self.last_gates, self.last_padding)
+        return sparsity_rate(self.last_gates, self.last_padding, self.last_src)
 
     # -- encoder / decoder ---------------------------------------------------------------------
     def _encode(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
@@ -178,9 +186,11 @@ class LSTMSeq2Seq(nn.Module):
             ).to(memory.dtype)
         self.last_gates = None if gates is None else gates.detach()
         self.last_padding = padding
+        self.last_src = src
         if gates is not None and not self.training:
-            self.gate_stats[0] += int((gates.eq(0) & ~padding).sum())
-            self.gate_stats[1] += int((~padding).sum())
+            words = source_words(src, padding)
+            self.gate_stats[0] += int((gates.eq(0) & words).sum())
+            self.gate_stats[1] += int(words.sum())
         return memory, padding, gates
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:

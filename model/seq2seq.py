@@ -55,7 +55,14 @@ from .config import (  # the config lives below the model modules; re-exported f
     load_model_config,
 )
 from .data import PAD, Vocab
-from .l0drop import L0Drop, compact, counted_softmax, rule_gates, vocab_token_rank
+from .l0drop import (
+    L0Drop,
+    compact,
+    counted_softmax,
+    rule_gates,
+    source_words,
+    vocab_token_rank,
+)
 from .rnn import LSTMSeq2Seq
 from .synthesizer import DenseSynthesizer, RandomSynthesizer, synthesized_attention
 from .windowed import cross_attention, mean_strength, reorder_state
@@ -602,8 +609,9 @@ class Seq2Seq(nn.Module):
                 src, padding, self.cfg.l0drop_rule, self.cfg.l0drop_rule_rate, self.token_rank
             ).to(memory.dtype)
         if not self.training:
-            self.gate_stats[0] += int((gates.eq(0) & ~padding).sum())
-            self.gate_stats[1] += int((~padding).sum())
+            words = source_words(src, padding)
+            self.gate_stats[0] += int((gates.eq(0) & words).sum())
+            self.gate_stats[1] += int(words.sum())
         return memory, padding, gates
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:

@@ -222,12 +222,22 @@ def token_loss(model: Seq2Seq, batch, label_smoothing: float = 0.0) -> tuple[tor
     return loss, batch.n_tgt_tokens
 
 
-def aux_loss(model, cfg: ModelConfig) -> torch.Tensor | float:
-    """The weighted auxiliary terms of the last forward (0 when there are none)."""
+def l0drop_lambda(cfg: ModelConfig, step: int | None = None) -> float:
+    """lambda at training step ``step`` (1-based): ``l0drop_lambda * min(1, step / ramp)`` with
+    ``l0drop_ramp`` steps of warm-up (the authors' ramp, bzhangGo/zero); the full lambda without
+    a ramp or a step."""
+    if not cfg.l0drop_ramp or step is None:
+        return cfg.l0drop_lambda
+    return cfg.l0drop_lambda * min(1.0, step / cfg.l0drop_ramp)
+
+
+def aux_loss(model, cfg: ModelConfig, step: int | None = None) -> torch.Tensor | float:
+    """The weighted auxiliary terms of the last forward (0 when there are none); ``step``
+    ramps L0Drop's lambda (:func:`l0drop_lambda`)."""
     aux = model.aux_losses() if hasattr(model, "aux_losses") else {}
     total: torch.Tensor | float = 0.0
     if "l0" in aux and cfg.l0drop_lambda:
-        total = total + cfg.l0drop_lambda * aux["l0"]
+        total = total + l0drop_lambda(cfg, step) * aux["l0"]
     if "flexible_g" in aux and cfg.flexible_beta:
         total = total - cfg.flexible_beta * aux["flexible_g"]
     return total
@@ -365,7 +375,7 @@ def _train(
                 group["lr"] = learning_rate(step, train_cfg)
             loss_sum, n_tokens = token_loss(model, batch, train_cfg.label_smoothing)
             optimizer.zero_grad(set_to_none=True)
-            (loss_sum / n_tokens + aux_loss(model, model_cfg)).backward()
+            (loss_sum / n_tokens + aux_loss(model, model_cfg, step)).backward()
             if train_cfg.clip_norm > 0:
                 nn.utils.clip_grad_norm_(model.parameters(), train_cfg.clip_norm)
             optimizer.step()

@@ -15,11 +15,13 @@ from eatt.model.data import (
     TaskConfig,
     Vocab,
     data_config_from_dict,
+    dense_source,
     detokenize,
     encode_pairs,
     load_data,
     load_parallel,
     make_batches,
+    redundant_source,
     synthetic_task,
     translate,
 )
@@ -118,6 +120,45 @@ def test_generated_pairs_follow_the_rules():
     train = {tuple(s) for s, _ in data.train}
     held = [tuple(s) for s, _ in data.dev + data.test]
     assert not train & set(held) and len(set(held)) == len(held)
+
+
+@pytest.mark.parametrize(
+    "dense, redundant",
+    [
+        # the docstring's examples: markers by role, x before "not", a comma, the period, pieces
+        (
+            "d0 a3 n165 not v2 d1 n4 and d0 n1 v13 d2 n2 p1 d1 n3",
+            "d0 a3 n1@@ 6@@ @5 ks x not v2 d1 n4 ko , and d0 n1 ks x v1@@ @3 d2 n2 ko "
+            "p1 d1 n3 kp .",
+        ),
+        (
+            "d1 very a12 n9 v0 d2 n10 t2 d3 n5",
+            "d1 very a1@@ @2 n9 ks x v0 d2 n1@@ @0 ko t2 d3 n5 kp .",
+        ),
+    ],
+)
+def test_redundant_source_rules(dense, redundant):
+    assert redundant_source(_t(dense)) == _t(redundant)
+    assert dense_source(_t(redundant)) == _t(dense)
+    assert dense_source(_t(dense)) == _t(dense)  # a dense sentence comes back unchanged
+    assert translate(_t(redundant)) == translate(_t(dense))
+
+
+def test_redundant_variant_keeps_the_dense_targets():
+    dense = synthetic_task(SMALL)
+    cfg = TaskConfig(**{**SMALL.__dict__, "redundant": True})
+    redundant = synthetic_task(cfg)
+    for (src_r, tgt_r), (src_d, tgt_d) in zip(
+        redundant.train + redundant.test, dense.train + dense.test, strict=True
+    ):
+        assert tgt_r == tgt_d and dense_source(src_r) == src_d
+        assert src_r == redundant_source(src_d) and _without_synonyms(tgt_r) == translate(src_r)
+    # a large share of the source is tokens the target does not need (docs/models.md)
+    n_dense = sum(len(s) for s, _ in dense.train)
+    n_redundant = sum(len(s) for s, _ in redundant.train)
+    assert 0.3 < 1 - n_dense / n_redundant < 0.6
+    assert dense.fingerprint() != redundant.fingerprint()
+    assert redundant.config["redundant"] is True
 
 
 def test_length_bounds_are_exact():

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from eatt.model import functional as F
+from eatt.model.data import EOS
 from eatt.model.l0drop import (
     L0Drop,
     compact,
@@ -19,6 +20,8 @@ from eatt.model.l0drop import (
     sparsity_rate,
     vocab_token_rank,
 )
+from eatt.model.seq2seq import ModelConfig
+from eatt.model.train import l0drop_lambda
 
 BETA, EPS = 2.0 / 3.0, 0.1
 
@@ -84,6 +87,24 @@ def test_training_gates_are_sampled_and_padding_closed():
     _, g2, _ = layer(memory, padding)
     assert not torch.equal(g1, g2)
     assert bool(g1[padding].eq(0).all()) and bool(((g1 >= 0) & (g1 <= 1)).all())
+
+
+def test_gate_weights_start_as_the_references():
+    # Glorot uniform over (dim, 1), bzhangGo/zero's initialiser: bound sqrt(6 / (dim + 1))
+    torch.manual_seed(0)
+    w = L0Drop(256).w.detach()
+    bound = (6 / 257) ** 0.5
+    assert float(w.abs().max()) <= bound and float(w.abs().max()) > 0.9 * bound
+    assert abs(float(w.std()) - (2 / 257) ** 0.5) < 0.15 * (2 / 257) ** 0.5
+
+
+def test_lambda_ramp():
+    cfg = ModelConfig(l0drop=True, l0drop_lambda=0.4, l0drop_ramp=100)
+    assert [l0drop_lambda(cfg, s) for s in (1, 50, 100, 500)] == pytest.approx(
+        [0.004, 0.2, 0.4, 0.4]
+    )
+    assert l0drop_lambda(cfg) == 0.4
+    assert l0drop_lambda(cfg.replace(l0drop_ramp=0), 1) == 0.4
 
 
 def test_penalty_is_mean_expected_l0_and_gradient_flows_to_w():
@@ -224,3 +245,6 @@ def test_sparsity_rate():
     # pruned: 2 of 4 in row 0, 2 of 3 in row 1 (the pad's 0 does not count)
     assert sparsity_rate(gates, padding) == pytest.approx(4 / 7)
     assert sparsity_rate(gates, torch.ones_like(padding)) == 0.0
+    # with the source ids, <eos> is not a source word: 1 of 3 in row 0, 2 of 2 in row 1
+    src = torch.tensor([[5, 6, 7, EOS], [5, 6, EOS, 0]])
+    assert sparsity_rate(gates, padding, src) == pytest.approx(3 / 5)

@@ -166,8 +166,10 @@ def test_rule_pattern_gates_and_compaction():
     compacted = model.decode(tgt_in, mem_c, pad_c, counts=counts)
     torch.testing.assert_close(compacted, full, atol=1e-5, rtol=1e-5)
     # eval-mode gate statistics: the sparsity rate the evaluation reports
+    # (over source words: padding and <eos> are not counted)
     closed, total = model.gate_stats
-    assert total == 2 * int((~padding).sum()) and closed == 2 * int((~padding[:, 1::2]).sum())
+    words = ~padding & src.ne(EOS)
+    assert total == 2 * int(words.sum()) and closed == 2 * int(words[:, 1::2].sum())
 
 
 def test_windowed_kinds_keep_the_full_memory():

@@ -473,7 +473,9 @@ def test_train_and_evaluate_windowed_and_lstm_checkpoints(tmp_path, model):
         assert wide["vision_span"] >= result["vision_span"]
 
 
-@pytest.mark.parametrize("name", ["window", "window-eatt", "window-unit", "l0drop", "qat"])
+@pytest.mark.parametrize(
+    "name", ["window", "window-eatt", "window-unit", "l0drop", "l0drop-redundant", "qat"]
+)
 def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name):
     from eatt.model import experiments
     from eatt.model.experiments import base as sizes
@@ -509,8 +511,16 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
         unit = rows["quant-local-p eatt, the unit"]["hardware"]
         assert unit["exported"]["hypotheses_differ"] == 0
         assert "0 differ as exported" in table
-    if name == "l0drop":
+    if name.startswith("l0drop"):
         assert list(rows)[:2] == ["no pruning", "no pruning, fine-tuned"] and "rule group" in rows
+        assert report["task"] == ("redundant" if name.endswith("redundant") else "dense")
+        assert report["data"]["redundant"] == (report["task"] == "redundant")
+        scratch = rows["L0Drop lambda 0.3, from scratch (ramp)"]
+        assert scratch["scratch"] and 0.0 <= scratch["sparsity_rate"] <= 1.0
+        costs = report["break_even"]
+        assert costs["sentences"] == 5 and costs["q10"] <= costs["q40"] <= costs["q75"]
+        assert report["target"]["break_even_lambda_40"] == costs["lambda_40"]
+        assert "Break-even lambda of the unpruned model (5 test sentences)" in table
         assert report["target"]["bleu_reference"] == rows["no pruning, fine-tuned"]["bleu"]
         assert 0.3 < rows["rule group"]["sparsity_rate"] < 0.7  # odd positions only
         timing = report["timing"][0]

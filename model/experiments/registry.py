@@ -30,6 +30,7 @@ REGISTRY: dict[str, Experiment] = {
         window_eatt.EXPERIMENT,
         window_unit.EXPERIMENT,
         l0drop.EXPERIMENT,
+        l0drop.REDUNDANT,
         qat.EXPERIMENT,
     )
 }
