@@ -22,6 +22,7 @@ __all__ = [
     "L0DROP_RULES",
     "MAX_LAYER_PARAMETERS",
     "QUANT_KINDS",
+    "POSITIONAL_KINDS",
     "QUANT_WINDOW_KINDS",
     "ROLES",
     "WINDOW_KINDS",
@@ -47,7 +48,14 @@ QUANT_KINDS = {"quant-eatt": "eatt", "quant-vanilla": "vanilla"}
 WINDOW_KINDS = ("global", "local-m", "local-p", "flexible")
 #: windowed kinds computed by the window unit (eatt.quant.window_cross), and the float kind of
 #: each; ``cross`` only (docs/window.md, "Models on the unit")
-QUANT_WINDOW_KINDS = {"quant-local-m": "local-m", "quant-local-p": "local-p"}
+QUANT_WINDOW_KINDS = {
+    "quant-global": "global",
+    "quant-local-m": "local-m",
+    "quant-local-p": "local-p",
+}
+#: cross kinds whose weights depend on source positions: L0Drop's compacted memory
+#: (Algorithm 1) renumbers them, so these decode on the full gated memory
+POSITIONAL_KINDS = ("local-m", "local-p", "flexible", "quant-local-m", "quant-local-p")
 #: scores the window unit computes
 QUANT_WINDOW_SCORES = ("eatt", "dot")
 WINDOW_SCORES = ("dot", "general", "concat", "eatt")
@@ -241,20 +249,24 @@ class ModelConfig:
                 f"window_p_round: {kind} centres the Gaussian on an integer p (the window "
                 "unit's input); set true or null"
             )
-        if self.l0drop:
-            raise ConfigError(f"l0drop: not with {kind} yet (docs/window.md)")
+        if self.l0drop and kind != "quant-global":
+            raise ConfigError(
+                f"l0drop: {kind}'s window is on source positions, which L0Drop's compacted "
+                "memory renumbers; quant-global decodes on it (docs/window.md)"
+            )
         self.quant_window()  # the unit's own checks, under this config's key names
 
     def quant_window(self):
         """The eatt.config.WindowConfig of the quantized windowed cross kind: one head of the
         model's width, a memory of max_len rows, the Gaussian (quant-local-p) or no position
-        term (quant-local-m), the quant_* formats."""
+        term (quant-local-m, quant-global), the quant_* formats. quant-global's window is the
+        whole memory: D = max_len - 1 around p = 0 (window_d is not used)."""
         kind = self.kind("cross")
         if kind not in QUANT_WINDOW_KINDS:
             raise ValueError(f"cross {kind!r} is not a quantized windowed kind")
         fields = dict(
             window_score=self.window_score,
-            window_d=self.window_d,
+            window_d=self.max_len - 1 if kind == "quant-global" else self.window_d,
             position="gaussian" if kind == "quant-local-p" else "none",
             window_sigma=self.window_sigma,
         )
@@ -316,6 +328,12 @@ class ModelConfig:
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}; choose from {ROLES}")
         return getattr(self, role) or self.attention
+
+    @property
+    def positional_cross(self) -> bool:
+        """Whether the cross-attention's weights depend on source positions (windows, the
+        synthesizers): then L0Drop decodes on the full gated memory, not the compacted one."""
+        return self.kind("cross") in (*POSITIONAL_KINDS, "dense", "randinit")
 
     @property
     def windowed(self) -> bool:

@@ -206,12 +206,13 @@ class LSTMSeq2Seq(nn.Module):
 
     def encode_for_decoding(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
         """(memory, padding, counts) for search: Algorithm 1's compacted memory with counts in
-        eval mode with gates, global attention and ``compact_memory``; else :meth:`encode` and
-        None. Windowed kinds keep the full gated memory: compaction renumbers positions."""
+        eval mode with gates, global (or quant-global) attention and ``compact_memory``; else
+        :meth:`encode` and None. Kinds on source positions keep the full gated memory:
+        compaction renumbers them."""
         memory, padding, gates = self._encode(src)
         if gates is None:
             return memory, padding, None
-        if self.training or not self.compact_memory or self.attention.kind != "global":
+        if self.training or not self.compact_memory or self.cfg.positional_cross:
             return memory * gates.unsqueeze(-1), padding, None
         memory, counts, padding = compact(memory, gates, padding)
         return memory, padding, counts

@@ -628,14 +628,14 @@ class Seq2Seq(nn.Module):
         """(memory, padding, counts) for search: L0Drop's compacted memory with counts
         (Algorithm 1) in eval mode when ``compact_memory``; else :meth:`encode` and None.
 
-        Windowed and synthesized (dense / randinit) cross-attention keep the gated full memory:
-        their weights depend on source positions, which compaction renumbers.
+        Cross kinds on source positions (local-m, local-p, Flexible, their quantized kinds; the
+        dense / randinit synthesizers) keep the gated full memory: compaction renumbers them.
+        Global and quant-global (the window unit over the whole memory) decode on it.
         """
         memory, padding, gates = self._encode(src)
         if gates is None:
             return memory, padding, None
-        positional = self.cfg.windowed or self.cfg.kind("cross") in ("dense", "randinit")
-        if self.training or not self.compact_memory or positional:
+        if self.training or not self.compact_memory or self.cfg.positional_cross:
             return memory * gates.unsqueeze(-1), padding, None
         memory, counts, padding = compact(memory, gates, padding)
         return memory, padding, counts

@@ -1,4 +1,4 @@
-"""The model's windowed cross-attention on the window unit: kinds quant-local-m, quant-local-p.
+"""The model's cross-attention on the window unit: kinds quant-global, quant-local-m, quant-local-p.
 
 :class:`QuantWindowedAttention` is the cross-attention of a Transformer decoder layer whose
 eval forward, at every decoding step, is the window unit's golden model (eatt.quant.window.
@@ -15,8 +15,12 @@ Per decoding step t, the unit's inputs:
     p = local-m: min(t, length - 1) (Luong's p_t = t)
         local-p: round(p_t) clipped to the source, p_t = S sigmoid(v_p^T tanh(W_p h)) (Luong
                  Eq. 9; a float predictor outside the unit, as Flexible's g(t) is)
+        global: 0, with D = max_len - 1: the window is the whole memory
     position term: local-p's Gaussian inside the softmax from the unit's table (the Flexible
-                   Attention Eq. 7 form), none for local-m
+                   Attention Eq. 7 form), none for local-m and global
+    counts: 1, or with L0Drop (quant-global only) Algorithm 1's compacted memory: the kept
+            rows, then one zero row counting the pruned ones, length = kept + 1; the unit's
+            counted softmax, and rows read per step = the kept rows + 1
 
 and the context is the unit's O (V's grid); the decoder layer's output projection follows outside
 the unit. In training (and with ``arithmetic = "surrogate"``) a fake-quant surrogate carries the
@@ -64,22 +68,24 @@ _PROJECTIONS = (("wq", "q_proj"), ("wk", "k_proj"), ("wv", "v_proj"))
 
 
 class QuantWindowedAttention(nn.Module):
-    """The cross-attention of kind quant-local-m / quant-local-p: one decoder layer's in the
-    Transformer, the attention of the LSTM encoder-decoder.
+    """The cross-attention of kind quant-global / quant-local-m / quant-local-p: one decoder
+    layer's in the Transformer, the attention of the LSTM encoder-decoder.
 
     Args:
         cfg: the unit (eatt.model.config.ModelConfig.quant_window): len_k = max_len rows,
             one head of the model's width, the quant_* formats.
-        kind: "local-m" or "local-p" (Luong's form; ``.kind`` is then the config's name,
-            quant-local-m / quant-local-p, and ``.form`` this).
+        kind: "global", "local-m" or "local-p" (Luong's form; ``.kind`` is then the config's
+            name, quant-global / quant-local-m / quant-local-p, and ``.form`` this).
     """
 
     def __init__(self, cfg: WindowConfig, kind: str) -> None:
         super().__init__()
         if not isinstance(cfg, WindowConfig):
             raise ValueError(f"cfg: expected a WindowConfig, got {type(cfg).__name__}")
-        if kind not in ("local-m", "local-p"):
-            raise ValueError(f"kind: local-m or local-p on the window unit, got {kind!r}")
+        if kind not in ("global", "local-m", "local-p"):
+            raise ValueError(f"kind: global, local-m or local-p on the window unit, got {kind!r}")
+        if kind == "global" and cfg.window_d < cfg.len_k - 1:
+            raise ValueError(f"window_d: global needs D = len_k - 1 = {cfg.len_k - 1}")
         want = "gaussian" if kind == "local-p" else "none"
         if cfg.position != want:
             raise ValueError(f"position: {kind} on the unit needs {want}, got {cfg.position}")
@@ -162,6 +168,8 @@ class QuantWindowedAttention(nn.Module):
         """The unit's p for ``steps`` steps from state["t"] (B, steps): real-valued with the
         gradient of p_t (local-p, straight-through), integer-valued."""
         lengths = state["lengths"][:, None]
+        if self.form == "global":
+            return torch.zeros(lengths.shape[0], steps, dtype=h.dtype, device=lengths.device)
         if self.form == "local-m":
             t = torch.arange(state["t"], state["t"] + steps, device=lengths.device)
             return torch.minimum(t[None, :], lengths - 1).to(h.dtype)
@@ -170,14 +178,25 @@ class QuantWindowedAttention(nn.Module):
 
     # -- decoding state -----------------------------------------------------------------------
     def init_state(self, memory: Tensor, padding: Tensor, counts: Tensor | None = None) -> dict:
-        """Per sentence: the memory's K and V (codes for the unit, or the surrogate's reals)."""
+        """Per sentence: the memory's K and V (codes for the unit, or the surrogate's reals);
+        ``counts`` (B, S): L0Drop's compacted memory (eatt.model.l0drop.compact; count 0 is
+        padding), quant-global only."""
         if memory.dim() != 3 or padding.shape != memory.shape[:2]:
             raise ValueError(
                 f"memory must be (B, S, D) and padding (B, S), got {tuple(memory.shape)} "
                 f"and {tuple(padding.shape)}"
             )
         if counts is not None:
-            raise ValueError(f"{self.kind}: L0Drop's compacted memory is not supported yet")
+            if self.form != "global":
+                raise ValueError(f"{self.kind}: L0Drop's compacted memory renumbers positions")
+            if counts.shape != padding.shape:
+                raise ValueError(f"counts must be (B, S) like padding, got {tuple(counts.shape)}")
+            if bool((counts > self.formats.count_max).any()):
+                raise ValueError(
+                    f"counts: {int(counts.max())} pruned rows do not fit the unit's "
+                    f"{self.cfg.count_bits}-bit count"
+                )
+            padding = padding | counts.eq(0)
         batch, seq = padding.shape
         if seq > self.cfg.len_k:
             raise ValueError(f"memory of {seq} rows: the unit holds max_len = {self.cfg.len_k}")
@@ -194,6 +213,8 @@ class QuantWindowedAttention(nn.Module):
             "t": 0,
             "steps": 0,
         }
+        if counts is not None:  # padding rows get count 1, as the unit's unused rows
+            state["counts"] = counts.masked_fill(padding, 1).to(torch.int64)
         f = self.formats.core
         if self._hardware():
             keys, values = self.golden().project_memory(self._codes(memory).cpu().numpy())
@@ -258,7 +279,7 @@ class QuantWindowedAttention(nn.Module):
                 "w": np.full(batch, cfg.window_d, dtype=np.int64),
                 "keys": keys,
                 "values": values,
-                "counts": np.ones((batch, cfg.len_k), dtype=np.int64),
+                "counts": self._unit_counts(state, batch),
                 "length": state["lengths"].cpu().numpy().astype(np.int64),
                 "g": np.full(batch, cfg.g_levels, dtype=np.int64),
             }
@@ -269,6 +290,14 @@ class QuantWindowedAttention(nn.Module):
             weights = (e / e.sum(-1, keepdim=True)).to(h.device, h.dtype)
             o = torch.from_numpy(out["attn"]).to(torch.float64) * f.v_lsb
         return o.to(h.device, h.dtype), weights
+
+    def _unit_counts(self, state: dict, batch: int) -> np.ndarray:
+        """The unit's counts (B, len_k): the compacted memory's, 1 elsewhere."""
+        out = np.ones((batch, self.cfg.len_k), dtype=np.int64)
+        if "counts" in state:
+            counts = state["counts"].cpu().numpy()
+            out[:, : counts.shape[1]] = counts
+        return out
 
     def _surrogate(self, h: Tensor, state: dict) -> tuple[Tensor, Tensor]:
         """The fake-quant twin of ``steps`` steps (B, T, dim) at once: (context, weights)."""
@@ -289,6 +318,8 @@ class QuantWindowedAttention(nn.Module):
         mask = (pos >= start[..., None]) & (pos < end[..., None])
         if self.form == "local-p" and self.sigma > 0:  # D = 0: the centre alone, no penalty
             s = s - gaussian_penalty(pos, center[..., None], self.sigma)
+        if "counts" in state:  # Algorithm 1's counted softmax: c exp(e) / sum c exp(e)
+            s = s + torch.log(state["counts"].to(s.dtype))[:, None, :]
         a = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)
         o = torch.matmul(a, values)
         return round_half_up_ste(o / f.v_lsb) * f.v_lsb, a

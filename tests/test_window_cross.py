@@ -11,6 +11,7 @@ import torch
 from eatt.config import ConfigError
 from eatt.model.data import BOS, EOS, PAD
 from eatt.model.evaluate import beam_search, greedy_decode, translate_with_stats
+from eatt.model.layers import checkpoint_layer_core
 from eatt.model.seq2seq import ModelConfig, Seq2Seq
 from eatt.model.windowed import WindowedAttention
 from eatt.quant.golden import CoreWeights
@@ -18,7 +19,9 @@ from eatt.quant.window import WindowGolden
 from eatt.quant.window_cross import QuantWindowedAttention, unit_weights
 
 SRC_V, TGT_V, D = 20, 18, 2
-CASES = [(k, s) for k in ("quant-local-p", "quant-local-m") for s in ("eatt", "dot")]
+CASES = [
+    (k, s) for k in ("quant-local-p", "quant-local-m", "quant-global") for s in ("eatt", "dot")
+]
 
 
 @pytest.fixture(autouse=True)
@@ -96,9 +99,11 @@ def test_every_step_is_the_unit_bit_for_bit(kind, score):
         got = contexts[t][:, 0].double().numpy() / core.formats.core.v_lsb
         assert np.array_equal(got, o.astype(np.float64))
         assert np.array_equal(inputs["length"], lengths)
-        assert (
-            (inputs["w"] == D).all() and (inputs["p"] < lengths).all() and (inputs["p"] >= 0).all()
-        )
+        assert (inputs["w"] == core.cfg.window_d).all()
+        assert (inputs["p"] < lengths).all() and (inputs["p"] >= 0).all()
+        assert (inputs["counts"] == 1).all()
+        if kind == "quant-global":  # the whole memory: p = 0, D = max_len - 1
+            assert core.cfg.window_d == 11 and (inputs["p"] == 0).all()
         if kind == "quant-local-m":
             assert np.array_equal(inputs["p"], np.minimum(t, lengths - 1))
     # the memory codes are the core's projections of the encoder output's codes
@@ -134,7 +139,7 @@ def test_incremental_equals_full_and_decoding_runs(kind, score):
             self.src, self.index = src, list(range(src.shape[0]))
 
     _, stats = translate_with_stats(model, [_Batch(src)], beam=2, device=torch.device("cpu"))
-    assert 1.0 <= stats["vision_span"] <= 2 * D + 1
+    assert 1.0 <= stats["vision_span"] <= (9 if kind == "quant-global" else 2 * D + 1)
 
 
 @pytest.mark.parametrize("kind, score", CASES)
@@ -170,7 +175,7 @@ def test_float_twin_has_the_unit_form():
     assert f_core.sigma == q_core.sigma == D / 2
 
 
-@pytest.mark.parametrize("kind", ["quant-local-p", "quant-local-m"])
+@pytest.mark.parametrize("kind", ["quant-local-p", "quant-local-m", "quant-global"])
 def test_the_lstm_attention_on_the_unit(kind, tmp_path):
     """The LSTM encoder-decoder's attention as the window unit: every step the unit's golden
     model; the layer listed as a hardware one."""
@@ -268,22 +273,38 @@ def _eatt(*args):
     )
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A tiny quant-local-p model (E-ATT scores) trained a few steps on tiny bundled data."""
+def _train_tiny(folder, redundant: bool = False, **model):
     from eatt.model.data import TaskConfig
     from eatt.model.train import TrainConfig, train
 
     data = TaskConfig(
-        n_train=24, n_dev=8, n_test=8, seed=3, min_len=5, max_len=6, n_nouns=6, n_verbs=3, n_adjs=3
-    )
+        n_train=24, n_dev=8, n_test=8, seed=3, min_len=5, max_len=6, n_nouns=6, n_verbs=3,
+        n_adjs=3, redundant=redundant,
+    )  # fmt: skip
     model = ModelConfig(
-        dim=8, heads=2, ffn_dim=16, enc_layers=1, dec_layers=1, dropout=0.0, max_len=10,
-        cross="quant-local-p", window_score="eatt", window_d=2, tau=0.5, quant_weight_frac=5,
+        **{"dim": 8, "heads": 2, "ffn_dim": 16, "enc_layers": 1, "dec_layers": 1,
+           "dropout": 0.0, "max_len": 10, "window_score": "eatt", "tau": 0.5,
+           "quant_weight_frac": 5, **model}
     )  # fmt: skip
     cfg = TrainConfig(seed=5, steps=4, max_tokens=128, warmup=2, decay=100, peak_lr=3e-3,
                       eval_every=0, progress=False, data=data)  # fmt: skip
-    return train(model, cfg, tmp_path_factory.mktemp("run"))["checkpoint"]
+    return train(model, cfg, folder)["checkpoint"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny quant-local-p model (E-ATT scores) trained a few steps on tiny bundled data."""
+    return _train_tiny(tmp_path_factory.mktemp("run"), cross="quant-local-p", window_d=2)
+
+
+@pytest.fixture(scope="module")
+def trained_pruned(tmp_path_factory):
+    """A tiny quant-global model with L0Drop's Group pattern (every other source position
+    pruned) on the redundant task: the unit decodes on the compacted memory."""
+    return _train_tiny(
+        tmp_path_factory.mktemp("run"), redundant=True, cross="quant-global", max_len=16,
+        l0drop=True, l0drop_rule="group",
+    )  # fmt: skip
 
 
 def test_capture_of_a_window_layer_is_the_unit(trained, tmp_path):
@@ -344,6 +365,40 @@ def test_a_trained_window_layer_in_rtl_on_its_captured_steps(trained, tmp_path):
 
 
 @pytest.mark.rtl
+def test_the_unit_on_a_pruned_memory_in_rtl(trained_pruned, tmp_path):
+    """quant-global with L0Drop: the captured steps carry the compacted memory (kept rows,
+    then the zero row counting the pruned ones); export checks them, the RTL runs them with
+    0 mismatches, and a step takes as many cycles as the rows it reads: the kept ones + 1."""
+    from eatt.quant.vectors import load_window_capture
+
+    acts, unit, rtl = tmp_path / "acts.npz", tmp_path / "cross.onnx", tmp_path / "rtl"
+    r = _eatt("capture", str(trained_pruned), "--layer", "decoder.0.cross", "--max", "40",
+              "-o", str(acts), "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["golden_vs_model"]["mismatches"] == 0
+    r = _eatt("export", str(trained_pruned), "--layer", "decoder.0.cross", "-o", str(unit),
+              "--check", "40", "--inputs", str(acts), "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    config = json.loads(r.stdout)["config"]
+    assert (config["position"], config["window_d"], config["len_k"]) == ("none", 15, 16)
+    cfg = checkpoint_layer_core(trained_pruned, "decoder.0.cross")[0]
+    steps = load_window_capture(acts, cfg)["steps"]
+    g = steps["group"]
+    lengths, counts = steps["length"][g], steps["counts"][g]
+    assert (steps["p"] == 0).all() and (steps["w"] == 15).all()
+    # the zero row counts the pruned positions: Group keeps every other one
+    for length, count in zip(lengths, counts, strict=True):
+        assert count[length - 1] >= 1 and count[: length - 1].tolist() == [1] * (length - 1)
+    assert (counts[np.arange(len(g)), lengths - 1] > 1).any()
+    r = _eatt("rtl", str(unit), "-o", str(rtl), "--json")
+    assert r.returncode == 0, r.stderr
+    r = _eatt("sim", str(rtl), "--inputs", str(acts), "--vectors", "40", "--json")
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["captured"] and result["mismatches"] == 0 and result["cycles_rule_holds"]
+
+
+@pytest.mark.rtl
 @pytest.mark.hls
 def test_flow_of_a_trained_window_layer(trained, tmp_path):
     """`eatt flow MODEL.pt --layer decoder.0.cross` on a windowed layer: every stage on its
@@ -391,6 +446,40 @@ def test_l0drop_compaction_has_the_units_layout():
         assert length == int((~pad[b]).sum())
         assert np.array_equal(rows[b, :length].long().numpy(), k[:length])
         assert np.array_equal(counts[b, :length].numpy(), c[:length])
+
+
+@pytest.mark.parametrize("score", ["eatt", "dot"])
+def test_quant_global_decodes_on_the_compacted_memory(score):
+    """quant-global with L0Drop: the unit gets Algorithm 1's compacted memory (kept rows, one
+    zero row counting the pruned ones) and reads kept + 1 rows a step; its integer outputs equal
+    those on the full gated memory bit for bit (the pruned rows are equal zero rows: the same
+    exp code, counted once per row or once times their number)."""
+    model = _model("quant-global", score, l0drop=True)
+    with torch.no_grad():  # close about half of the gates
+        model.l0drop.w.copy_(torch.randn(16) * 3)
+    src, tgt = _batch()
+    steps = _record(model)
+    with torch.no_grad():
+        memory, padding, counts = model.encode_for_decoding(src)
+        compacted = model.decode(tgt, memory, padding, counts=counts)
+        model.compact_memory = False
+        full_memory, full_padding, none = model.encode_for_decoding(src)
+        full = model.decode(tgt, full_memory, full_padding)
+    assert counts is not None and none is None
+    assert torch.equal(compacted, full)
+    n = tgt.shape[1] * len(model.decoder)
+    packed, wide = steps[:n], steps[n:]
+    pruned = False
+    for (_, a, o_a), (_, b, o_b) in zip(packed, wide, strict=True):
+        assert np.array_equal(o_a, o_b)
+        assert (a["length"] <= b["length"]).all() and a["counts"].sum() >= a["length"].min()
+        for row in range(len(src)):  # the valid rows' counts add up to the source length
+            assert a["counts"][row, : a["length"][row]].sum() == b["length"][row]
+            pruned |= bool(a["length"][row] < b["length"][row])
+    assert pruned
+    # a local kind refuses L0Drop in one line
+    with pytest.raises(ConfigError, match="^l0drop: quant-local-p's window is on source"):
+        ModelConfig(cross="quant-local-p", window_score="eatt", l0drop=True)
 
 
 def test_export_refuses_a_bad_capture_before_writing(trained, tmp_path):
