@@ -115,6 +115,7 @@ class LSTMSeq2Seq(nn.Module):
         #: eval-mode gate statistics: [closed gates, source positions] (sparsity rate)
         self.gate_stats = [0, 0]
         self._l0_penalty: Tensor | None = None
+        self._tgt_real: Tensor | None = None
         self._attention_state: dict | None = None
         self.recorder = None
 
@@ -141,12 +142,13 @@ class LSTMSeq2Seq(nn.Module):
 
     def aux_losses(self) -> dict[str, Tensor]:
         """Extra loss terms of the last forward: ``l0`` (expected L0 / source token, Eq. 10),
-        ``flexible_g`` (mean g(t), Flexible Eq. 9); the trainer applies the config weights."""
+        ``flexible_g`` (Flexible Eq. 9's strength term per sentence, ``mean_strength``); the
+        trainer applies the config weights."""
         out: dict[str, Tensor] = {}
         if self._l0_penalty is not None:
             out["l0"] = self._l0_penalty
         if self.attention.kind == "flexible" and self._attention_state is not None:
-            out["flexible_g"] = mean_strength(self._attention_state)
+            out["flexible_g"] = mean_strength(self._attention_state, self._tgt_real)
         return out
 
     def vision_span(self) -> float:
@@ -269,6 +271,7 @@ class LSTMSeq2Seq(nn.Module):
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         memory, padding = self.encode(src)
+        self._tgt_real = tgt_in.ne(PAD)  # Flexible's Eq. 9 averages over real target steps
         return self.decode(tgt_in, memory, padding)
 
     def reorder_cache(self, cache: dict, index: Tensor) -> dict:

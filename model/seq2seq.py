@@ -553,6 +553,7 @@ class Seq2Seq(nn.Module):
         #: eval-mode gate statistics: [closed gates, source positions] (sparsity rate)
         self.gate_stats = [0, 0]
         self._l0_penalty: Tensor | None = None
+        self._tgt_real: Tensor | None = None
         for i, layer in enumerate(self.encoder):
             layer.self_attn.stat_name = f"enc_self/{i}/"
         for i, layer in enumerate(self.decoder):
@@ -642,14 +643,16 @@ class Seq2Seq(nn.Module):
 
     def aux_losses(self) -> dict[str, Tensor]:
         """Auxiliary terms of the last forward: ``l0`` (expected L0 of the gates, L0Drop
-        Eq. 10, per source position) and ``flexible_g`` (mean strength g(t), Flexible Eq. 9).
+        Eq. 10, per source position) and ``flexible_g`` (Flexible Eq. 9's strength term per
+        sentence over its real target steps, :func:`~eatt.model.windowed.mean_strength`;
+        averaged over the decoder layers, each with its own g).
         train.py adds ``l0drop_lambda * l0 - flexible_beta * flexible_g``."""
         out: dict[str, Tensor] = {}
         if self.l0drop is not None and self._l0_penalty is not None:
             out["l0"] = self._l0_penalty
         if self.cfg.kind("cross") == "flexible":
             states = [layer.cross_attn.last_state for layer in self.decoder]
-            values = [mean_strength(st) for st in states if st is not None]
+            values = [mean_strength(st, self._tgt_real) for st in states if st is not None]
             if values:
                 out["flexible_g"] = torch.stack(values).mean()
         return out
@@ -687,6 +690,7 @@ class Seq2Seq(nn.Module):
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         memory, padding = self.encode(src)
+        self._tgt_real = tgt_in.ne(PAD)  # Flexible's Eq. 9 averages over real target steps
         return self.decode(tgt_in, memory, padding)
 
     def init_cache(self) -> list[dict]:

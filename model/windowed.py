@@ -170,13 +170,24 @@ def vision_span(state: dict) -> float:
     return float(state["scored"].double().mean().item()) / steps
 
 
-def mean_strength(state: dict) -> Tensor:
-    """Mean Flexible strength g(t) over the decoded steps and rows (Eq. 9's average), a scalar
-    tensor with gradient; 0 for the other kinds."""
+def mean_strength(state: dict, real: Tensor | None = None) -> Tensor:
+    """Flexible's strength term of Eq. 9, a scalar tensor with gradient; 0 for other kinds.
+
+    With ``real`` (B, T), True at the target positions that are not padding (those the
+    decoded steps ran on): Eq. 9's per-sentence form, ``sum_i (1/T_i) sum_t g_i(t)`` over the
+    batch's sentences, divided by the batch's target tokens, the trainer's normalisation of
+    the cross entropy (so beta weighs it as the paper's J, whose NLL is summed over tokens).
+    Without: the mean of g(t) over every decoded step and row (padding included).
+    """
     steps = state.get("steps", 0)
     if not steps or "g_sum" not in state:
         return state["scored"].new_zeros((), dtype=torch.float32)
-    return state["g_sum"].mean() / steps
+    if real is None or not state.get("g_steps"):
+        return state["g_sum"].mean() / steps
+    g = torch.stack(state["g_steps"], 1)  # (B, T)
+    mask = real[:, : g.shape[1]].to(g.dtype)
+    per_sentence = (g * mask).sum(1) / mask.sum(1).clamp(min=1)
+    return per_sentence.sum() / mask.sum().clamp(min=1)
 
 
 def _softmax(scores: Tensor, valid: Tensor, counts: Tensor | None = None) -> Tensor:
@@ -409,6 +420,8 @@ class WindowedAttention(nn.Module):
         if self.kind == "flexible":
             state["p_prev"] = (a * positions.to(a.dtype)).sum(-1)  # Eq. 4
             state["g_sum"] = state["g_sum"] + g
+            if self.training:  # Eq. 9 per sentence (mean_strength): g(t) of every step
+                state.setdefault("g_steps", []).append(g)
         state["scored"] = state["scored"] + valid.sum(-1)
         if not self.training:
             self.total_scored += int(valid.sum())

@@ -325,9 +325,18 @@ def test_transformer_incremental_decoding_equals_full(kind, score, tau):
 def test_flexible_trains_and_reports_its_strength():
     model = _seq2seq("flexible", flexible_beta=0.1).train()
     src, tgt = _batch()
+    tgt[1, 4:] = PAD  # a shorter target: its padded steps do not count
     logits = model(src, tgt)
     aux = model.aux_losses()
     assert set(aux) == {"flexible_g"} and 0 < float(aux["flexible_g"].detach()) < 1
+    # Eq. 9 per sentence: sum_i (1/T_i) sum_t g_i(t) over real target steps, / target tokens
+    real = tgt.ne(PAD)
+    per_layer = []
+    for layer in model.decoder:
+        g = torch.stack(layer.cross_attn.last_state["g_steps"], 1).detach()
+        sentence = (g * real).sum(1) / real.sum(1)
+        per_layer.append(sentence.sum() / real.sum())
+    assert float(aux["flexible_g"].detach()) == pytest.approx(float(torch.stack(per_layer).mean()))
     (logits.logsumexp(-1).mean() - aux["flexible_g"]).backward()
     assert model.decoder[0].cross_attn.core.v_g.bias.grad is not None
     assert _seq2seq("local-p").aux_losses() == {}
