@@ -483,7 +483,8 @@ def test_train_and_evaluate_windowed_and_lstm_checkpoints(tmp_path, model):
 
 
 @pytest.mark.parametrize(
-    "name", ["window", "window-eatt", "window-unit", "l0drop", "l0drop-redundant", "qat"]
+    "name",
+    ["window", "window-lstm", "window-eatt", "window-unit", "l0drop", "l0drop-redundant", "qat"],
 )
 def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name):
     from eatt.model import experiments
@@ -498,7 +499,9 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
     rows = {r["label"]: r for r in report["rows"]}
     if report["plot"] is not None:
         assert (tmp_path / name / f"{name}.png").stat().st_size > 0
-    if name == "window":
+    if name == "window-lstm":
+        assert report["model"]["arch"] == "lstm" and report["model"]["window_score"] == "concat"
+    if name in ("window", "window-lstm"):
         assert list(rows)[:4] == ["global", "local-m", "local-p", "flexible, tau = inf"]
         assert [c["tau"] for c in report["curve"]] == list(experiments.TAUS)
         spans = [c["vision_span"] for c in report["curve"]]

@@ -27,6 +27,7 @@ REGISTRY: dict[str, Experiment] = {
         hybrids.EXPERIMENT,
         energy_vs_quality.EXPERIMENT,
         window.EXPERIMENT,
+        window.LSTM,
         window_eatt.EXPERIMENT,
         window_unit.EXPERIMENT,
         l0drop.EXPERIMENT,

@@ -5,7 +5,9 @@ fine-tuning with ``-beta mean g(t)`` (Shu & Nakayama 2017, Table 1), plus the wi
 curve of the fine-tuned model over tau in :data:`TAUS` (their Fig. 3); one trained model per
 curve, tau changes only decoding.
 
-The vision-span table and scatter are shared with ``window-eatt``.
+The vision-span table and scatter are shared with ``window-eatt``. ``window-lstm`` runs the
+same stages in the Flexible paper's own setting: an LSTM encoder-decoder (``arch: lstm``,
+docs/rnn.md) with concat scores.
 """
 
 from __future__ import annotations
@@ -76,10 +78,13 @@ def _span_figure(report: dict, plt, panels: int):
 
 
 class Window(StagedExperiment):
-    name = "window"
+    def __init__(self, name: str = "window", **model) -> None:
+        #: the experiment's name, and the model keys it sets (window-lstm: arch, score)
+        self.name, self.model = name, model
 
     def stages(self, quick: bool, folder: Path, quiet: bool) -> dict:
         data_cfg, model, train_cfg, beam = _window_sizes(quick)
+        model = model.replace(**self.model)
         data = synthetic_task(data_cfg)
         rows, runs = [], {}
         for kind in ("global", "local-m", "local-p"):
@@ -191,3 +196,5 @@ class Window(StagedExperiment):
 
 
 EXPERIMENT = Window()
+#: the Flexible paper's setting: an LSTM encoder-decoder with concat scores
+LSTM = Window("window-lstm", arch="lstm", window_score="concat")
