@@ -27,6 +27,9 @@ from .staged import StagedExperiment, _fine_tune, _row, _train_and_eval, _window
 
 #: lambdas of the L0Drop sweep, and the source lengths of the compaction timing
 L0_LAMBDAS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+#: ... on the redundant task: its measured break-even lambdas (a quarter of the words below
+#: 0.1, the 40% quantile near 2) call for a sweep that reaches past them
+REDUNDANT_LAMBDAS = (0.1, 0.3, 0.5, 1.0, 2.0, 4.0)
 _QUICK_L0_LAMBDAS = (0.5,)
 #: the from-scratch run: this lambda, ramped from 0 over the first half of its steps
 SCRATCH_LAMBDA = 0.3
@@ -157,7 +160,8 @@ class L0Drop(StagedExperiment):
         )
         first = len(rows)  # the learned rows start here
         learned = []
-        for lam in _QUICK_L0_LAMBDAS if quick else L0_LAMBDAS:
+        sweep = REDUNDANT_LAMBDAS if self.redundant else L0_LAMBDAS
+        for lam in _QUICK_L0_LAMBDAS if quick else sweep:
             cfg = model.replace(l0drop=True, l0drop_lambda=lam)
             tuned, result = _train_and_eval(
                 f"lambda {lam}", cfg, fine_cfg, data, folder, beam, quiet
