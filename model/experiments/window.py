@@ -31,6 +31,10 @@ from .staged import (
 TAUS = (0.3, 0.5, 0.8, 1.0, 1.2, 1.4, 1.6, 5.0, 8.0, 999.0)
 #: Flexible's fine-tuning weight beta (Eq. 9; the paper picks 0.1)
 FLEXIBLE_BETA = 0.1
+#: the window unit's kinds beside the float ones (``window``): dot scores (the unit's Q . K,
+#: two projections, as general), weights <8, 7>, trained from scratch with the unit in eval
+QUANT_KINDS = ("quant-global", "quant-local-m", "quant-local-p")
+QUANT_WEIGHT_FRAC = 7
 
 
 def _pick_tau(checkpoint: str, data, beam: int) -> tuple[float | None, list[dict]]:
@@ -78,9 +82,10 @@ def _span_figure(report: dict, plt, panels: int):
 
 
 class Window(StagedExperiment):
-    def __init__(self, name: str = "window", **model) -> None:
-        #: the experiment's name, and the model keys it sets (window-lstm: arch, score)
-        self.name, self.model = name, model
+    def __init__(self, name: str = "window", quant: bool = True, **model) -> None:
+        #: the experiment's name, whether the unit's kinds run too, and the model keys it sets
+        #: (window-lstm: arch, score)
+        self.name, self.quant, self.model = name, quant, model
 
     def stages(self, quick: bool, folder: Path, quiet: bool) -> dict:
         data_cfg, model, train_cfg, beam = _window_sizes(quick)
@@ -140,6 +145,16 @@ class Window(StagedExperiment):
         reference, best = rows[-2], rows[-1]
         reduction = 1.0 - best["vision_span"] / reference["vision_span"]
         drop = reference["bleu"] - best["bleu"]
+        # the window unit's kinds: BLEU with the unit's arithmetic; their vision span is the rows
+        # the unit reads per step, its cycles per step (one row a cycle, docs/window.md)
+        for kind in (QUANT_KINDS[-1:] if quick else QUANT_KINDS) if self.quant else ():
+            label = f"{kind} (the unit, dot)"
+            cfg = model.replace(cross=kind, window_score="dot", quant_weight_frac=QUANT_WEIGHT_FRAC)
+            summary, result = _train_and_eval(
+                label, cfg, train_cfg, data, folder, beam, quiet, hardware=True
+            )
+            runs[kind] = summary["checkpoint"]
+            rows.append(_row(label, result, window="unit", tau=None))
         target = {
             "what": "Flexible cuts the average window by >= 50% within 0.5 BLEU of tau = infinity",
             "window_reduction": reduction,
@@ -161,8 +176,25 @@ class Window(StagedExperiment):
         }
 
     def table_lines(self, report: dict) -> list[str]:
+        units = [r for r in report["rows"] if r.get("window") == "unit"]
+        note = (
+            [
+                "",
+                "The unit's rows: BLEU with the window unit's integer arithmetic in every step "
+                "("
+                + ", ".join(
+                    f"{r['label'].split(' ')[0]} {r['hardware']['exported']['hypotheses_differ']}"
+                    for r in units
+                )
+                + " test hypotheses differ as the exported unit runs); their vision span is "
+                "the rows the unit reads per step, its cycles per step (one row a cycle).",
+            ]
+            if units
+            else []
+        )
         return [
             *_span_table(report),
+            *note,
             "",
             "Window vs BLEU of the fine-tuned Flexible model over tau (Fig. 3 analog):",
             "",
@@ -197,4 +229,4 @@ class Window(StagedExperiment):
 
 EXPERIMENT = Window()
 #: the Flexible paper's setting: an LSTM encoder-decoder with concat scores
-LSTM = Window("window-lstm", arch="lstm", window_score="concat")
+LSTM = Window("window-lstm", quant=False, arch="lstm", window_score="concat")
