@@ -484,7 +484,16 @@ def test_train_and_evaluate_windowed_and_lstm_checkpoints(tmp_path, model):
 
 @pytest.mark.parametrize(
     "name",
-    ["window", "window-lstm", "window-eatt", "window-unit", "l0drop", "l0drop-redundant", "qat"],
+    [
+        "window",
+        "window-lstm",
+        "window-eatt",
+        "window-unit",
+        "l0drop",
+        "l0drop-redundant",
+        "l0drop-unit",
+        "qat",
+    ],
 )
 def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name):
     from eatt.model import experiments
@@ -528,7 +537,7 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
         unit = rows["quant-local-p eatt, the unit"]["hardware"]
         assert unit["exported"]["hypotheses_differ"] == 0
         assert "0 differ as exported" in table
-    if name.startswith("l0drop"):
+    if name in ("l0drop", "l0drop-redundant"):
         assert list(rows)[:2] == ["no pruning", "no pruning, fine-tuned"] and "rule group" in rows
         assert report["task"] == ("redundant" if name.endswith("redundant") else "dense")
         assert report["data"]["redundant"] == (report["task"] == "redundant")
@@ -546,6 +555,14 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
         assert report["fine_tune_steps"] >= 1
         payload = load_checkpoint(tmp_path / name / "runs" / "lambda_0.5" / "best.pt")[3]
         assert payload["train_config"]["init_checkpoint"].endswith("no_pruning/best.pt")
+    if name == "l0drop-unit":
+        assert list(rows) == ["no pruning", "L0Drop lambda 0.5", "rule group"]
+        for row in rows.values():
+            assert row["hardware"]["exported"]["hypotheses_differ"] == 0
+        assert report["data"]["redundant"] and report["model"]["cross"] == "quant-global"
+        group = rows["rule group"]  # every other position: the unit reads about half the rows
+        assert 0.3 < group["sparsity_rate"] < 0.7 and group["cycles_ratio"] < 0.8
+        assert "rows (cycles) per step" in table
     if name == "qat":
         assert list(rows) == [
             "float eatt",

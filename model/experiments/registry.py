@@ -12,6 +12,7 @@ from . import (
     energy_vs_quality,
     hybrids,
     l0drop,
+    l0drop_unit,
     qat,
     window,
     window_eatt,
@@ -32,6 +33,7 @@ REGISTRY: dict[str, Experiment] = {
         window_unit.EXPERIMENT,
         l0drop.EXPERIMENT,
         l0drop.REDUNDANT,
+        l0drop_unit.EXPERIMENT,
         qat.EXPERIMENT,
     )
 }
