@@ -18,10 +18,12 @@ model's own eval computes with, eatt.model.layers.layer_core):
    the QAT surrogate, and the analytic energy of the layer per decoded sentence (the unrolled
    core's operation counts per call x the layer's calls per sentence), for both kinds.
 
-A windowed layer (kinds quant-local-m / quant-local-p) is the window unit (docs/window.md,
-"Models on the unit"): the same stages on its captured decoding steps (grouped by memory), its
-RTL the sequential unit, the peer the unit with the other score (E-ATT <-> dot) on the same
-steps when they fit its formats; no analytic energy (the operation counts are the cores').
+A windowed layer (kinds quant-global / quant-local-m / quant-local-p) is the window unit
+(docs/window.md, "Models on the unit"): the same stages on its captured decoding steps (grouped
+by memory), its RTL the sequential unit, the peer the unit with the other score (E-ATT <-> dot)
+on the same steps when they fit its formats; no analytic energy (the operation counts are the
+cores').
+
 
 A layer too big for the unrolled core on this machine is refused before any work, with one
 line pointing to ``--step`` (a decoder layer's one-step core) or the folded engine. The report

@@ -193,7 +193,8 @@ class TaskConfig:
     #: the redundant variant: every source sentence is rewritten by :func:`redundant_source`
     #: (case markers, an auxiliary, punctuation, subword pieces: tokens the target does not
     #: need, as natural language has them; docs/models.md). Targets and the random stream stay
-    #: those of the dense task; min_len / max_len bound the sentence before the rewrite
+    #: those of the dense task; min_len / max_len bound the sentence before the rewrite, and a
+    #: sentence whose rewrite is longer than 2 max_len is drawn again
     redundant: bool = False
 
     def __post_init__(self) -> None:
@@ -451,6 +452,11 @@ def translate(
     """
     synonym = None if rng is None else (lambda: bool(rng.random() < p_synonym))
     tokens = dense_source(source)
+    if tokens != list(source) and redundant_source(tokens) != list(source):
+        raise ValueError(
+            "translate: not a sentence of the redundant variant (markers, auxiliary, "
+            "punctuation or subword pieces out of place)"
+        )
     clauses: list[list[str]] = [[]]
     for tok in tokens:
         if tok == AND:
@@ -513,8 +519,11 @@ class _Generator:
             out = self.clause()
             if self._chance(self.cfg.p_conj):
                 out += [AND] + self.clause()
-            if self.cfg.min_len <= len(out) <= self.cfg.max_len:
-                return out
+            if not self.cfg.min_len <= len(out) <= self.cfg.max_len:
+                continue
+            if self.cfg.redundant and len(redundant_source(out)) > 2 * self.cfg.max_len:
+                continue  # the rewrite's bound (TaskConfig.redundant)
+            return out
 
     def target_words(self) -> list[str]:
         src = (

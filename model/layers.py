@@ -8,11 +8,12 @@ model's formats and ``len_q = len_k = max_len``, takes the valid key length (``k
 and, for the decoder's self-attention, the causal offset: it computes, bit for bit, what the
 layer computes on any batch the model accepts (tests/test_qat.py).
 
-A quantized windowed cross-attention (kinds quant-local-m / quant-local-p) is the window unit
-(kind window, docs/window.md): :func:`layer_core` gives its WindowConfig and W_Q (the unit's
-only weights; K and V come projected in its memory), and :func:`capture_layer` records every
-decoding step's unit inputs (query, p, w, length, the projected memory) in the layout of
-eatt.rtl_sim.window.window_steps: steps grouped by the memory they read.
+A quantized windowed cross-attention (kinds quant-global / quant-local-m / quant-local-p) is the
+window unit (kind window, docs/window.md): :func:`layer_core` gives its WindowConfig and W_Q
+(the unit's only weights; K and V come projected in its memory), and :func:`capture_layer`
+records every decoding step's unit inputs (query, p, w, length, the projected memory) in the
+layout of eatt.rtl_sim.window.window_steps: steps grouped by the memory they read.
+
 
 A decoder layer also has a *step* core (``step=True``, ``--step``): ``len_q = 1``, the one query
 of an incremental decoding step against up to max_len keys, which is what the layer computes

@@ -9,7 +9,7 @@ Flexible Attention and L0Drop papers, with the same interface as the Transformer
 * Decoder: an LSTM of ``dec_layers`` layers whose input is ``[y_{t-1} embedding; htilde_{t-1}]``
   (input feeding, Luong Sec. 3.3); its top state h_t queries the cross-attention
   (:func:`eatt.model.windowed.cross_attention`: global, local-m, local-p or Flexible, with the
-  configured score; or the window unit, kinds quant-local-m / quant-local-p,
+  configured score; or the window unit, kinds quant-global / quant-local-m / quant-local-p,
   eatt.quant.window_cross) for the context c_t; the attentional hidden state is
   ``htilde_t = tanh(W_c [c_t; h_t])`` (Luong Eq. 5) and ``p(y_t) = softmax(W_s htilde_t)`` (Eq. 6).
   Flexible's strength g(t) (Eq. 8) sees ``[h_t; i_t]`` with i_t the input embedding.
@@ -242,6 +242,8 @@ class LSTMSeq2Seq(nn.Module):
         batch = tgt_in.shape[0]
         if cache is None and offset != 0:
             raise ValueError("decoding from offset > 0 needs the cache of the earlier positions")
+        # the steps of this decode that are real tokens (Flexible's Eq. 9 averages over them)
+        self._tgt_real = tgt_in.ne(PAD) if cache is None else None
         if cache is None or not cache:
             layers, dim = self.cfg.dec_layers, self.cfg.dim
             zeros = memory.new_zeros(layers, batch, dim)
@@ -271,7 +273,6 @@ class LSTMSeq2Seq(nn.Module):
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         memory, padding = self.encode(src)
-        self._tgt_real = tgt_in.ne(PAD)  # Flexible's Eq. 9 averages over real target steps
         return self.decode(tgt_in, memory, padding)
 
     def reorder_cache(self, cache: dict, index: Tensor) -> dict:

@@ -122,8 +122,8 @@ class RoleAttention(nn.Module):
             raise ValueError(f"unknown attention kind {kind!r}; choose from {known}")
         self.kind = kind
         self.heads, self.d_head, self.dim = heads, dim // heads, dim
-        #: a windowed kind: one head of eatt.model.windowed (or of the window unit: quant-local-m
-        #: / quant-local-p), then an output projection
+        #: a windowed kind: one head of eatt.model.windowed (or of the window unit: quant-global,
+        #: quant-local-m, quant-local-p), then an output projection
         self.windowed = kind in WINDOW_KINDS or kind in QUANT_WINDOW_KINDS
         #: the decoding state of the last windowed forward (aux losses read g(t) from it)
         self.last_state: dict | None = None
@@ -540,7 +540,8 @@ class Seq2Seq(nn.Module):
         # for it (its exp sums): longer inputs are refused
         sized = ("dense", "randinit", *QUANT_KINDS)
         self._uses_max_len = any(k in sized for k in cfg.kinds.values())
-        #: the window unit (quant-local-*) holds max_len memory rows: it limits the source only
+        #: the window unit (quant-global, quant-local-*) holds max_len memory rows: it limits
+        #: the source only
         self._source_max_len = self._uses_max_len or cfg.kind("cross") in QUANT_WINDOW_KINDS
         #: L0Drop gates on the encoder output (learned, or a rule pattern when l0drop_rule)
         self.l0drop: nn.Module | None = None
@@ -673,6 +674,8 @@ class Seq2Seq(nn.Module):
         """
         self._check_length("target", offset + tgt_in.shape[1])
         tgt_padding = tgt_in.eq(PAD) if cache is None else None
+        # the steps of this decode that are real tokens (Flexible's Eq. 9 averages over them)
+        self._tgt_real = None if tgt_padding is None else ~tgt_padding
         if tgt_padding is not None and not bool(tgt_padding.any()):
             tgt_padding = None
         x = self._embed(self.tgt_embed, tgt_in, offset)
@@ -690,7 +693,6 @@ class Seq2Seq(nn.Module):
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         memory, padding = self.encode(src)
-        self._tgt_real = tgt_in.ne(PAD)  # Flexible's Eq. 9 averages over real target steps
         return self.decode(tgt_in, memory, padding)
 
     def init_cache(self) -> list[dict]:

@@ -389,7 +389,10 @@ def _train(
                 lr = learning_rate(step, train_cfg)
                 history.append({"step": step, "dev_loss": loss, "lr": lr})
                 info = {**extra, "step": step, "dev_loss": loss, "history": history}
-                if loss < best[0]:
+                # a ramped lambda is not yet the model's lambda: its checkpoints before the
+                # ramp ends (less pruned, so lower dev loss) are not candidates for the best
+                ramping = model_cfg.l0drop_lambda and step < model_cfg.l0drop_ramp
+                if loss < best[0] and not (ramping and step < train_cfg.steps):
                     best = (loss, step)
                     save_checkpoint(out / "best.pt", model, data.src_vocab, data.tgt_vocab, info)
                 save_checkpoint(out / "last.pt", model, data.src_vocab, data.tgt_vocab, info)

@@ -144,6 +144,26 @@ def test_redundant_source_rules(dense, redundant):
     assert translate(_t(redundant)) == translate(_t(dense))
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "d0 n1 x ks v1 d1 n2 ko .",  # the auxiliary before the marker
+        "d0 n1 ks x v1 d1 n2 ko . .",  # two periods
+        "d0 n1 ks x v1 d1 n2 kp .",  # the object's marker is ko
+        "d0 n1@@ ks x v1 d1 n2 ko .",  # a stem without its last piece
+    ],
+)
+def test_translate_rejects_a_malformed_redundant_sentence(bad):
+    with pytest.raises(ValueError, match="^translate:"):
+        translate(_t(bad))
+
+
+def test_redundant_rewrite_is_bounded():
+    cfg = TaskConfig(n_train=300, n_dev=20, n_test=20, min_len=5, max_len=10, redundant=True)
+    data = synthetic_task(cfg)
+    assert max(len(s) for s, _ in data.train + data.dev + data.test) <= 2 * cfg.max_len
+
+
 def test_redundant_variant_keeps_the_dense_targets():
     dense = synthetic_task(SMALL)
     cfg = TaskConfig(**{**SMALL.__dict__, "redundant": True})

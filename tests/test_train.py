@@ -56,6 +56,20 @@ def test_same_seed_same_model(tmp_path):
     assert payload["train_config"]["seed"] == 5 and payload["data_config"]["n_train"] == 24
 
 
+def test_a_ramped_lambda_picks_its_best_after_the_ramp(tmp_path):
+    """L0Drop with l0drop_ramp: checkpoints before lambda reaches its value are not candidates
+    for best.pt (less pruned, they would win on dev loss); the ramp scales the penalty."""
+    model = TINY_MODEL.replace(l0drop=True, l0drop_lambda=0.5, l0drop_ramp=6)
+    summary = train(model, _train_cfg(steps=8, eval_every=2), tmp_path)
+    assert [h["step"] for h in summary["history"]] == [2, 4, 6, 8]
+    assert summary["best_step"] in (6, 8)
+    # a ramp longer than the run: the last step is the only candidate
+    longer = train(
+        model.replace(l0drop_ramp=100), _train_cfg(steps=4, eval_every=2), tmp_path / "b"
+    )
+    assert longer["best_step"] == 4
+
+
 @pytest.mark.parametrize("attention", ["vanilla", "eatt"])
 def test_tiny_model_overfits_tiny_set(tmp_path, attention):
     cfg = TINY_MODEL.replace(attention=attention)

@@ -338,6 +338,10 @@ def test_flexible_trains_and_reports_its_strength():
         per_layer.append(sentence.sum() / real.sum())
     assert float(aux["flexible_g"].detach()) == pytest.approx(float(torch.stack(per_layer).mean()))
     (logits.logsumexp(-1).mean() - aux["flexible_g"]).backward()
+    # a direct decode (another batch) refreshes the target mask the term averages over
+    memory, padding = model.encode(src[:2])
+    model.decode(tgt[:2], memory, padding)
+    assert model.aux_losses()["flexible_g"].shape == ()
     assert model.decoder[0].cross_attn.core.v_g.bias.grad is not None
     assert _seq2seq("local-p").aux_losses() == {}
 

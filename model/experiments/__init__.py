@@ -29,13 +29,19 @@ Staged experiments (:data:`STAGED_EXPERIMENTS`: later runs start from or depend 
   at the tau picked on dev (smallest window within 0.5 dev BLEU of tau = infinity), and after
   fine-tuning with ``-beta mean g(t)`` (Shu & Nakayama 2017, Table 1), plus the window-vs-BLEU
   curve of the fine-tuned model over tau in :data:`TAUS` (their Fig. 3); one trained model per
-  curve, tau changes only decoding;
+  curve, tau changes only decoding; the window unit's kinds beside them (quant-global,
+  quant-local-m, quant-local-p);
+* ``window-lstm`` -- the same stages in the Flexible paper's setting (LSTM, concat scores);
 * ``window-eatt`` -- every windowed kind with E-ATT scores (binarized inputs, -L1) vs dot
   scores: BLEU and vision span;
 * ``l0drop`` -- BLEU against sparsity rate over lambda (Zhang et al. 2021, Fig. 4), the rule
   patterns Freq / Inv Freq / Group at the learned sparsity (Table 2), and beam-4 decoding time
   with and without the compacted memory (Algorithm 1) at long sources; the gated runs
-  fine-tune the trained baseline, as the paper does;
+  fine-tune the trained baseline, as the paper does; the break-even lambda of the baseline;
+* ``l0drop-redundant`` -- the same on the task's redundant variant;
+* ``l0drop-unit`` -- L0Drop on the window unit (quant-global) on the redundant task: BLEU with
+  the unit's arithmetic, sparsity and the unit's cycles per step;
+* ``window-unit`` -- local-p in the window unit's forms, then the unit itself (quant-local-p);
 * ``qat`` -- float E-ATT vs quantization-aware E-ATT (``quant-eatt``: the hardware core's
   Brevitas module, binarized inputs, 8-bit and 4-bit weights at a least-squares power-of-two
   scale), each quantized model fine-tuned from the float one (``from_float``), beside the float

@@ -247,11 +247,12 @@ class L0Drop(StagedExperiment):
 
     def table_lines(self, report: dict) -> list[str]:
         quick = " (quick)" if report["quick"] else ""
-        costs = report["break_even"]
-        return [
-            f"{self.name}{quick}: {report['task']} task; test BLEU and sparsity rate (closed "
-            f"gates / source words, <eos> not counted), beam {report['beam']}; rules trained at "
-            f"the learned sparsity closest to 50% ({100 * report['matched_rate']:.1f}%)",
+        costs = report.get("break_even")  # (reports before issue 21 have none)
+        lines = [
+            f"{self.name}{quick}: {report.get('task', 'dense')} task; test BLEU and sparsity "
+            f"rate (closed gates / source words, <eos> not counted), beam {report['beam']}; "
+            "rules trained at the learned sparsity closest to 50% "
+            f"({100 * report['matched_rate']:.1f}%)",
             "",
             *_markdown_table(
                 ["model", "sparsity %", "BLEU", "decode s"],
@@ -290,6 +291,11 @@ class L0Drop(StagedExperiment):
                     for t in report["timing"]
                 ],
             ),
+        ]
+        if not costs:
+            return lines
+        return [
+            *lines,
             "",
             f"Break-even lambda of the unpruned model ({costs['sentences']} test sentences): "
             "closing one source word pays above lambda = its cross-entropy cost x source / "
