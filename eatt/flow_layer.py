@@ -24,7 +24,6 @@ by memory), its RTL the sequential unit, the peer the unit with the other score 
 on the same steps when they fit its formats; no analytic energy (the operation counts are the
 cores').
 
-
 A layer too big for the unrolled core on this machine is refused before any work, with one
 line pointing to ``--step`` (a decoder layer's one-step core) or the folded engine. The report
 is report.md, report.json and report.png in the output folder (eatt.flow's report files).

@@ -14,7 +14,6 @@ window unit (kind window, docs/window.md): :func:`layer_core` gives its WindowCo
 records every decoding step's unit inputs (query, p, w, length, the projected memory) in the
 layout of eatt.rtl_sim.window.window_steps: steps grouped by the memory they read.
 
-
 A decoder layer also has a *step* core (``step=True``, ``--step``): ``len_q = 1``, the one query
 of an incremental decoding step against up to max_len keys, which is what the layer computes
 while the model translates. Query rows are independent and no width depends on len_q, so the
