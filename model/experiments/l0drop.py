@@ -131,6 +131,18 @@ def break_even(checkpoint: str, data, sentences: int) -> dict:
     }
 
 
+def sparsest_within(rows: list[dict], reference_bleu: float) -> tuple[dict | None, dict]:
+    """The row with the most pruning within 0.5 BLEU of ``reference_bleu`` (None: none is),
+    and the target's fields for it: its sparsity, the reference and the BLEU drop."""
+    fine = [r for r in rows if r["bleu"] >= reference_bleu - BLEU_TOLERANCE]
+    best = max(fine, key=lambda r: r["sparsity_rate"]) if fine else None
+    return best, {
+        "sparsity_rate": None if best is None else best["sparsity_rate"],
+        "bleu_reference": reference_bleu,
+        "bleu_drop": None if best is None else reference_bleu - best["bleu"],
+    }
+
+
 class L0Drop(StagedExperiment):
     def __init__(self, name: str = "l0drop", redundant: bool = False) -> None:
         self.name, self.redundant = name, redundant
@@ -208,8 +220,7 @@ class L0Drop(StagedExperiment):
         # it, or (none within) the run nearest 50% sparsity, never a collapsed all-pruned one
         # (against the fine-tuned reference: every compared row has seen the same steps)
         mine = rows[first : first + len(learned)]
-        fine = [r for r in mine if r["bleu"] >= base["bleu"] - BLEU_TOLERANCE]
-        best = max(fine, key=lambda r: r["sparsity_rate"]) if fine else None
+        best, fields = sparsest_within(mine, base["bleu"])
         timed = learned[mine.index(best)] if best else learned[nearest]
         timing = _compaction_timing(
             timed,
@@ -222,9 +233,7 @@ class L0Drop(StagedExperiment):
             "what": "L0Drop prunes >= 40% of source words within 0.5 BLEU of no pruning "
             "(fine-tuned as long); compacted decoding faster at long sources",
             "break_even_lambda_40": costs["lambda_40"],
-            "sparsity_rate": None if best is None else best["sparsity_rate"],
-            "bleu_reference": base["bleu"],
-            "bleu_drop": None if best is None else base["bleu"] - best["bleu"],
+            **fields,
             "speedup_longest": timing[-1]["speedup"],
             "met": best is not None
             and best["sparsity_rate"] >= 0.4

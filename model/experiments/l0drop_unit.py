@@ -16,7 +16,8 @@ import dataclasses
 from pathlib import Path
 
 from ..data import synthetic_task
-from .base import BLEU_TOLERANCE, _markdown_table, _num
+from .base import _markdown_table, _num
+from .l0drop import sparsest_within
 from .staged import StagedExperiment, _row, _train_and_eval, _window_sizes
 from .window_unit import QUANT_WEIGHT_FRAC
 
@@ -54,14 +55,11 @@ class L0DropUnit(StagedExperiment):
         for r in rows:
             r["cycles_ratio"] = r["vision_span"] / base["vision_span"]
         learned = [r for r in rows if r["l0_lambda"] is not None]
-        fine = [r for r in learned if r["bleu"] >= base["bleu"] - BLEU_TOLERANCE]
-        best = max(fine, key=lambda r: r["sparsity_rate"]) if fine else None
+        best, fields = sparsest_within(learned, base["bleu"])
         target = {
             "what": "L0Drop on the unit prunes >= 40% of source words within 0.5 BLEU of the "
             "unpruned unit (trained as long), cycles per step falling with the kept rows",
-            "sparsity_rate": None if best is None else best["sparsity_rate"],
-            "bleu_reference": base["bleu"],
-            "bleu_drop": None if best is None else base["bleu"] - best["bleu"],
+            **fields,
             "cycles_ratio": None if best is None else best["cycles_ratio"],
             "met": best is not None and best["sparsity_rate"] >= 0.4,
         }

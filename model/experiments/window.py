@@ -26,6 +26,7 @@ from .staged import (
     _train_and_eval,
     _window_sizes,
 )
+from .window_unit import QUANT_WEIGHT_FRAC
 
 #: the Flexible paper's thresholds for its window-vs-BLEU curve (Fig. 3, footnote 5)
 TAUS = (0.3, 0.5, 0.8, 1.0, 1.2, 1.4, 1.6, 5.0, 8.0, 999.0)
@@ -34,7 +35,6 @@ FLEXIBLE_BETA = 0.1
 #: the window unit's kinds beside the float ones (``window``): dot scores (the unit's Q . K,
 #: two projections, as general), weights <8, 7>, trained from scratch with the unit in eval
 QUANT_KINDS = ("quant-global", "quant-local-m", "quant-local-p")
-QUANT_WEIGHT_FRAC = 7
 
 
 def _pick_tau(checkpoint: str, data, beam: int) -> tuple[float | None, list[dict]]:
