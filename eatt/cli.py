@@ -324,9 +324,13 @@ def cmd_rtl(args) -> int:
         cfg, weights = _load_core(args)
     if args.level is None:  # reuse_factor > 1 folds the core (docs/folded.md)
         args.level = "folded" if getattr(cfg, "reuse_factor", 1) > 1 else "alignment"
-    folding = {k: v for k, v in (("lanes", args.lanes), ("simd", args.simd)) if v is not None}
+    folding = {
+        k: v
+        for k, v in (("lanes", args.lanes), ("simd", args.simd), ("pe", args.pe))
+        if v is not None
+    }
     if folding and args.level != "folded":
-        raise CommandError("--lanes/--simd: only with --level folded")
+        raise CommandError("--lanes/--simd/--pe: only with --level folded")
     if args.level == "folded" and cfg.kind not in ("eatt", "vanilla"):
         raise CommandError(f"--level folded: for kinds eatt and vanilla, not {cfg.kind}")
     if args.level != "folded":  # the folded engine's size does not grow with the config
@@ -440,8 +444,11 @@ def cmd_power(args) -> int:
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
         raise CommandError(f"--timeout: must be seconds > 0, got {args.timeout}")
     meta = load_metadata(args.dir)  # a bad folder: one line, before any tool runs
-    if meta["level"] not in ("alignment", "attention"):
-        raise CommandError(f"{args.dir}: level {meta['level']!r}: eatt power measures the cores")
+    if meta["level"] not in ("alignment", "attention", "folded"):
+        raise CommandError(
+            f"{args.dir}: level {meta['level']!r}: eatt power measures the cores "
+            f"(alignment, attention, folded)"
+        )
     cfg = CoreConfig.from_dict(meta["config"], source=f"{args.dir}/metadata.json")
     inputs = None if not args.inputs else capture_inputs(args.inputs, cfg, args.vectors)
     try:
@@ -469,6 +476,10 @@ def cmd_power(args) -> int:
                 f"area         {r['area_um2']:,.0f} um^2, {r['cells']:,} cells",
                 f"energy/call  {e['total']:.4g} pJ (switching {e['switching']:.4g}, internal "
                 f"{e['internal']:.4g}, leakage {e['leakage']:.3g})",
+                "  dynamic    = flip-flops {flip_flops:.4g} + logic {logic:.4g} + nets of the "
+                "input ports (the clock among them) {input_ports:.4g} pJ".format(
+                    **r["energy_split_per_call_pj"]
+                ),
                 f"power        {p['total']:.4g} mW at {r['clock_ns']:g} ns (dynamic "
                 f"{p['dynamic']:.4g}, leakage {p['leakage']:.3g})",
                 f"timing       worst slack {sta['worst_slack_ns']:g} ns at {r['clock_ns']:g} ns: "
@@ -849,6 +860,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         metavar="S",
         help="folded: features per cycle (divides d_head = dim / heads; default up to 4)",
+    )
+    p.add_argument(
+        "--pe",
+        type=int,
+        metavar="N",
+        help="folded E-ATT: V and O columns per cycle (divides simd; default simd): the "
+        "multiply tile, beside the select tile that computes Q and K at the same time",
     )
     p.add_argument(
         "--adder-levels",

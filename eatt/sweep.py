@@ -140,8 +140,8 @@ def _check_point_keys(where: str, over: dict) -> None:
         raise SweepError(f"{where}: level: one of {', '.join(LEVELS)}, got {over['level']!r}")
     if over.get("folding") is not None:
         f = over["folding"]
-        if not isinstance(f, dict) or set(f) - {"lanes", "simd"}:
-            raise SweepError(f"{where}: folding: a mapping of lanes and simd, got {f!r}")
+        if not isinstance(f, dict) or set(f) - {"lanes", "simd", "pe"}:
+            raise SweepError(f"{where}: folding: a mapping of lanes, simd and pe, got {f!r}")
     if "abc_verify" in over and not isinstance(over["abc_verify"], bool):
         raise SweepError(f"{where}: abc_verify: true or false, got {over['abc_verify']!r}")
     name = over.get("name")
@@ -201,6 +201,8 @@ def _slug(over: dict) -> str:
     if over.get("folding"):
         f = over["folding"]
         parts.append(f"p{f.get('lanes', '')}s{f.get('simd', '')}")
+        if f.get("pe") is not None:
+            parts[-1] += f"pe{f['pe']}"
     skip = {"kind", "len_q", "len_k", "dim", "heads", "level", "folding", "stages", "name"}
     parts += [f"{k}{v}" for k, v in over.items() if k not in skip]
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", "-".join(parts))[:60]

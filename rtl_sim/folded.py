@@ -2,22 +2,25 @@
 
 The unrolled levels (rtl_sim/generate.py) compute every operation of a vector in one cycle, so
 their size grows with len_q x len_k x dim. The folded level reuses one small datapath over
-many cycles, set by two folding parameters:
+many cycles, set by its folding parameters:
 
     lanes   keys scored per cycle (divides len_k)
     simd    features consumed per cycle (divides d_head = dim / heads)
+    pe      E-ATT: output columns of V and O per cycle (divides simd; vanilla: simd)
 
 and computes the same function, ``GoldenCore(cfg, weights).forward(x, y, masks)``, bit for bit.
 The datapath is hand-written and parameterized (rtl_sim/rtl/folded_attention.sv and its leaves
-folded_proj_tile.sv, folded_score_lane.sv, recip_normalize.sv); this module writes only a
-small wrapper that sets the golden widths as parameters, and the weights and softmax tables as
-$readmemh files next to the RTL, so the text stays a few KB at any size (docs/folded.md):
+folded_proj_walk.sv, folded_proj_tile.sv, folded_score_lane.sv, recip_normalize.sv); this
+module writes only a small wrapper that sets the golden widths as parameters, and the weights
+and softmax tables as $readmemh files next to the RTL, so the text stays a few KB at any size
+(docs/folded.md):
 
     metadata.json            config, level "folded", folding, cycle formula, interface, sources
     <kind>_folded.sv         generated wrapper (parameters only)
-    folded_attention.sv      the engine; folded_proj_tile.sv, folded_score_lane.sv,
-    recip_normalize.sv       its leaves (copied from rtl_sim/rtl/)
-    wq.mem wk.mem wv.mem wo.mem   the weights, one SIMD x SIMD tile per line
+    folded_attention.sv      the engine; folded_proj_walk.sv, folded_proj_tile.sv,
+                             folded_score_lane.sv, recip_normalize.sv its leaves
+    wq.mem wk.mem wv.mem wo.mem   the weights, one tile per line (SIMD rows x SIMD columns;
+                             E-ATT's wv, wo: SIMD x PE)
     exp.mem recip.mem        the softmax tables (eatt.quant.golden.exp_table / recip_table)
     weights.npz              the integer weights (the golden model checks the RTL with them)
 
@@ -54,7 +57,13 @@ from eatt.rtl_sim.runner import (
 LEVEL = "folded"
 ENGINE_FILE = "folded_attention.sv"
 #: the hand-written files of the folded level, after the generated wrapper
-HAND_WRITTEN = [ENGINE_FILE, "folded_proj_tile.sv", "folded_score_lane.sv", "recip_normalize.sv"]
+HAND_WRITTEN = [
+    ENGINE_FILE,
+    "folded_proj_walk.sv",
+    "folded_proj_tile.sv",
+    "folded_score_lane.sv",
+    "recip_normalize.sv",
+]
 #: the $readmemh files the engine reads (parameter -> file name)
 MEM_FILES = {
     "WQ_FILE": "wq.mem",
@@ -71,65 +80,95 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def check_folding(cfg: CoreConfig, lanes: int, simd: int) -> None:
+def check_folding(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None) -> None:
     """ValueError (one line, naming the flag and what is allowed) for a bad folding."""
     for flag, value, of, what in (
         ("--lanes", lanes, cfg.len_k, "len_k"),
         ("--simd", simd, cfg.d_head, "d_head = dim / heads"),
+        ("--pe", simd if pe is None else pe, simd, "simd"),
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1 or of % value:
             allowed = ", ".join(str(d) for d in _divisors(of))
             raise ValueError(
                 f"{flag}: must divide {what} = {of} (allowed: {allowed}), got {value!r}"
             )
+    if pe is not None and pe != simd and cfg.kind != "eatt":
+        raise ValueError(
+            f"--pe: only E-ATT narrows its V/O tile (vanilla's one tile computes Q, K, V and O: "
+            f"pe = simd = {simd}), got {pe}"
+        )
 
 
 def default_folding(cfg: CoreConfig) -> dict[str, int]:
-    """lanes: the largest divisor of len_k up to 4; simd: the largest divisor of d_head up to 4."""
-    return {
-        "lanes": max(d for d in _divisors(cfg.len_k) if d <= 4),
-        "simd": max(d for d in _divisors(cfg.d_head) if d <= 4),
-    }
+    """lanes: the largest divisor of len_k up to 4; simd: the largest divisor of d_head up to 4;
+    pe = simd."""
+    simd = max(d for d in _divisors(cfg.d_head) if d <= 4)
+    return {"lanes": max(d for d in _divisors(cfg.len_k) if d <= 4), "simd": simd, "pe": simd}
+
+
+def datapath_cost(cfg: CoreConfig, lanes: int, simd: int, pe: int) -> int:
+    """A size estimate of the folded datapath in adder-equivalents, for choosing a folding: a
+    multiplier counts as weight_bits adders (an array multiplier's rows). vanilla: the S x S
+    multiply tile, P x S dot-product lanes and P x S numerator products; E-ATT: the S x S
+    select tile (adders), the S x PE multiply tile, P x S L1 lanes (a subtract and an add
+    each) and the P x S numerator products."""
+    s, p, w = simd, lanes, cfg.weight_bits
+    if cfg.kind == "eatt":
+        return w * (s * pe + p * s) + s * s + s * pe + 2 * p * s + p * s
+    return (w + 1) * (s * s + 2 * p * s)
 
 
 def folding_for_reuse(cfg: CoreConfig, reuse: int) -> dict[str, int]:
-    """The folding a ``reuse_factor`` selects: of every (lanes, simd) whose cycles per call
-    (II, :func:`folded_cycles`) are at most ``reuse``, the one with the least datapath (an
-    S x S projection tile and 2 P x S score and numerator lanes: S*S + 2*P*S), fewer cycles
-    among equals. ValueError (one line) when even the widest folding needs more cycles."""
+    """The folding a ``reuse_factor`` selects: of every (lanes, simd, pe) whose cycles per call
+    (II, :func:`folded_cycles`) are at most ``reuse``, the one with the least datapath
+    (:func:`datapath_cost`), fewer cycles among equals. ValueError (one line) when even the
+    widest folding needs more cycles."""
     best = None
     for lanes in _divisors(cfg.len_k):
         for simd in _divisors(cfg.d_head):
-            ii = folded_cycles(cfg, lanes, simd)["ii"]
-            cost = (simd * simd + 2 * lanes * simd, ii)
-            if ii <= reuse and (best is None or cost < best[0]):
-                best = (cost, lanes, simd)
+            for pe in _divisors(simd) if cfg.kind == "eatt" else [simd]:
+                ii = folded_cycles(cfg, lanes, simd, pe)["ii"]
+                cost = (datapath_cost(cfg, lanes, simd, pe), ii)
+                if ii <= reuse and (best is None or cost < best[0]):
+                    best = (cost, lanes, simd, pe)
     if best is None:
         fewest = folded_cycles(cfg, cfg.len_k, cfg.d_head)["ii"]
         raise ValueError(
             f"reuse_factor: {reuse} is below the folded engine's fewest cycles per call, "
             f"{fewest} (lanes {cfg.len_k}, simd {cfg.d_head}); 1 is the unrolled core"
         )
-    return {"lanes": best[1], "simd": best[2]}
+    return {"lanes": best[1], "simd": best[2], "pe": best[3]}
 
 
-def folded_cycles(cfg: CoreConfig, lanes: int, simd: int) -> dict[str, int]:
+def folded_cycles(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None) -> dict[str, int]:
     """The engine's cycles per vector with no stall on either stream (folded_attention.sv).
 
-    load: one input beat per cycle; each projection: one weight tile per cycle plus one to
-    write the last chunk; per query and head: scores (KB x HC), exp (KB), numerators (HC x KB);
-    out: one output beat per cycle. latency: first input beat accepted -> first output beat;
-    II: first input beat of one vector -> first input beat of the next (the phases do not
-    overlap, so II = latency + the output beats)."""
+    load: one input beat per cycle; projections: each walk (folded_proj_walk.sv) takes one
+    weight tile per cycle plus one cycle per pass to write the last chunk; vanilla's one walk
+    does K, V, Q before attention; E-ATT's select walk does K and Q while its multiply walk
+    (simd / pe times narrower) does V, and that phase lasts as long as the longer walk; O
+    comes after attention, on the multiply walk; per query and head: scores (KB x HC), exp
+    (KB), numerators (HC x KB); out: one output beat per cycle. latency: first input beat
+    accepted -> first output beat; II: first input beat of one vector -> first input beat of
+    the next (the phases do not overlap, so II = latency + the output beats)."""
+    pe = simd if pe is None else pe
     dc, hc, kb = cfg.dim // simd, cfg.d_head // simd, cfg.len_k // lanes
+    tiles, m = dc * dc, simd // pe  # S x S tiles of one token; the narrower walk m times more
     load = (cfg.len_q + cfg.len_k) * dc
-    projections = (2 * cfg.len_k + 2 * cfg.len_q) * dc * dc + 4
+    if cfg.kind == "eatt":
+        before = max((cfg.len_k + cfg.len_q) * tiles + 2, m * cfg.len_k * tiles + 1)
+        after = m * cfg.len_q * tiles + 1
+    else:
+        before = (2 * cfg.len_k + cfg.len_q) * tiles + 3
+        after = cfg.len_q * tiles + 1
     attention = cfg.len_q * cfg.heads * (2 * kb * hc + kb)
     out = cfg.len_q * dc
-    compute = projections + attention
+    compute = before + attention + after
     return {
         "load": load,
-        "projections": projections,
+        "projections": before + after,
+        "projections_before": before,
+        "projections_after": after,
         "attention": attention,
         "out": out,
         "compute": compute,
@@ -140,9 +179,13 @@ def folded_cycles(cfg: CoreConfig, lanes: int, simd: int) -> dict[str, int]:
 
 #: the formula folded_cycles evaluates, as written in metadata.json and docs/folded.md
 CYCLE_FORMULA = {
-    "symbols": "DC = dim/simd, HC = d_head/simd, KB = len_k/lanes",
+    "symbols": "DC = dim/simd, HC = d_head/simd, KB = len_k/lanes, M = simd/pe",
     "load": "(len_q + len_k) * DC",
-    "projections": "(2*len_k + 2*len_q) * DC^2 + 4",
+    "projections": (
+        "vanilla: (2*len_k + len_q) * DC^2 + 3 before attention, len_q * DC^2 + 1 after; "
+        "eatt: max((len_k + len_q) * DC^2 + 2, M * len_k * DC^2 + 1) before (the select and "
+        "multiply walks at once), M * len_q * DC^2 + 1 after"
+    ),
     "attention": "len_q * heads * (2*KB*HC + KB)",
     "out": "len_q * DC",
     "latency": "load + projections + attention  (first input beat -> first output beat)",
@@ -156,7 +199,7 @@ def mask_fields(cfg: CoreConfig) -> tuple[int, int]:
     return cfg.len_k.bit_length(), max(1, (cfg.len_k - 1).bit_length())
 
 
-def folded_parameters(cfg: CoreConfig, lanes: int, simd: int) -> dict[str, int]:
+def folded_parameters(cfg: CoreConfig, lanes: int, simd: int, pe: int) -> dict[str, int]:
     """The engine's parameters: the config, the folding and the golden widths."""
     f = derive_formats(cfg)
     len_w, off_w = mask_fields(cfg)
@@ -168,6 +211,7 @@ def folded_parameters(cfg: CoreConfig, lanes: int, simd: int) -> dict[str, int]:
         "HEADS": cfg.heads,
         "LANES": lanes,
         "SIMD": simd,
+        "PE": pe,
         "IN_W": cfg.in_bits,
         "TAU": cfg.tau_int,
         "W_W": cfg.weight_bits,
@@ -254,19 +298,23 @@ def hex_lines(fields: np.ndarray, bits: int) -> str:
     return "\n".join("".join(row) for row in chars) + "\n"
 
 
-def weight_tiles(w: np.ndarray, simd: int) -> np.ndarray:
-    """(dim, dim) weights (input row r, output column c) -> (DC*DC, simd*simd) tiles: tile
-    (row chunk rc, column chunk cc) at word cc*DC + rc, w[rc*simd + r][cc*simd + c] at field
-    r*simd + c (folded_attention.sv reads them in this order)."""
-    dc = w.shape[0] // simd
-    t = np.asarray(w).reshape(dc, simd, dc, simd)  # (rc, r, cc, c)
-    return t.transpose(2, 0, 1, 3).reshape(dc * dc, simd * simd)
+def weight_tiles(w: np.ndarray, simd: int, cols: int | None = None) -> np.ndarray:
+    """(dim, dim) weights (input row r, output column c) -> (DC * dim/cols, simd*cols) tiles:
+    tile (row chunk rc, column chunk cc) at word cc*DC + rc, w[rc*simd + r][cc*cols + c] at
+    field r*cols + c (folded_proj_walk.sv reads them in this order); cols defaults to simd."""
+    cols = simd if cols is None else cols
+    w = np.asarray(w)
+    dc, nc = w.shape[0] // simd, w.shape[1] // cols
+    t = w.reshape(dc, simd, nc, cols)  # (rc, r, cc, c)
+    return t.transpose(2, 0, 1, 3).reshape(nc * dc, simd * cols)
 
 
-def memory_files(cfg: CoreConfig, weights: CoreWeights, simd: int) -> dict[str, str]:
+def memory_files(cfg: CoreConfig, weights: CoreWeights, simd: int, pe: int) -> dict[str, str]:
+    """The .mem files: wq, wk in S x S tiles, wv, wo in S x PE tiles (the multiply walk's)."""
     f = derive_formats(cfg)
+    cols = {"wq": simd, "wk": simd, "wv": pe, "wo": pe}
     files = {
-        f"{name}.mem": hex_lines(weight_tiles(w, simd), cfg.weight_bits)
+        f"{name}.mem": hex_lines(weight_tiles(w, simd, cols[name]), cfg.weight_bits)
         for name, w in weights.as_dict().items()
     }
     files["exp.mem"] = hex_lines(exp_table(cfg)[:, None], f.exp_bits)
@@ -283,8 +331,8 @@ def wrapper_sv(cfg: CoreConfig, top: str, params: dict[str, int], cycles: dict) 
         "// GENERATED by eatt.rtl_sim.folded from the config: do not edit. The weights and",
         "// tables are the .mem files next to this file; docs/folded.md describes the engine.",
         "// Bit-exact with eatt.quant.golden.GoldenCore(cfg, weights).forward(x, y, masks).",
-        f"// lanes {p['LANES']}, simd {p['SIMD']}: latency {cycles['latency']} cycles, "
-        f"II {cycles['ii']} cycles per vector",
+        f"// lanes {p['LANES']}, simd {p['SIMD']}, pe {p['PE']}: latency {cycles['latency']} "
+        f"cycles, II {cycles['ii']} cycles per vector",
         "",
         "`default_nettype none",
         "",
@@ -329,22 +377,24 @@ def generate_folded_rtl(
     out_dir: str | os.PathLike,
     lanes: int | None = None,
     simd: int | None = None,
+    pe: int | None = None,
 ) -> dict:
     """Write the folded RTL of one core into out_dir (all or nothing, as every RTL folder);
-    return the metadata (also in metadata.json)."""
+    return the metadata (also in metadata.json). pe defaults to simd."""
     default = default_folding(cfg)
     lanes = default["lanes"] if lanes is None else lanes
     simd = default["simd"] if simd is None else simd
-    check_folding(cfg, lanes, simd)
+    check_folding(cfg, lanes, simd, pe)
+    pe = simd if pe is None else pe
     weights.check(cfg)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"{out}: exists and is not a directory")
     top = f"{cfg.kind}_{LEVEL}"
-    params = folded_parameters(cfg, lanes, simd)
-    cycles = folded_cycles(cfg, lanes, simd)
+    params = folded_parameters(cfg, lanes, simd, pe)
+    cycles = folded_cycles(cfg, lanes, simd, pe)
     generated = {f"{top}.sv": wrapper_sv(cfg, top, params, cycles)}
-    mems = memory_files(cfg, weights, simd)
+    mems = memory_files(cfg, weights, simd, pe)
     generated.update(mems)
     meta = {
         "generator": "eatt.rtl_sim.folded",
@@ -356,7 +406,7 @@ def generate_folded_rtl(
         "memory_files": sorted(mems),
         "weights": "weights.npz",
         "interface": folded_interface(cfg, lanes, simd),
-        "folding": {"lanes": lanes, "simd": simd},
+        "folding": {"lanes": lanes, "simd": simd, "pe": pe},
         "reuse_factor": cfg.reuse_factor,
         "cycles": cycles,
         "cycle_formula": CYCLE_FORMULA,
@@ -383,7 +433,7 @@ def generate_core_levels(
     reuse = cfg.reuse_factor
     if level != LEVEL:
         if folding:
-            raise ValueError("--lanes/--simd: only for --level folded")
+            raise ValueError("--lanes/--simd/--pe: only for --level folded")
         if reuse > 1:
             raise ValueError(
                 f"reuse_factor: {reuse} folds the core: --level folded (or no --level) builds "
@@ -396,10 +446,13 @@ def generate_core_levels(
         raise ValueError("eatt_datapath: the folded level has one E-ATT datapath")
     if folding and reuse > 1:
         raise ValueError(
-            f"--lanes/--simd: the config's reuse_factor {reuse} sets the folding; give one of them"
+            f"--lanes/--simd/--pe: the config's reuse_factor {reuse} sets the folding; give one "
+            f"of them"
         )
     folding = dict(folding or (folding_for_reuse(cfg, reuse) if reuse > 1 else {}))
-    return generate_folded_rtl(cfg, weights, out_dir, folding.get("lanes"), folding.get("simd"))
+    return generate_folded_rtl(
+        cfg, weights, out_dir, folding.get("lanes"), folding.get("simd"), folding.get("pe")
+    )
 
 
 # -- simulation -----------------------------------------------------------------------------------

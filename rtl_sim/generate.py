@@ -1209,8 +1209,8 @@ def generate_rtl(
     Dispatches to the unit's generator (eatt.units: generate_core_rtl for kinds eatt and
     vanilla, rtl_sim.window.generate_window_rtl for the window unit) after the checks every
     unit shares. ``source`` (JSON-ready: the QONNX file, and the checkpoint and layer it was
-    taken from) is recorded in metadata.json. ``folding`` ({"lanes": P, "simd": S}) is for the
-    core's level folded (rtl_sim/folded.py).
+    taken from) is recorded in metadata.json. ``folding`` ({"lanes": P, "simd": S, "pe": N}) is
+    for the core's level folded (rtl_sim/folded.py).
     """
     if isinstance(adder_levels, bool) or not isinstance(adder_levels, int) or adder_levels < 0:
         raise ValueError(f"adder_levels: must be an integer >= 0, got {adder_levels!r}")

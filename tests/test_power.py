@@ -14,6 +14,7 @@ import pytest
 
 from eatt.config import CoreConfig
 from eatt.quant.golden import random_weights
+from eatt.rtl_sim.folded import folded_cycles
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.power import find_liberty, find_sta, parse_vcd, power, toggles_by_bit
 from eatt.rtl_sim.runner import check_simulator
@@ -187,6 +188,32 @@ def test_small_cores_energy_eatt_below_dot(tmp_path):
     again = power(tmp_path / "eatt", vectors=40, seed=1, timeout=900)
     assert again["energy_per_call_pj"] == results["eatt"]["energy_per_call_pj"]
     assert again["sim"]["cached_build"]
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_the_folded_engine_at_equal_cycles(tmp_path):
+    """The folded engine's netlist (AXI4-Stream, weights baked into cells from the .mem files)
+    equals the golden model; E-ATT with a V/O tile half as wide takes the cycles of vanilla's
+    one tile; the energy splits into flip-flops, logic and the input ports' nets."""
+    _tools()
+    results = {}
+    for kind, pe in (("eatt", 1), ("vanilla", 2)):
+        cfg = CoreConfig.from_dict(dict(kind=kind, **SMALL))
+        out = tmp_path / kind
+        folding = {"lanes": 1, "simd": 2, "pe": pe}
+        generate_rtl(cfg, random_weights(cfg, seed=3), out, level="folded", folding=folding)
+        r = power(out, vectors=6, seed=1, timeout=900)
+        assert r["mismatches"] == 0 and r["vectors"] == 6 and r["level"] == "folded"
+        split, e = r["energy_split_per_call_pj"], r["energy_per_call_pj"]
+        assert min(split.values()) > 0
+        assert sum(split.values()) == pytest.approx(e["dynamic"], rel=1e-6)
+        results[kind] = r
+    cycles = {k: folded_cycles(CoreConfig.from_dict(dict(kind=k, **SMALL)), 1, 2, pe)["ii"]
+              for k, pe in (("eatt", 1), ("vanilla", 2))}  # fmt: skip
+    assert results["eatt"]["cycles"] - results["vanilla"]["cycles"] == 6 * (
+        cycles["eatt"] - cycles["vanilla"]
+    )
 
 
 @pytest.mark.rtl

@@ -226,7 +226,7 @@ def test_resume_after_the_driver_is_killed(tmp_path):
         ("frobnicate: 1\n", "unknown key 'frobnicate'"),
         ("level: unrolled\n", "level: one of alignment, attention, folded"),
         ("points: [{lanes: 2}]\n", "point 0: unknown key 'lanes'"),
-        ("folding: 4\n", "folding: a mapping of lanes and simd"),
+        ("folding: 4\n", "folding: a mapping of lanes, simd and pe"),
         ("vectors: 0\n", "vectors: an integer >= 1"),
         ("base: missing.yaml\n", "base: missing.yaml: no such config file"),
         ("run: missing.yaml\n", "run: missing.yaml: no such run config"),

@@ -6,28 +6,32 @@
 // small datapath over many cycles instead of unrolling every operation (docs/folded.md):
 //
 //   load     the SIMD-wide beats of x then y from s_axis into x_mem / y_mem (one per cycle)
-//   proj K   K = requant(xb(y) @ W_K)  one SIMD x SIMD weight tile per cycle (folded_proj_tile)
-//   proj V   V = requant(y @ W_V)      the same walk over W_V
-//   proj Q   Q = requant(xb(x) @ W_Q)
+//   proj     K = requant(xb(y) @ W_K), V = requant(y @ W_V), Q = requant(xb(x) @ W_Q): one
+//            weight tile per cycle and walk (folded_proj_walk). vanilla: one multiply walk,
+//            K, V, Q in turn. E-ATT: a select walk (K then Q, S x S, no multiplier) and a
+//            multiply walk (V, S x PE) at the same time
 //   per query i, per head h:
 //     score  LANES keys at a time, SIMD features per cycle (folded_score_lane): S[j], max_j S
 //     exp    LANES keys per cycle: e[j] = EXP[(max S - S[j]) >> EXP_SHIFT], E = sum_j e[j]
 //     numer  SIMD features x LANES keys per cycle: N[t] = sum_j e[j] V[j][t], then
 //            O = N / E (recip_normalize, the reciprocal table) into a_mem
-//   proj O   Z = requant(O @ W_O) into z_mem
+//   post     Z = requant(O @ W_O) on the multiply walk, into the Z memory
 //   out      the SIMD-wide beats of Z on m_axis (one per cycle while m_axis_tready)
 //
 // The phases run one after another, each at one step per cycle, so the cycles follow from the
 // sizes exactly (rtl_sim/folded.py `folded_cycles`, in metadata.json):
 //
-//   DC = DIM / SIMD, HC = D_HEAD / SIMD, KB = LEN_K / LANES
-//   compute = (2 LEN_K + 2 LEN_Q) DC^2 + 4 + LEN_Q HEADS (2 KB HC + KB)
+//   DC = DIM / SIMD, HC = D_HEAD / SIMD, KB = LEN_K / LANES, M = SIMD / PE
+//   proj    = vanilla (2 LEN_K + LEN_Q) DC^2 + 3,
+//             E-ATT max((LEN_K + LEN_Q) DC^2 + 2, M LEN_K DC^2 + 1)
+//   post    = vanilla LEN_Q DC^2 + 1, E-ATT M LEN_Q DC^2 + 1
+//   compute = proj + LEN_Q HEADS (2 KB HC + KB) + post
 //   II      = (LEN_Q + LEN_K) DC + compute + LEN_Q DC     (no stalls on either stream)
 //
-// Memories: the weights are synchronous ROMs (one SIMD x SIMD tile per word, tile (row chunk
-// rc, column chunk cc) at word cc*DC + rc), read from the $readmemh files WQ_FILE..WO_FILE
-// written next to the RTL; EXP_FILE and RECIP_FILE hold the softmax tables. K and V are
-// banked by key (key j in bank j mod LANES) so that LANES keys are read in one cycle; the
+// Memories: the weights are synchronous ROMs in the walks (one SIMD x SIMD tile per word, or
+// SIMD x PE for E-ATT's V and O; folded_proj_walk.sv has the order), read from the $readmemh
+// files WQ_FILE..WO_FILE written next to the RTL; EXP_FILE and RECIP_FILE hold the softmax
+// tables. K and V are banked by key (key j in bank j mod LANES) so that LANES keys are read in one cycle; the
 // token memories are written one SIMD-wide word per cycle and read asynchronously.
 //
 // Streams (AXI4-Stream, tready backpressure on both sides): a vector is LEN_Q*DC beats of x
@@ -49,6 +53,7 @@ module folded_attention #(
     parameter int HEADS       = 2,    // heads (D_HEAD = DIM / HEADS)
     parameter int LANES       = 2,    // keys scored per cycle (divides LEN_K)
     parameter int SIMD        = 2,    // features per cycle (divides D_HEAD)
+    parameter int PE          = 2,    // E-ATT: V/O columns per cycle (divides SIMD); vanilla: unused
     parameter int IN_W        = 8,    // bits of an input code, signed
     parameter int TAU         = 16,   // binarization threshold: x > TAU (cfg.tau_int)
     parameter int W_W         = 8,    // bits of a weight, signed
@@ -106,7 +111,8 @@ module folded_attention #(
     localparam int DC     = DIM / SIMD;       // SIMD-wide chunks of a token
     localparam int HC     = D_HEAD / SIMD;    // chunks of a head
     localparam int KB     = LEN_K / LANES;    // blocks of LANES keys
-    localparam int A_W    = (IN_W > ATTN_W) ? IN_W : ATTN_W;  // projection operands
+    localparam int MUL_COLS = (KIND_EATT != 0) ? PE : SIMD;  // the multiply walk's columns
+    localparam int M      = SIMD / MUL_COLS;  // its pieces of a SIMD-wide V or Z word
     localparam int IN_BEATS  = (LEN_Q + LEN_K) * DC;
     localparam int OUT_BEATS = LEN_Q * DC;
     localparam int EXP_A  = (EXP_SIZE > 1) ? $clog2(EXP_SIZE) : 1;
@@ -121,29 +127,22 @@ module folded_attention #(
     localparam int HC_CW   = (HC > 1) ? $clog2(HC) : 1;
     localparam int Q_CW    = (LEN_Q > 1) ? $clog2(LEN_Q) : 1;
     localparam int H_CW    = (HEADS > 1) ? $clog2(HEADS) : 1;
+    localparam int M_CW    = (M > 1) ? $clog2(M) : 1;
 
-    // the phases; PASS_* name the four projections
+    // the phases (S_PROJ: the projections before attention, S_POST: the output projection);
+    // PASS_* name the four projections (folded_proj_walk)
     typedef enum logic [2:0] {
-        S_LOAD, S_PROJ, S_DRAIN, S_SCORE, S_EXP, S_NUMER, S_OUT
+        S_LOAD, S_PROJ, S_SCORE, S_EXP, S_NUMER, S_POST, S_OUT
     } state_t;
     localparam logic [1:0] PASS_K = 2'd0, PASS_V = 2'd1, PASS_Q = 2'd2, PASS_O = 2'd3;
 
     state_t     state;
-    logic [1:0] pass;
 
-    // -- memories -------------------------------------------------------------------------------
-    logic [SIMD*SIMD*W_W-1:0] wq_rom [DC*DC];
-    logic [SIMD*SIMD*W_W-1:0] wk_rom [DC*DC];
-    logic [SIMD*SIMD*W_W-1:0] wv_rom [DC*DC];
-    logic [SIMD*SIMD*W_W-1:0] wo_rom [DC*DC];
+    // -- memories ---------------------------------------------------------------------------------
     logic [EXP_W-1:0]         exp_rom [EXP_SIZE];
     logic [RECIP_W-1:0]       recip_rom [2**RIDX_W];
 
     initial begin
-        $readmemh(WQ_FILE, wq_rom);
-        $readmemh(WK_FILE, wk_rom);
-        $readmemh(WV_FILE, wv_rom);
-        $readmemh(WO_FILE, wo_rom);
         $readmemh(EXP_FILE, exp_rom);
         $readmemh(RECIP_FILE, recip_rom);
     end
@@ -152,7 +151,6 @@ module folded_attention #(
     logic [SIMD*IN_W-1:0]   y_mem [LEN_K*DC];  // key tokens
     logic [SIMD*QK_W-1:0]   q_mem [LEN_Q*DC];  // Q codes
     logic [SIMD*ATTN_W-1:0] a_mem [LEN_Q*DC];  // attention outputs O (heads concatenated)
-    logic [SIMD*OUT_W-1:0]  z_mem [LEN_Q*DC];  // outputs Z
 
     // -- load: s_axis into x_mem, y_mem -----------------------------------------------------------
     logic [IN_CW-1:0]  in_cnt;   // beats of this vector so far
@@ -169,89 +167,106 @@ module folded_attention #(
         end
     end
 
-    // -- projections: one SIMD x SIMD weight tile per cycle ----------------------------------------
-    // stage 0: the counters address the weight ROMs; stage 1 (p1_*): the tile's partial sums
-    // are added into acc, and the last row chunk writes the requantized column chunk
-    logic [TOK_CW-1:0]  tok;       // token
-    logic [LANE_CW-1:0] tok_lane;  // its key bank (tok mod LANES)
-    logic [KB_CW-1:0]   tok_blk;   // and block (tok / LANES)
-    logic [DC_CW-1:0]   cc, rc;    // column and row chunk of the weight tile
-    logic        p1_valid, p1_first, p1_last;
-    logic [1:0]  p1_pass;
-    logic [TOK_CW-1:0]  p1_tok;
-    logic [LANE_CW-1:0] p1_lane;
-    logic [KB_CW-1:0]   p1_blk;
-    logic [DC_CW-1:0]   p1_cc, p1_rc;
-    logic [SIMD*SIMD*W_W-1:0] wq_word, wk_word, wv_word, wo_word, w_word;
+    // -- projections: the walks (folded_proj_walk), one weight tile per cycle each ----------------
+    // vanilla: one multiply walk (K, V, Q; O after attention). E-ATT: a select walk (K, Q) and a
+    // multiply walk PE columns wide (V; O after attention) at the same time.
+    logic start_pre, start_post, pre_done, post_done;
+    // K and Q come from a walk SIMD columns wide, V and O from one PE columns wide
+    logic                 qk_valid, vo_valid;
+    logic [1:0]           qk_pass, vo_pass;
+    logic [TOK_CW-1:0]    qk_tok, vo_tok;
+    logic [LANE_CW-1:0]   qk_lane, vo_lane;
+    logic [KB_CW-1:0]     qk_blk, vo_blk;
+    logic [DC_CW-1:0]     qk_cc, vo_cc;
+    logic [M_CW-1:0]      vo_sub;
+    logic [SIMD*QK_W-1:0] qk_code;
+    logic [MUL_COLS*V_W-1:0]    v_code;
+    logic [MUL_COLS*OUT_W-1:0]  z_code;
 
-    always_ff @(posedge clk) begin  // synchronous ROM reads (block RAM)
-        wq_word <= wq_rom[cc*DC + rc];
-        wk_word <= wk_rom[cc*DC + rc];
-        wv_word <= wv_rom[cc*DC + rc];
-        wo_word <= wo_rom[cc*DC + rc];
-    end
+    assign start_pre  = (state == S_LOAD) && s_axis_tvalid && (in_cnt == IN_BEATS - 1);
 
-    logic [SIMD*IN_W-1:0]   p1_x, p1_y;
-    logic [SIMD*ATTN_W-1:0] p1_o;
-    logic [SIMD-1:0]        sel;       // binarized input bits (E-ATT Q, K)
-    logic [SIMD*A_W-1:0]    operand;   // the input chunk, each element sign-extended to A_W
-    logic [SIMD*ACC_W-1:0]  mul_part, sel_part, part;
-    logic signed [ACC_W-1:0] acc [SIMD];
-    logic signed [ACC_W-1:0] acc_next [SIMD];
-    logic [SIMD*QK_W-1:0]   qk_code;
-    logic [SIMD*V_W-1:0]    v_code;
-    logic [SIMD*OUT_W-1:0]  z_code;
-    logic                   p1_write;
+    // the multiply walk: V then O (E-ATT, PE columns), or K, V, Q then O (vanilla, PE = SIMD)
+    logic m_busy, m_fin, m_valid;
+    logic [1:0] m_pass;
+    logic [TOK_CW-1:0] m_tok, m_rd_tok;
+    logic [LANE_CW-1:0] m_lane;
+    logic [KB_CW-1:0] m_blk;
+    logic [DC_CW-1:0] m_cc, m_rd_rc;
+    logic [MUL_COLS*QK_W-1:0] m_qk;  // vanilla's K and Q (E-ATT's come from the select walk)
 
-    assign p1_x = x_mem[p1_tok*DC + p1_rc];
-    assign p1_y = y_mem[p1_tok*DC + p1_rc];
-    assign p1_o = a_mem[p1_tok*DC + p1_rc];
-    assign w_word = (p1_pass == PASS_K) ? wk_word : (p1_pass == PASS_V) ? wv_word
-                  : (p1_pass == PASS_Q) ? wq_word : wo_word;
-
-    for (genvar r = 0; r < SIMD; r++) begin : g_operand
-        logic signed [IN_W-1:0] token_in;
-        assign token_in = (p1_pass == PASS_Q) ? p1_x[r*IN_W +: IN_W] : p1_y[r*IN_W +: IN_W];
-        assign sel[r] = (32'(token_in) > TAU);  // Eq. 4, strict
-        assign operand[r*A_W +: A_W] = (p1_pass == PASS_O)
-            ? A_W'($signed(p1_o[r*ATTN_W +: ATTN_W])) : A_W'(token_in);
-    end
-
-    folded_proj_tile #(.SIMD(SIMD), .A_W(A_W), .W_W(W_W), .ACC_W(ACC_W), .SELECT(0)) u_mul_tile (
-        .sel(sel), .a(operand), .w(w_word), .part(mul_part)
+    folded_proj_walk #(
+        .SIMD(SIMD), .COLS(MUL_COLS), .DIM(DIM), .LEN_Q(LEN_Q), .LEN_K(LEN_K), .LANES(LANES),
+        .SELECT(0), .N_PRE(KIND_EATT != 0 ? 1 : 3),
+        .PRE(KIND_EATT != 0 ? 6'b00_00_01 : 6'b10_01_00), .POST(1),
+        .USES(KIND_EATT != 0 ? 4'b1010 : 4'b1111),
+        .IN_W(IN_W), .TAU(TAU), .W_W(W_W), .ATTN_W(ATTN_W), .ACC_W(ACC_W),
+        .Q_SHIFT(Q_SHIFT), .QK_W(QK_W), .V_SHIFT(V_SHIFT), .V_W(V_W), .O_SHIFT(O_SHIFT),
+        .OUT_W(OUT_W), .WQ_FILE(WQ_FILE), .WK_FILE(WK_FILE), .WV_FILE(WV_FILE),
+        .WO_FILE(WO_FILE)
+    ) u_multiply (
+        .clk(clk), .rst(rst), .start_pre(start_pre), .start_post(start_post),
+        .busy(m_busy), .finishing(m_fin),
+        .rd_tok(m_rd_tok), .rd_rc(m_rd_rc),
+        .x_word(x_mem[m_rd_tok*DC + m_rd_rc]), .y_word(y_mem[m_rd_tok*DC + m_rd_rc]),
+        .o_word(a_mem[m_rd_tok*DC + m_rd_rc]),
+        .wr_valid(m_valid), .wr_pass(m_pass), .wr_tok(m_tok), .wr_lane(m_lane),
+        .wr_blk(m_blk), .wr_cc(m_cc), .wr_sub(vo_sub), .wr_qk(m_qk),
+        .wr_v(v_code), .wr_z(z_code)
     );
-    if (KIND_EATT != 0) begin : g_select
-        folded_proj_tile #(.SIMD(SIMD), .A_W(A_W), .W_W(W_W), .ACC_W(ACC_W), .SELECT(1))
-        u_sel_tile (.sel(sel), .a(operand), .w(w_word), .part(sel_part));
-        assign part = (p1_pass == PASS_K || p1_pass == PASS_Q) ? sel_part : mul_part;
-    end else begin : g_multiply
-        assign sel_part = '0;
-        assign part = mul_part;
-    end
+    assign {vo_valid, vo_pass, vo_tok, vo_lane, vo_blk, vo_cc} =
+        {m_valid, m_pass, m_tok, m_lane, m_blk, m_cc};
+    assign post_done = m_fin;
 
-    for (genvar c = 0; c < SIMD; c++) begin : g_acc
-        /* verilator lint_off UNUSEDSIGNAL */  // each pass keeps its code's width
-        logic signed [ACC_W-1:0] shifted;
+    if (KIND_EATT != 0) begin : g_select  // the select walk: K then Q, at the same time as V
+        logic s_busy, s_fin;
+        logic [TOK_CW-1:0] s_rd_tok;
+        logic [DC_CW-1:0] s_rd_rc;
+        /* verilator lint_off UNUSEDSIGNAL */  // it writes only K and Q codes, SIMD wide
+        logic s_sub;
+        logic [SIMD*V_W-1:0] s_v;
+        logic [SIMD*OUT_W-1:0] s_z;
+        logic [MUL_COLS*QK_W-1:0] m_qk_unused;
         /* verilator lint_on UNUSEDSIGNAL */
-        assign acc_next[c] = (p1_first ? ACC_W'(0) : acc[c]) + $signed(part[c*ACC_W +: ACC_W]);
-        assign shifted = acc_next[c] >>> ((p1_pass == PASS_V) ? V_SHIFT
-                                        : (p1_pass == PASS_O) ? O_SHIFT : Q_SHIFT);
-        assign qk_code[c*QK_W +: QK_W]  = shifted[QK_W-1:0];
-        assign v_code[c*V_W +: V_W]     = shifted[V_W-1:0];
-        assign z_code[c*OUT_W +: OUT_W] = shifted[OUT_W-1:0];
-        always_ff @(posedge clk) begin
-            if (rst) acc[c] <= '0;
-            else if (p1_valid) acc[c] <= acc_next[c];
-        end
+
+        folded_proj_walk #(
+            .SIMD(SIMD), .COLS(SIMD), .DIM(DIM), .LEN_Q(LEN_Q), .LEN_K(LEN_K), .LANES(LANES),
+            .SELECT(1), .N_PRE(2), .PRE(6'b00_10_00), .POST(0), .USES(4'b0101),
+            .IN_W(IN_W), .TAU(TAU), .W_W(W_W), .ATTN_W(ATTN_W), .ACC_W(ACC_W),
+            .Q_SHIFT(Q_SHIFT), .QK_W(QK_W), .V_SHIFT(V_SHIFT), .V_W(V_W), .O_SHIFT(O_SHIFT),
+            .OUT_W(OUT_W), .WQ_FILE(WQ_FILE), .WK_FILE(WK_FILE), .WV_FILE(WV_FILE),
+            .WO_FILE(WO_FILE)
+        ) u_select (
+            .clk(clk), .rst(rst), .start_pre(start_pre), .start_post(start_post),
+            .busy(s_busy), .finishing(s_fin),
+            .rd_tok(s_rd_tok), .rd_rc(s_rd_rc),
+            .x_word(x_mem[s_rd_tok*DC + s_rd_rc]), .y_word(y_mem[s_rd_tok*DC + s_rd_rc]),
+            .o_word(a_mem[s_rd_tok*DC + s_rd_rc]),
+            .wr_valid(qk_valid), .wr_pass(qk_pass), .wr_tok(qk_tok), .wr_lane(qk_lane),
+            .wr_blk(qk_blk), .wr_cc(qk_cc), .wr_sub(s_sub), .wr_qk(qk_code),
+            .wr_v(s_v), .wr_z(s_z)
+        );
+        assign m_qk_unused = m_qk;
+        assign pre_done = (s_fin || !s_busy) && (m_fin || !m_busy);
+    end else begin : g_one_walk  // vanilla: K and Q from the multiply walk too
+        assign {qk_valid, qk_pass, qk_tok, qk_lane, qk_blk, qk_cc, qk_code} =
+            {m_valid, m_pass, m_tok, m_lane, m_blk, m_cc, m_qk};
+        assign pre_done = m_fin;
     end
-    assign p1_write = p1_valid && p1_last;
 
     always_ff @(posedge clk) begin
-        if (p1_write && p1_pass == PASS_Q) q_mem[p1_tok*DC + p1_cc] <= qk_code;
-        if (p1_write && p1_pass == PASS_O) z_mem[p1_tok*DC + p1_cc] <= z_code;
+        if (qk_valid && qk_pass == PASS_Q) q_mem[qk_tok*DC + qk_cc] <= qk_code;
+    end
+    // Z in M pieces of PE columns, read back as SIMD-wide beats
+    wire [SIMD*OUT_W-1:0] z_word;
+    for (genvar m = 0; m < M; m++) begin : g_zsub
+        logic [MUL_COLS*OUT_W-1:0] z_sub [LEN_Q*DC];
+        always_ff @(posedge clk) begin
+            if (vo_valid && vo_pass == PASS_O && vo_sub == m) z_sub[vo_tok*DC + vo_cc] <= z_code;
+        end
+        assign z_word[m*MUL_COLS*OUT_W +: MUL_COLS*OUT_W] = z_sub[out_cnt];
     end
 
-    // -- attention: per query qi and head hh, scores, exp, numerators ---------------------------------
+    // -- attention: per query qi and head hh, scores, exp, numerators -----------------------------
     logic [Q_CW-1:0]  qi;      // query
     logic [H_CW-1:0]  hh;      // head
     logic [KB_CW-1:0] jb;      // key block
@@ -276,7 +291,7 @@ module folded_attention #(
 
     for (genvar l = 0; l < LANES; l++) begin : g_lane
         logic [SIMD*QK_W-1:0]      k_bank [KB*DC];  // K of keys j = b*LANES + l, chunk at b*DC + c
-        logic [SIMD*V_W-1:0]       v_bank [KB*DC];
+        wire  [SIMD*V_W-1:0]       v_cat;           // V, read from M pieces of PE columns
         logic signed [SCORE_W-1:0] s_bank [KB];     // scores of this query and head
         logic [EXP_W-1:0]          e_bank [KB];     // their softmax weights
         logic signed [SCORE_W-1:0] s_acc;
@@ -286,11 +301,18 @@ module folded_attention #(
         int unsigned               key;
 
         always_ff @(posedge clk) begin
-            if (p1_write && p1_pass == PASS_K && p1_lane == l) k_bank[p1_blk*DC + p1_cc] <= qk_code;
-            if (p1_write && p1_pass == PASS_V && p1_lane == l) v_bank[p1_blk*DC + p1_cc] <= v_code;
+            if (qk_valid && qk_pass == PASS_K && qk_lane == l) k_bank[qk_blk*DC + qk_cc] <= qk_code;
+        end
+        for (genvar m = 0; m < M; m++) begin : g_vsub
+            logic [MUL_COLS*V_W-1:0] v_bank [KB*DC];
+            always_ff @(posedge clk) begin
+                if (vo_valid && vo_pass == PASS_V && vo_lane == l && vo_sub == m)
+                    v_bank[vo_blk*DC + vo_cc] <= v_code;
+            end
+            assign v_cat[m*MUL_COLS*V_W +: MUL_COLS*V_W] = v_bank[jb*DC + hh*HC + tc];
         end
         assign k_word[l] = k_bank[jb*DC + hh*HC + dc];
-        assign v_word[l] = v_bank[jb*DC + hh*HC + tc];
+        assign v_word[l] = v_cat;
 
         folded_score_lane #(.SIMD(SIMD), .QK_W(QK_W), .SCORE_W(SCORE_W), .L1(KIND_EATT)) u_score (
             .q(q_word), .k(k_word[l]), .part(part_l)
@@ -370,73 +392,40 @@ module folded_attention #(
         if (state == S_NUMER && jb == KB - 1) a_mem[qi*DC + hh*HC + tc] <= o_word;
     end
 
-    // -- out: z_mem on m_axis -------------------------------------------------------------------
+    // -- out: the Z pieces on m_axis --------------------------------------------------------------
     assign m_axis_tvalid = (state == S_OUT);
-    assign m_axis_tdata  = z_mem[out_cnt];
+    assign m_axis_tdata  = z_word;
     assign m_axis_tlast  = (out_cnt == OUT_BEATS - 1);
 
-    // -- control --------------------------------------------------------------------------------
+    // -- control: the phases one after another (S_PROJ and S_POST wait for the walks) -------------
+    // the O pass starts as the last numerator block of the last query and head is done
+    assign start_post = (state == S_NUMER) && (jb == KB - 1) && (tc == HC - 1)
+                     && (hh == HEADS - 1) && (qi == LEN_Q - 1);
     always_ff @(posedge clk) begin
         if (rst) begin
             state <= S_LOAD;
-            pass <= PASS_K;
             in_cnt <= 0;
             out_cnt <= 0;
             length <= '0;
             offset <= '0;
-            {tok, tok_lane, tok_blk, cc, rc} <= '0;
-            {p1_valid, p1_first, p1_last, p1_pass} <= '0;
-            {p1_tok, p1_lane, p1_blk, p1_cc, p1_rc} <= '0;
             {qi, hh, jb, dc, tc} <= '0;
             smax <= '0;
             esum <= '0;
         end else begin
-            // stage 1 of the projections follows stage 0 by one cycle
-            p1_valid <= (state == S_PROJ);
-            p1_first <= (rc == 0);
-            p1_last  <= (rc == DC - 1);
-            p1_pass  <= pass;
-            {p1_tok, p1_lane, p1_blk, p1_cc, p1_rc} <= {tok, tok_lane, tok_blk, cc, rc};
-
             case (state)
                 S_LOAD: if (s_axis_tvalid) begin
                     if (in_cnt == 0) begin
                         length <= s_axis_tuser[0 +: LEN_W];
                         offset <= s_axis_tuser[LEN_W +: OFF_W];
                     end
-                    if (in_cnt == IN_BEATS - 1) begin
+                    if (in_cnt == IN_BEATS - 1) begin  // start_pre: the walks begin
                         in_cnt <= 0;
                         state <= S_PROJ;
-                        pass <= PASS_K;
                     end else begin
                         in_cnt <= in_cnt + 1;
                     end
                 end
-                S_PROJ: begin  // rc fastest, then cc, then the token
-                    rc <= (rc == DC - 1) ? 0 : rc + 1;
-                    if (rc == DC - 1) begin
-                        cc <= (cc == DC - 1) ? 0 : cc + 1;
-                        if (cc == DC - 1) begin
-                            if (tok == ((pass == PASS_K || pass == PASS_V) ? LEN_K : LEN_Q) - 1)
-                            begin
-                                {tok, tok_lane, tok_blk} <= '0;
-                                state <= S_DRAIN;
-                            end else begin
-                                tok <= tok + 1;
-                                tok_lane <= (tok_lane == LANES - 1) ? 0 : tok_lane + 1;
-                                if (tok_lane == LANES - 1) tok_blk <= tok_blk + 1;
-                            end
-                        end
-                    end
-                end
-                S_DRAIN: begin  // stage 1 writes the last chunk of the pass
-                    case (pass)
-                        PASS_K: begin pass <= PASS_V; state <= S_PROJ; end
-                        PASS_V: begin pass <= PASS_Q; state <= S_PROJ; end
-                        PASS_Q: state <= S_SCORE;
-                        default: state <= S_OUT;
-                    endcase
-                end
+                S_PROJ: if (pre_done) state <= S_SCORE;  // the walks' last drain cycle
                 S_SCORE: begin  // dc fastest, then the key block
                     dc <= (dc == HC - 1) ? 0 : dc + 1;
                     if (dc == HC - 1) begin
@@ -459,14 +448,12 @@ module folded_attention #(
                             hh <= (hh == HEADS - 1) ? 0 : hh + 1;
                             if (hh == HEADS - 1) begin
                                 qi <= (qi == LEN_Q - 1) ? 0 : qi + 1;
-                                if (qi == LEN_Q - 1) begin
-                                    state <= S_PROJ;
-                                    pass <= PASS_O;
-                                end
+                                if (qi == LEN_Q - 1) state <= S_POST;  // start_post
                             end
                         end
                     end
                 end
+                S_POST: if (post_done) state <= S_OUT;
                 S_OUT: if (m_axis_tready) begin
                     if (out_cnt == OUT_BEATS - 1) begin
                         out_cnt <= 0;

@@ -1,4 +1,4 @@
-"""Testbench of folded_proj_tile (rtl_sim/rtl/folded_proj_tile.sv): one SIMD x SIMD tile of a
+"""Testbench of folded_proj_tile (rtl_sim/rtl/folded_proj_tile.sv): one SIMD x COLS tile of a
 projection, rows selected (E-ATT Q/K) or multiplied (every other projection).
 
 Two halves in one file, as verilog-axis' testbenches:
@@ -22,12 +22,14 @@ from cocotb.triggers import Timer
 
 from eatt.rtl_sim.runner import run_leaf
 
-#: parameter sets: (SIMD, A_W, W_W, ACC_W, SELECT); ACC_W holds SIMD products of the extremes
+#: parameter sets: (SIMD, [COLS,] A_W, W_W, ACC_W, SELECT); ACC_W holds SIMD products of the
+#: extremes; COLS defaults to SIMD (E-ATT's V/O walk uses COLS < SIMD)
 CASES = {
     "select-4": dict(SIMD=4, A_W=8, W_W=8, ACC_W=11, SELECT=1),
     "multiply-4": dict(SIMD=4, A_W=8, W_W=8, ACC_W=18, SELECT=0),
     "multiply-3-narrow": dict(SIMD=3, A_W=5, W_W=4, ACC_W=10, SELECT=0),
     "select-1": dict(SIMD=1, A_W=8, W_W=6, ACC_W=6, SELECT=1),
+    "multiply-4x2": dict(SIMD=4, COLS=2, A_W=8, W_W=8, ACC_W=18, SELECT=0),
 }
 VECTORS = 300
 
@@ -39,12 +41,12 @@ def expected_parts(p: dict, sel: np.ndarray, a: np.ndarray, w: np.ndarray) -> np
 
 def vectors(p: dict, n: int, seed: int):
     rng = np.random.default_rng(seed)
-    s = p["SIMD"]
+    s, cols = p["SIMD"], p.get("COLS", p["SIMD"])
     alo, ahi = -(2 ** (p["A_W"] - 1)), 2 ** (p["A_W"] - 1) - 1
     wlo, whi = -(2 ** (p["W_W"] - 1)), 2 ** (p["W_W"] - 1) - 1
     sel = rng.integers(0, 2, size=(n, s))
     a = rng.integers(alo, ahi + 1, size=(n, s))
-    w = rng.integers(wlo, whi + 1, size=(n, s, s))
+    w = rng.integers(wlo, whi + 1, size=(n, s, cols))
     sel[:4] = 1  # every row selected, at the extremes
     a[0], w[0] = alo, wlo
     a[1], w[1] = alo, whi
@@ -74,9 +76,9 @@ async def tile_vectors(dut):
     for n in range(len(sel)):
         dut.sel.value = _pack(sel[n], 1)
         dut.a.value = _pack(a[n], p["A_W"])
-        dut.w.value = _pack(w[n], p["W_W"])  # w[r][c] at (r*SIMD + c)
+        dut.w.value = _pack(w[n], p["W_W"])  # w[r][c] at (r*COLS + c)
         await Timer(1, "ns")
-        got = _unpack(int(dut.part.value), p["SIMD"], p["ACC_W"])
+        got = _unpack(int(dut.part.value), p.get("COLS", p["SIMD"]), p["ACC_W"])
         want = expected_parts(p, sel[n], a[n], w[n]).tolist()
         assert got == want, f"vector {n}: sel={sel[n]} a={a[n]} w={w[n].tolist()}: {got} != {want}"
 

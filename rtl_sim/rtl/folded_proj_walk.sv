@@ -1,0 +1,261 @@
+// folded_proj_walk: one projection datapath of the folded attention engine: it walks the
+// weights of its passes (K, V, Q before attention, O after it) one SIMD x COLS tile per cycle,
+// accumulates each column chunk over the row chunks and hands out the requantized codes.
+//
+// The engine (folded_attention.sv) holds one or two of these:
+//
+//   vanilla  one multiply walk, COLS = SIMD: K, V, Q, then O
+//   E-ATT    a select walk, COLS = SIMD: K then Q (binarized rows selected, no multiplier), and
+//            beside it a multiply walk, COLS = PE: V, then O. The two run at the same time;
+//            with PE = SIMD / 2 the multiply walk's V takes as long as the select walk's K and
+//            Q together when LEN_Q = LEN_K (docs/folded.md, "Two projection walks").
+//
+// Per pass (p, tokens T = LEN_K for K and V, LEN_Q for Q and O): for each token, each column
+// chunk (DIM / COLS of them: cc SIMD-wide chunks of M = SIMD / COLS pieces sub), each row chunk
+// rc (DC = DIM / SIMD): one tile, rows rc*SIMD.., columns (cc*M + sub)*COLS.. (the ROM word
+// (cc*M + sub)*DC + rc, written by rtl_sim/folded.py weight_tiles). Then one cycle drains
+// the pipeline. A pass takes T * DC * (DIM / COLS) + 1 cycles; `finishing` is high in the drain cycle of the phase's last pass.
+//
+// Stage 0: the counters address the ROMs (synchronous read, block RAM). Stage 1 (p1_*): the
+// token chunk at (rd_tok, rd_rc) comes in from the engine's memories, the tile's partial sums
+// are added into acc, and the last row chunk raises wr_valid with the codes of columns
+// (wr_cc * M + wr_sub) * COLS .. + COLS-1, M = SIMD / COLS: wr_cc is the SIMD-wide chunk (the
+// engine's memory word), wr_sub the COLS-wide piece of it.
+//
+// Every width is a golden width (eatt.quant.golden.Formats), passed down by the engine.
+//
+// Testbench: through the engine (rtl_sim/tb/test_folded.py, tests/test_folded.py).
+
+`default_nettype none
+
+module folded_proj_walk #(
+    parameter int SIMD    = 2,    // input features per cycle (rows of the tile)
+    parameter int COLS    = 2,    // output columns per cycle (divides SIMD)
+    parameter int DIM     = 8,
+    parameter int LEN_Q   = 2,
+    parameter int LEN_K   = 4,
+    parameter int LANES   = 2,    // the engine's key banks (key j in bank j mod LANES)
+    parameter int SELECT  = 0,    // 1: E-ATT's select walk (K, Q); 0: a multiply walk
+    parameter int N_PRE   = 3,    // passes before attention
+    parameter logic [5:0] PRE = 6'b10_01_00,  // those passes, 2 bits each, first at [1:0]
+    parameter int POST    = 1,    // 1: the O pass after attention
+    parameter logic [3:0] USES = 4'b1111,  // bit p: pass p is walked (its ROM is read)
+    parameter int IN_W    = 8,
+    parameter int TAU     = 16,
+    parameter int W_W     = 8,
+    parameter int ATTN_W  = 12,
+    parameter int ACC_W   = 24,
+    parameter int Q_SHIFT = 0,
+    parameter int QK_W    = 12,
+    parameter int V_SHIFT = 0,
+    parameter int V_W     = 12,
+    parameter int O_SHIFT = 0,
+    parameter int OUT_W   = 12,
+    parameter     WQ_FILE = "wq.mem",
+    parameter     WK_FILE = "wk.mem",
+    parameter     WV_FILE = "wv.mem",
+    parameter     WO_FILE = "wo.mem",
+    // derived (not set by the engine)
+    parameter int DC      = DIM / SIMD,
+    parameter int M       = SIMD / COLS,
+    parameter int TOK_CW  = ((LEN_Q > LEN_K ? LEN_Q : LEN_K) > 1)
+                          ? $clog2(LEN_Q > LEN_K ? LEN_Q : LEN_K) : 1,
+    parameter int LANE_CW = (LANES > 1) ? $clog2(LANES) : 1,
+    parameter int KB_CW   = (LEN_K / LANES > 1) ? $clog2(LEN_K / LANES) : 1,
+    parameter int DC_CW   = (DC > 1) ? $clog2(DC) : 1,
+    parameter int M_CW    = (M > 1) ? $clog2(M) : 1
+) (
+    input  wire logic                     clk,
+    input  wire logic                     rst,
+    input  wire logic                     start_pre,   // begin the passes before attention
+    input  wire logic                     start_post,  // begin the O pass
+    output logic                          busy,
+    output logic                          finishing,   // the drain cycle of the phase's last pass
+
+    // the token chunk stage 1 reads (x for Q, y for K and V, the attention output for O)
+    output logic      [TOK_CW-1:0]        rd_tok,
+    output logic      [DC_CW-1:0]         rd_rc,
+    input  wire logic [SIMD*IN_W-1:0]     x_word,
+    input  wire logic [SIMD*IN_W-1:0]     y_word,
+    input  wire logic [SIMD*ATTN_W-1:0]   o_word,
+
+    // a finished column chunk
+    output logic                          wr_valid,
+    output logic      [1:0]               wr_pass,
+    output logic      [TOK_CW-1:0]        wr_tok,
+    output logic      [LANE_CW-1:0]       wr_lane,  // wr_tok mod LANES
+    output logic      [KB_CW-1:0]         wr_blk,   // wr_tok / LANES
+    output logic      [DC_CW-1:0]         wr_cc,    // SIMD-wide column chunk
+    output logic      [M_CW-1:0]          wr_sub,   // COLS-wide piece of it
+    output logic      [COLS*QK_W-1:0]     wr_qk,
+    output logic      [COLS*V_W-1:0]      wr_v,
+    output logic      [COLS*OUT_W-1:0]    wr_z
+);
+    /* verilator lint_off WIDTHEXPAND */
+    /* verilator lint_off WIDTHTRUNC */
+    localparam logic [1:0] PASS_K = 2'd0, PASS_V = 2'd1, PASS_Q = 2'd2, PASS_O = 2'd3;
+    localparam int A_W   = (IN_W > ATTN_W) ? IN_W : ATTN_W;  // multiply operands
+    localparam int WORDS = DC * DC * M;                      // tiles of one weight matrix
+    localparam int LAST  = N_PRE + POST - 1;                 // index of the last pass
+    localparam int PI_W  = 2;                                // pass index: 0..3
+
+    typedef enum logic [1:0] { W_IDLE, W_WALK, W_DRAIN } wstate_t;
+    wstate_t           wstate;
+    logic [PI_W-1:0]   pi;       // index of the pass: 0..N_PRE-1, then N_PRE for O
+    logic [1:0]        pass;
+    logic [TOK_CW-1:0]  tok;
+    logic [LANE_CW-1:0] tok_lane;
+    logic [KB_CW-1:0]   tok_blk;
+    logic [DC_CW-1:0]   cc, rc;
+    logic [M_CW-1:0]    sub;
+
+    assign pass = (pi >= N_PRE) ? PASS_O : PRE[2*pi +: 2];
+    assign busy = (wstate != W_IDLE);
+    assign finishing = (wstate == W_DRAIN) && (pi == N_PRE - 1 || pi == LAST);
+
+    // -- the weight ROMs (synchronous reads) ------------------------------------------------------
+    logic [SIMD*COLS*W_W-1:0] w_word;  // the tile of stage 1's pass
+    logic [$clog2(WORDS > 1 ? WORDS : 2)-1:0] waddr;
+    assign waddr = (cc * M + sub) * DC + rc;
+
+    localparam int TILE_W = SIMD * COLS * W_W;
+    wire [4*TILE_W-1:0] rom_words;  // the word read for pass p at [p*TILE_W +: TILE_W]
+    for (genvar p = 0; p < 4; p++) begin : g_rom
+        if (USES[p]) begin : g_used
+            logic [TILE_W-1:0] rom [WORDS];
+            logic [TILE_W-1:0] word;
+            initial $readmemh(p == PASS_K ? WK_FILE : p == PASS_V ? WV_FILE
+                            : p == PASS_Q ? WQ_FILE : WO_FILE, rom);
+            always_ff @(posedge clk) word <= rom[waddr];
+            assign rom_words[p*TILE_W +: TILE_W] = word;
+        end else begin : g_unused
+            assign rom_words[p*TILE_W +: TILE_W] = '0;
+        end
+    end
+
+    // -- stage 1: the tile, the accumulators, the codes -------------------------------------------
+    logic               p1_valid, p1_first, p1_last;
+    logic [1:0]         p1_pass;
+    logic [TOK_CW-1:0]  p1_tok;
+    logic [LANE_CW-1:0] p1_lane;
+    logic [KB_CW-1:0]   p1_blk;
+    logic [DC_CW-1:0]   p1_cc, p1_rc;
+    logic [M_CW-1:0]    p1_sub;
+
+    assign rd_tok  = p1_tok;
+    assign rd_rc   = p1_rc;
+    assign w_word = rom_words[p1_pass*TILE_W +: TILE_W];
+
+    logic [SIMD-1:0]      sel;      // binarized input bits (E-ATT Q, K)
+    logic [SIMD*A_W-1:0]  operand;  // the input chunk, each element sign-extended to A_W
+    logic [COLS*ACC_W-1:0] part;
+    logic signed [ACC_W-1:0] acc [COLS];
+
+    for (genvar r = 0; r < SIMD; r++) begin : g_operand
+        logic signed [IN_W-1:0] token_in;
+        // only the passes this walk has select a source (USES is a constant: a walk without
+        // Q reads no x, one without O no attention output, so synthesis keeps no such port)
+        assign token_in = (USES[PASS_Q] && p1_pass == PASS_Q)
+            ? x_word[r*IN_W +: IN_W] : y_word[r*IN_W +: IN_W];
+        assign sel[r] = (32'(token_in) > TAU);  // Eq. 4, strict
+        assign operand[r*A_W +: A_W] = (USES[PASS_O] && p1_pass == PASS_O)
+            ? A_W'($signed(o_word[r*ATTN_W +: ATTN_W])) : A_W'(token_in);
+    end
+
+    folded_proj_tile #(
+        .SIMD(SIMD), .COLS(COLS), .A_W(A_W), .W_W(W_W), .ACC_W(ACC_W), .SELECT(SELECT)
+    ) u_tile (
+        .sel(sel), .a(operand), .w(w_word), .part(part)
+    );
+
+    for (genvar c = 0; c < COLS; c++) begin : g_acc
+        logic signed [ACC_W-1:0] acc_next;
+        /* verilator lint_off UNUSEDSIGNAL */  // each pass keeps its code's width
+        logic signed [ACC_W-1:0] shifted;
+        /* verilator lint_on UNUSEDSIGNAL */
+        assign acc_next = (p1_first ? ACC_W'(0) : acc[c]) + $signed(part[c*ACC_W +: ACC_W]);
+        assign shifted = acc_next >>> ((USES[PASS_V] && p1_pass == PASS_V) ? V_SHIFT
+                                     : (USES[PASS_O] && p1_pass == PASS_O) ? O_SHIFT : Q_SHIFT);
+        assign wr_qk[c*QK_W +: QK_W] = shifted[QK_W-1:0];
+        assign wr_v[c*V_W +: V_W]    = shifted[V_W-1:0];
+        assign wr_z[c*OUT_W +: OUT_W] = shifted[OUT_W-1:0];
+        always_ff @(posedge clk) begin
+            if (rst) acc[c] <= '0;
+            else if (p1_valid) acc[c] <= acc_next;
+        end
+    end
+
+    assign wr_valid = p1_valid && p1_last;
+    assign wr_pass  = p1_pass;
+    assign wr_tok   = p1_tok;
+    assign wr_lane  = p1_lane;
+    assign wr_blk   = p1_blk;
+    assign wr_cc    = p1_cc;
+    assign wr_sub   = p1_sub;
+
+    // -- control: rc fastest, then sub, then cc, then the token; one drain cycle per pass ---------
+    logic last_tile;
+    assign last_tile = (rc == DC - 1) && (sub == M - 1) && (cc == DC - 1)
+        && (tok == ((pass == PASS_K || pass == PASS_V) ? LEN_K : LEN_Q) - 1);
+
+    always_ff @(posedge clk) begin
+        if (rst) begin
+            wstate <= W_IDLE;
+            pi <= '0;
+            {tok, tok_lane, tok_blk, cc, rc, sub} <= '0;
+            {p1_valid, p1_first, p1_last, p1_pass} <= '0;
+            {p1_tok, p1_lane, p1_blk, p1_cc, p1_rc, p1_sub} <= '0;
+        end else begin
+            p1_valid <= (wstate == W_WALK);
+            p1_first <= (rc == 0);
+            p1_last  <= (rc == DC - 1);
+            p1_pass  <= pass;
+            {p1_tok, p1_lane, p1_blk, p1_cc, p1_rc, p1_sub}
+                <= {tok, tok_lane, tok_blk, cc, rc, sub};
+
+            case (wstate)
+                W_IDLE: begin
+                    if (start_pre && N_PRE > 0) begin
+                        wstate <= W_WALK;
+                        pi <= '0;
+                    end else if (start_post && POST != 0) begin
+                        wstate <= W_WALK;
+                        pi <= PI_W'(N_PRE);
+                    end
+                end
+                W_WALK: begin
+                    rc <= (rc == DC - 1) ? 0 : rc + 1;
+                    if (rc == DC - 1) begin
+                        sub <= (sub == M - 1) ? 0 : sub + 1;
+                        if (sub == M - 1) begin
+                            cc <= (cc == DC - 1) ? 0 : cc + 1;
+                            if (cc == DC - 1) begin
+                                if (last_tile) begin
+                                    {tok, tok_lane, tok_blk} <= '0;
+                                    wstate <= W_DRAIN;
+                                end else begin
+                                    tok <= tok + 1;
+                                    tok_lane <= (tok_lane == LANES - 1) ? 0 : tok_lane + 1;
+                                    if (tok_lane == LANES - 1) tok_blk <= tok_blk + 1;
+                                end
+                            end
+                        end
+                    end
+                end
+                W_DRAIN: begin  // stage 1 writes the pass's last chunk
+                    if (finishing) begin
+                        wstate <= W_IDLE;
+                    end else begin
+                        pi <= pi + 1;
+                        wstate <= W_WALK;
+                    end
+                end
+                default: wstate <= W_IDLE;
+            endcase
+        end
+    end
+    /* verilator lint_on WIDTHTRUNC */
+    /* verilator lint_on WIDTHEXPAND */
+endmodule
+
+`default_nettype wire
