@@ -1,6 +1,6 @@
 """Measured energy per call, E-ATT against dot-product attention, on ASIC standard cells.
 
-For each level (alignment, attention) and kind (eatt, vanilla), the default core
+For each level (alignment, attention, folded) and kind (eatt, vanilla), the default core
 (eatt/configs/eatt_default.yaml: len_q = len_k = 4, dim 8, 2 heads; ``--quick``: a 2 x 2, dim-2,
 4-bit core) is generated with seed-1 random integer weights and measured with
 ``eatt.rtl_sim.power.power`` (docs/power.md): Yosys to the OSU 0.18 um cells, the netlist
@@ -11,11 +11,18 @@ the same (l, d) (eatt.model.energy.energy_ratios: FP32 operations at 45 nm, the 
 formulas) and our per-core operation count's ratio (eatt.model.energy.core_counts with the same
 45 nm table, integer additions and multiplications of this core).
 
+The folded level is the folded engine (docs/folded.md) at equal cycles per call: lanes 2 / simd
+2 (quick: lanes 1), vanilla's one multiply tile against E-ATT's select tile beside a multiply
+tile one column wide (pe 1); its paper and core-count ratios are the attention level's (the
+same function), and its records carry the energy split (flip-flops, logic, input-port nets).
+
 Writes bench/results/energy_compare.json (rewritten after every job: a run cut short keeps what
 finished), energy_compare.md (the table) and energy_compare.png (the plot).
 
-Usage: ``python bench/energy_compare.py [--quick] [--levels alignment,attention] [--vectors N]
-[--clock NS] [--out PATH]``.
+Usage: ``python bench/energy_compare.py [--quick] [--levels alignment,attention,folded]
+[--vectors N] [--clock NS] [--out PATH]`` (the committed results: the two unrolled levels in
+energy_compare.json, ``--levels folded --vectors 20 --out
+bench/results/energy_compare_folded.json`` for the folded engine).
 """
 
 from __future__ import annotations
@@ -38,6 +45,10 @@ from eatt.rtl_sim.power import power
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "energy_compare.json"
 QUICK = dict(len_q=2, len_k=2, dim=2, heads=1, in_bits=4, in_frac=2, weight_bits=4, qk_bits=6)
 KINDS = ("eatt", "vanilla")
+LEVELS = ("alignment", "attention", "folded")
+#: the folded engine's folding per kind: equal cycles per call (docs/folded.md)
+FOLDING = {"eatt": {"lanes": 2, "simd": 2, "pe": 1}, "vanilla": {"lanes": 2, "simd": 2}}
+QUICK_FOLDING = {"eatt": {"lanes": 1, "simd": 2, "pe": 1}, "vanilla": {"lanes": 1, "simd": 2}}
 
 
 def _config(kind: str, quick: bool) -> CoreConfig:
@@ -49,6 +60,7 @@ def _config(kind: str, quick: bool) -> CoreConfig:
 def _record(r: dict) -> dict:
     keep = ("area_um2", "cells", "energy_per_call_pj", "power_mw", "vectors", "cycles")
     out = {k: r[k] for k in keep}
+    out["energy_split_per_call_pj"] = r.get("energy_split_per_call_pj")
     out["mismatches"] = r["mismatches"]
     out["fmax_mhz"] = r["sta"]["fmax_mhz"]
     out["yosys_seconds"] = r["yosys"]["seconds"]
@@ -66,14 +78,15 @@ def ratios(report: dict) -> dict:
             continue
         e, v = by_kind["eatt"], by_kind["vanilla"]
         cfg = report["config"]
-        paper = energy.energy_ratios(cfg["len_k"], cfg["dim"])["eatt"][level]["asic"] / 100.0
+        same = "attention" if level == "folded" else level  # the folded engine: the whole core
+        paper = energy.energy_ratios(cfg["len_k"], cfg["dim"])["eatt"][same]["asic"] / 100.0
         counts = report["core_counts_pj"]
         out[level] = {
             "energy": e["energy_per_call_pj"]["total"] / v["energy_per_call_pj"]["total"],
             "dynamic": e["energy_per_call_pj"]["dynamic"] / v["energy_per_call_pj"]["dynamic"],
             "area": e["area_um2"] / v["area_um2"],
             "paper_analytic": paper,
-            "core_counts": counts["eatt"][level] / counts["vanilla"][level],
+            "core_counts": counts["eatt"][same] / counts["vanilla"][same],
         }
     return out
 
@@ -108,6 +121,22 @@ def markdown(report: dict) -> str:
             f"| {level} | {q['energy']:.3f} | {q['dynamic']:.3f} | {q['area']:.3f} | "
             f"{q['paper_analytic']:.4f} | {q['core_counts']:.4f} |"
         )
+    split = [
+        (level, kind, r["energy_split_per_call_pj"])
+        for level, by_kind in report["levels"].items()
+        for kind, r in by_kind.items()
+        if r.get("energy_split_per_call_pj")
+    ]
+    if split:
+        lines += [
+            "",
+            "| level | kind | dynamic pJ/call: flip-flops | logic | input-port nets (the clock) |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {lv} | {kind} | {q['flip_flops']:.4g} | {q['logic']:.4g} | {q['input_ports']:.4g} |"
+            for lv, kind, q in split
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -166,8 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     levels = [lv for lv in args.levels.split(",") if lv]
     for lv in levels:
-        if lv not in ("alignment", "attention"):
-            ap.error(f"--levels: {lv!r} is not alignment or attention")
+        if lv not in LEVELS:
+            ap.error(f"--levels: {lv!r} is not one of {', '.join(LEVELS)}")
     cfg = _config("eatt", args.quick)
     counts = core_energy(cfg)
     report = {
@@ -190,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
             for kind in KINDS:
                 kcfg = _config(kind, args.quick)
                 out = Path(tmp) / f"{level}_{kind}"
-                generate_rtl(kcfg, random_weights(kcfg, seed=1), out, level=level)
+                folding = (QUICK_FOLDING if args.quick else FOLDING)[kind]
+                extra = {"folding": folding} if level == "folded" else {}
+                generate_rtl(kcfg, random_weights(kcfg, seed=1), out, level=level, **extra)
                 t0 = time.perf_counter()
                 r = power(out, vectors=args.vectors, seed=0, clock_ns=args.clock)
                 print(f"{level} {kind}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)

@@ -145,18 +145,21 @@ def folded_cycles(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None)
 
     load: one input beat per cycle; projections: each walk (folded_proj_walk.sv) takes one
     weight tile per cycle plus one cycle per pass to write the last chunk; vanilla's one walk
-    does K, V, Q before attention; E-ATT's select walk does K and Q while its multiply walk
-    (simd / pe times narrower) does V, and that phase lasts as long as the longer walk; O
-    comes after attention, on the multiply walk; per query and head: scores (KB x HC), exp
-    (KB), numerators (HC x KB); out: one output beat per cycle. latency: first input beat
-    accepted -> first output beat; II: first input beat of one vector -> first input beat of
-    the next (the phases do not overlap, so II = latency + the output beats)."""
+    does K, V, Q before attention; E-ATT's multiply walk (simd / pe = m times narrower) does V,
+    m x DC^2 cycles a key token, while the select walk does that token's K in the first DC^2
+    (the same y chunks) and a Q token in each of the other m - 1, the Q tokens left after the
+    last key token following; O comes after attention, on the multiply walk; per query and
+    head: scores (KB x HC), exp (KB), numerators (HC x KB); out: one output beat per cycle.
+    latency: first input beat accepted -> first output beat; II: first input beat of one vector
+    -> first input beat of the next (the phases do not overlap, so II = latency + the output
+    beats)."""
     pe = simd if pe is None else pe
     dc, hc, kb = cfg.dim // simd, cfg.d_head // simd, cfg.len_k // lanes
     tiles, m = dc * dc, simd // pe  # S x S tiles of one token; the narrower walk m times more
     load = (cfg.len_q + cfg.len_k) * dc
-    if cfg.kind == "eatt":
-        before = max((cfg.len_k + cfg.len_q) * tiles + 2, m * cfg.len_k * tiles + 1)
+    if cfg.kind == "eatt":  # Q tokens beyond the (m - 1) slots per key token: after them
+        rest = max(0, cfg.len_q - (m - 1) * cfg.len_k)
+        before = (m * cfg.len_k + rest) * tiles + 1
         after = m * cfg.len_q * tiles + 1
     else:
         before = (2 * cfg.len_k + cfg.len_q) * tiles + 3
@@ -183,8 +186,8 @@ CYCLE_FORMULA = {
     "load": "(len_q + len_k) * DC",
     "projections": (
         "vanilla: (2*len_k + len_q) * DC^2 + 3 before attention, len_q * DC^2 + 1 after; "
-        "eatt: max((len_k + len_q) * DC^2 + 2, M * len_k * DC^2 + 1) before (the select and "
-        "multiply walks at once), M * len_q * DC^2 + 1 after"
+        "eatt: (M * len_k + max(0, len_q - (M - 1) * len_k)) * DC^2 + 1 before (the select "
+        "and multiply walks at once), M * len_q * DC^2 + 1 after"
     ),
     "attention": "len_q * heads * (2*KB*HC + KB)",
     "out": "len_q * DC",

@@ -8,8 +8,9 @@
 //   load     the SIMD-wide beats of x then y from s_axis into x_mem / y_mem (one per cycle)
 //   proj     K = requant(xb(y) @ W_K), V = requant(y @ W_V), Q = requant(xb(x) @ W_Q): one
 //            weight tile per cycle and walk (folded_proj_walk). vanilla: one multiply walk,
-//            K, V, Q in turn. E-ATT: a select walk (K then Q, S x S, no multiplier) and a
-//            multiply walk (V, S x PE) at the same time
+//            K, V, Q in turn. E-ATT: a multiply walk (V, S x PE, M = S / PE slots of DC^2
+//            cycles a key token) and beside it a select walk (S x S, no multiplier) doing that
+//            token's K in step (one y read for both) and a Q token in each other slot
 //   per query i, per head h:
 //     score  LANES keys at a time, SIMD features per cycle (folded_score_lane): S[j], max_j S
 //     exp    LANES keys per cycle: e[j] = EXP[(max S - S[j]) >> EXP_SHIFT], E = sum_j e[j]
@@ -23,7 +24,7 @@
 //
 //   DC = DIM / SIMD, HC = D_HEAD / SIMD, KB = LEN_K / LANES, M = SIMD / PE
 //   proj    = vanilla (2 LEN_K + LEN_Q) DC^2 + 3,
-//             E-ATT max((LEN_K + LEN_Q) DC^2 + 2, M LEN_K DC^2 + 1)
+//             E-ATT (M LEN_K + max(0, LEN_Q - (M - 1) LEN_K)) DC^2 + 1
 //   post    = vanilla LEN_Q DC^2 + 1, E-ATT M LEN_Q DC^2 + 1
 //   compute = proj + LEN_Q HEADS (2 KB HC + KB) + post
 //   II      = (LEN_Q + LEN_K) DC + compute + LEN_Q DC     (no stalls on either stream)
@@ -230,7 +231,7 @@ module folded_attention #(
 
         folded_proj_walk #(
             .SIMD(SIMD), .COLS(SIMD), .DIM(DIM), .LEN_Q(LEN_Q), .LEN_K(LEN_K), .LANES(LANES),
-            .SELECT(1), .N_PRE(2), .PRE(6'b00_10_00), .POST(0), .USES(4'b0101),
+            .SELECT(1), .N_PRE(2), .PRE(6'b00_10_00), .POST(0), .USES(4'b0101), .SLOTS(M),
             .IN_W(IN_W), .TAU(TAU), .W_W(W_W), .ATTN_W(ATTN_W), .ACC_W(ACC_W),
             .Q_SHIFT(Q_SHIFT), .QK_W(QK_W), .V_SHIFT(V_SHIFT), .V_W(V_W), .O_SHIFT(O_SHIFT),
             .OUT_W(OUT_W), .WQ_FILE(WQ_FILE), .WK_FILE(WK_FILE), .WV_FILE(WV_FILE),
@@ -239,8 +240,9 @@ module folded_attention #(
             .clk(clk), .rst(rst), .start_pre(start_pre), .start_post(start_post),
             .busy(s_busy), .finishing(s_fin),
             .rd_tok(s_rd_tok), .rd_rc(s_rd_rc),
-            .x_word(x_mem[s_rd_tok*DC + s_rd_rc]), .y_word(y_mem[s_rd_tok*DC + s_rd_rc]),
-            .o_word(a_mem[s_rd_tok*DC + s_rd_rc]),
+            // K of token t is read in step with the multiply walk's V of token t: one y port
+            .x_word(x_mem[s_rd_tok*DC + s_rd_rc]), .y_word(y_mem[m_rd_tok*DC + m_rd_rc]),
+            .o_word('0),
             .wr_valid(qk_valid), .wr_pass(qk_pass), .wr_tok(qk_tok), .wr_lane(qk_lane),
             .wr_blk(qk_blk), .wr_cc(qk_cc), .wr_sub(s_sub), .wr_qk(qk_code),
             .wr_v(s_v), .wr_z(s_z)

@@ -5,10 +5,12 @@
 // The engine (folded_attention.sv) holds one or two of these:
 //
 //   vanilla  one multiply walk, COLS = SIMD: K, V, Q, then O
-//   E-ATT    a select walk, COLS = SIMD: K then Q (binarized rows selected, no multiplier), and
-//            beside it a multiply walk, COLS = PE: V, then O. The two run at the same time;
-//            with PE = SIMD / 2 the multiply walk's V takes as long as the select walk's K and
-//            Q together when LEN_Q = LEN_K (docs/folded.md, "Two projection walks").
+//   E-ATT    a multiply walk, COLS = PE: V, then O; and beside it a select walk, COLS = SIMD
+//            (binarized rows selected, no multiplier), SLOTS = SIMD / PE: for each key token,
+//            its K in step with the multiply walk's V of that token (the same y chunks, read
+//            once), then one Q token in each of the other SLOTS - 1 slots (g_interleave). With
+//            PE = SIMD / 2 and LEN_Q <= LEN_K, K and Q take exactly V's cycles (docs/folded.md,
+//            "Two projection walks").
 //
 // Per pass (p, tokens T = LEN_K for K and V, LEN_Q for Q and O): for each token, each column
 // chunk (DIM / COLS of them: cc SIMD-wide chunks of M = SIMD / COLS pieces sub), each row chunk
@@ -40,6 +42,8 @@ module folded_proj_walk #(
     parameter logic [5:0] PRE = 6'b10_01_00,  // those passes, 2 bits each, first at [1:0]
     parameter int POST    = 1,    // 1: the O pass after attention
     parameter logic [3:0] USES = 4'b1111,  // bit p: pass p is walked (its ROM is read)
+    parameter int SLOTS   = 0,    // > 0: E-ATT's select walk (K, Q) interleaved beside a multiply
+                                  // walk SLOTS times narrower (g_interleave); 0: PRE, POST in turn
     parameter int IN_W    = 8,
     parameter int TAU     = 16,
     parameter int W_W     = 8,
@@ -109,9 +113,7 @@ module folded_proj_walk #(
     logic [DC_CW-1:0]   cc, rc;
     logic [M_CW-1:0]    sub;
 
-    assign pass = (pi >= N_PRE) ? PASS_O : PRE[2*pi +: 2];
     assign busy = (wstate != W_IDLE);
-    assign finishing = (wstate == W_DRAIN) && (pi == N_PRE - 1 || pi == LAST);
 
     // -- the weight ROMs (synchronous reads) ------------------------------------------------------
     logic [SIMD*COLS*W_W-1:0] w_word;  // the tile of stage 1's pass
@@ -193,65 +195,132 @@ module folded_proj_walk #(
     assign wr_cc    = p1_cc;
     assign wr_sub   = p1_sub;
 
-    // -- control: rc fastest, then sub, then cc, then the token; one drain cycle per pass ---------
-    logic last_tile;
-    assign last_tile = (rc == DC - 1) && (sub == M - 1) && (cc == DC - 1)
-        && (tok == ((pass == PASS_K || pass == PASS_V) ? LEN_K : LEN_Q) - 1);
+    // -- stage 0 -> stage 1 ------------------------------------------------------------------------
+    logic walk_valid;  // stage 0 reads a tile of a pass this cycle
 
     always_ff @(posedge clk) begin
         if (rst) begin
-            wstate <= W_IDLE;
-            pi <= '0;
-            {tok, tok_lane, tok_blk, cc, rc, sub} <= '0;
             {p1_valid, p1_first, p1_last, p1_pass} <= '0;
             {p1_tok, p1_lane, p1_blk, p1_cc, p1_rc, p1_sub} <= '0;
         end else begin
-            p1_valid <= (wstate == W_WALK);
+            p1_valid <= walk_valid;
             p1_first <= (rc == 0);
             p1_last  <= (rc == DC - 1);
             p1_pass  <= pass;
             {p1_tok, p1_lane, p1_blk, p1_cc, p1_rc, p1_sub}
                 <= {tok, tok_lane, tok_blk, cc, rc, sub};
+        end
+    end
 
-            case (wstate)
-                W_IDLE: begin
-                    if (start_pre && N_PRE > 0) begin
-                        wstate <= W_WALK;
-                        pi <= '0;
-                    end else if (start_post && POST != 0) begin
-                        wstate <= W_WALK;
-                        pi <= PI_W'(N_PRE);
+    if (SLOTS == 0) begin : g_passes
+        // -- control: the passes in turn; in each, rc fastest, then sub, then cc, then the
+        // token; one drain cycle per pass
+        logic last_tile;
+        assign last_tile = (rc == DC - 1) && (sub == M - 1) && (cc == DC - 1)
+            && (tok == ((pass == PASS_K || pass == PASS_V) ? LEN_K : LEN_Q) - 1);
+        assign pass = (pi >= N_PRE) ? PASS_O : PRE[2*pi +: 2];
+        assign finishing = (wstate == W_DRAIN) && (pi == N_PRE - 1 || pi == LAST);
+        assign walk_valid = (wstate == W_WALK);
+
+        always_ff @(posedge clk) begin
+            if (rst) begin
+                wstate <= W_IDLE;
+                pi <= '0;
+                {tok, tok_lane, tok_blk, cc, rc, sub} <= '0;
+            end else begin
+                case (wstate)
+                    W_IDLE: begin
+                        if (start_pre && N_PRE > 0) begin
+                            wstate <= W_WALK;
+                            pi <= '0;
+                        end else if (start_post && POST != 0) begin
+                            wstate <= W_WALK;
+                            pi <= PI_W'(N_PRE);
+                        end
                     end
-                end
-                W_WALK: begin
-                    rc <= (rc == DC - 1) ? 0 : rc + 1;
-                    if (rc == DC - 1) begin
-                        sub <= (sub == M - 1) ? 0 : sub + 1;
-                        if (sub == M - 1) begin
-                            cc <= (cc == DC - 1) ? 0 : cc + 1;
-                            if (cc == DC - 1) begin
-                                if (last_tile) begin
-                                    {tok, tok_lane, tok_blk} <= '0;
-                                    wstate <= W_DRAIN;
-                                end else begin
-                                    tok <= tok + 1;
-                                    tok_lane <= (tok_lane == LANES - 1) ? 0 : tok_lane + 1;
-                                    if (tok_lane == LANES - 1) tok_blk <= tok_blk + 1;
+                    W_WALK: begin
+                        rc <= (rc == DC - 1) ? 0 : rc + 1;
+                        if (rc == DC - 1) begin
+                            sub <= (sub == M - 1) ? 0 : sub + 1;
+                            if (sub == M - 1) begin
+                                cc <= (cc == DC - 1) ? 0 : cc + 1;
+                                if (cc == DC - 1) begin
+                                    if (last_tile) begin
+                                        {tok, tok_lane, tok_blk} <= '0;
+                                        wstate <= W_DRAIN;
+                                    end else begin
+                                        tok <= tok + 1;
+                                        tok_lane <= (tok_lane == LANES - 1) ? 0 : tok_lane + 1;
+                                        if (tok_lane == LANES - 1) tok_blk <= tok_blk + 1;
+                                    end
                                 end
                             end
                         end
                     end
-                end
-                W_DRAIN: begin  // stage 1 writes the pass's last chunk
-                    if (finishing) begin
-                        wstate <= W_IDLE;
-                    end else begin
-                        pi <= pi + 1;
-                        wstate <= W_WALK;
+                    W_DRAIN: begin  // stage 1 writes the pass's last chunk
+                        if (finishing) begin
+                            wstate <= W_IDLE;
+                        end else begin
+                            pi <= pi + 1;
+                            wstate <= W_WALK;
+                        end
                     end
-                end
-                default: wstate <= W_IDLE;
-            endcase
+                    default: wstate <= W_IDLE;
+                endcase
+            end
+        end
+    end else begin : g_interleave
+        // -- control of E-ATT's select walk beside a multiply walk SLOTS times narrower: per key
+        // token t, SLOTS slots of DC x DC tiles (rc fastest, then cc): slot 0 is K of token t,
+        // read in step with the multiply walk's V of token t (the same y chunk every cycle, so
+        // the engine reads y once for both); slots 1..SLOTS-1 each take the next Q token, or
+        // idle when none is left. After the last key token, the Q tokens left, one a slot.
+        // One drain cycle at the end.
+        logic [TOK_CW:0] ktok, qtok;  // key tokens done, query tokens started
+        logic [$clog2(SLOTS > 1 ? SLOTS : 2)-1:0] slot;
+        logic tail, slot_end, k_slot;
+        logic [TOK_CW:0] k_next, q_next;
+
+        assign tail = (ktok == LEN_K);
+        assign k_slot = !tail && slot == 0;
+        assign pass = k_slot ? PASS_K : PASS_Q;
+        assign tok = k_slot ? TOK_CW'(ktok) : TOK_CW'(qtok);
+        assign sub = '0;
+        assign finishing = (wstate == W_DRAIN);
+        assign walk_valid = (wstate == W_WALK) && (k_slot || qtok < LEN_Q);
+        assign slot_end = (rc == DC - 1) && (cc == DC - 1);
+        assign q_next = qtok + ((!k_slot && qtok < LEN_Q) ? 1 : 0);
+        assign k_next = ktok + ((!tail && slot == SLOTS - 1) ? 1 : 0);
+
+        always_ff @(posedge clk) begin
+            if (rst) begin
+                wstate <= W_IDLE;
+                pi <= '0;
+                {ktok, qtok, slot, tok_lane, tok_blk, cc, rc} <= '0;
+            end else begin
+                case (wstate)
+                    W_IDLE: if (start_pre) wstate <= W_WALK;
+                    W_WALK: begin
+                        rc <= (rc == DC - 1) ? 0 : rc + 1;
+                        if (rc == DC - 1) cc <= (cc == DC - 1) ? 0 : cc + 1;
+                        if (slot_end) begin
+                            qtok <= q_next;
+                            ktok <= k_next;
+                            slot <= (!tail && slot != SLOTS - 1) ? slot + 1 : 0;
+                            if (!tail && slot == SLOTS - 1) begin  // the next key token
+                                tok_lane <= (tok_lane == LANES - 1) ? 0 : tok_lane + 1;
+                                if (tok_lane == LANES - 1) tok_blk <= tok_blk + 1;
+                            end
+                            if (k_next == LEN_K && q_next == LEN_Q) wstate <= W_DRAIN;
+                        end
+                    end
+                    W_DRAIN: begin  // stage 1 writes the last chunk
+                        wstate <= W_IDLE;
+                        {ktok, qtok, slot, tok_lane, tok_blk} <= '0;
+                    end
+                    default: wstate <= W_IDLE;
+                endcase
+            end
         end
     end
     /* verilator lint_on WIDTHTRUNC */
