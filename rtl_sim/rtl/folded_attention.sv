@@ -187,7 +187,7 @@ module folded_attention #(
     assign start_pre  = (state == S_LOAD) && s_axis_tvalid && (in_cnt == IN_BEATS - 1);
 
     // the multiply walk: V then O (E-ATT, PE columns), or K, V, Q then O (vanilla, PE = SIMD)
-    logic m_busy, m_fin, m_valid;
+    logic m_fin, m_valid;
     logic [1:0] m_pass;
     logic [TOK_CW-1:0] m_tok, m_rd_tok;
     logic [LANE_CW-1:0] m_lane;
@@ -206,7 +206,7 @@ module folded_attention #(
         .WO_FILE(WO_FILE)
     ) u_multiply (
         .clk(clk), .rst(rst), .start_pre(start_pre), .start_post(start_post),
-        .busy(m_busy), .finishing(m_fin),
+        .finishing(m_fin),
         .rd_tok(m_rd_tok), .rd_rc(m_rd_rc),
         .x_word(x_mem[m_rd_tok*DC + m_rd_rc]), .y_word(y_mem[m_rd_tok*DC + m_rd_rc]),
         .o_word(a_mem[m_rd_tok*DC + m_rd_rc]),
@@ -219,7 +219,7 @@ module folded_attention #(
     assign post_done = m_fin;
 
     if (KIND_EATT != 0) begin : g_select  // the select walk: K then Q, at the same time as V
-        logic s_busy, s_fin;
+        logic s_fin;
         logic [TOK_CW-1:0] s_rd_tok;
         logic [DC_CW-1:0] s_rd_rc;
         /* verilator lint_off UNUSEDSIGNAL */  // it writes only K and Q codes, SIMD wide
@@ -231,14 +231,14 @@ module folded_attention #(
 
         folded_proj_walk #(
             .SIMD(SIMD), .COLS(SIMD), .DIM(DIM), .LEN_Q(LEN_Q), .LEN_K(LEN_K), .LANES(LANES),
-            .SELECT(1), .N_PRE(2), .PRE(6'b00_10_00), .POST(0), .USES(4'b0101), .SLOTS(M),
+            .SELECT(1), .SLOTS(M), .USES(4'b0101),
             .IN_W(IN_W), .TAU(TAU), .W_W(W_W), .ATTN_W(ATTN_W), .ACC_W(ACC_W),
             .Q_SHIFT(Q_SHIFT), .QK_W(QK_W), .V_SHIFT(V_SHIFT), .V_W(V_W), .O_SHIFT(O_SHIFT),
             .OUT_W(OUT_W), .WQ_FILE(WQ_FILE), .WK_FILE(WK_FILE), .WV_FILE(WV_FILE),
             .WO_FILE(WO_FILE)
         ) u_select (
             .clk(clk), .rst(rst), .start_pre(start_pre), .start_post(start_post),
-            .busy(s_busy), .finishing(s_fin),
+            .finishing(s_fin),
             .rd_tok(s_rd_tok), .rd_rc(s_rd_rc),
             // K of token t is read in step with the multiply walk's V of token t: one y port
             .x_word(x_mem[s_rd_tok*DC + s_rd_rc]), .y_word(y_mem[m_rd_tok*DC + m_rd_rc]),
@@ -248,7 +248,8 @@ module folded_attention #(
             .wr_v(s_v), .wr_z(s_z)
         );
         assign m_qk_unused = m_qk;
-        assign pre_done = (s_fin || !s_busy) && (m_fin || !m_busy);
+        // the select walk ends last: (M LEN_K + the Q tokens left) slots, against V's M LEN_K
+        assign pre_done = s_fin;
     end else begin : g_one_walk  // vanilla: K and Q from the multiply walk too
         assign {qk_valid, qk_pass, qk_tok, qk_lane, qk_blk, qk_cc, qk_code} =
             {m_valid, m_pass, m_tok, m_lane, m_blk, m_cc, m_qk};

@@ -12,11 +12,14 @@
 //            PE = SIMD / 2 and LEN_Q <= LEN_K, K and Q take exactly V's cycles (docs/folded.md,
 //            "Two projection walks").
 //
-// Per pass (p, tokens T = LEN_K for K and V, LEN_Q for Q and O): for each token, each column
-// chunk (DIM / COLS of them: cc SIMD-wide chunks of M = SIMD / COLS pieces sub), each row chunk
-// rc (DC = DIM / SIMD): one tile, rows rc*SIMD.., columns (cc*M + sub)*COLS.. (the ROM word
-// (cc*M + sub)*DC + rc, written by rtl_sim/folded.py weight_tiles). Then one cycle drains
-// the pipeline. A pass takes T * DC * (DIM / COLS) + 1 cycles; `finishing` is high in the drain cycle of the phase's last pass.
+// A multiply walk (SELECT = 0) runs its passes PRE (N_PRE of them) on start_pre and O (if POST)
+// on start_post. Per pass (tokens T = LEN_K for K and V, LEN_Q for Q and O): for each token,
+// each column chunk (DIM / COLS of them: cc SIMD-wide chunks of M = SIMD / COLS pieces sub),
+// each row chunk rc (DC = DIM / SIMD): one tile, rows rc*SIMD.., columns (cc*M + sub)*COLS..
+// (the ROM word (cc*M + sub)*DC + rc, written by rtl_sim/folded.py weight_tiles). Then one
+// cycle drains the pipeline. A pass takes T * DC * (DIM / COLS) + 1 cycles. The select walk
+// (SELECT = 1) has its own order (g_interleave) and one drain cycle at the end. `finishing`
+// is high in the drain cycle that ends the phase.
 //
 // Stage 0: the counters address the ROMs (synchronous read, block RAM). Stage 1 (p1_*): the
 // token chunk at (rd_tok, rd_rc) comes in from the engine's memories, the tile's partial sums
@@ -37,13 +40,14 @@ module folded_proj_walk #(
     parameter int LEN_Q   = 2,
     parameter int LEN_K   = 4,
     parameter int LANES   = 2,    // the engine's key banks (key j in bank j mod LANES)
-    parameter int SELECT  = 0,    // 1: E-ATT's select walk (K, Q); 0: a multiply walk
-    parameter int N_PRE   = 3,    // passes before attention
+    parameter int SELECT  = 0,    // 1: E-ATT's select walk (K, Q; g_interleave); 0: a multiply
+                                  // walk (its PRE passes, then O if POST; g_passes)
+    parameter int N_PRE   = 3,    // multiply walk: passes before attention
     parameter logic [5:0] PRE = 6'b10_01_00,  // those passes, 2 bits each, first at [1:0]
-    parameter int POST    = 1,    // 1: the O pass after attention
+    parameter int POST    = 1,    // multiply walk: 1: the O pass after attention
+    parameter int SLOTS   = 1,    // select walk: the multiply walk beside it is SLOTS times
+                                  // narrower (slots of DC x DC tiles per key token)
     parameter logic [3:0] USES = 4'b1111,  // bit p: pass p is walked (its ROM is read)
-    parameter int SLOTS   = 0,    // > 0: E-ATT's select walk (K, Q) interleaved beside a multiply
-                                  // walk SLOTS times narrower (g_interleave); 0: PRE, POST in turn
     parameter int IN_W    = 8,
     parameter int TAU     = 16,
     parameter int W_W     = 8,
@@ -73,8 +77,7 @@ module folded_proj_walk #(
     input  wire logic                     rst,
     input  wire logic                     start_pre,   // begin the passes before attention
     input  wire logic                     start_post,  // begin the O pass
-    output logic                          busy,
-    output logic                          finishing,   // the drain cycle of the phase's last pass
+    output logic                          finishing,   // the drain cycle that ends the phase
 
     // the token chunk stage 1 reads (x for Q, y for K and V, the attention output for O)
     output logic      [TOK_CW-1:0]        rd_tok,
@@ -113,7 +116,6 @@ module folded_proj_walk #(
     logic [DC_CW-1:0]   cc, rc;
     logic [M_CW-1:0]    sub;
 
-    assign busy = (wstate != W_IDLE);
 
     // -- the weight ROMs (synchronous reads) ------------------------------------------------------
     logic [SIMD*COLS*W_W-1:0] w_word;  // the tile of stage 1's pass
@@ -212,7 +214,7 @@ module folded_proj_walk #(
         end
     end
 
-    if (SLOTS == 0) begin : g_passes
+    if (SELECT == 0) begin : g_passes
         // -- control: the passes in turn; in each, rc fastest, then sub, then cc, then the
         // token; one drain cycle per pass
         logic last_tile;

@@ -144,6 +144,12 @@ class FoldedTB:
         frame = await self.sink.recv()
         return unpack_beats(list(frame.tdata), self.simd, self.p["OUT_W"])
 
+    async def stream(self, count: int) -> list[list[int]]:
+        """The first `count` vectors sent back to back; their outputs in order."""
+        for i in range(count):
+            await self.source.send(self.frame(i))
+        return [await self.receive() for _ in range(count)]
+
 
 def _pauses(seed: int, busy: float):
     rng = random.Random(seed)
@@ -157,10 +163,7 @@ async def test_stream(dut):
     tb = FoldedTB(dut, job)
     await tb.start()
     n = len(tb.x)
-    for i in range(n):
-        await tb.source.send(tb.frame(i))
-    got = [await tb.receive() for _ in range(n)]
-    np.save(job["got"], np.asarray(got, dtype=np.int64))
+    np.save(job["got"], np.asarray(await tb.stream(n), dtype=np.int64))
     firsts_in, firsts_out = tb.in_cycles, tb.out_cycles
     latencies = {b - a for a, b in zip(firsts_in, firsts_out, strict=True)}
     iis = {b - a for a, b in zip(firsts_in, firsts_in[1:], strict=False)}
@@ -187,10 +190,7 @@ async def test_stalls(dut):
     tb.source.set_pause_generator(_pauses(job["seed"], 0.3))
     tb.sink.set_pause_generator(_pauses(job["seed"] + 1, 0.3))
     await tb.start()
-    count = job["bubble_vectors"]
-    for i in range(count):
-        await tb.source.send(tb.frame(i))
-    got = [await tb.receive() for _ in range(count)]
+    got = await tb.stream(job["bubble_vectors"])
     np.save(job["got_bubbles"], np.asarray(got, dtype=np.int64))
 
 
