@@ -279,6 +279,19 @@ def cmd_hls(args) -> int:
         if not (math.isfinite(args.clock) and args.clock > 0):
             raise CommandError(f"--clock: must be a period in ns > 0, got {args.clock}")
         kwargs["clock_ns"] = args.clock
+    if args.reuse_factor is not None:
+        if args.reuse_factor < 1:
+            raise CommandError(f"--reuse-factor: must be >= 1, got {args.reuse_factor}")
+        kwargs["reuse_factor"] = args.reuse_factor
+    folding = {
+        k: v
+        for k, v in (("lanes", args.lanes), ("simd", args.simd), ("pe", args.pe))
+        if v is not None
+    }
+    if folding:
+        kwargs["folding"] = folding
+    if args.io_type != "io_parallel":
+        kwargs["io_type"] = args.io_type
     try:
         result = write_project(source, args.output, **kwargs)
     except BuildError as err:  # g++ failed on the project: its output is above
@@ -299,6 +312,15 @@ def cmd_hls(args) -> int:
         ]
         if c.get("first_mismatch"):
             lines.append(f"  first mismatch: {c['first_mismatch']}")
+        if r.get("folding"):
+            f, it = r["folding"], r["iterations"]
+            lines.append(
+                f"folded ({r['io_type']}): lanes {f['lanes']}, simd {f['simd']}, pe {f['pe']} ("
+                + (f"reuse_factor {r['reuse_factor']}" if r["reuse_factor"] > 1 else "given")
+                + f"): {it['total']:,} cycles per call "
+                f"(pipelined-loop iterations; counted in C simulation: "
+                f"{c['iterations_per_call']:,.0f})"
+            )
         lines.append("  result: " + ("PASS" if r["ok"] else "FAIL"))
         return "\n".join(lines)
 
@@ -770,6 +792,30 @@ def _add_core_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
+def _add_folding_args(p: argparse.ArgumentParser) -> None:
+    """--lanes/--simd/--pe: the folded engine's parallelism (docs/folded.md), for eatt rtl
+    --level folded and eatt hls (the folded hls4ml layer)."""
+    p.add_argument(
+        "--lanes",
+        type=int,
+        metavar="P",
+        help="folded: keys scored per cycle (divides len_k; default up to 4)",
+    )
+    p.add_argument(
+        "--simd",
+        type=int,
+        metavar="S",
+        help="folded: features per cycle (divides d_head = dim / heads; default up to 4)",
+    )
+    p.add_argument(
+        "--pe",
+        type=int,
+        metavar="N",
+        help="folded E-ATT: V and O columns per cycle (divides simd; default simd): the "
+        "multiply tile, beside the select tile that computes Q and K at the same time",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="eatt", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -834,6 +880,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--inputs", metavar="ACTS.npz", help="check on these captured vectors (eatt capture)"
     )
+    p.add_argument(
+        "--reuse-factor",
+        type=int,
+        metavar="R",
+        help="fold the layer to at most R cycles per call (hls4ml's ReuseFactor; default: the "
+        "config's reuse_factor, 1 = unrolled; docs/hls.md)",
+    )
+    _add_folding_args(p)
+    p.add_argument(
+        "--io-type",
+        choices=["io_parallel", "io_stream"],
+        default="io_parallel",
+        help="hls4ml's io type: io_stream (the folded layer) takes and gives one token a beat "
+        "on AXI4-Stream ports (default io_parallel)",
+    )
     p.set_defaults(func=cmd_hls)
 
     p = sub.add_parser("rtl", help="generate the core's RTL (SystemVerilog) and metadata.json")
@@ -849,25 +910,7 @@ def build_parser() -> argparse.ArgumentParser:
         "folded (docs/folded.md) (default: folded where the config's reuse_factor > 1, else "
         "alignment; kind window: ignored)",
     )
-    p.add_argument(
-        "--lanes",
-        type=int,
-        metavar="P",
-        help="folded: keys scored per cycle (divides len_k; default up to 4)",
-    )
-    p.add_argument(
-        "--simd",
-        type=int,
-        metavar="S",
-        help="folded: features per cycle (divides d_head = dim / heads; default up to 4)",
-    )
-    p.add_argument(
-        "--pe",
-        type=int,
-        metavar="N",
-        help="folded E-ATT: V and O columns per cycle (divides simd; default simd): the "
-        "multiply tile, beside the select tile that computes Q and K at the same time",
-    )
+    _add_folding_args(p)
     p.add_argument(
         "--adder-levels",
         type=int,

@@ -195,12 +195,15 @@ def _stage_hls(cfg, weights, spec, work, metrics) -> dict:
     from eatt.hls.project import write_project  # hls4ml
 
     given = spec.get("inputs")
+    # a folded point's project is the folded layer, folded as its RTL (eatt.hls.folding)
+    folded = spec.get("level") == "folded"
     r = write_project(
         (cfg, weights),
         work / "hls",
         backend=spec.get("backend") or "vitis",
         vectors=spec["vectors"],
         inputs=given["path"] if given else None,
+        folding=(spec.get("folding") or {}) if folded else None,
     )
     csim = r.get("csim") or {}
     metrics["hls_mismatches"] = csim.get("mismatches")

@@ -21,8 +21,10 @@ from dataclasses import fields
 from hls4ml.backends.template import FunctionCallTemplate, LayerConfigTemplate
 
 from eatt.config import CoreConfig
+from eatt.hls.folding import FOLDED_HEADER
 from eatt.hls.layers import (
     CONFIG_ATTR,
+    FOLDING_ATTRS,
     INT_ATTRS,
     TABLE_NAMES,
     WEIGHT_NAMES,
@@ -127,6 +129,14 @@ function_template = (
     "nnet::attention_core_{kind}<{x_t}, {y_t}, {output_t}, {config}>"
     "({x}, {y}, {output}, {wq}, {wk}, {wv}, {wo}, {exp_table}, {recip_table});"
 )
+#: the folded layer (lanes > 0; templates/nnet_folded_attention.h; CONFIG_T::eatt picks the kind):
+#: the length and offset of the call after X and Y always (an input the core does not take hides
+#: nothing and is ignored); io_stream: folded_attention_stream, each mask read from its stream
+folded_function_template = (
+    "nnet::folded_attention{stream}<{x_t}, {y_t}, {output_t}, {config}>"
+    "({x}, {y}, {length}, {offset}, {output}, {wq}, {wk}, {wv}, {wo}, {exp_table}, "
+    "{recip_table});"
+)
 #: a core with masks: the length and offset of the call after X and Y (templates/
 #: nnet_attention_core.h attention_core_{kind}_masked)
 masked_function_template = (
@@ -134,6 +144,24 @@ masked_function_template = (
     "({x}, {y}, {length}, {offset}, {output}, {wq}, {wk}, {wv}, {wo}, {exp_table}, "
     "{recip_table});"
 )
+
+
+def folded_constants(node) -> dict[str, int]:
+    """The folded layer's CONFIG_T constants: lanes, simd, pe and what the header derives from
+    them (templates/nnet_folded_attention.h: tiles = DC^2, pair_steps = M DC^2, the words of a
+    select and a multiply tile), written as numbers so the E-ATT select path needs no `*`."""
+    lanes, simd, pe = (int(node.get_attr(name)) for name in FOLDING_ATTRS)
+    dc = int(node.get_attr("dim")) // simd
+    return {
+        "eatt": int(node.get_attr("kind") == "eatt"),
+        "lanes": lanes,
+        "simd": simd,
+        "pe": pe,
+        "tiles": dc * dc,
+        "pair_steps": simd // pe * dc * dc,
+        "select_words": simd * simd,
+        "multiply_words": simd * pe,
+    }
 
 
 class AttentionCoreConfigTemplate(LayerConfigTemplate):
@@ -159,6 +187,13 @@ class AttentionCoreConfigTemplate(LayerConfigTemplate):
                 for name, width in mask_widths(params["len_k"]).items()
             ]
             params["typedefs"] += "\n" + "\n".join(lines)
+        if node.get_attr("lanes", 0):  # the folded layer's parameters
+            params["typedefs"] += "\n" + "\n".join(
+                f"    static const {'bool' if name == 'eatt' else 'unsigned'} {name} = "
+                + (str(bool(value)).lower() if name == "eatt" else str(value))
+                + ";"
+                for name, value in folded_constants(node).items()
+            )
         params["esum_bits"] = widths["esum_t"][1]
         params["v_min"] = -(2 ** (params["v_bits"] - 1))
         params["v_max"] = 2 ** (params["v_bits"] - 1) - 1
@@ -171,7 +206,7 @@ class AttentionCoreConfigTemplate(LayerConfigTemplate):
 
 class AttentionCoreFunctionTemplate(FunctionCallTemplate):
     def __init__(self):
-        super().__init__(AttentionCore, include_header=[HEADER])
+        super().__init__(AttentionCore, include_header=[HEADER, FOLDED_HEADER])
         self.template = function_template
 
     def format(self, node):
@@ -190,15 +225,20 @@ class AttentionCoreFunctionTemplate(FunctionCallTemplate):
         for name in (*WEIGHT_NAMES, *TABLE_NAMES):
             params[name] = node.get_weights(name).name
         masks = node.get_attr("mask_inputs") or []
-        if not masks:
+        folded = bool(node.get_attr("lanes", 0))
+        if not masks and not folded:
             return self.template.format(**params)
         # each mask input's one value; one the core does not take hides nothing (ignored)
         config = params["config"]
         params["length"] = f"{config}::len_k"
         params["offset"] = f"{config}::len_k - 1"
+        stream = node.model.config.get_config_value("IOType") == "io_stream"
         for mask, name in zip(masks, node.inputs[2:], strict=True):
-            params[mask] = node.get_input_variable(name).name + "[0]"
-        return masked_function_template.format(**params)
+            var = node.get_input_variable(name).name
+            params[mask] = f"nnet::folded_mask_read({var})" if stream else var + "[0]"
+        if not folded:
+            return masked_function_template.format(**params)
+        return folded_function_template.format(**params, stream="_stream" if stream else "")
 
 
 # -- the windowed cross-attention unit ------------------------------------------------------------

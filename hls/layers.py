@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 from hls4ml.model.attributes import Attribute, ChoiceAttribute, WeightAttribute
 from hls4ml.model.layers import Layer
 from hls4ml.model.types import FixedPrecisionType, IntegerPrecisionType
@@ -32,6 +33,7 @@ from hls4ml.model.types import FixedPrecisionType, IntegerPrecisionType
 from eatt.config import CoreConfig
 from eatt.quant.golden import derive_formats
 from eatt.quant.window import WindowFormats, derive_window_formats
+from eatt.rtl_sim.folded import weight_tiles
 
 #: integer attributes of the layer (from the AttentionCore node: config and derived formats)
 INT_ATTRS = (
@@ -62,6 +64,8 @@ INT_ATTRS = (
 WEIGHT_NAMES = ("wq", "wk", "wv", "wo")
 TABLE_NAMES = ("exp_table", "recip_table")
 KINDS = ("eatt", "vanilla")
+#: the folded layer's parameters (templates/nnet_folded_attention.h); lanes 0: unrolled
+FOLDING_ATTRS = ("lanes", "simd", "pe")
 
 
 #: the layer attribute that carries the node's config (JSON of CoreConfig.to_dict())
@@ -113,6 +117,9 @@ class AttentionCore(Layer):
         ChoiceAttribute("kind", list(KINDS), configurable=False),
         Attribute("mask_inputs", value_type=list, default=[], configurable=False),
         *[Attribute(name) for name in INT_ATTRS],
+        # the folding (eatt.hls.folding): lanes 0 is the unrolled layer; set from the layer's
+        # hls4ml config (keys Lanes, Simd, Pe) by eatt.hls.project.convert
+        *[Attribute(name, value_type=int, default=0) for name in FOLDING_ATTRS],
         *[WeightAttribute(name) for name in (*WEIGHT_NAMES, *TABLE_NAMES)],
     ]
 
@@ -131,7 +138,7 @@ class AttentionCore(Layer):
                 var_name=name + "{index}",
                 type_name=name + "{index}_t",
                 precision=IntegerPrecisionType(width=a["weight_bits"], signed=True),
-                data=self.get_attr(name + "_data"),
+                data=self._weight_data(name),
             )
         f = derive_formats(layer_config(a))
         widths = {"exp_table": f.exp_bits, "recip_table": f.recip_bits}
@@ -143,6 +150,18 @@ class AttentionCore(Layer):
                 precision=IntegerPrecisionType(width=widths[name], signed=False),
                 data=self.get_attr(name + "_data"),
             )
+
+    def _weight_data(self, name: str):
+        """A weight matrix as the layer reads it: row-major (dim x dim), or for a folded layer
+        tile by tile as the RTL's ROMs (eatt.rtl_sim.folded.weight_tiles): wq, wk in S x S
+        tiles, E-ATT's wv, wo in S x PE tiles (the multiply walk's)."""
+        data = self.get_attr(name + "_data")
+        if not self.get_attr("lanes", 0):
+            return data
+        simd, pe = self.get_attr("simd"), self.get_attr("pe")
+        cols = pe if name in ("wv", "wo") and self.get_attr("kind") == "eatt" else simd
+        dim = self.get_attr("dim")
+        return weight_tiles(np.asarray(data).reshape(dim, dim), simd, cols).ravel()
 
 
 # -- the windowed cross-attention unit (kind window) ---------------------------------------------

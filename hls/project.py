@@ -31,6 +31,7 @@ one-row memory, the widest sums, L0Drop compacted memories).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import math
 import os
@@ -48,6 +49,7 @@ import yaml
 
 from eatt.config import CoreConfig
 from eatt.hls import register
+from eatt.hls.folding import ITERATION_FORMULA, hls_iterations, resolve_folding
 from eatt.hls.handlers import ConversionError
 from eatt.outdir import check_output_dir, replaced_dir
 from eatt.progress import step
@@ -207,12 +209,20 @@ def convert(
     part: str | None = None,
     clock_ns: float = 5.0,
     reuse_factor: int = 1,
+    folding: dict | None = None,
+    io_type: str = "io_parallel",
 ):
-    """hls4ml ModelGraph of the core (not yet written): inputs typed exactly as the core's."""
+    """hls4ml ModelGraph of the core (not yet written): inputs typed exactly as the core's.
+
+    ``folding`` ({lanes, simd, pe}, eatt.hls.folding.resolve_folding) makes the layer the folded
+    core: the layer's config carries the folding, and the top is not pipelined as a whole
+    (which would unroll the folded loops) but a dataflow region whose loops pipeline.
+    ``io_type`` "io_stream" (the folded layer only): one token a beat on every port, hls4ml's
+    streams (AXI4-Stream at the top)."""
     import hls4ml
 
     register()
-    check_options(backend, part, clock_ns, reuse_factor)
+    check_options(backend, part, clock_ns, reuse_factor, io_type)
     from eatt.quant.export import core_input_names
 
     unit = unit_for(cfg)
@@ -224,6 +234,11 @@ def convert(
         "LayerName": {name: {"Precision": {"result": types[name]}} for name in inputs},
     }
     hls_config["Model"].update(model_options)
+    if folding:
+        hls_config["Model"]["PipelineStyle"] = "dataflow"
+        for node in model.graph.node:
+            if node.domain == DOMAIN and node.op_type == OP_TYPE:
+                hls_config["LayerName"][node.name] = {k.capitalize(): v for k, v in folding.items()}
     kwargs: dict[str, Any] = {"clock_period": clock_ns}
     if part:
         kwargs["part"] = part
@@ -232,7 +247,7 @@ def convert(
         output_dir=str(out_dir),
         project_name=PROJECT_NAME,
         backend=BACKENDS[backend],
-        io_type="io_parallel",
+        io_type=io_type,
         hls_config=hls_config,
         # weights as initialized C arrays, not .txt files read at run time from an absolute
         # path: the compiled library does not depend on where the project lies
@@ -466,11 +481,29 @@ def _write_tb(
             fpr.write(" ".join(repr(float(v)) for v in out) + "\n")
 
 
+def _slug(folding: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in folding.items())
+
+
+def folded_iterations(hls_model, reset: bool = False) -> int:
+    """The pipelined-loop iterations the compiled C simulation of a folded layer has counted
+    (templates/nnet_folded_attention.h eatt_folded_iterations); reset: start again at 0."""
+    fn = hls_model._top_function_lib.eatt_folded_iterations
+    fn.restype, fn.argtypes = ctypes.c_ulong, [ctypes.c_int]
+    return int(fn(1 if reset else 0))
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
-def check_options(backend: str, part: str | None, clock_ns: float, reuse_factor: int) -> None:
+#: hls4ml's io types this extension writes (io_stream: the folded layer only)
+IO_TYPES = ("io_parallel", "io_stream")
+
+
+def check_options(
+    backend: str, part: str | None, clock_ns: float, reuse_factor: int, io_type: str = "io_parallel"
+) -> None:
     """One-line ValueError naming the option (as the CLI spells it) for a value hls4ml would
     write into the project as given (a NaN or negative clock period, a part with quotes)."""
     if backend not in BACKENDS:
@@ -491,6 +524,8 @@ def check_options(backend: str, part: str | None, clock_ns: float, reuse_factor:
         )
     if not _is_int(reuse_factor) or reuse_factor < 1:
         raise ValueError(f"reuse_factor: must be an integer >= 1, got {reuse_factor!r}")
+    if io_type not in IO_TYPES:
+        raise ValueError(f"--io-type: {io_type!r} is not one of {', '.join(IO_TYPES)}")
 
 
 def _final_paths(hls_model, tmp: Path, out_dir: Path) -> None:
@@ -519,7 +554,9 @@ def write_project(
     backend: str = "vitis",
     part: str | None = None,
     clock_ns: float = 5.0,
-    reuse_factor: int = 1,
+    reuse_factor: int | None = None,
+    folding: dict | None = None,
+    io_type: str = "io_parallel",
     vectors: int = 1000,
     vector_seed: int = 1,
     tb_vectors: int = 100,
@@ -537,6 +574,12 @@ def write_project(
     the project is written (no g++, no C simulation; "csim" is None). Conversion, the g++ build
     and the C simulation report their progress on stderr (eatt.progress).
 
+    reuse_factor (default: the config's, 1 for a QONNX file) > 1, or a ``folding`` ({lanes,
+    simd, pe}, any of them), writes the folded layer (eatt.hls.folding, docs/hls.md "Folded"):
+    the result then has "folding" and "iterations" (the formula), and its "csim" the iterations
+    the C simulation counted per call ("iterations_per_call"). io_type "io_stream" writes the
+    folded layer with hls4ml's streams (one token a beat; the folded layer only).
+
     Returns {"project", "backend", "part", "clock_ns", "source", "config", "csim": {"vectors",
     "edge_vectors", "mismatches", "first_mismatch", "compile_s", "csim_s", "vectors_per_s"},
     "ok"}.
@@ -545,7 +588,7 @@ def write_project(
         raise ValueError(f"vectors: must be a non-negative integer, got {vectors!r}")
     if not _is_int(tb_vectors) or tb_vectors < 0:
         raise ValueError(f"tb_vectors: must be a non-negative integer, got {tb_vectors!r}")
-    check_options(backend, part, clock_ns, reuse_factor)
+    check_options(backend, part, clock_ns, 1 if reuse_factor is None else reuse_factor, io_type)
     out_dir = check_output_dir(out_dir, "hls4ml project", legacy=is_legacy_project)
     if compile:
         try:
@@ -555,6 +598,15 @@ def write_project(
                 f"{err}; nothing was written (compile=False writes the project alone)"
             ) from None
     model, cfg, weights, where = load_source(source, seed=seed)
+    if reuse_factor is None:
+        reuse_factor = getattr(cfg, "reuse_factor", 1)
+    folding = resolve_folding(cfg, reuse_factor, folding)
+    if io_type == "io_stream" and folding is None:
+        raise ValueError(
+            "--io-type io_stream: the folded layer's (give --reuse-factor R > 1 or "
+            "--lanes/--simd/--pe); the unrolled core is io_parallel"
+        )
+    stream = io_type == "io_stream"
     capture = None
     if inputs is not None and unit_for(cfg).name == "window":  # a windowed layer's steps
         capture = load_window_capture(inputs, cfg, vectors)
@@ -566,8 +618,11 @@ def write_project(
         vectors = min(vectors, len(capture["x"]))
     with replaced_dir(out_dir, "hls4ml project", legacy=is_legacy_project) as tmp:
         with stdout_to_stderr():
-            with step(f"hls4ml conversion of the {cfg.kind} core ({backend})"):
-                hls_model = convert(model, cfg, tmp, backend, part, clock_ns, reuse_factor)
+            what = f"the {cfg.kind} core" + (f", folded {_slug(folding)}" if folding else "")
+            with step(f"hls4ml conversion of {what} ({backend})"):
+                hls_model = convert(
+                    model, cfg, tmp, backend, part, clock_ns, reuse_factor, folding, io_type
+                )
                 reals, expected, out_frac, n_edge = check_data(
                     model, cfg, weights, vectors, vector_seed, capture
                 )
@@ -582,9 +637,14 @@ def write_project(
                             f"g++ could not build the C simulation ({err}; the compiler's "
                             "output is above on stderr); nothing was written"
                         ) from None
+                if folding:
+                    folded_iterations(hls_model, reset=True)
                 with step(f"C simulation of {len(expected)} vectors") as ran:
                     got = predict_codes(hls_model, reals, expected.shape, out_frac)
                 csim = compare(expected, got, vectors, vector_seed, capture is not None)
+                if folding:
+                    counted = folded_iterations(hls_model, reset=True)
+                    csim["iterations_per_call"] = counted / len(expected)
                 csim.update(
                     compile_s=round(built.seconds, 3),
                     csim_s=round(ran.seconds, 4),
@@ -598,11 +658,29 @@ def write_project(
             "part": hls_model.config.get_config_value("Part"),
             "clock_ns": clock_ns,
             "reuse_factor": reuse_factor,
+            "io_type": io_type,
+            "folding": folding,
+            "iterations": (
+                None
+                if folding is None
+                else {
+                    **hls_iterations(cfg, **folding, stream=stream),
+                    "formula": ITERATION_FORMULA,
+                }
+            ),
             "source": where,
             "config": cfg.to_dict(),
             "formats": _formats(cfg),
             "csim": csim,
-            "ok": csim is None or csim["mismatches"] == 0,
+            "ok": csim is None
+            or (
+                csim["mismatches"] == 0
+                and (
+                    folding is None
+                    or csim["iterations_per_call"]
+                    == hls_iterations(cfg, **folding, stream=stream)["total"]
+                )
+            ),
         }
         _write_tb(tmp, reals, expected, out_frac, n_edge, tb_vectors)
         _final_paths(hls_model, tmp, out_dir)

@@ -225,6 +225,12 @@ def test_hls_csim_on_captured_vectors(trained, tmp_path):
     export_core(cfg, weights, tmp_path / "layer.onnx")
     r = write_project(tmp_path / "layer.onnx", tmp_path / "hls", vectors=1000, inputs=acts)
     assert r["ok"] and r["csim"]["captured"] and r["csim"]["vectors"] == 120, r["csim"]
+    # the folded layer (docs/hls.md "Folded") on the same captured vectors, masks included
+    r = write_project(
+        tmp_path / "layer.onnx", tmp_path / "hls_folded", vectors=1000, inputs=acts, folding={}
+    )
+    assert r["ok"] and r["csim"]["captured"] and r["csim"]["mismatches"] == 0, r["csim"]
+    assert r["folding"] and r["csim"]["iterations_per_call"] == r["iterations"]["total"]
 
 
 @pytest.mark.rtl

@@ -101,7 +101,7 @@ def test_export_checkpoint(work):
 
 
 @pytest.mark.hls
-@pytest.mark.parametrize("source", ["config", "onnx", "window"])
+@pytest.mark.parametrize("source", ["config", "onnx", "window", "folded"])
 def test_hls(work, source):
     out = work / f"hls_{source}"
     if source == "onnx":
@@ -111,8 +111,12 @@ def test_hls(work, source):
     else:
         config = "window.yaml" if source == "window" else "tiny.yaml"
         args = ["hls", "--config", str(work / config), "-o", str(out)]
+    if source == "folded":  # README: `eatt hls --lanes P --simd S --pe N` (docs/hls.md)
+        args += ["--lanes", "3", "--simd", "2", "--pe", "1"]
     r = both_modes([*args, "--vectors", "30"], "result: PASS")
     assert r["csim"]["mismatches"] == 0
+    if source == "folded":
+        assert r["csim"]["iterations_per_call"] == r["iterations"]["total"]
 
 
 @pytest.mark.hls

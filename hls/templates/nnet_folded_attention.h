@@ -1,0 +1,613 @@
+// The folded attention core (E-ATT or dot product), bit-exact to eatt.quant.golden.GoldenCore:
+// the function of nnet_attention_core.h computed by one small datapath over many cycles, the
+// hls4ml layer of the folded engine (rtl_sim/rtl/folded_attention.sv, docs/folded.md).
+//
+// Folding parameters (CONFIG_T, chosen by the layer's ReuseFactor, docs/hls.md "Folded"):
+//   lanes  keys scored per cycle (divides len_k)              KB = len_k / lanes
+//   simd   features consumed per cycle (divides d_head)       DC = dim / simd, HC = d_head / simd
+//   pe     E-ATT: V and O columns per cycle (divides simd)    M = simd / pe (vanilla: pe = simd)
+// and constants the generated config derives from them: tiles = DC^2, pair_steps = M DC^2,
+// select_words = S S, multiply_words = S PE (a tile's weights on each walk).
+//
+// Every loop that does work carries `PIPELINE II=1` and unrolls only the lanes / simd / pe
+// loops inside it, so one iteration is one cycle of a datapath of fixed size, and a call takes
+// (the trip counts, eatt.hls.folding.hls_iterations; the RTL engine's phases):
+//   load        (len_q + len_k) DC              the codes of X and Y, S features a cycle
+//   projections vanilla: (2 len_k + len_q) DC^2 before attention, len_q DC^2 after (O)
+//               E-ATT: M len_k DC^2 + max(0, len_q - (M - 1) len_k) DC^2 before, M len_q DC^2
+//               after: a select walk (S x S tiles, additions only) for K and Q beside a
+//               multiply walk (S x PE tiles) for V, as the RTL's two walks
+//   attention   len_q heads (KB HC + KB + HC KB)   scores, exp, numerators
+// A C simulation counts the iterations (folded_attention_iterations, not under __SYNTHESIS__),
+// which the tests compare with the formula.
+//
+// Weights come tile by tile, as the RTL's ROMs (eatt.rtl_sim.folded.weight_tiles): tile (row
+// chunk rc, column chunk cc) at word cc DC + rc holds w[rc S + r][cc COLS + c] at field
+// r COLS + c. `ARRAY_RESHAPE cyclic factor = S COLS` makes one word of each tile.
+//
+// The E-ATT select walk (folded_select_tile) and score lanes (folded_l1_lanes) hold no
+// multiplication (tests/test_hls_folded.py scans them).
+
+#ifndef NNET_FOLDED_ATTENTION_H_
+#define NNET_FOLDED_ATTENTION_H_
+
+#include "ap_fixed.h"
+#include "ap_int.h"
+#include "hls_stream.h"
+#include "nnet_attention_core.h"
+#include "nnet_common.h"
+#include "nnet_types.h"
+
+namespace nnet {
+
+#ifndef __SYNTHESIS__
+// pipelined-loop iterations of every call so far (one II=1 iteration is one cycle)
+inline unsigned long &folded_iteration_count() {
+    static unsigned long count = 0;
+    return count;
+}
+#define FOLDED_CYCLE() (folded_iteration_count()++)
+#else
+#define FOLDED_CYCLE()
+#endif
+
+// -- one S x COLS tile: S input features of one token, COLS output columns --------------------
+// select walk (E-ATT Q, K): each set bit adds its weight row's COLS entries. Additions only.
+template <class acc_T, class w_T, unsigned S, unsigned COLS>
+void folded_select_tile(const bool bits[S], const w_T tile[S * COLS], acc_T acc[COLS]) {
+    #pragma HLS INLINE
+SelTileCol:
+    for (unsigned c = 0; c < COLS; c++) {
+        #pragma HLS UNROLL
+        unsigned f = c;
+    SelTileRow:
+        for (unsigned r = 0; r < S; r++) {
+            #pragma HLS UNROLL
+            if (bits[r]) acc[c] += tile[f];
+            f += COLS;
+        }
+    }
+}
+
+// multiply walk (dot Q, K; V; O): acc[c] += sum_r a[r] w[r][c]
+template <class acc_T, class a_T, class w_T, unsigned S, unsigned COLS>
+void folded_multiply_tile(const a_T a[S], const w_T tile[S * COLS], acc_T acc[COLS]) {
+    #pragma HLS INLINE
+MulTileCol:
+    for (unsigned c = 0; c < COLS; c++) {
+        #pragma HLS UNROLL
+    MulTileRow:
+        for (unsigned r = 0; r < S; r++) {
+            #pragma HLS UNROLL
+            acc[c] += a[r] * tile[r * COLS + c];
+        }
+    }
+}
+
+// -- the score lanes: P keys, S features of one head each ------------------------------------
+// E-ATT: acc[l] -= |q - k_l| (Eq. 10), subtract, absolute value, accumulate. Additions only.
+template <typename CONFIG_T>
+void folded_l1_lanes(const typename CONFIG_T::qk_t q[CONFIG_T::simd],
+                     const typename CONFIG_T::qk_t k[CONFIG_T::lanes][CONFIG_T::simd],
+                     typename CONFIG_T::score_t acc[CONFIG_T::lanes]) {
+    #pragma HLS INLINE
+L1Lane:
+    for (unsigned l = 0; l < CONFIG_T::lanes; l++) {
+        #pragma HLS UNROLL
+    L1Feature:
+        for (unsigned s = 0; s < CONFIG_T::simd; s++) {
+            #pragma HLS UNROLL
+            typename CONFIG_T::diff_t t = q[s] - k[l][s];
+            if (t < 0) {
+                acc[l] += t;
+            } else {
+                acc[l] -= t;
+            }
+        }
+    }
+}
+
+// dot product: acc[l] += q . k_l
+template <typename CONFIG_T>
+void folded_dot_lanes(const typename CONFIG_T::qk_t q[CONFIG_T::simd],
+                      const typename CONFIG_T::qk_t k[CONFIG_T::lanes][CONFIG_T::simd],
+                      typename CONFIG_T::score_t acc[CONFIG_T::lanes]) {
+    #pragma HLS INLINE
+DotLane:
+    for (unsigned l = 0; l < CONFIG_T::lanes; l++) {
+        #pragma HLS UNROLL
+    DotFeature:
+        for (unsigned s = 0; s < CONFIG_T::simd; s++) {
+            #pragma HLS UNROLL
+            acc[l] += q[s] * k[l][s];
+        }
+    }
+}
+
+// -- load: the codes of X (len_q tokens) and Y (len_k tokens), S features a cycle ------------
+template <class data_T, typename CONFIG_T, unsigned N_ROWS>
+void folded_load(data_T data[N_ROWS * CONFIG_T::dim],
+                 typename CONFIG_T::in_code_t codes[N_ROWS][CONFIG_T::dim]) {
+    #pragma HLS INLINE
+LoadRow:
+    for (unsigned i = 0; i < N_ROWS; i++) {
+    LoadChunk:
+        for (unsigned c = 0; c < CONFIG_T::dim / CONFIG_T::simd; c++) {
+            #pragma HLS PIPELINE II=1
+            FOLDED_CYCLE();
+        LoadFeature:
+            for (unsigned s = 0; s < CONFIG_T::simd; s++) {
+                #pragma HLS UNROLL
+                unsigned d = c * CONFIG_T::simd + s;
+                typename CONFIG_T::in_fixed_t real = data[i * CONFIG_T::dim + d];
+                codes[i][d].range() = real.range();  // exact: data_T is the input grid
+            }
+        }
+    }
+}
+
+// -- one projection step of a walk: one tile of one token ----------------------------------------
+// rbase: the tile's first input feature (row chunk rc x S); tile: its S x COLS weights. Index
+// arithmetic is running counters in the callers, so the select path holds no `*` at all.
+// select: acc += the tile's rows picked by the token's bits rbase .. rbase + S - 1 (Eq. 4, 6-9)
+template <typename CONFIG_T, class w_T>
+void folded_select_step(const typename CONFIG_T::in_code_t token[CONFIG_T::dim],
+                        const w_T tile[CONFIG_T::select_words], unsigned rbase,
+                        typename CONFIG_T::qacc_t acc[CONFIG_T::simd]) {
+    #pragma HLS INLINE
+    bool bits[CONFIG_T::simd];
+    #pragma HLS ARRAY_PARTITION variable=bits complete
+SelBits:
+    for (unsigned r = 0; r < CONFIG_T::simd; r++) {
+        #pragma HLS UNROLL
+        bits[r] = token[rbase + r] > CONFIG_T::tau_int;  // Eq. 4 (strict)
+    }
+    folded_select_tile<typename CONFIG_T::qacc_t, w_T, CONFIG_T::simd, CONFIG_T::simd>(bits, tile,
+                                                                                      acc);
+}
+
+// multiply: acc += token[rbase .. rbase + S - 1] x the tile's COLS columns
+template <typename CONFIG_T, unsigned COLS, class a_T, class w_T, class acc_T>
+void folded_multiply_step(const a_T token[CONFIG_T::dim], const w_T *tile, unsigned rbase,
+                          acc_T acc[COLS]) {
+    #pragma HLS INLINE
+    a_T a[CONFIG_T::simd];
+    #pragma HLS ARRAY_PARTITION variable=a complete
+MulIn:
+    for (unsigned r = 0; r < CONFIG_T::simd; r++) {
+        #pragma HLS UNROLL
+        a[r] = token[rbase + r];
+    }
+    folded_multiply_tile<acc_T, a_T, w_T, CONFIG_T::simd, COLS>(a, tile, acc);
+}
+
+// -- a whole projection of N_ROWS tokens on the multiply walk: out = (in W) >> SHIFT ----------
+// S x COLS tiles, DC row chunks x dim / COLS column chunks a token, one tile a cycle
+template <typename CONFIG_T, unsigned N_ROWS, unsigned COLS, unsigned SHIFT, class a_T, class w_T,
+          class acc_T, class out_T>
+void folded_multiply_project(a_T in[N_ROWS][CONFIG_T::dim], const w_T w[CONFIG_T::dim * CONFIG_T::dim],
+                             out_T out[N_ROWS][CONFIG_T::dim]) {
+    #pragma HLS INLINE
+    const unsigned DC = CONFIG_T::dim / CONFIG_T::simd;
+    acc_T acc[COLS];
+    #pragma HLS ARRAY_PARTITION variable=acc complete
+MulProjToken:
+    for (unsigned t = 0; t < N_ROWS; t++) {
+        unsigned word = 0;  // tile (rc, cc) is word cc DC + rc: rc inner, so a running count
+        unsigned rbase = 0;
+    MulProjCol:
+        for (unsigned col = 0; col < CONFIG_T::dim; col += COLS) {
+        MulProjRow:
+            for (unsigned rc = 0; rc < DC; rc++) {
+                #pragma HLS PIPELINE II=1
+                FOLDED_CYCLE();
+                if (rc == 0) {
+                    for (unsigned c = 0; c < COLS; c++) acc[c] = 0;
+                    rbase = 0;
+                }
+                folded_multiply_step<CONFIG_T, COLS, a_T, w_T, acc_T>(in[t], &w[word], rbase, acc);
+                if (rc == DC - 1) {
+                    for (unsigned c = 0; c < COLS; c++) out[t][col + c] = acc[c] >> SHIFT;
+                }
+                word += CONFIG_T::simd * COLS;
+                rbase += CONFIG_T::simd;
+            }
+        }
+    }
+}
+
+// E-ATT before attention: the two walks at once (the RTL's interleave). Per key token j, the
+// multiply walk takes M DC^2 cycles for V_j (S x PE tiles); the select walk does K_j in the
+// first DC^2 of them (slot 0) and one Q token in each other slot of DC^2 (Q token
+// j (M - 1) + slot - 1, while there is one); the Q tokens left follow. Running counters only.
+template <typename CONFIG_T>
+void folded_eatt_project(typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim],
+                         typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim],
+                         const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
+                         const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+                         const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
+                         typename CONFIG_T::qk_t q[CONFIG_T::len_q][CONFIG_T::dim],
+                         typename CONFIG_T::qk_t k[CONFIG_T::len_k][CONFIG_T::dim],
+                         typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim]) {
+    #pragma HLS INLINE
+    const unsigned S = CONFIG_T::simd, PE = CONFIG_T::pe, DC = CONFIG_T::dim / CONFIG_T::simd;
+    const unsigned M = CONFIG_T::simd / CONFIG_T::pe, T = CONFIG_T::tiles;
+    typename CONFIG_T::qacc_t sacc[S];
+    typename CONFIG_T::vacc_t vacc[PE];
+    #pragma HLS ARRAY_PARTITION variable=sacc complete
+    #pragma HLS ARRAY_PARTITION variable=vacc complete
+    unsigned qbase = 0;  // j (M - 1): the first Q token of key token j's slots
+PairToken:
+    for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
+        unsigned rc = 0, rbase = 0;              // row chunk of both walks, its first feature
+        unsigned vword = 0, vcol = 0;            // multiply walk: tile word, first column
+        unsigned slot = 0, step = 0, sword = 0;  // select walk: slot, tile in it, tile word
+        unsigned scol = 0;                       // select walk: first column
+    PairStep:
+        for (unsigned t = 0; t < CONFIG_T::pair_steps; t++) {
+            #pragma HLS PIPELINE II=1
+            FOLDED_CYCLE();
+            // multiply walk: V_j
+            if (rc == 0) {
+                for (unsigned c = 0; c < PE; c++) vacc[c] = 0;
+            }
+            folded_multiply_step<CONFIG_T, PE>(yc[j], &wv[vword], rbase, vacc);
+            if (rc == DC - 1) {
+                for (unsigned c = 0; c < PE; c++) v[j][vcol + c] = vacc[c] >> CONFIG_T::v_shift;
+            }
+            // select walk: K_j in slot 0, a Q token in the others
+            bool key = slot == 0;
+            unsigned qi = qbase + slot - 1;
+            if (key || qi < CONFIG_T::len_q) {
+                if (rc == 0) {
+                    for (unsigned c = 0; c < S; c++) sacc[c] = 0;
+                }
+                if (key) {
+                    folded_select_step<CONFIG_T>(yc[j], &wk[sword], rbase, sacc);
+                } else {
+                    folded_select_step<CONFIG_T>(xc[qi], &wq[sword], rbase, sacc);
+                }
+                if (rc == DC - 1) {
+                    for (unsigned c = 0; c < S; c++) {
+                        if (key) {
+                            k[j][scol + c] = sacc[c] >> CONFIG_T::q_shift;
+                        } else {
+                            q[qi][scol + c] = sacc[c] >> CONFIG_T::q_shift;
+                        }
+                    }
+                }
+            }
+            // the counters
+            vword += CONFIG_T::multiply_words;
+            sword += CONFIG_T::select_words;
+            if (rc == DC - 1) {
+                rc = 0;
+                rbase = 0;
+                vcol += PE;
+                scol += S;
+            } else {
+                rc++;
+                rbase += S;
+            }
+            if (step == T - 1) {
+                step = 0;
+                slot++;
+                sword = 0;
+                scol = 0;
+            } else {
+                step++;
+            }
+        }
+        qbase += M - 1;
+    }
+RestToken:
+    for (unsigned i = qbase; i < CONFIG_T::len_q; i++) {
+        unsigned rc = 0, rbase = 0, sword = 0, scol = 0;
+    RestStep:
+        for (unsigned t = 0; t < T; t++) {
+            #pragma HLS PIPELINE II=1
+            FOLDED_CYCLE();
+            if (rc == 0) {
+                for (unsigned c = 0; c < S; c++) sacc[c] = 0;
+            }
+            folded_select_step<CONFIG_T>(xc[i], &wq[sword], rbase, sacc);
+            if (rc == DC - 1) {
+                for (unsigned c = 0; c < S; c++) q[i][scol + c] = sacc[c] >> CONFIG_T::q_shift;
+            }
+            sword += CONFIG_T::select_words;
+            if (rc == DC - 1) {
+                rc = 0;
+                rbase = 0;
+                scol += S;
+            } else {
+                rc++;
+                rbase += S;
+            }
+        }
+    }
+}
+
+// -- attention of one query and head: scores, exp, numerators ---------------------------------
+// Scores: KB x HC cycles (P keys, S features each), the running max over the visible keys;
+// exp: KB cycles (P table lookups, the sum E); the reciprocal of E; numerators: HC x KB cycles
+// (S features x P keys), S outputs normalized when the last key chunk is in.
+template <typename CONFIG_T, bool EATT>
+void folded_attend(unsigned i, unsigned h, typename CONFIG_T::qk_t q[CONFIG_T::len_q][CONFIG_T::dim],
+                   typename CONFIG_T::qk_t k[CONFIG_T::len_k][CONFIG_T::dim],
+                   typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim], unsigned length,
+                   unsigned offset,
+                   const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
+                   const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
+                   typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim]) {
+    #pragma HLS INLINE
+    const unsigned P = CONFIG_T::lanes, S = CONFIG_T::simd;
+    const unsigned KB = CONFIG_T::len_k / CONFIG_T::lanes, HC = CONFIG_T::d_head / CONFIG_T::simd;
+    typename CONFIG_T::score_t scores[CONFIG_T::len_k];
+    typename CONFIG_T::exp_t e[CONFIG_T::len_k];
+    bool visible[CONFIG_T::len_k];
+    #pragma HLS ARRAY_PARTITION variable=scores cyclic factor=CONFIG_T::lanes
+    #pragma HLS ARRAY_PARTITION variable=e cyclic factor=CONFIG_T::lanes
+    #pragma HLS ARRAY_PARTITION variable=visible cyclic factor=CONFIG_T::lanes
+    typename CONFIG_T::score_t sacc[P];
+    #pragma HLS ARRAY_PARTITION variable=sacc complete
+    typename CONFIG_T::score_t m = 0;
+ScoreBlock:
+    for (unsigned jb = 0; jb < KB; jb++) {
+    ScoreChunk:
+        for (unsigned c = 0; c < HC; c++) {
+            #pragma HLS PIPELINE II=1
+            FOLDED_CYCLE();
+            typename CONFIG_T::qk_t qs[S];
+            typename CONFIG_T::qk_t ks[P][S];
+            #pragma HLS ARRAY_PARTITION variable=qs complete
+            #pragma HLS ARRAY_PARTITION variable=ks complete dim=0
+            unsigned col = h * CONFIG_T::d_head + c * S;
+            for (unsigned s = 0; s < S; s++) {
+                qs[s] = q[i][col + s];
+                for (unsigned l = 0; l < P; l++) ks[l][s] = k[jb * P + l][col + s];
+            }
+            if (c == 0) {
+                for (unsigned l = 0; l < P; l++) sacc[l] = 0;
+            }
+            if (EATT) {
+                folded_l1_lanes<CONFIG_T>(qs, ks, sacc);
+            } else {
+                folded_dot_lanes<CONFIG_T>(qs, ks, sacc);
+            }
+            if (c == HC - 1) {
+                for (unsigned l = 0; l < P; l++) {
+                    unsigned j = jb * P + l;
+                    bool vis = true;  // key 0 always is (length >= 1, offset >= 0)
+                    if (CONFIG_T::key_padding && !(j < length)) vis = false;
+                    if (CONFIG_T::causal && j > i + offset) vis = false;
+                    scores[j] = sacc[l];
+                    visible[j] = vis;
+                    if (j == 0 || (vis && sacc[l] > m)) m = sacc[l];
+                }
+            }
+        }
+    }
+    typename CONFIG_T::esum_t total = 0;
+ExpBlock:
+    for (unsigned jb = 0; jb < KB; jb++) {
+        #pragma HLS PIPELINE II=1
+        FOLDED_CYCLE();
+        for (unsigned l = 0; l < P; l++) {
+            unsigned j = jb * P + l;
+            typename CONFIG_T::exp_t w = 0;
+            if (visible[j]) {
+                typename CONFIG_T::zidx_t z = m - scores[j];
+                typename CONFIG_T::zidx_t idx = z >> CONFIG_T::exp_shift;
+                if (idx < CONFIG_T::exp_table_size) w = exp_table[idx];
+            }
+            e[j] = w;
+            total += w;
+        }
+    }
+    typename CONFIG_T::recip_t r;
+    unsigned shift;
+    attention_core_reciprocal<CONFIG_T>(total, recip_table, r, shift);
+    typename CONFIG_T::numer_t nacc[S];
+    #pragma HLS ARRAY_PARTITION variable=nacc complete
+NumerChunk:
+    for (unsigned c = 0; c < HC; c++) {
+    NumerBlock:
+        for (unsigned jb = 0; jb < KB; jb++) {
+            #pragma HLS PIPELINE II=1
+            FOLDED_CYCLE();
+            unsigned col = h * CONFIG_T::d_head + c * S;
+            if (jb == 0) {
+                for (unsigned s = 0; s < S; s++) nacc[s] = 0;
+            }
+            for (unsigned s = 0; s < S; s++) {
+                for (unsigned l = 0; l < P; l++) {
+                    unsigned j = jb * P + l;
+                    nacc[s] += e[j] * v[j][col + s];
+                }
+            }
+            if (jb == KB - 1) {
+                for (unsigned s = 0; s < S; s++) {
+                    attn[i][col + s] = attention_core_normalize<CONFIG_T>(nacc[s], r, shift);
+                }
+            }
+        }
+    }
+}
+
+// -- the folded core on token memories: projections, attention, output projection -------------
+// xc: len_q x dim, yc: len_k x dim input codes; length in [1, len_k], offset in [0, len_k - 1]
+// (read only where CONFIG_T::key_padding / causal); z: len_q x dim output codes.
+template <typename CONFIG_T, bool EATT>
+void folded_attention_compute(
+    typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim],
+    typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim], unsigned length,
+    unsigned offset, const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
+    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
+    typename CONFIG_T::out_code_t z[CONFIG_T::len_q][CONFIG_T::dim]) {
+    #pragma HLS INLINE
+    const unsigned S = CONFIG_T::simd, P = CONFIG_T::lanes;
+    const unsigned COLS = EATT ? CONFIG_T::pe : CONFIG_T::simd;  // the multiply walk's columns
+    #pragma HLS ARRAY_RESHAPE variable=wq cyclic factor=CONFIG_T::select_words
+    #pragma HLS ARRAY_RESHAPE variable=wk cyclic factor=CONFIG_T::select_words
+    #pragma HLS ARRAY_RESHAPE variable=wv cyclic factor=CONFIG_T::multiply_words
+    #pragma HLS ARRAY_RESHAPE variable=wo cyclic factor=CONFIG_T::multiply_words
+    typename CONFIG_T::qk_t q[CONFIG_T::len_q][CONFIG_T::dim];
+    typename CONFIG_T::qk_t k[CONFIG_T::len_k][CONFIG_T::dim];
+    typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim];
+    typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim];
+    // token memories: S features (and P keys) of a row in one cycle
+    #pragma HLS ARRAY_PARTITION variable=q cyclic factor=S dim=2
+    #pragma HLS ARRAY_PARTITION variable=k cyclic factor=P dim=1
+    #pragma HLS ARRAY_PARTITION variable=k cyclic factor=S dim=2
+    #pragma HLS ARRAY_PARTITION variable=v cyclic factor=P dim=1
+    #pragma HLS ARRAY_PARTITION variable=v cyclic factor=S dim=2
+    #pragma HLS ARRAY_PARTITION variable=attn cyclic factor=S dim=2
+
+    if (EATT) {
+        folded_eatt_project<CONFIG_T>(xc, yc, wq, wk, wv, q, k, v);
+    } else {  // one multiply walk: K, V, then Q
+        folded_multiply_project<CONFIG_T, CONFIG_T::len_k, CONFIG_T::simd, CONFIG_T::q_shift,
+                                typename CONFIG_T::in_code_t, typename CONFIG_T::wk_t,
+                                typename CONFIG_T::qacc_t>(yc, wk, k);
+        folded_multiply_project<CONFIG_T, CONFIG_T::len_k, CONFIG_T::simd, CONFIG_T::v_shift,
+                                typename CONFIG_T::in_code_t, typename CONFIG_T::wv_t,
+                                typename CONFIG_T::vacc_t>(yc, wv, v);
+        folded_multiply_project<CONFIG_T, CONFIG_T::len_q, CONFIG_T::simd, CONFIG_T::q_shift,
+                                typename CONFIG_T::in_code_t, typename CONFIG_T::wq_t,
+                                typename CONFIG_T::qacc_t>(xc, wq, q);
+    }
+AttendQuery:
+    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
+    AttendHead:
+        for (unsigned h = 0; h < CONFIG_T::heads; h++) {
+            folded_attend<CONFIG_T, EATT>(i, h, q, k, v, length, offset, exp_table, recip_table,
+                                          attn);
+        }
+    }
+    // output projection on the multiply walk
+    folded_multiply_project<CONFIG_T, CONFIG_T::len_q, COLS, CONFIG_T::out_shift,
+                            typename CONFIG_T::v_t, typename CONFIG_T::wo_t,
+                            typename CONFIG_T::oacc_t>(attn, wo, z);
+}
+
+// -- the layers hls4ml calls (eatt.hls.handlers); CONFIG_T::eatt picks the kind ---------------
+// io_parallel: x, y, res arrays of real values (hls4ml's io_parallel ports)
+template <class x_T, class y_T, class res_T, typename CONFIG_T>
+void folded_attention(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
+                      unsigned length, unsigned offset, res_T res[CONFIG_T::len_q * CONFIG_T::dim],
+                      const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
+                      const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+                      const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
+                      const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
+                      const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
+                      const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
+    const bool EATT = CONFIG_T::eatt;
+    const unsigned COLS = EATT ? CONFIG_T::pe : CONFIG_T::simd;
+    typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
+    typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];
+    typename CONFIG_T::out_code_t z[CONFIG_T::len_q][CONFIG_T::dim];
+    #pragma HLS ARRAY_PARTITION variable=xc cyclic factor=CONFIG_T::simd dim=2
+    #pragma HLS ARRAY_PARTITION variable=yc cyclic factor=CONFIG_T::simd dim=2
+    #pragma HLS ARRAY_PARTITION variable=z cyclic factor=COLS dim=2
+    folded_load<x_T, CONFIG_T, CONFIG_T::len_q>(x, xc);
+    folded_load<y_T, CONFIG_T, CONFIG_T::len_k>(y, yc);
+    folded_attention_compute<CONFIG_T, EATT>(xc, yc, length, offset, wq, wk, wv, wo, exp_table,
+                                             recip_table, z);
+OutRow:
+    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
+    OutCol:
+        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
+            #pragma HLS UNROLL
+            typename CONFIG_T::out_fixed_t real;  // written on the <out_bits, out_frac> grid
+            real.range() = z[i][c].range();
+            res[i * CONFIG_T::dim + c] = real;
+        }
+    }
+}
+
+// -- io_stream: one token (dim values) a beat on x, y and res (hls4ml's io_stream, AXI4-Stream
+// at the top): a token's beat is read in the first of its DC load cycles, and res gets one beat
+// a cycle after the output projection (len_q more iterations than io_parallel) ---------------
+template <class data_T, typename CONFIG_T, unsigned N_ROWS>
+void folded_load_stream(hls::stream<data_T> &data,
+                        typename CONFIG_T::in_code_t codes[N_ROWS][CONFIG_T::dim]) {
+    #pragma HLS INLINE
+    data_T beat;
+LoadStreamRow:
+    for (unsigned i = 0; i < N_ROWS; i++) {
+    LoadStreamChunk:
+        for (unsigned c = 0; c < CONFIG_T::dim / CONFIG_T::simd; c++) {
+            #pragma HLS PIPELINE II=1
+            FOLDED_CYCLE();
+            if (c == 0) beat = data.read();
+        LoadStreamFeature:
+            for (unsigned s = 0; s < CONFIG_T::simd; s++) {
+                #pragma HLS UNROLL
+                unsigned d = c * CONFIG_T::simd + s;
+                typename CONFIG_T::in_fixed_t real = beat[d];
+                codes[i][d].range() = real.range();  // exact: the beat is on the input grid
+            }
+        }
+    }
+}
+
+// one value of a mask input's stream (a beat of one element)
+template <class mask_T> unsigned folded_mask_read(hls::stream<mask_T> &mask) {
+    #pragma HLS INLINE
+    mask_T beat = mask.read();
+    return beat[0].to_uint();
+}
+
+template <class x_T, class y_T, class res_T, typename CONFIG_T>
+void folded_attention_stream(
+    hls::stream<x_T> &x, hls::stream<y_T> &y, unsigned length, unsigned offset,
+    hls::stream<res_T> &res, const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
+    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
+    const bool EATT = CONFIG_T::eatt;
+    typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
+    typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];
+    typename CONFIG_T::out_code_t z[CONFIG_T::len_q][CONFIG_T::dim];
+    #pragma HLS ARRAY_PARTITION variable=xc cyclic factor=CONFIG_T::simd dim=2
+    #pragma HLS ARRAY_PARTITION variable=yc cyclic factor=CONFIG_T::simd dim=2
+    #pragma HLS ARRAY_PARTITION variable=z complete dim=2
+    folded_load_stream<x_T, CONFIG_T, CONFIG_T::len_q>(x, xc);
+    folded_load_stream<y_T, CONFIG_T, CONFIG_T::len_k>(y, yc);
+    folded_attention_compute<CONFIG_T, EATT>(xc, yc, length, offset, wq, wk, wv, wo, exp_table,
+                                             recip_table, z);
+OutStreamRow:
+    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
+        #pragma HLS PIPELINE II=1
+        FOLDED_CYCLE();
+        res_T beat;
+        PRAGMA_DATA_PACK(beat)
+    OutStreamCol:
+        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
+            #pragma HLS UNROLL
+            typename CONFIG_T::out_fixed_t real;
+            real.range() = z[i][c].range();
+            beat[c] = real;
+        }
+        res.write(beat);
+    }
+}
+
+} // namespace nnet
+
+#ifndef __SYNTHESIS__
+// the count, for the C simulation's caller (ctypes): read and reset
+extern "C" __attribute__((weak)) unsigned long eatt_folded_iterations(int reset) {
+    unsigned long n = nnet::folded_iteration_count();
+    if (reset) nnet::folded_iteration_count() = 0;
+    return n;
+}
+#endif
+
+#endif
