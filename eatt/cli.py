@@ -667,6 +667,11 @@ def cmd_flow(args) -> int:
         from eatt.model import layers  # torch
 
         if layers.is_model_checkpoint(args.checkpoint):
+            if args.reuse_factor is not None:
+                raise CommandError(
+                    "--reuse-factor: for a core's flow (a config or the layer's FILE.onnx of "
+                    "`eatt export --layer`)"
+                )
             return _flow_layer(args)
     for flag, given in (("--layer", args.layer), ("--step", args.step)):
         if given:
@@ -683,7 +688,19 @@ def cmd_flow(args) -> int:
         if args.checkpoint is None:
             raise CommandError("--inputs: give the layer's FILE.onnx (eatt export --layer)")
         load_capture(args.inputs, cfg)  # a capture of this core, before any work
-    check_rtl_size(cfg)
+    if args.reuse_factor is not None:
+        if args.reuse_factor < 1:
+            raise CommandError(f"--reuse-factor: must be >= 1, got {args.reuse_factor}")
+        if cfg.kind not in ("eatt", "vanilla"):
+            raise CommandError(f"--reuse-factor: folds kinds eatt and vanilla, not {cfg.kind}")
+        cfg = cfg.replace(reuse_factor=args.reuse_factor)
+    if getattr(cfg, "reuse_factor", 1) > 1:  # the folded engine and layer, both kinds
+        from eatt.rtl_sim.folded import folding_for_reuse
+
+        for kind in ("eatt", "vanilla"):
+            folding_for_reuse(cfg.replace(kind=kind), cfg.reuse_factor)  # one line if too few
+    else:
+        check_rtl_size(cfg)
     check_vectors(cfg, args.vectors)
     from eatt.hls.project import BuildError  # hls4ml
 
@@ -1082,6 +1099,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="random vectors per check (a layer's flow: at most this many captured vectors)",
     )
     p.add_argument("-o", "--output", default="runs/flow", metavar="DIR", help="artifacts folder")
+    p.add_argument(
+        "--reuse-factor",
+        type=int,
+        metavar="R",
+        help="fold both cores to at most R cycles per call: the folded hls4ml layer and RTL "
+        "engine (default: the config's reuse_factor; docs/folded.md)",
+    )
     p.add_argument("--no-resources", action="store_true", help="skip Yosys (slow on big cores)")
     p.add_argument("--no-window", action="store_true", help="skip the windowed attention unit")
     p.add_argument("--no-peer", action="store_true", help="a layer's flow: skip the peer core")

@@ -44,6 +44,9 @@ PEER = {"eatt": "vanilla", "vanilla": "eatt"}
 CELLS = ("LUT", "FF", "CARRY4", "DSP48E1")
 #: vectors the flow's measured-energy stage simulates on the netlist (eatt power)
 POWER_VECTORS = 100
+#: the most weights a folded core may have for the flow's measured-energy stage: eatt power
+#: bakes the weight ROMs into standard cells (a 64 x 64 core's 16k weights take minutes)
+POWER_MAX_WEIGHTS = 4 * 64 * 64
 #: what a flow folder holds (sub-folders and report files)
 UNITS = ("eatt", "vanilla", "window")
 #: sub-folders of a flow folder written before the marker (the vanilla core was "dot" then)
@@ -131,11 +134,18 @@ def run_core(
         r["export"]["check"] = export.check_export(
             onnx_path, vectors=vectors, seed=seed, inputs=inputs
         )
+    folded = cfg.reuse_factor > 1  # the folded engine and layer (docs/folded.md, docs/hls.md)
     log(f"flow [{kind}]: hls4ml project from the QONNX file, C simulation")
-    r["hls"] = write_project(onnx_path, out_dir / "hls", vectors=vectors, inputs=inputs)
+    r["hls"] = write_project(
+        onnx_path,
+        out_dir / "hls",
+        vectors=vectors,
+        inputs=inputs,
+        reuse_factor=cfg.reuse_factor,  # the file does not carry it: a hardware key
+    )
     captured = None if inputs is None else capture_inputs(inputs, cfg, vectors)
     r["rtl"], r["sim"] = {}, {}
-    for level in ("alignment", "attention"):
+    for level in ("folded",) if folded else ("alignment", "attention"):
         log(f"flow [{kind}]: RTL ({level}), Verilator + cocotb simulation")
         rtl_dir = out_dir / f"rtl_{level}"
         r["rtl"][level] = generate_rtl(cfg, weights, rtl_dir, level=level)
@@ -143,10 +153,19 @@ def run_core(
         if captured is not None:
             r["sim"][level]["captured"] = True
     if resources:
-        log(f"flow [{kind}]: Yosys synth_xilinx of the alignment RTL (minutes on big cores)")
-        r["resources"] = {"alignment": yosys(out_dir / "rtl_alignment")}
-        log(f"flow [{kind}]: measured energy of the alignment's netlist (eatt power)")
-        r["power"] = {"alignment": power_stage(out_dir / "rtl_alignment", vectors, seed, captured)}
+        level = "folded" if folded else "alignment"
+        log(f"flow [{kind}]: Yosys synth_xilinx of the {level} RTL (minutes on big cores)")
+        r["resources"] = {level: yosys(out_dir / f"rtl_{level}")}
+        log(f"flow [{kind}]: measured energy of the {level} netlist (eatt power)")
+        if folded and cfg.dim * cfg.dim * 4 > POWER_MAX_WEIGHTS:
+            skipped = (
+                f"{4 * cfg.dim * cfg.dim:,} weights would become standard cells (at most "
+                f"{POWER_MAX_WEIGHTS:,} here, docs/power.md)"
+            )
+            log(f"flow: measured energy skipped: {skipped}")
+            r["power"] = {level: {"skipped": skipped}}
+        else:
+            r["power"] = {level: power_stage(out_dir / f"rtl_{level}", vectors, seed, captured)}
     r["ok"] = bool(
         r["golden"]["ok"]
         and r["export"]["check"]["ok"]
@@ -327,17 +346,20 @@ def compare(cores: dict, core_en: dict) -> list[dict]:
                     / core_en["vanilla"][level]["energy_pj"][target],
                 }
             )
-    for level in ("alignment", "attention"):
+    for level in ("alignment", "attention", "folded"):
         add(f"{level} RTL latency (cycles)", lambda c, lv=level: c["sim"][lv]["latency_cycles"])
         add(f"{level} RTL II (cycles)", lambda c, lv=level: c["sim"][lv]["ii_cycles"])
-    for cell in CELLS:
-        add(f"alignment {cell} (Yosys xc7)", lambda c, k=cell: c["resources"]["alignment"][k])
+    add("folded HLS iterations per call", lambda c: c["hls"]["iterations"]["total"])
+    # the synthesized level: the alignment (unrolled cores) or the folded engine
+    lv = next(iter(cores.get("eatt", {}).get("resources", {})), "alignment")
+    for cell in (*CELLS, "BRAM") if lv == "folded" else CELLS:
+        add(f"{lv} {cell} (Yosys xc7)", lambda c, k=cell: c["resources"][lv][k])
     add(
-        "alignment energy, measured (pJ/call, OSU)",
-        lambda c: c["power"]["alignment"]["energy_per_call_pj"]["total"],
+        f"{lv} energy, measured (pJ/call, OSU)",
+        lambda c: c["power"][lv]["energy_per_call_pj"]["total"],
     )
-    add("alignment area (um^2, OSU 0.18)", lambda c: c["power"]["alignment"]["area_um2"])
-    add("alignment Fmax (MHz, OpenSTA)", lambda c: c["power"]["alignment"]["sta"]["fmax_mhz"])
+    add(f"{lv} area (um^2, OSU 0.18)", lambda c: c["power"][lv]["area_um2"])
+    add(f"{lv} Fmax (MHz, OpenSTA)", lambda c: c["power"][lv]["sta"]["fmax_mhz"])
     add("mismatches, all levels", lambda c: _mismatches(c))
     return rows
 
@@ -403,6 +425,13 @@ def _core_lines(c: dict) -> list[str]:
         f"{'captured' if cs.get('captured') else 'random'} + {cs['edge_vectors']} edge "
         f"vectors, {cs['mismatches']} mismatching"
     )
+    if c["hls"].get("folding"):
+        f = c["hls"]["folding"]
+        lines.append(
+            f"  folded layer: lanes {f['lanes']}, simd {f['simd']}, pe {f['pe']}: "
+            f"{c['hls']['iterations']['total']:,} iterations per call (counted: "
+            f"{cs['iterations_per_call']:,.0f})"
+        )
     for level, s in c["sim"].items():
         lines.append(
             f"RTL {level}: Verilator + cocotb, {s['vectors']} "
@@ -411,15 +440,14 @@ def _core_lines(c: dict) -> list[str]:
         )
         if s.get("first_mismatch"):
             lines.append(f"  first mismatch: {s['first_mismatch']['message']}")
-    if "resources" in c:
-        res = c["resources"]["alignment"]
-        lines.append("Yosys xc7, alignment: " + ", ".join(f"{k} {res[k]}" for k in CELLS))
-    p = c.get("power", {}).get("alignment")
+    for lv, res in c.get("resources", {}).items():
+        lines.append(f"Yosys xc7, {lv}: " + ", ".join(f"{k} {res[k]}" for k in CELLS))
+    lv, p = next(iter(c.get("power", {}).items()), ("alignment", None))
     if p and "skipped" in p:
-        lines.append(f"measured energy, alignment: skipped ({p['skipped']})")
+        lines.append(f"measured energy, {lv}: skipped ({p['skipped']})")
     elif p:
         lines.append(
-            f"measured energy, alignment ({p['liberty']}, netlist simulated on {p['vectors']} "
+            f"measured energy, {lv} ({p['liberty']}, netlist simulated on {p['vectors']} "
             f"vectors, {p['mismatches']} mismatching): {p['energy_per_call_pj']['total']:.4g} "
             f"pJ/call, {p['area_um2']:,.0f} um^2, closes at {p['sta']['fmax_mhz']:g} MHz"
         )

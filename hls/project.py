@@ -51,6 +51,7 @@ from eatt.config import CoreConfig
 from eatt.hls import register
 from eatt.hls.folding import ITERATION_FORMULA, hls_iterations, resolve_folding
 from eatt.hls.handlers import ConversionError
+from eatt.hls.layers import WEIGHT_NAMES
 from eatt.outdir import check_output_dir, replaced_dir
 from eatt.progress import step
 from eatt.quant.golden import (
@@ -280,7 +281,34 @@ def window_hls_ports(cfg: CoreConfig, inputs: list[str]) -> tuple[dict[str, str]
 
 
 def core_hls_finish(cfg: CoreConfig, hls_model) -> None:
-    """Nothing to change in a core's converted model."""
+    """A folded layer's weight types: ``ap_int<weight_bits>`` under ``__SYNTHESIS__``, and for
+    g++ (the C simulation) a plain integer of the same values (signed char, short or int).
+    A dim x dim ``ap_int`` array is initialized element by element at run time, which g++
+    compiles with -O3 into more than 10 minutes and 6 GB for each 512 x 512 matrix (the
+    paper's size); a plain array is static data, compiled in seconds. The values, and so the
+    C simulation's outputs, are the same; the synthesized ROMs stay weight_bits wide."""
+    for layer in hls_model.get_layers():
+        if layer.class_name != "AttentionCore" or not layer.get_attr("lanes", 0):
+            continue
+        names = {layer.get_weights(w).type.name for w in WEIGHT_NAMES}
+        for type_var in layer.get_layer_precision().values():
+            if type_var.name in names:
+                type_var.definition_cpp = _csim_plain_type(type_var, cfg.weight_bits)
+
+
+def _csim_plain_type(type_var, bits: int):
+    """A definition_cpp for type_var: its own typedef for synthesis, a plain integer of the
+    same signed range (bits <= 32) for the C simulation."""
+    plain = "signed char" if bits <= 8 else "short" if bits <= 16 else "int"
+    synthesis = type_var.definition_cpp()
+
+    def definition_cpp(*args, **kwargs) -> str:
+        return (
+            f"#ifdef __SYNTHESIS__\n{synthesis}#else  // C simulation (eatt.hls.project."
+            f"core_hls_finish)\ntypedef {plain} {type_var.name};\n#endif\n"
+        )
+
+    return definition_cpp
 
 
 def window_hls_finish(cfg: CoreConfig, hls_model) -> None:

@@ -45,6 +45,29 @@ def test_flow_writes_its_report(tmp_path):
     check_output_dir(out, "flow")  # a second run takes its own folder back
 
 
+@pytest.mark.rtl
+@pytest.mark.hls
+def test_a_folded_flow(tmp_path):
+    """reuse_factor > 1: both cores through the folded hls4ml layer and the folded RTL engine
+    (the unrolled levels are not built), compared in the report."""
+    cfg = CoreConfig.from_dict(
+        dict(kind="eatt", len_q=2, len_k=2, dim=4, heads=1, reuse_factor=200)
+    )
+    result = run_flow(
+        cfg, random_weights(cfg, 1), vectors=6, out_dir=tmp_path / "f", resources=False,
+        window=False,
+    )  # fmt: skip
+    assert result["ok"], format_flow(result)
+    for kind, core in result["cores"].items():
+        assert list(core["sim"]) == ["folded"] and not core["sim"]["folded"]["mismatches"], kind
+        assert core["hls"]["folding"] and core["hls"]["csim"]["mismatches"] == 0
+        assert core["hls"]["csim"]["iterations_per_call"] == core["hls"]["iterations"]["total"]
+        assert core["sim"]["folded"]["ii_cycles"] <= 200
+    metrics = [row["metric"] for row in result["comparison"]]
+    assert "folded RTL II (cycles)" in metrics and "folded HLS iterations per call" in metrics
+    assert "folded layer: lanes" in format_flow(result)
+
+
 def test_markdown_report_has_the_comparison_table():
     """report.md of a two-core result: the comparison as a Markdown table (no tools needed)."""
     rows = [

@@ -113,6 +113,10 @@ def test_folded_csim_is_bit_exact_and_takes_the_formula(projects, name):
     assert f"static const bool eatt = {str(cfg.kind == 'eatt').lower()};" in params
     meta = json.loads((project / METADATA).read_text())
     assert meta["folding"] == r["folding"] and meta["iterations"]["formula"]
+    # the weights: ap_int for synthesis, a plain integer of the same values for g++
+    defines = (project / "firmware" / "defines.h").read_text()
+    assert "#ifdef __SYNTHESIS__\ntypedef ap_int<8> wq" in defines
+    assert defines.count("typedef signed char w") == 4
 
 
 def test_the_weights_are_written_tile_by_tile(projects):

@@ -228,15 +228,19 @@ def test_sweep(work):
 @pytest.mark.rtl
 @pytest.mark.hls
 @pytest.mark.slow
-@pytest.mark.parametrize("form", ["tiny-no-window", "window"])
+@pytest.mark.parametrize("form", ["tiny-no-window", "window", "folded"])
 def test_flow(work, form):
     config = "window.yaml" if form == "window" else "tiny.yaml"
     args = ["flow", "--config", str(work / config), "-o", str(work / f"flow_{form}")]
     args += ["--vectors", "20", "--no-resources"]
     if form != "window":
         args.append("--no-window")
+    if form == "folded":  # README: `eatt flow ... --reuse-factor R` (docs/folded.md)
+        args += ["--reuse-factor", "200"]
     r = both_modes(args, "mismatches" if form != "window" else "windowed unit")
     assert r["ok"]
+    if form == "folded":
+        assert all(list(c["sim"]) == ["folded"] for c in r["cores"].values())
 
 
 @pytest.fixture(scope="module")
