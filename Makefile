@@ -17,18 +17,28 @@ $(STAMP): pyproject.toml constraints.txt
 		-c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
 
-# Debian's OpenSTA and the OSU 0.18 um standard cells (Liberty) for `eatt power`, unpacked into
-# .venv/debian with `apt-get download` + `dpkg -x` (no root, the system untouched). Where that
-# cannot work (no apt-get, no package lists) `eatt power --target asic` exits 3 naming them.
-DEBIAN_PKGS := opensta qflow-tech-osu018
+# Debian's OpenSTA and the OSU 0.18 um standard cells (Liberty) for `eatt power`, and Icarus
+# Verilog (iverilog 11: the second simulator, and eatt power's gate-level simulation), unpacked
+# into .venv/debian with `apt-get download` + `dpkg -x` (no root, the system untouched).
+# .venv/debian/bin gets iverilog and vvp wrappers that point them at their unpacked libraries
+# (-B, -M); eatt.rtl_sim.tools.use_local_icarus puts that folder on PATH where no iverilog is.
+# Where this cannot work (no apt-get, no package lists) the commands exit 3 naming the package.
+DEBIAN_PKGS := opensta qflow-tech-osu018 iverilog
 debian: $(VENV)/debian/.installed
 
 $(VENV)/debian/.installed: Makefile
-	@mkdir -p $(VENV)/debian/.deb
+	@mkdir -p $(VENV)/debian/.deb $(VENV)/debian/bin
 	@cd $(VENV)/debian/.deb && for p in $(DEBIAN_PKGS); do \
 		ls $${p}_*.deb >/dev/null 2>&1 || apt-get download -q $$p >/dev/null 2>&1 \
-		|| echo "make: apt-get download $$p failed: eatt power --target asic will say so" >&2; \
+		|| echo "make: apt-get download $$p failed: the commands that need it will say so" >&2; \
 	done; for d in *.deb; do [ -f "$$d" ] && dpkg -x "$$d" ..; done; \
+	ivl=$$(ls -d ../usr/lib/*/ivl 2>/dev/null | head -n 1); \
+	if [ -n "$$ivl" ] && [ -x ../usr/bin/iverilog ]; then \
+		ivl=$${ivl#../}; \
+		printf '#!/bin/sh\nd="$$(cd "$$(dirname "$$0")/.." && pwd)"\nexec "$$d/usr/bin/iverilog" -B"$$d/%s" "$$@"\n' "$$ivl" > ../bin/iverilog; \
+		printf '#!/bin/sh\nd="$$(cd "$$(dirname "$$0")/.." && pwd)"\nexec "$$d/usr/bin/vvp" -M"$$d/%s" "$$@"\n' "$$ivl" > ../bin/vvp; \
+		chmod +x ../bin/iverilog ../bin/vvp; \
+	fi; \
 	ls $(foreach p,$(DEBIAN_PKGS),$(p)_*.deb) >/dev/null 2>&1 && touch ../.installed || true
 
 flow: install

@@ -667,11 +667,6 @@ def cmd_flow(args) -> int:
         from eatt.model import layers  # torch
 
         if layers.is_model_checkpoint(args.checkpoint):
-            if args.reuse_factor is not None:
-                raise CommandError(
-                    "--reuse-factor: for a core's flow (a config or the layer's FILE.onnx of "
-                    "`eatt export --layer`)"
-                )
             return _flow_layer(args)
     for flag, given in (("--layer", args.layer), ("--step", args.step)):
         if given:
@@ -756,6 +751,15 @@ def _core_file(path: str) -> tuple:
     return checkpoint_core(path)
 
 
+def _flow_reuse_factor(args) -> int:
+    """--reuse-factor of eatt flow: an integer >= 1 (1 when not given)."""
+    if args.reuse_factor is None:
+        return 1
+    if args.reuse_factor < 1:
+        raise CommandError(f"--reuse-factor: must be >= 1, got {args.reuse_factor}")
+    return args.reuse_factor
+
+
 def _flow_layer(args) -> int:
     """`eatt flow CHECKPOINT --layer NAME`: a trained layer through every stage."""
     if args.config:
@@ -796,6 +800,7 @@ def _flow_layer(args) -> int:
             seed=args.seed,
             resources=not args.no_resources,
             peer=not args.no_peer,
+            reuse_factor=_flow_reuse_factor(args),
         )
     except BuildError as err:
         raise CommandError(str(err), EXIT_CHECK_FAILED) from None

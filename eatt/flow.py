@@ -349,7 +349,7 @@ def compare(cores: dict, core_en: dict) -> list[dict]:
     for level in ("alignment", "attention", "folded"):
         add(f"{level} RTL latency (cycles)", lambda c, lv=level: c["sim"][lv]["latency_cycles"])
         add(f"{level} RTL II (cycles)", lambda c, lv=level: c["sim"][lv]["ii_cycles"])
-    add("folded HLS iterations per call", lambda c: c["hls"]["iterations"]["total"])
+    add("folded HLS iterations per call", lambda c: (c["hls"].get("iterations") or {})["total"])
     # the synthesized level: the alignment (unrolled cores) or the folded engine
     lv = next(iter(cores.get("eatt", {}).get("resources", {})), "alignment")
     for cell in (*CELLS, "BRAM") if lv == "folded" else CELLS:

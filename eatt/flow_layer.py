@@ -74,8 +74,8 @@ def check_flow_size(cfg: CoreConfig, name: str, step_core: bool) -> None:
         f"--layer {name}: its unrolled core ({cfg.len_q} x {cfg.len_k} queries x keys, dim "
         f"{cfg.dim}) would be about {mb:,.1f} MB of SystemVerilog, more than the flow builds in "
         f"minutes on this machine (limit {limit:g} MB, EATT_MAX_FLOW_RTL_MB); {hint}train a "
-        "smaller model: sizes like this are for the folded engine (eatt rtl --level folded), "
-        "not the unrolled core"
+        "smaller model, or fold it with --reuse-factor R: sizes like this are for the folded "
+        "engine (eatt rtl --level folded), not the unrolled core"
     )
 
 
@@ -118,6 +118,23 @@ def peer_config(cfg: CoreConfig) -> CoreConfig:
     return cfg.replace(kind=PEER[cfg.kind])
 
 
+def check_folded_flow(cfg: CoreConfig, reuse_factor: int) -> CoreConfig:
+    """The layer's core with ``reuse_factor`` set, after checking that it folds (both kinds):
+    ValueError (one line) for a windowed layer or an R below the folded engine's fewest
+    cycles."""
+    from eatt.rtl_sim.folded import folding_for_reuse
+
+    if isinstance(cfg, WindowConfig):
+        raise ValueError(
+            "--reuse-factor: folds the attention cores (kinds eatt and vanilla); a windowed "
+            "layer is the window unit, already sequential"
+        )
+    cfg = cfg.replace(reuse_factor=reuse_factor)
+    for c in (cfg, peer_config(cfg)):
+        folding_for_reuse(c, reuse_factor)
+    return cfg
+
+
 def run_layer_flow(
     checkpoint: str | os.PathLike,
     layer: str,
@@ -129,9 +146,13 @@ def run_layer_flow(
     seed: int = 1,
     resources: bool = True,
     peer: bool = True,
+    reuse_factor: int = 1,
 ) -> dict:
     """Every stage for layer ``layer`` of ``checkpoint`` (module docstring); writes the report
     files into out_dir and returns the result (``result["report"]``: their paths).
+    ``reuse_factor`` > 1 folds both cores (eatt.rtl_sim.folded.folding_for_reuse): the folded
+    hls4ml layer and the folded RTL engine instead of the unrolled ones, so a layer of any size
+    goes through (no size limit then).
 
     Before any work: ValueError for a float layer or a wrong name, ConfigError for a size the
     flow does not build (check_flow_size), OutputError for a folder eatt must not write to,
@@ -140,7 +161,10 @@ def run_layer_flow(
     given = Path(out_dir)
     check_output_dir(given, "flow")
     cfg, weights = layers.checkpoint_layer_core(checkpoint, layer, step_core)
-    check_flow_size(cfg, layer, step_core)
+    if reuse_factor > 1:  # the folded engine and layer, for both kinds: a size of any scale
+        cfg = check_folded_flow(cfg, reuse_factor)
+    else:
+        check_flow_size(cfg, layer, step_core)
     open_flow_dir(given, resources)
     try:
         result = _run(checkpoint, layer, cfg, weights, given, step_core, vectors, split, beam,
@@ -188,7 +212,9 @@ def _run(
         r["export"] = export.export_core(cfg, weights, onnx_path, source)
         r["export"]["check"] = export.check_export(onnx_path, vectors=n, seed=seed, inputs=acts)
     say(f"flow [{layer}]: hls4ml project from the QONNX file, C simulation on captured vectors")
-    r["hls"] = write_project(onnx_path, out / "hls", vectors=n, inputs=acts)
+    r["hls"] = write_project(
+        onnx_path, out / "hls", vectors=n, inputs=acts, reuse_factor=cfg.reuse_factor
+    )
     r["cores"] = {}
     configs = [cfg]
     if peer:
@@ -268,15 +294,17 @@ def _core_rtl(
     cfg: CoreConfig, weights: CoreWeights, rtl_dir: Path, captured, n, seed, resources, source,
     layer,
 ) -> dict:  # fmt: skip
-    """The attention-level RTL of cfg (the window unit's RTL for a windowed layer): generated,
-    simulated on the captured vectors and on random + edge vectors (every length and offset),
-    and synthesized."""
+    """The attention-level RTL of cfg (the folded engine where cfg.reuse_factor > 1, the window
+    unit's RTL for a windowed layer): generated, simulated on the captured vectors and on
+    random + edge vectors (every length and offset), and synthesized."""
     tag = f"flow [{layer}, {core_label(cfg)}{'' if source else ' peer'}]"
     window = isinstance(cfg, WindowConfig)
+    level = "folded" if getattr(cfg, "reuse_factor", 1) > 1 else "attention"
     c: dict = {}
-    say(f"{tag}: RTL ({'the sequential unit' if window else 'attention level'})")
+    what = "the sequential unit" if window else f"{level} level"
+    say(f"{tag}: RTL ({what})")
     started = time.monotonic()
-    c["rtl"] = generate_rtl(cfg, weights, rtl_dir, level="attention", source=source)
+    c["rtl"] = generate_rtl(cfg, weights, rtl_dir, level=level, source=source)
     c["rtl"]["seconds"] = time.monotonic() - started
     c["rtl"]["bytes"] = sum(p.stat().st_size for p in rtl_dir.rglob("*.sv"))
     say(f"{tag}: Verilator + cocotb on {n} captured vectors")
@@ -349,6 +377,13 @@ def _check_lines(r: dict) -> list[str]:
         f"hls4ml C simulation vs golden: {cs['vectors']} captured + {cs['edge_vectors']} edge "
         f"vectors, {cs['mismatches']} mismatching",
     ]
+    if r["hls"].get("folding"):
+        f = r["hls"]["folding"]
+        lines.append(
+            f"  folded layer (reuse_factor {r['hls']['reuse_factor']}): lanes {f['lanes']}, "
+            f"simd {f['simd']}, pe {f['pe']}: {r['hls']['iterations']['total']:,} iterations "
+            f"per call (counted: {cs['iterations_per_call']:,.0f})"
+        )
     if g["first_mismatch"]:
         lines.insert(1, "  first mismatch: " + g["first_mismatch"])
     if r.get("peer_skipped"):
@@ -357,8 +392,9 @@ def _check_lines(r: dict) -> list[str]:
     for kind, c in r["cores"].items():
         who = "layer" if kind == own else "peer"
         for what, s in c["sim"].items():
+            folded = " folded" if c["rtl"].get("level") == "folded" else ""
             lines.append(
-                f"RTL {kind} ({who}), Verilator + cocotb: {s['vectors']} {what} vectors, "
+                f"RTL {kind}{folded} ({who}), Verilator + cocotb: {s['vectors']} {what} vectors, "
                 f"{s['mismatches']} mismatching; latency {s['latency_cycles']} cycles, II "
                 f"{s['ii_cycles']}"
             )

@@ -59,7 +59,6 @@ import math
 import os
 import re
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -80,7 +79,7 @@ from eatt.rtl_sim.runner import (
     sim_run,
     write_vectors_job,
 )
-from eatt.rtl_sim.tools import ToolMissing
+from eatt.rtl_sim.tools import ToolMissing, debian_root
 
 POWER_DIR = "power"
 DEFAULT_CLOCK_NS = 10.0
@@ -103,11 +102,6 @@ _SIGNED = re.compile(r"^(\s*(?:input|output|inout|wire|reg))\s+signed\b", re.M)
 
 
 # -- tools ----------------------------------------------------------------------------------------
-def debian_root() -> Path:
-    """Where ``make install`` unpacks the Debian packages: <venv>/debian."""
-    return Path(os.environ.get("EATT_DEBIAN_ROOT") or Path(sys.prefix) / "debian")
-
-
 def find_liberty(name: str = DEFAULT_LIBERTY) -> Path:
     """A Liberty file: a name of :data:`LIBERTIES` (from .venv/debian, else the system's
     /usr/share) or a path to a .lib file."""

@@ -78,7 +78,13 @@ from eatt.quant.golden import (
 )
 from eatt.rtl_sim.generate import RTL_DIR, load_metadata, load_weights
 from eatt.rtl_sim.procs import LockTimeout, file_lock, run_group, sigterm_as_interrupt, try_lock
-from eatt.rtl_sim.tools import ToolMissing, check_build_tools, find_verilator, verilator_env
+from eatt.rtl_sim.tools import (
+    ToolMissing,
+    check_build_tools,
+    find_verilator,
+    use_local_icarus,
+    verilator_env,
+)
 from eatt.units import unit_for_level
 
 __all__ = [
@@ -118,10 +124,10 @@ def check_simulator(simulator: str) -> None:
     if simulator == "verilator":
         find_verilator()
         check_build_tools()
-    elif shutil.which("iverilog") is None or shutil.which("vvp") is None:
+    elif not use_local_icarus():  # the system's, else .venv/debian's (make install)
         raise ToolMissing(
-            "iverilog not found: install Icarus Verilog (apt-get install iverilog, "
-            "brew install icarus-verilog) or use --simulator verilator"
+            "iverilog not found: make install fetches Debian's into .venv/debian (or apt-get "
+            "install iverilog, brew install icarus-verilog); or use --simulator verilator"
         )
 
 

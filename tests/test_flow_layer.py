@@ -171,10 +171,36 @@ def test_a_trained_layer_through_the_flow(checkpoint, tmp_path):
     assert r.returncode == 2 and "dim: the base is a trained layer" in r.stderr
 
 
+@pytest.mark.hls
+@pytest.mark.slow
+def test_a_trained_layer_through_the_folded_flow(checkpoint, tmp_path):
+    """--reuse-factor: the layer's core and its peer as the folded hls4ml layer and the folded
+    RTL engine, on the layer's captured vectors (docs/folded.md, "eatt flow")."""
+    out = tmp_path / "flow"
+    r = eatt("flow", str(checkpoint), "--layer", "decoder.0.cross", "--split", "dev",
+             "--vectors", "20", "--no-resources", "--reuse-factor", "3000",
+             "-o", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "folded layer (reuse_factor 3000)" in r.stdout
+    assert "RTL eatt folded (layer), Verilator + cocotb: 20 captured vectors, 0 mismatching" in (
+        r.stdout
+    )
+    result = json.loads((out / "report.json").read_text())
+    assert result["ok"] and result["hls"]["csim"]["mismatches"] == 0
+    assert result["hls"]["csim"]["iterations_per_call"] == result["hls"]["iterations"]["total"]
+    for kind in ("eatt", "vanilla"):  # the layer (quant-eatt) and its vanilla peer
+        core = result["cores"][kind]
+        assert core["rtl"]["level"] == "folded" and core["rtl"]["ii_cycles"] <= 3000
+        assert all(s["mismatches"] == 0 for s in core["sim"].values())
+    assert result["bleu"]["exported"]["hypotheses_differ"] == 0
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
         ([], "give --layer NAME"),
+        (["--layer", "decoder.0.cross", "--reuse-factor", "3"], "reuse_factor: 3 is below"),
+        (["--layer", "decoder.0.cross", "--reuse-factor", "0"], "--reuse-factor: must be >= 1"),
         (["--layer", "decoder.0.cross", "--inputs", "x.npz"], "--inputs: a layer's flow"),
         (["--layer", "encoder.0.self"], "encoder.0.self is eatt (float)"),
         (["--layer", "decoder.0.cross", "--config", "c.yaml"], "either --config or a CHECKPOINT"),
