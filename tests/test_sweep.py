@@ -307,6 +307,27 @@ def test_hls_stage_per_backend(tmp_path):
         load_sweep(tmp_path / "b.yaml")
 
 
+@pytest.mark.hls
+def test_hls_stage_of_a_folded_point_is_the_folded_layer(tmp_path):
+    """A point at level folded (its folding, or the one its reuse_factor selects) gets the
+    folded hls4ml layer, folded as its RTL (docs/hls.md, "Folded")."""
+    (tmp_path / "f.yaml").write_text(
+        "base: {kind: eatt, len_q: 2, len_k: 3, dim: 4, heads: 1}\nstages: [hls]\n"
+        "vectors: 10\npoints:\n  - {level: folded, folding: {lanes: 3, simd: 2, pe: 1}}\n"
+        "  - {reuse_factor: 200}\n  - {}\n"
+    )
+    run = eatt("sweep", str(tmp_path / "f.yaml"), "-o", str(tmp_path / "out"), "--json")
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = json.loads(run.stdout)["rows"]
+    assert all(r["status"] == "done" and r["hls_mismatches"] == 0 for r in rows)
+    records = sorted((tmp_path / "out" / "records").glob("p*.json"))
+    hls = [json.loads(path.read_text())["stages"]["hls"] for path in records]
+    assert hls[0]["folding"] == {"lanes": 3, "simd": 2, "pe": 1}
+    assert hls[1]["folding"] and hls[1]["reuse_factor"] == 200
+    assert hls[1]["iterations"]["total"] <= 200
+    assert hls[2]["folding"] is None  # the unrolled core
+
+
 @pytest.mark.rtl
 @pytest.mark.slow
 def test_power_and_pnr_stages(tmp_path):
