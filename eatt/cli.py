@@ -33,6 +33,7 @@ from eatt.outdir import check_output_file
 from eatt.progress import step
 from eatt.quant.golden import random_weights
 from eatt.quant.vectors import capture_inputs, load_capture, load_window_capture
+from eatt.rtl_sim.folded import folding_for_reuse
 from eatt.rtl_sim.generate import generate_rtl, load_metadata
 from eatt.rtl_sim.pnr import DEVICES, pnr
 from eatt.rtl_sim.power import DEFAULT_LIBERTY, LIBERTIES, power
@@ -690,8 +691,6 @@ def cmd_flow(args) -> int:
             raise CommandError(f"--reuse-factor: folds kinds eatt and vanilla, not {cfg.kind}")
         cfg = cfg.replace(reuse_factor=args.reuse_factor)
     if getattr(cfg, "reuse_factor", 1) > 1:  # the folded engine and layer, both kinds
-        from eatt.rtl_sim.folded import folding_for_reuse
-
         for kind in ("eatt", "vanilla"):
             folding_for_reuse(cfg.replace(kind=kind), cfg.reuse_factor)  # one line if too few
     else:

@@ -47,6 +47,7 @@ from eatt.quant.check import format_golden_check, golden_check
 from eatt.quant.golden import CoreWeights
 from eatt.quant.vectors import capture_inputs, load_window_capture, window_step_inputs
 from eatt.quant.window import WindowGolden, window_bounds
+from eatt.rtl_sim.folded import folding_for_reuse
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.resources import resources as yosys
 from eatt.rtl_sim.runner import simulate
@@ -122,8 +123,6 @@ def check_folded_flow(cfg: CoreConfig, reuse_factor: int) -> CoreConfig:
     """The layer's core with ``reuse_factor`` set, after checking that it folds (both kinds):
     ValueError (one line) for a windowed layer or an R below the folded engine's fewest
     cycles."""
-    from eatt.rtl_sim.folded import folding_for_reuse
-
     if isinstance(cfg, WindowConfig):
         raise ValueError(
             "--reuse-factor: folds the attention cores (kinds eatt and vanilla); a windowed "
