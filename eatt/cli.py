@@ -33,7 +33,6 @@ from eatt.outdir import check_output_file
 from eatt.progress import step
 from eatt.quant.golden import random_weights
 from eatt.quant.vectors import capture_inputs, load_capture, load_window_capture
-from eatt.rtl_sim.folded import folding_for_reuse
 from eatt.rtl_sim.generate import generate_rtl, load_metadata
 from eatt.rtl_sim.pnr import DEVICES, pnr
 from eatt.rtl_sim.power import DEFAULT_LIBERTY, LIBERTIES, power
@@ -281,14 +280,8 @@ def cmd_hls(args) -> int:
             raise CommandError(f"--clock: must be a period in ns > 0, got {args.clock}")
         kwargs["clock_ns"] = args.clock
     if args.reuse_factor is not None:
-        if args.reuse_factor < 1:
-            raise CommandError(f"--reuse-factor: must be >= 1, got {args.reuse_factor}")
-        kwargs["reuse_factor"] = args.reuse_factor
-    folding = {
-        k: v
-        for k, v in (("lanes", args.lanes), ("simd", args.simd), ("pe", args.pe))
-        if v is not None
-    }
+        kwargs["reuse_factor"] = _reuse_factor(args)
+    folding = _folding(args)
     if folding:
         kwargs["folding"] = folding
     if args.io_type != "io_parallel":
@@ -314,14 +307,9 @@ def cmd_hls(args) -> int:
         if c.get("first_mismatch"):
             lines.append(f"  first mismatch: {c['first_mismatch']}")
         if r.get("folding"):
-            f, it = r["folding"], r["iterations"]
-            lines.append(
-                f"folded ({r['io_type']}): lanes {f['lanes']}, simd {f['simd']}, pe {f['pe']} ("
-                + (f"reuse_factor {r['reuse_factor']}" if r["reuse_factor"] > 1 else "given")
-                + f"): {it['total']:,} cycles per call "
-                f"(pipelined-loop iterations; counted in C simulation: "
-                f"{c['iterations_per_call']:,.0f})"
-            )
+            from eatt.hls.folding import format_folded  # hls4ml, imported above
+
+            lines.append(format_folded(r))
         lines.append("  result: " + ("PASS" if r["ok"] else "FAIL"))
         return "\n".join(lines)
 
@@ -347,11 +335,7 @@ def cmd_rtl(args) -> int:
         cfg, weights = _load_core(args)
     if args.level is None:  # reuse_factor > 1 folds the core (docs/folded.md)
         args.level = "folded" if getattr(cfg, "reuse_factor", 1) > 1 else "alignment"
-    folding = {
-        k: v
-        for k, v in (("lanes", args.lanes), ("simd", args.simd), ("pe", args.pe))
-        if v is not None
-    }
+    folding = _folding(args)
     if folding and args.level != "folded":
         raise CommandError("--lanes/--simd/--pe: only with --level folded")
     if args.level == "folded" and cfg.kind not in ("eatt", "vanilla"):
@@ -659,7 +643,7 @@ def cmd_experiment(args) -> int:
 
 # -- eatt flow ------------------------------------------------------------------------------------
 def cmd_flow(args) -> int:
-    from eatt.flow import format_flow, run_flow  # torch (the golden check's float twin)
+    from eatt.flow import folded_config, format_flow, run_flow  # torch (the float twin)
 
     if args.vectors < 1:
         raise CommandError(f"--vectors: must be >= 1, got {args.vectors}")
@@ -684,15 +668,9 @@ def cmd_flow(args) -> int:
         if args.checkpoint is None:
             raise CommandError("--inputs: give the layer's FILE.onnx (eatt export --layer)")
         load_capture(args.inputs, cfg)  # a capture of this core, before any work
-    if args.reuse_factor is not None:
-        if args.reuse_factor < 1:
-            raise CommandError(f"--reuse-factor: must be >= 1, got {args.reuse_factor}")
-        if cfg.kind not in ("eatt", "vanilla"):
-            raise CommandError(f"--reuse-factor: folds kinds eatt and vanilla, not {cfg.kind}")
-        cfg = cfg.replace(reuse_factor=args.reuse_factor)
-    if getattr(cfg, "reuse_factor", 1) > 1:  # the folded engine and layer, both kinds
-        for kind in ("eatt", "vanilla"):
-            folding_for_reuse(cfg.replace(kind=kind), cfg.reuse_factor)  # one line if too few
+    reuse = _reuse_factor(args) or getattr(cfg, "reuse_factor", 1)
+    if reuse > 1:  # the folded engine and layer, both kinds (one line if they cannot fold)
+        cfg = folded_config(cfg, reuse)
     else:
         check_rtl_size(cfg)
     check_vectors(cfg, args.vectors)
@@ -750,13 +728,17 @@ def _core_file(path: str) -> tuple:
     return checkpoint_core(path)
 
 
-def _flow_reuse_factor(args) -> int:
-    """--reuse-factor of eatt flow: an integer >= 1 (1 when not given)."""
-    if args.reuse_factor is None:
-        return 1
-    if args.reuse_factor < 1:
+def _reuse_factor(args) -> int | None:
+    """--reuse-factor (eatt hls, eatt flow): None when not given, else an integer >= 1."""
+    if args.reuse_factor is not None and args.reuse_factor < 1:
         raise CommandError(f"--reuse-factor: must be >= 1, got {args.reuse_factor}")
     return args.reuse_factor
+
+
+def _folding(args) -> dict[str, int]:
+    """--lanes/--simd/--pe (eatt rtl, eatt hls): the ones given."""
+    given = (("lanes", args.lanes), ("simd", args.simd), ("pe", args.pe))
+    return {k: v for k, v in given if v is not None}
 
 
 def _flow_layer(args) -> int:
@@ -799,7 +781,7 @@ def _flow_layer(args) -> int:
             seed=args.seed,
             resources=not args.no_resources,
             peer=not args.no_peer,
-            reuse_factor=_flow_reuse_factor(args),
+            reuse_factor=_reuse_factor(args) or 1,
         )
     except BuildError as err:
         raise CommandError(str(err), EXIT_CHECK_FAILED) from None

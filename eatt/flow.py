@@ -32,6 +32,7 @@ from eatt.progress import say, step
 from eatt.quant.check import format_golden_check, golden_check
 from eatt.quant.golden import CoreWeights, random_weights
 from eatt.quant.vectors import capture_inputs
+from eatt.rtl_sim.folded import folding_for_reuse
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.power import power
 from eatt.rtl_sim.resources import find_yosys
@@ -92,6 +93,22 @@ def open_flow_dir(out_dir: Path, resources: bool) -> None:
     target = claim_dir(out_dir, "flow", legacy=is_legacy_flow)
     for name in REPORT_FILES.values():
         (target / name).unlink(missing_ok=True)
+
+
+def folded_config(cfg: CoreConfig, reuse_factor: int) -> CoreConfig:
+    """cfg with ``reuse_factor`` set, after checking that both kinds fold to it (the flows
+    build the core and its peer): ValueError (one line) for a kind other than eatt / vanilla
+    (the window unit is already sequential) or an R below the folded engine's fewest
+    cycles."""
+    if cfg.kind not in PEER:
+        raise ValueError(
+            f"--reuse-factor: folds the attention cores (kinds eatt and vanilla), not "
+            f"{cfg.kind} (the window unit is already sequential)"
+        )
+    cfg = cfg.replace(reuse_factor=reuse_factor)
+    for kind in PEER:
+        folding_for_reuse(cfg.replace(kind=kind), reuse_factor)
+    return cfg
 
 
 def core_energy(cfg: CoreConfig, table: str = energy.DEFAULT_TABLE) -> dict:
@@ -157,9 +174,10 @@ def run_core(
         log(f"flow [{kind}]: Yosys synth_xilinx of the {level} RTL (minutes on big cores)")
         r["resources"] = {level: yosys(out_dir / f"rtl_{level}")}
         log(f"flow [{kind}]: measured energy of the {level} netlist (eatt power)")
-        if folded and cfg.dim * cfg.dim * 4 > POWER_MAX_WEIGHTS:
+        n_weights = 4 * cfg.dim * cfg.dim  # W_Q, W_K, W_V, W_O
+        if folded and n_weights > POWER_MAX_WEIGHTS:
             skipped = (
-                f"{4 * cfg.dim * cfg.dim:,} weights would become standard cells (at most "
+                f"{n_weights:,} weights would become standard cells (at most "
                 f"{POWER_MAX_WEIGHTS:,} here, docs/power.md)"
             )
             log(f"flow: measured energy skipped: {skipped}")
@@ -426,12 +444,9 @@ def _core_lines(c: dict) -> list[str]:
         f"vectors, {cs['mismatches']} mismatching"
     )
     if c["hls"].get("folding"):
-        f = c["hls"]["folding"]
-        lines.append(
-            f"  folded layer: lanes {f['lanes']}, simd {f['simd']}, pe {f['pe']}: "
-            f"{c['hls']['iterations']['total']:,} iterations per call (counted: "
-            f"{cs['iterations_per_call']:,.0f})"
-        )
+        from eatt.hls.folding import format_folded  # hls4ml (registered on import)
+
+        lines.append("  " + format_folded(c["hls"]))
     for level, s in c["sim"].items():
         lines.append(
             f"RTL {level}: Verilator + cocotb, {s['vectors']} "

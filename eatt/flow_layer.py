@@ -38,7 +38,15 @@ from pathlib import Path
 import numpy as np
 
 from eatt.config import ConfigError, CoreConfig, WindowConfig, atomic_write
-from eatt.flow import CELLS, PEER, _fmt, _md_table, open_flow_dir, write_report
+from eatt.flow import (
+    CELLS,
+    PEER,
+    _fmt,
+    _md_table,
+    folded_config,
+    open_flow_dir,
+    write_report,
+)
 from eatt.model import energy, layers
 from eatt.model.evaluate import evaluate
 from eatt.outdir import check_output_dir
@@ -47,7 +55,6 @@ from eatt.quant.check import format_golden_check, golden_check
 from eatt.quant.golden import CoreWeights
 from eatt.quant.vectors import capture_inputs, load_window_capture, window_step_inputs
 from eatt.quant.window import WindowGolden, window_bounds
-from eatt.rtl_sim.folded import folding_for_reuse
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.resources import resources as yosys
 from eatt.rtl_sim.runner import simulate
@@ -119,21 +126,6 @@ def peer_config(cfg: CoreConfig) -> CoreConfig:
     return cfg.replace(kind=PEER[cfg.kind])
 
 
-def check_folded_flow(cfg: CoreConfig, reuse_factor: int) -> CoreConfig:
-    """The layer's core with ``reuse_factor`` set, after checking that it folds (both kinds):
-    ValueError (one line) for a windowed layer or an R below the folded engine's fewest
-    cycles."""
-    if isinstance(cfg, WindowConfig):
-        raise ValueError(
-            "--reuse-factor: folds the attention cores (kinds eatt and vanilla); a windowed "
-            "layer is the window unit, already sequential"
-        )
-    cfg = cfg.replace(reuse_factor=reuse_factor)
-    for c in (cfg, peer_config(cfg)):
-        folding_for_reuse(c, reuse_factor)
-    return cfg
-
-
 def run_layer_flow(
     checkpoint: str | os.PathLike,
     layer: str,
@@ -161,7 +153,7 @@ def run_layer_flow(
     check_output_dir(given, "flow")
     cfg, weights = layers.checkpoint_layer_core(checkpoint, layer, step_core)
     if reuse_factor > 1:  # the folded engine and layer, for both kinds: a size of any scale
-        cfg = check_folded_flow(cfg, reuse_factor)
+        cfg = folded_config(cfg, reuse_factor)
     else:
         check_flow_size(cfg, layer, step_core)
     open_flow_dir(given, resources)
@@ -377,12 +369,9 @@ def _check_lines(r: dict) -> list[str]:
         f"vectors, {cs['mismatches']} mismatching",
     ]
     if r["hls"].get("folding"):
-        f = r["hls"]["folding"]
-        lines.append(
-            f"  folded layer (reuse_factor {r['hls']['reuse_factor']}): lanes {f['lanes']}, "
-            f"simd {f['simd']}, pe {f['pe']}: {r['hls']['iterations']['total']:,} iterations "
-            f"per call (counted: {cs['iterations_per_call']:,.0f})"
-        )
+        from eatt.hls.folding import format_folded  # hls4ml (registered on import)
+
+        lines.append("  " + format_folded(r["hls"]))
     if g["first_mismatch"]:
         lines.insert(1, "  first mismatch: " + g["first_mismatch"])
     if r.get("peer_skipped"):

@@ -93,3 +93,17 @@ def hls_iterations(
         "out": out,
         "total": load + projections + attention + out,
     }
+
+
+def format_folded(result: dict) -> str:
+    """One line on a write_project result's folded layer (the CLI's and the flows' reports):
+    its folding, what chose it, and the iterations per call, formula and counted."""
+    f, it = result["folding"], result["iterations"]
+    chosen = f"reuse_factor {result['reuse_factor']}" if result["reuse_factor"] > 1 else "given"
+    counted = (result.get("csim") or {}).get("iterations_per_call")
+    return (
+        f"folded layer ({result['io_type']}, {chosen}): lanes {f['lanes']}, simd {f['simd']}, "
+        f"pe {f['pe']}: {it['total']:,} cycles per call (pipelined-loop iterations"
+        + ("" if counted is None else f"; counted in C simulation: {counted:,.0f}")
+        + ")"
+    )

@@ -634,7 +634,10 @@ def write_project(
             "--io-type io_stream: the folded layer's (give --reuse-factor R > 1 or "
             "--lanes/--simd/--pe); the unrolled core is io_parallel"
         )
-    stream = io_type == "io_stream"
+    iterations = None  # the folded layer's pipelined-loop iterations per call (the formula)
+    if folding is not None:
+        stream = io_type == "io_stream"
+        iterations = {**hls_iterations(cfg, **folding, stream=stream), "formula": ITERATION_FORMULA}
     capture = None
     if inputs is not None and unit_for(cfg).name == "window":  # a windowed layer's steps
         capture = load_window_capture(inputs, cfg, vectors)
@@ -688,14 +691,7 @@ def write_project(
             "reuse_factor": reuse_factor,
             "io_type": io_type,
             "folding": folding,
-            "iterations": (
-                None
-                if folding is None
-                else {
-                    **hls_iterations(cfg, **folding, stream=stream),
-                    "formula": ITERATION_FORMULA,
-                }
-            ),
+            "iterations": iterations,
             "source": where,
             "config": cfg.to_dict(),
             "formats": _formats(cfg),
@@ -703,11 +699,7 @@ def write_project(
             "ok": csim is None
             or (
                 csim["mismatches"] == 0
-                and (
-                    folding is None
-                    or csim["iterations_per_call"]
-                    == hls_iterations(cfg, **folding, stream=stream)["total"]
-                )
+                and (iterations is None or csim["iterations_per_call"] == iterations["total"])
             ),
         }
         _write_tb(tmp, reals, expected, out_frac, n_edge, tb_vectors)

@@ -65,7 +65,7 @@ def test_a_folded_flow(tmp_path):
         assert core["sim"]["folded"]["ii_cycles"] <= 200
     metrics = [row["metric"] for row in result["comparison"]]
     assert "folded RTL II (cycles)" in metrics and "folded HLS iterations per call" in metrics
-    assert "folded layer: lanes" in format_flow(result)
+    assert "folded layer (io_parallel, reuse_factor 200): lanes" in format_flow(result)
 
 
 def test_markdown_report_has_the_comparison_table():

@@ -181,7 +181,7 @@ def test_a_trained_layer_through_the_folded_flow(checkpoint, tmp_path):
              "--vectors", "20", "--no-resources", "--reuse-factor", "3000",
              "-o", str(out))  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "folded layer (reuse_factor 3000)" in r.stdout
+    assert "folded layer (io_parallel, reuse_factor 3000)" in r.stdout
     assert "RTL eatt folded (layer), Verilator + cocotb: 20 captured vectors, 0 mismatching" in (
         r.stdout
     )

@@ -138,20 +138,27 @@ def test_csim_bit_exact(projects, name):
     assert f"nnet::attention_core_{CORES[name].kind}<" in call
 
 
-def test_project_testbench_runs_as_is(projects):
-    """The project's own testbench (what vendor C simulation runs) built with g++ reproduces
-    the golden outputs written to tb_data/ (one more compile: the 8 x 16 E-ATT core)."""
+def run_project_testbench(project: Path) -> tuple[np.ndarray, np.ndarray, str]:
+    """Build a project's own testbench (myproject_test.cpp, what vendor C simulation runs)
+    with g++ and run it: (its outputs, tb_data's golden outputs, its stderr). Skips without
+    g++."""
     gxx = shutil.which("g++")
     if gxx is None:
         pytest.skip("g++ not on PATH")
-    project = Path(projects["eatt-default"]["project"])
     cmd = [gxx, "-O1", "-std=c++14", "-Ifirmware/ap_types", "-Ifirmware"]
     cmd += ["myproject_test.cpp", "firmware/myproject.cpp", "-o", "tb_gxx"]
     subprocess.run(cmd, cwd=project, check=True, capture_output=True)
     run = subprocess.run(["./tb_gxx"], cwd=project, check=True, capture_output=True, text=True)
-    assert "cannot be negative" not in run.stderr
     got = np.loadtxt(project / "tb_data" / "csim_results.log")
     expected = np.loadtxt(project / "tb_data" / "tb_output_predictions.dat")
+    return got, expected, run.stderr
+
+
+def test_project_testbench_runs_as_is(projects):
+    """The project's own testbench (what vendor C simulation runs) built with g++ reproduces
+    the golden outputs written to tb_data/ (one more compile: the 8 x 16 E-ATT core)."""
+    got, expected, stderr = run_project_testbench(Path(projects["eatt-default"]["project"]))
+    assert "cannot be negative" not in stderr
     assert got.shape == expected.shape == (100, 8 * 16)
     assert np.array_equal(got, expected)
 

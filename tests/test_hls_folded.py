@@ -12,13 +12,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from eatt.config import CoreConfig
 from eatt.hls import TEMPLATES
 from eatt.hls.folding import hls_iterations, resolve_folding
 from eatt.hls.project import METADATA, write_project
-from eatt.rtl_sim.folded import folded_cycles, folding_for_reuse
+from eatt.quant.golden import random_weights
+from eatt.rtl_sim.folded import folded_cycles, folding_for_reuse, weight_tiles
+from tests.test_hls import function_body, multiplications, run_project_testbench
 
 pytestmark = pytest.mark.hls
 
@@ -121,11 +124,6 @@ def test_folded_csim_is_bit_exact_and_takes_the_formula(projects, name):
 
 def test_the_weights_are_written_tile_by_tile(projects):
     """E-ATT's wq in S x S tiles, wv in S x PE tiles (the RTL ROMs' order, weight_tiles)."""
-    import numpy as np
-
-    from eatt.quant.golden import random_weights
-    from eatt.rtl_sim.folded import weight_tiles
-
     cfg, (_, simd, pe) = CASES["eatt-m2-rest"]
     w = random_weights(cfg, seed=1)
     firmware = Path(projects["eatt-m2-rest"]["project"]) / "firmware" / "weights"
@@ -138,36 +136,16 @@ def test_the_weights_are_written_tile_by_tile(projects):
 
 def test_the_project_testbench_runs_the_folded_layer(projects):
     """The project's own testbench (vendor C simulation) built with g++: the golden outputs."""
-    import shutil
-
-    import numpy as np
-
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("g++ not on PATH")
-    project = Path(projects["eatt-masked"]["project"])
-    cmd = [gxx, "-O1", "-std=c++14", "-Ifirmware/ap_types", "-Ifirmware"]
-    cmd += ["myproject_test.cpp", "firmware/myproject.cpp", "-o", "tb_gxx"]
-    subprocess.run(cmd, cwd=project, check=True, capture_output=True)
-    subprocess.run(["./tb_gxx"], cwd=project, check=True, capture_output=True)
-    got = np.loadtxt(project / "tb_data" / "csim_results.log")
-    assert np.array_equal(got, np.loadtxt(project / "tb_data" / "tb_output_predictions.dat"))
+    got, expected, _ = run_project_testbench(Path(projects["eatt-masked"]["project"]))
+    assert got.shape == expected.shape and np.array_equal(got, expected)
 
 
 # -- E-ATT's select walk and score lanes: additions only ---------------------------------------
-def _body(source: str, name: str) -> str:
-    from tests.test_hls import function_body
-
-    return function_body(source, name)
-
-
 @pytest.mark.parametrize(
     "name", ["folded_select_tile", "folded_select_step", "folded_l1_lanes", "folded_eatt_project"]
 )
 def test_eatt_select_and_score_path_has_no_multiplication(name):
-    from tests.test_hls import multiplications
-
-    body = _body((TEMPLATES / HEADER).read_text(), name)
+    body = function_body((TEMPLATES / HEADER).read_text(), name)
     if name == "folded_eatt_project":  # V's multiply walk is in it, on purpose
         body = body.replace("folded_multiply_step<CONFIG_T, PE>", "")
     assert multiplications(body) == [], name
@@ -223,8 +201,9 @@ def test_cli_hls_folded_text_and_json(tmp_path):
     cfg.write_text("kind: eatt\nlen_q: 4\nlen_k: 4\ndim: 8\nheads: 2\nreuse_factor: 200\n")
     r = _eatt("hls", "--config", str(cfg), "-o", str(tmp_path / "a"), "--vectors", "50")
     assert r.returncode == 0, r.stderr
-    assert "0 mismatching" in r.stdout and "folded (io_parallel): lanes" in r.stdout
-    assert "(reuse_factor 200)" in r.stdout and "counted in C simulation" in r.stdout
+    assert "0 mismatching" in r.stdout
+    assert "folded layer (io_parallel, reuse_factor 200): lanes" in r.stdout
+    assert "counted in C simulation" in r.stdout
     r = _eatt("hls", "--lanes", "2", "--pe", "2", "-o", str(tmp_path / "b"), "--json",
               "--vectors", "20", "--io-type", "io_stream")  # fmt: skip
     assert r.returncode == 0, r.stderr

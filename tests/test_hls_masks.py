@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +30,7 @@ from eatt.quant.golden import (
     random_weights,
     vector_masks,
 )
+from tests.test_hls import run_project_testbench
 
 pytestmark = pytest.mark.hls
 
@@ -138,16 +138,8 @@ def test_testbench_data_carries_the_masks(projects):
 def test_project_testbench_runs_as_is(projects):
     """The project's own testbench (vendor C simulation) built with g++ reads the mask columns
     of tb_data/ and reproduces the golden outputs (both masks, shuffled graph inputs)."""
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("g++ not on PATH")
     project = Path(projects["eatt-both"]["project"])
-    cmd = [gxx, "-O1", "-std=c++14", "-Ifirmware/ap_types", "-Ifirmware"]
-    cmd += ["myproject_test.cpp", "firmware/myproject.cpp", "-o", "tb_gxx"]
-    subprocess.run(cmd, cwd=project, check=True, capture_output=True)
-    subprocess.run(["./tb_gxx"], cwd=project, check=True, capture_output=True, text=True)
-    got = np.loadtxt(project / "tb_data" / "csim_results.log")
-    expected = np.loadtxt(project / "tb_data" / "tb_output_predictions.dat")
+    got, expected, _ = run_project_testbench(project)
     assert got.shape == expected.shape == (100, 3 * 4)
     # the testbench prints 6 significant digits: back to codes by rounding to the output LSB
     lsb = projects["eatt-both"]["formats"]["out_lsb"]

@@ -6,8 +6,6 @@ Each g++ compile costs a few seconds: three small projects are compiled once per
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,7 @@ from eatt.hls.project import write_project
 from eatt.quant.export import export_core, window_edge_inputs
 from eatt.quant.golden import random_weights
 from eatt.quant.window import derive_window_formats
+from tests.test_hls import run_project_testbench
 
 pytestmark = pytest.mark.hls
 
@@ -103,16 +102,8 @@ def test_csim_bit_exact(projects, name):
 def test_project_testbench_runs_as_is(projects):
     """The project's own testbench (vendor C simulation) built with g++ reproduces the golden
     outputs in tb_data/ (edge steps first: both sequence edges, w = 0, compacted memories)."""
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("g++ not on PATH")
     project = Path(projects["eatt-gaussian"]["project"])
-    cmd = [gxx, "-O1", "-std=c++14", "-Ifirmware/ap_types", "-Ifirmware"]
-    cmd += ["myproject_test.cpp", "firmware/myproject.cpp", "-o", "tb_gxx"]
-    subprocess.run(cmd, cwd=project, check=True, capture_output=True)
-    subprocess.run(["./tb_gxx"], cwd=project, check=True, capture_output=True, text=True)
-    got = np.loadtxt(project / "tb_data" / "csim_results.log")
-    expected = np.loadtxt(project / "tb_data" / "tb_output_predictions.dat")
+    got, expected, _ = run_project_testbench(project)
     assert got.shape == expected.shape == (100, 8)
     # the testbench prints 6 significant digits: back to codes by rounding to the output LSB
     lsb = derive_window_formats(UNITS["eatt-gaussian"]).core.v_lsb
