@@ -15,6 +15,9 @@ The folded level is the folded engine (docs/folded.md) at equal cycles per call:
 2 (quick: lanes 1), vanilla's one multiply tile against E-ATT's select tile beside a multiply
 tile one column wide (pe 1); its paper and core-count ratios are the attention level's (the
 same function), and its records carry the energy split (flip-flops, logic, input-port nets).
+Every record carries the dynamic energy by stage (projections, scores, softmax, values; the
+folded engine's token memories; control: rtl_sim/stages.py), tabled with E-ATT / vanilla per
+stage and plotted beside the totals.
 
 Writes bench/results/energy_compare.json (rewritten after every job: a run cut short keeps what
 finished), energy_compare.md (the table) and energy_compare.png (the plot).
@@ -61,6 +64,7 @@ def _record(r: dict) -> dict:
     keep = ("area_um2", "cells", "energy_per_call_pj", "power_mw", "vectors", "cycles")
     out = {k: r[k] for k in keep}
     out["energy_split_per_call_pj"] = r.get("energy_split_per_call_pj")
+    out["by_stage"] = r.get("by_stage")
     out["mismatches"] = r["mismatches"]
     out["fmax_mhz"] = r["sta"]["fmax_mhz"]
     out["yosys_seconds"] = r["yosys"]["seconds"]
@@ -137,7 +141,45 @@ def markdown(report: dict) -> str:
             f"| {lv} | {kind} | {q['flip_flops']:.4g} | {q['logic']:.4g} | {q['input_ports']:.4g} |"
             for lv, kind, q in split
         ]
+    lines += stage_table(report)
     return "\n".join(lines) + "\n"
+
+
+def stage_ratios(report: dict) -> dict:
+    """{level: {stage: E-ATT / vanilla dynamic energy}} where both kinds have the stage."""
+    out = {}
+    for level, by_kind in report["levels"].items():
+        e, v = (by_kind.get(k, {}).get("by_stage") or {} for k in KINDS)
+        both = [s for s in e if s in v and v[s]["dynamic_pj"] > 0]
+        if both:
+            out[level] = {s: e[s]["dynamic_pj"] / v[s]["dynamic_pj"] for s in both}
+    return out
+
+
+def stage_table(report: dict) -> list[str]:
+    """Dynamic energy per call by stage (rtl_sim/stages.py), both kinds and their ratio."""
+    lines = []
+    ratio = stage_ratios(report)
+    for level, by_kind in report["levels"].items():
+        if level not in ratio:
+            continue
+        stages = list(ratio[level])
+        lines += [
+            "",
+            f"{level}: dynamic pJ/call by stage (logic counts for the registers it computes)",
+            "",
+            "| kind | " + " | ".join(stages) + " |",
+            "| --- |" + " --- |" * len(stages),
+        ]
+        for kind in KINDS:
+            row = by_kind[kind]["by_stage"]
+            lines.append(
+                f"| {kind} | " + " | ".join(f"{row[s]['dynamic_pj']:.4g}" for s in stages) + " |"
+            )
+        lines.append(
+            "| E-ATT / vanilla | " + " | ".join(f"{ratio[level][s]:.3f}" for s in stages) + " |"
+        )
+    return lines
 
 
 def plot(report: dict, path: Path) -> bool:
@@ -149,7 +191,9 @@ def plot(report: dict, path: Path) -> bool:
     except ImportError:
         return False
     levels = list(report["levels"])
-    fig, ax = plt.subplots(figsize=(6.0, 3.6))
+    by_stage = stage_ratios(report)
+    fig, axes = plt.subplots(1, 2 if by_stage else 1, figsize=(11.0 if by_stage else 6.0, 3.6))
+    ax = axes[0] if by_stage else axes
     width = 0.38
     for i, kind in enumerate(KINDS):
         values = [
@@ -179,6 +223,18 @@ def plot(report: dict, path: Path) -> bool:
     ax.set_ylabel("energy per call (pJ)")
     ax.set_title(f"E-ATT vs dot product, measured on {report['liberty']}", fontsize=10)
     ax.legend(loc="upper left", ncol=2, fontsize=8)
+    if by_stage:
+        bx = axes[1]
+        stages = list(dict.fromkeys(s for q in by_stage.values() for s in q))
+        width = 0.8 / len(by_stage)
+        for i, (level, q) in enumerate(by_stage.items()):
+            xs = [j + (i - (len(by_stage) - 1) / 2) * width for j, s in enumerate(stages)]
+            bx.bar(xs, [q.get(s, 0.0) for s in stages], width, label=level)
+        bx.axhline(1.0, color="grey", lw=0.8)
+        bx.set_xticks(range(len(stages)), stages, fontsize=8)
+        bx.set_ylabel("E-ATT / dot, dynamic energy")
+        bx.set_title("by stage (logic counts for the registers it computes)", fontsize=10)
+        bx.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -487,6 +487,9 @@ def cmd_power(args) -> int:
                 "input ports (the clock among them) {input_ports:.4g} pJ".format(
                     **r["energy_split_per_call_pj"]
                 ),
+                "  by stage   "
+                + ", ".join(f"{k} {v['dynamic_pj']:.4g}" for k, v in r["by_stage"].items())
+                + " pJ (docs/power.md: logic counts for the registers it computes)",
                 f"power        {p['total']:.4g} mW at {r['clock_ns']:g} ns (dynamic "
                 f"{p['dynamic']:.4g}, leakage {p['leakage']:.3g})",
                 f"timing       worst slack {sta['worst_slack_ns']:g} ns at {r['clock_ns']:g} ns: "

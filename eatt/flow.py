@@ -376,6 +376,11 @@ def compare(cores: dict, core_en: dict) -> list[dict]:
         f"{lv} energy, measured (pJ/call, OSU)",
         lambda c: c["power"][lv]["energy_per_call_pj"]["total"],
     )
+    for stage in ("projections", "scores", "softmax", "values"):  # rtl_sim/stages.py
+        add(
+            f"{lv} {stage} energy, measured (pJ/call, dynamic)",
+            lambda c, s=stage: c["power"][lv]["by_stage"][s]["dynamic_pj"],
+        )
     add(f"{lv} area (um^2, OSU 0.18)", lambda c: c["power"][lv]["area_um2"])
     add(f"{lv} Fmax (MHz, OpenSTA)", lambda c: c["power"][lv]["sta"]["fmax_mhz"])
     add("mismatches, all levels", lambda c: _mismatches(c))

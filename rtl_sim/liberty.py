@@ -379,8 +379,14 @@ def netlist_energy(
     period_ns: float,
     slew_ns: float = DEFAULT_SLEW_NS,
     output_load_pf: float = 0.0,
+    stages: dict[str, dict[str, float]] | None = None,
 ) -> dict:
-    """Energy (pJ) of ``cycles`` clock cycles of a Yosys JSON module; see the module docstring."""
+    """Energy (pJ) of ``cycles`` clock cycles of a Yosys JSON module; see the module docstring.
+
+    With ``stages`` ({cell: {stage: weight}}, rtl_sim/stages.py) the result also has
+    ``by_stage``: each cell's area, leakage and input-pin energy, and each net's switching and
+    driver's internal energy, go to its driver's stages by weight; a net driven by an input port
+    goes to the stages of the cells it drives, in proportion to their pin capacitance."""
     if cycles <= 0 or period_ns <= 0:
         raise ValueError(f"cycles ({cycles}) and period_ns ({period_ns}) must be positive")
     v2 = lib.voltage**2
@@ -390,8 +396,17 @@ def netlist_energy(
     by_type: dict[str, dict] = {}
     leakage_nw = 0.0
 
+    by_stage: dict[str, dict] = {}
+    loads: dict[int, list[tuple[str, float]]] = {}  # bit -> (cell, pin capacitance), for stages
+    driver_cell: dict[int, str] = {}
+
     def entry(kind: str) -> dict:
         return by_type.setdefault(kind, {"count": 0, "area": 0.0, **kinds})
+
+    def to_stages(inst: str, key: str, value: float) -> None:
+        for stage, w in stages[inst].items():
+            row = by_stage.setdefault(stage, {"count": 0.0, "area": 0.0, **kinds})
+            row[key] += w * value
 
     for inst, c in module.get("cells", {}).items():
         try:
@@ -402,7 +417,12 @@ def netlist_energy(
         e["count"] += 1
         leakage_nw += cell.leakage_nw
         e["area"] += cell.area
-        e["leakage_pj"] += cell.leakage_nw * cycles * period_ns * 1e-6  # nW x ns = 1e-6 pJ
+        leak_pj = cell.leakage_nw * cycles * period_ns * 1e-6  # nW x ns = 1e-6 pJ
+        e["leakage_pj"] += leak_pj
+        if stages is not None:
+            to_stages(inst, "count", 1.0)
+            to_stages(inst, "area", cell.area)
+            to_stages(inst, "leakage_pj", leak_pj)
         for port, bits in c["connections"].items():
             pin = cell.pins.get(port)
             if pin is None:
@@ -410,9 +430,14 @@ def netlist_energy(
             for b in _bits(bits):
                 if pin.direction in ("input", "inout"):
                     load[b] = load.get(b, 0.0) + pin.capacitance_pf
-                    e["internal_pj"] += toggles.get(b, 0) * pin.internal_energy(0.0, slew_ns)
+                    internal = toggles.get(b, 0) * pin.internal_energy(0.0, slew_ns)
+                    e["internal_pj"] += internal
+                    if stages is not None:
+                        to_stages(inst, "internal_pj", internal)
+                        loads.setdefault(b, []).append((inst, pin.capacitance_pf))
                 if pin.direction in ("output", "inout"):
                     driver[b] = (cell.name, pin)
+                    driver_cell[b] = inst
     for port in module.get("ports", {}).values():
         for b in _bits(port["bits"]):
             if port["direction"] in ("output", "inout"):
@@ -423,9 +448,18 @@ def netlist_energy(
         t, c_pf = toggles.get(b, 0), load.get(b, 0.0)
         kind, pin = driver.get(b, ("undriven", None))
         e = entry(kind)
-        e["switching_pj"] += 0.5 * c_pf * v2 * t
-        if pin is not None:
-            e["internal_pj"] += t * pin.internal_energy(c_pf, slew_ns)
+        switching = 0.5 * c_pf * v2 * t
+        internal = t * pin.internal_energy(c_pf, slew_ns) if pin is not None else 0.0
+        e["switching_pj"] += switching
+        e["internal_pj"] += internal
+        if stages is None or not t:
+            continue
+        if b in driver_cell:
+            to_stages(driver_cell[b], "switching_pj", switching)
+            to_stages(driver_cell[b], "internal_pj", internal)
+        elif c_pf > 0:  # an input port's net: to the cells it drives, by their capacitance
+            for inst, cap in loads.get(b, ()):
+                to_stages(inst, "switching_pj", 0.5 * cap * v2 * t)
     totals = {k: sum(e[k] for e in by_type.values()) for k in kinds}
     dynamic = totals["switching_pj"] + totals["internal_pj"]
     return {
@@ -436,6 +470,7 @@ def netlist_energy(
         "area": sum(e["area"] for e in by_type.values()),
         "cells": sum(e["count"] for e in by_type.values()),
         "by_type": by_type,
+        **({"by_stage": by_stage} if stages is not None else {}),
         "voltage": lib.voltage,
         "slew_ns": slew_ns,
         "cycles": cycles,

@@ -27,6 +27,9 @@ OSU 0.18 um cells by default), in four steps:
    input-pin internal energy (flip-flop clocks), leakage over the run's time. Per call = the
    run's total / vectors (the stream: one call per cycle for the unrolled cores, one per II for
    the folded engine, plus reset and the pipeline's fill).
+   The same energy split by stage (projections, scores, softmax, values, memories, control):
+   rtl_sim/stages.py, from the flip-flops' register names in a copy of the netlist written
+   before the nets' names are hidden (``named.json``, replaced by ``registers.json``).
 4. **OpenSTA** (Debian's 2019 build, unpacked by ``make install``): worst setup slack at the
    clock and the clock the netlist closes (ideal clock, no wire load), and OpenSTA's own
    vectorless power (the inputs' measured mean activity propagated through the cells). This
@@ -43,6 +46,7 @@ the netlist, the logs, the VCD and the OpenSTA reports)::
      "power_mw": {"dynamic", "leakage", "total"},        # our calculator, at the clock
      "by_type": {cell type: {count, area, switching_pj, internal_pj, leakage_pj}},
      "energy_split_per_call_pj": {"flip_flops", "logic", "input_ports"},  # dynamic
+     "by_stage": {stage: {"cells", "area_um2", "dynamic_pj", "leakage_pj"}},  # per call
      "input_activity", "sta": {"worst_slack_ns", "fmax_mhz", "vectorless_power_mw",
      "vectorless_energy_per_call_pj"}, "nets", "nets_with_activity", "yosys", "sim", "seconds"}
 
@@ -69,6 +73,7 @@ from eatt.config import CoreConfig, atomic_write_text
 from eatt.progress import step
 from eatt.quant.golden import GoldenCore
 from eatt.rtl_sim import liberty as lib_mod
+from eatt.rtl_sim import stages as stages_mod
 from eatt.rtl_sim import yosys_native
 from eatt.rtl_sim.generate import load_metadata, load_weights
 from eatt.rtl_sim.resources import _tail, find_yosys, run_logged, tool_name
@@ -92,6 +97,8 @@ LIBERTIES = {
     "osu035": ("qflow-tech-osu035", "usr/share/qflow/tech/osu035/osu035_stdcells.lib"),
 }
 DEFAULT_LIBERTY = "osu018"
+#: the netlist with its nets' RTL names (read for the registers, then removed: it is large)
+NAMED_JSON = "named.json"
 #: ABC's mapping to the Liberty cells: structural choices, area-oriented mapping (&nf), then
 #: buffering and sizing against the cells' delay tables (no &fraig/scorr/dc2: hours on a dot
 #: core's product trees, see the module doc)
@@ -133,6 +140,16 @@ def find_sta() -> Path:
     return Path(found)
 
 
+def check_tools(liberty: str = DEFAULT_LIBERTY) -> Path:
+    """The Liberty file; ToolMissing (one line) for the first of the Liberty, OpenSTA, Yosys and
+    Icarus (the gate-level simulation) that is missing."""
+    lib_path = find_liberty(liberty)
+    find_sta()
+    find_yosys()
+    check_simulator("icarus")
+    return lib_path
+
+
 def check_options(clock_ns: float, vectors: int | None) -> None:
     if not (isinstance(clock_ns, (int, float)) and math.isfinite(clock_ns) and clock_ns > 0):
         raise ValueError(f"--clock: must be a positive number of ns, got {clock_ns}")
@@ -149,7 +166,10 @@ def synth_script(sources: list[str], top: str, rel: str) -> str:
         f"{reads}; synth -flatten -noabc -top {top}; "
         f"dfflibmap -liberty {lib}; abc -liberty {lib} -script {rel}/abc.script; "
         "opt_clean -purge; setundef -zero; "
-        # short names for every internal net and cell: _N_ (the VCD and OpenSTA read them)
+        # the cells' final names (_cN_), then the nets with their RTL names, for the split by
+        # stage (rtl_sim/stages.py: a flip-flop's output net names its register)
+        f"rename -enumerate -pattern _c%_ c:*; write_json {rel}/{NAMED_JSON}; "
+        # short names for every internal net: _N_ (the VCD and OpenSTA read them)
         "rename -hide w:* x:* %d; rename -enumerate; opt_clean; "
         f"tee -q -o {rel}/stat.txt stat -liberty {lib}; "
         f"write_verilog -noattr -noexpr -nohex -nodec -simple-lhs {rel}/netlist.v; "
@@ -318,8 +338,9 @@ def sta_script(top: str, clock_ns: float, input_activity: float, clock: str = "a
         f"create_clock -name {clock} -period {clock_ns:g} [get_ports {clock}]\n"
         f"set_input_delay 0 -clock {clock} [delete_from_list [all_inputs] [get_ports {clock}]]\n"
         f"set_output_delay 0 -clock {clock} [all_outputs]\n"
+        # the worst path and its slack (report_worst_slack of this build crashed, signal 11, on
+        # the default folded E-ATT netlist; report_checks gives the same number)
         "report_checks -path_delay max -digits 3 > timing.txt\n"
-        "report_worst_slack -digits 3 > wns.txt\n"
         f"set_power_activity -input -activity {input_activity:.6g} -duty 0.5\n"
         "report_power -digits 6 > power.txt\n"
         "exit\n"
@@ -351,7 +372,7 @@ def run_sta(
     code, seconds, _ = run_logged(
         [str(sta), "-no_splash", "-exit", "sta.tcl"], work, work / "sta.log", "OpenSTA", timeout
     )
-    slack_m = re.search(r"worst slack\s+(-?[\d.]+)", _read(work / "wns.txt"))
+    slack_m = re.search(r"^\s*(-?[\d.]+)\s+slack\b", _read(work / "timing.txt"), re.M)
     if code != 0 or not slack_m:
         raise RuntimeError(f"OpenSTA failed (exit {code}); see {work / 'sta.log'}")
     wns = float(slack_m[1])
@@ -391,10 +412,7 @@ def power(
     final = out / POWER_DIR
     if final.exists() and not (final / "yosys.log").is_file():
         raise ValueError(f"{final}: exists and was not written by eatt power; move it away")
-    lib_path = find_liberty(liberty)
-    find_sta()
-    find_yosys()
-    check_simulator("icarus")  # the gate-level simulation (Debian's iverilog)
+    lib_path = check_tools(liberty)
     cfg = CoreConfig.from_dict(meta["config"], source=str(out / "metadata.json"))
     golden = GoldenCore(cfg, load_weights(out, meta))
     x, y, masks = core_vectors(cfg, vectors, seed, inputs)
@@ -421,12 +439,13 @@ def power(
             nets, duration_ns = parse_vcd(act["vcd"].read_text())
         module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
         toggles = toggles_by_bit(module, nets)
+        cell_stages = stage_map(work, meta, module, library)
         # energy is per toggle, so the testbench's clock (TB_PERIOD_NS) does not matter; leakage
         # and power are at clock_ns
         cycles = int(round(duration_ns / TB_PERIOD_NS)) or int(act["cycles"] or 1)
         energy = lib_mod.netlist_energy(
             module, toggles, library, cycles=cycles, period_ns=clock_ns,
-            **({} if slew_ns is None else {"slew_ns": slew_ns}),
+            stages=cell_stages, **({} if slew_ns is None else {"slew_ns": slew_ns}),
         )  # fmt: skip
         clock = meta["interface"].get("clock", "ap_clk")
         in_bits = [
@@ -468,6 +487,7 @@ def power(
             "slew_ns": energy["slew_ns"],
             "by_type": energy["by_type"],
             "energy_split_per_call_pj": energy_split(energy["by_type"], library, n),
+            "by_stage": by_stage(energy["by_stage"], meta["level"], n),
             "input_activity": round(input_activity, 6),
             "sta": {
                 "worst_slack_ns": sta["worst_slack_ns"],
@@ -503,6 +523,35 @@ def energy_split(by_type: dict, library, calls: int) -> dict:
         key = "input_ports" if name == "input ports" else "flip_flops" if sequential else "logic"
         split[key] += (row["switching_pj"] + row["internal_pj"]) / calls
     return {k: round(v, 6) for k, v in split.items()}
+
+
+def stage_map(work: Path, meta: dict, module: dict, library) -> dict[str, dict[str, float]]:
+    """{cell: {stage: weight}} (rtl_sim/stages.py); the registers' names are kept in
+    registers.json (cell -> register), the large named netlist removed."""
+    named_path = work / NAMED_JSON
+    named = json.loads(named_path.read_text())["modules"][meta["top"]]
+    registers = stages_mod.register_names(named, library)
+    del named
+    named_path.unlink()
+    atomic_write_text(work / "registers.json", json.dumps(registers, indent=0) + "\n")
+    return stages_mod.cell_stages(module, library, meta["level"], registers)
+
+
+def by_stage(rows: dict, level: str, calls: int) -> dict:
+    """Per call, by stage (rtl_sim/stages.py), in the stages' order: cells, area, dynamic
+    (switching + internal) and leakage energy."""
+    out = {}
+    for stage in stages_mod.stage_names(level) + sorted(rows):
+        row = rows.get(stage)
+        if row is None or stage in out:
+            continue
+        out[stage] = {
+            "cells": round(row["count"], 3),
+            "area_um2": round(row["area"], 3),
+            "dynamic_pj": round((row["switching_pj"] + row["internal_pj"]) / calls, 6),
+            "leakage_pj": round(row["leakage_pj"] / calls, 9),
+        }
+    return out
 
 
 def _bits(module: dict) -> set:

@@ -211,7 +211,22 @@ def build_key(out: Path, meta: dict, simulator: str) -> str:
     return h.hexdigest()[:20]
 
 
-_BUILD_ARGS = {"verilator": ["-Wno-fatal"], "icarus": []}
+#: Verilator: cocotb's runner passes --public-flat-rw (every signal of the design public and
+#: writable through VPI, which stops Verilator from optimizing them away); the testbenches
+#: touch only the top level's ports, so --no-public-flat-rw (the last one wins) and a
+#: configuration file (:func:`_public_top`) that makes just the top module's signals public.
+#: The folded engine at the default model's size simulates 7x faster (500k idle cycles: 7.6 s
+#: -> 1.1 s).
+_BUILD_ARGS = {"verilator": ["-Wno-fatal", "--no-public-flat-rw"], "icarus": []}
+PUBLIC_TOP_VLT = "eatt_public_top.vlt"
+
+
+def _public_top(bdir: Path, top: str) -> Path:
+    """bdir/eatt_public_top.vlt: the top module's signals (its ports among them) public and
+    writable, the only ones a cocotb testbench here reads or drives."""
+    path = bdir / PUBLIC_TOP_VLT
+    atomic_write_text(path, f'`verilator_config\npublic_flat_rw -module "{top}" -var "*"\n')
+    return path
 
 
 def _slim(bdir: Path, simulator: str) -> None:
@@ -322,6 +337,9 @@ def _cocotb_build(
     if roots and simulator != "icarus":
         raise ValueError(f"extra top-level modules {roots}: Icarus only")
     extra = [a for r in roots or () for a in ("-s", r)]
+    if simulator == "verilator":
+        bdir.mkdir(parents=True, exist_ok=True)
+        sources = [*sources, _public_top(bdir, top)]
     with _sim_environ(simulator):
         try:
             _runner(simulator).build(

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from eatt.config import CoreConfig
-from eatt.flow import format_flow, format_markdown, run_flow
+from eatt.flow import compare, format_flow, format_markdown, run_flow
 from eatt.outdir import MARKER, OutputError, check_output_dir
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.tools import ToolMissing
@@ -84,6 +84,25 @@ def test_markdown_report_has_the_comparison_table():
     assert "| metric | eatt | vanilla | eatt/vanilla |\n| --- | ---: | ---: | ---: |" in md
     assert "| alignment energy, asic (pJ, analytic) | 691.2 | 2944 | 0.2348 |" in md
     assert "| mismatches, all levels | 0 | 0 | - |" in md
+
+
+def test_comparison_has_the_measured_energy_by_stage():
+    """compare(): the measured energy per call, and by stage (eatt power's by_stage), as rows."""
+    en = {"energy_pj": {"asic": 1.0, "fpga": 1.0}}
+    core_en = {k: {"alignment": en, "attention": en} for k in ("eatt", "vanilla")}
+
+    def core(scale):
+        stages = {s: {"dynamic_pj": scale * i} for i, s in enumerate(
+            ("projections", "scores", "softmax", "values", "control"), 1)}  # fmt: skip
+        power = {"energy_per_call_pj": {"total": 10.0 * scale}, "area_um2": 5.0,
+                 "sta": {"fmax_mhz": 80.0}, "by_stage": stages}  # fmt: skip
+        return {"sim": {}, "hls": {}, "resources": {"folded": {}}, "power": {"folded": power}}
+
+    rows = {r["metric"]: r for r in compare({"eatt": core(1.0), "vanilla": core(2.0)}, core_en)}
+    assert rows["folded energy, measured (pJ/call, OSU)"]["ratio"] == 0.5
+    scores = rows["folded scores energy, measured (pJ/call, dynamic)"]
+    assert (scores["eatt"], scores["vanilla"], scores["ratio"]) == (2.0, 4.0, 0.5)
+    assert "folded control energy, measured (pJ/call, dynamic)" not in rows
 
 
 def test_refuses_a_users_folder_before_any_work(tmp_path, monkeypatch):

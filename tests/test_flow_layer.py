@@ -229,3 +229,30 @@ def test_the_example_model_builds_in_the_flow():
         check_flow_size(core.replace(len_q=1), "decoder.0.cross", True)
         with pytest.raises(ConfigError, match="add --step"):
             check_flow_size(core, "decoder.0.cross", False)
+
+
+def test_the_default_size_example_folds_at_its_reuse_factor():
+    """examples/default_quant.yaml (README, "The trained default model's cross-attention,
+    folded"): its cross-attention core is the bundled model's 64 x 64, dim 128, 4 heads, past
+    the unrolled flow's limit, and --reuse-factor 40000 folds it and its peer at equal cycles."""
+    from pathlib import Path
+
+    from eatt.flow import folded_config
+    from eatt.model.train import load_run_config
+    from eatt.rtl_sim.folded import folded_cycles, folding_for_reuse
+
+    model_cfg, train_cfg = load_run_config(
+        Path(__file__).parents[1] / "examples" / "default_quant.yaml"
+    )
+    assert model_cfg.attention == "quant-eatt" and train_cfg.steps == 1500
+    core = model_cfg.quant_core("quant-eatt").replace(key_padding=True)
+    assert (core.len_q, core.len_k, core.dim, core.heads) == (64, 64, 128, 4)
+    with pytest.raises(ConfigError):
+        check_flow_size(core, "decoder.0.cross", False)
+    cfg = folded_config(core, 40000)
+    iis = {}
+    for kind in ("eatt", "vanilla"):
+        f = folding_for_reuse(cfg.replace(kind=kind), 40000)
+        iis[kind] = folded_cycles(cfg.replace(kind=kind), **f)["ii"]
+    assert folding_for_reuse(cfg, 40000) == {"lanes": 4, "simd": 16, "pe": 8}
+    assert iis == {"eatt": 38402, "vanilla": 38404}  # as measured in Verilator (README)

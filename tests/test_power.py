@@ -16,8 +16,14 @@ from eatt.config import CoreConfig
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.folded import folded_cycles
 from eatt.rtl_sim.generate import generate_rtl
-from eatt.rtl_sim.power import find_liberty, find_sta, parse_vcd, power, toggles_by_bit
-from eatt.rtl_sim.runner import check_simulator
+from eatt.rtl_sim.power import (
+    check_tools,
+    find_liberty,
+    find_sta,
+    parse_vcd,
+    power,
+    toggles_by_bit,
+)
 from eatt.rtl_sim.tools import ToolMissing
 
 # the smallest core that still has every stage: seconds in Yosys, a short gate-level build
@@ -149,9 +155,7 @@ def test_a_power_folder_it_did_not_write_is_left_alone(tmp_path):
 
 def _tools() -> None:
     try:
-        find_liberty()
-        find_sta()
-        check_simulator("icarus")
+        check_tools()
     except ToolMissing as err:
         pytest.skip(str(err))
 
@@ -179,11 +183,22 @@ def test_small_cores_energy_eatt_below_dot(tmp_path):
         assert {"netlist.v", "netlist.json", "yosys.log", "sta.log", "result.json"} <= files
         assert (out / "power" / "gate" / "sim" / "icarus" / "dump.vcd").is_file()
         assert json.loads((out / "power" / "result.json").read_text()) == r
+        # by stage (rtl_sim/stages.py): every pJ of the dynamic energy in exactly one place
+        stages = r["by_stage"]
+        assert list(stages) == ["projections", "scores", "control"]  # the alignment core
+        assert sum(v["dynamic_pj"] for v in stages.values()) == pytest.approx(e["dynamic"])
+        assert sum(v["cells"] for v in stages.values()) == pytest.approx(r["cells"], abs=0.01)
+        assert (out / "power" / "registers.json").is_file()
+        assert not (out / "power" / "named.json").exists()  # the large named netlist is gone
         results[kind] = r
     assert (
         results["eatt"]["energy_per_call_pj"]["total"]
         < results["vanilla"]["energy_per_call_pj"]["total"]
     )
+    # the alignment's part (Q, K and the scores): selection and L1 against products
+    for stage in ("projections", "scores"):
+        e_att, dot = (results[k]["by_stage"][stage]["dynamic_pj"] for k in ("eatt", "vanilla"))
+        assert e_att < dot, stage
     # the same vectors again: identical toggles, identical energy
     again = power(tmp_path / "eatt", vectors=40, seed=1, timeout=900)
     assert again["energy_per_call_pj"] == results["eatt"]["energy_per_call_pj"]
@@ -208,6 +223,11 @@ def test_the_folded_engine_at_equal_cycles(tmp_path):
         split, e = r["energy_split_per_call_pj"], r["energy_per_call_pj"]
         assert min(split.values()) > 0
         assert sum(split.values()) == pytest.approx(e["dynamic"], rel=1e-6)
+        stages = r["by_stage"]
+        assert set(stages) == {
+            "projections", "scores", "softmax", "values", "memories", "control",
+        }  # fmt: skip
+        assert sum(v["dynamic_pj"] for v in stages.values()) == pytest.approx(e["dynamic"])
         results[kind] = r
     cycles = {k: folded_cycles(CoreConfig.from_dict(dict(kind=k, **SMALL)), 1, 2, pe)["ii"]
               for k, pe in (("eatt", 1), ("vanilla", 2))}  # fmt: skip
@@ -226,6 +246,7 @@ def test_cli_text_and_json(tmp_path):
     text = cli(str(out), "--vectors", "20")
     assert text.returncode == 0, text.stderr
     assert "energy/call" in text.stdout and "0 mismatches" in text.stdout
+    assert "by stage   projections" in text.stdout
     assert "closes at" in text.stdout and "Icarus Verilog simulation" in text.stderr  # progress
     js = cli(str(out), "--vectors", "20", "--json", "--clock", "20")
     assert js.returncode == 0, js.stderr

@@ -148,7 +148,16 @@ module folded_proj_walk #(
 
     assign rd_tok  = p1_tok;
     assign rd_rc   = p1_rc;
-    assign w_word = rom_words[p1_pass*TILE_W +: TILE_W];
+    // the pass's word by constant part-selects: Verilator 5.049 stopped with an internal error
+    // on the variable one (rom_words[p1_pass*TILE_W +: TILE_W]) at the paper's 32k-bit tiles
+    always_comb begin
+        case (p1_pass)
+            2'd0: w_word = rom_words[0*TILE_W +: TILE_W];
+            2'd1: w_word = rom_words[1*TILE_W +: TILE_W];
+            2'd2: w_word = rom_words[2*TILE_W +: TILE_W];
+            default: w_word = rom_words[3*TILE_W +: TILE_W];
+        endcase
+    end
 
     logic [SIMD-1:0]      sel;      // binarized input bits (E-ATT Q, K)
     logic [SIMD*A_W-1:0]  operand;  // the input chunk, each element sign-extended to A_W

@@ -1,0 +1,43 @@
+"""bench/energy_compare.py --quick on the alignment: the JSON, Markdown (with the table by stage)
+and plot it writes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eatt.rtl_sim.power import check_tools
+from eatt.rtl_sim.tools import ToolMissing
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "energy_compare.py"
+
+
+@pytest.mark.rtl
+def test_quick_alignment_writes_its_report(tmp_path):
+    try:
+        check_tools()
+    except ToolMissing as err:
+        pytest.skip(str(err))
+    out = tmp_path / "energy_compare_quick.json"
+    run = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--levels", "alignment", "--vectors", "6",
+         "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(out.read_text())
+    for kind in ("eatt", "vanilla"):
+        r = report["levels"]["alignment"][kind]
+        assert r["mismatches"] == 0 and r["vectors"] == 6
+        dynamic = sum(s["dynamic_pj"] for s in r["by_stage"].values())
+        assert dynamic == pytest.approx(r["energy_per_call_pj"]["dynamic"], rel=1e-5)
+    assert report["ratios"]["alignment"]["energy"] < 1.0
+    md = out.with_suffix(".md").read_text()
+    assert "alignment: dynamic pJ/call by stage" in md and "| E-ATT / vanilla |" in md
+    assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
