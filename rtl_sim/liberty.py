@@ -457,9 +457,11 @@ def netlist_energy(
         if b in driver_cell:
             to_stages(driver_cell[b], "switching_pj", switching)
             to_stages(driver_cell[b], "internal_pj", internal)
-        elif c_pf > 0:  # an input port's net: to the cells it drives, by their capacitance
-            for inst, cap in loads.get(b, ()):
-                to_stages(inst, "switching_pj", 0.5 * cap * v2 * t)
+        elif loads.get(b):  # an input port's net: to the cells it drives, by capacitance
+            cell_pf = sum(cap for _, cap in loads[b])
+            for inst, cap in loads[b]:  # (an output port's load, if any, shared out with it)
+                share = cap / cell_pf if cell_pf > 0 else 1.0 / len(loads[b])
+                to_stages(inst, "switching_pj", share * switching)
     totals = {k: sum(e[k] for e in by_type.values()) for k in kinds}
     dynamic = totals["switching_pj"] + totals["internal_pj"]
     return {

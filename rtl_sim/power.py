@@ -347,6 +347,13 @@ def sta_script(top: str, clock_ns: float, input_activity: float, clock: str = "a
     )
 
 
+def parse_slack(text: str) -> float | None:
+    """The worst slack (ns) in a report_checks output: the least of its paths' "X slack" lines
+    (one per path group), or None where it has none."""
+    found = re.findall(r"^\s*(-?\d+(?:\.\d+)?)\s+slack\b", text, re.M)
+    return min(map(float, found)) if found else None
+
+
 def parse_sta_power(text: str) -> dict:
     """OpenSTA's report_power Total line: {internal, switching, leakage, total} in W."""
     m = re.search(r"^Total\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", text, re.M)
@@ -372,10 +379,13 @@ def run_sta(
     code, seconds, _ = run_logged(
         [str(sta), "-no_splash", "-exit", "sta.tcl"], work, work / "sta.log", "OpenSTA", timeout
     )
-    slack_m = re.search(r"^\s*(-?[\d.]+)\s+slack\b", _read(work / "timing.txt"), re.M)
-    if code != 0 or not slack_m:
+    timing = _read(work / "timing.txt")
+    if code != 0:
         raise RuntimeError(f"OpenSTA failed (exit {code}); see {work / 'sta.log'}")
-    wns = float(slack_m[1])
+    wns = parse_slack(timing)
+    if wns is None:
+        why = "it found no timing path" if "No paths found" in timing else "no slack in its report"
+        raise RuntimeError(f"OpenSTA: {why} at clock {clock}; see {work / 'timing.txt'}")
     return {
         "worst_slack_ns": wns,
         "fmax_mhz": round(1000.0 / (clock_ns - wns), 2),  # the period the worst path needs

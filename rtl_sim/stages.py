@@ -10,16 +10,20 @@ the folded engine (``u_engine.g_lane[0].s_bank[3]``, ``u_engine.u_multiply.acc[5
 1. a flip-flop belongs to the stage that computes the value its register holds (Q and K are
    the projections', also in the folded engine's memories; O is the values'): the first
    pattern of :data:`STAGES` for the core's level that matches the register's name with its
-   indices dropped
-   (``u_engine.g_lane[].s_bank[]``); no match is ``control`` (counters, state, handshakes);
+   indices dropped (``u_engine.g_lane[].s_bank[]``); no match is ``control`` (the engine's
+   state and counters, handshakes, pipeline enables; the folded walks' own state machines
+   count with the projections);
 2. a combinational cell belongs to the stages of the flip-flops, and of the output ports
    (:data:`OUTPUT_STAGE`), that its output reaches through combinational cells only: the logic
    that computes a register's next value is that register's stage. A cell that feeds k stages
    counts 1/k for each (a shared read multiplexer, an address decoder); one that reaches none
    is ``control``.
 
-The names are read from a JSON netlist written after Yosys gave the cells their final names and
-before it hid the wires' (``synth_script`` in power.py), so the cells are the netlist's.
+A flip-flop whose register drives an output port directly may carry the port's name (Yosys
+keeps one name per net: the port's), so each level's output ports name their stage too
+(``s`` of the alignment is its output). The names are read from a JSON netlist written after
+Yosys gave the cells their final names and before it hid the wires' (``synth_script`` in
+power.py), so the cells are the netlist's.
 :func:`liberty.netlist_energy` then adds each cell's energy to its stages: a net's switching and
 its driver's internal energy to the driver's stages, a net driven by an input port (the clock,
 the stream's data) to the stages of the cells it drives, by their pin capacitance.
@@ -35,23 +39,29 @@ from collections import defaultdict
 #: rtl_sim/rtl/folded_*.sv (the folded engine, under its instance u_engine).
 STAGES: dict[str, tuple[tuple[str, str], ...]] = {
     "alignment": (
-        ("projections", r"^[qk]\[\]"),  # Q and K: the binarized selection (E-ATT) or products
-        ("scores", r"^s(\[\]|$)"),  # the packed score vector
+        # Q and K: the binarized selection (E-ATT) or products; with adder_levels, the inner
+        # registers of their trees (rtl_sim/generate.py _Pipe: qa_<i>_<j>l_r<s>, ...)
+        ("projections", r"^[qk]\[\]|^(qa|ka)_\w*_r\d+"),
+        ("scores", r"^s(\[\]|$)|^score_\w*_r\d+"),  # the packed scores, the trees' registers
     ),
     "attention": (
-        ("projections", r"^(q|k|v0|z)(\[\]|$)"),  # Q, K, V, and the output projection Z
-        ("scores", r"^s1\[\]"),
-        ("softmax", r"^(e2|e_sum)\[\]"),  # the exp weights and their sum
-        ("values", r"^(numer|v1|v2|o4)\[\]"),  # V on its way, the weighted sums, O (normalized)
+        ("values", r"^v0_r\d+"),  # V on its way beside the score trees (adder_levels)
+        # Q, K, V, and the output projection Z, with their trees' inner registers
+        ("projections", r"^(q|k|v0|z)(\[\]|$)|^(qa|ka|va|za)_\w*_r\d+"),
+        ("scores", r"^s1\[\]|^score_\w*_r\d+"),
+        ("softmax", r"^(e2|e_sum)\[\]|^e_sum_\w*_r\d+"),  # the exp weights and their sum
+        # V on its way, the weighted sums, O (normalized)
+        ("values", r"^(numer|v1|v2|o4)\[\]|^numer_\w*_r\d+"),
     ),
     "folded": (
         # the walks (E-ATT's select walk: Q and K; the multiply walk: V and O, dot's Q and K
-        # too), their O partial sums, and the Q, K, V memories they fill
+        # too) with their own state and counters, their O partial sums, and the Q, K, V
+        # memories they fill
         (
             "projections",
             r"(^|\.)(u_select|u_multiply|g_select)\.|(^|\.)(z_sub|q_mem|k_bank|v_bank)\[\]",
         ),
-        ("scores", r"(^|\.)(s_bank|s_read)\[\]"),
+        ("scores", r"(^|\.)(s_bank|s_acc)(\[\]|$)"),  # the scores, a score's running sum
         ("softmax", r"(^|\.)(e_read|e_bank|esum|smax)(\[\]|$)"),
         ("values", r"(^|\.)(numer|a_mem)(\[\]|$)|(^|\.)u_normalize\."),  # N and O
         ("memories", r"(^|\.)(x_mem|y_mem)\[\]"),  # the input tokens

@@ -20,6 +20,7 @@ from eatt.rtl_sim.power import (
     check_tools,
     find_liberty,
     find_sta,
+    parse_slack,
     parse_vcd,
     power,
     toggles_by_bit,
@@ -73,6 +74,20 @@ def test_parse_vcd_counts_0_1_transitions_per_bit():
     assert nets["_12_"] == 2 and nets["_12_alias"] == 2  # x->0 is not a toggle; aliases share
     # w [4:2]: 000 -> 101 -> 111 -> x11: w[4] 1, w[3] 1, w[2] 1 (w[4] 1->x not counted)
     assert (nets["w[4]"], nets["w[3]"], nets["w[2]"]) == (1, 1, 1)
+
+
+def test_parse_slack_takes_the_worst_path_group():
+    """report_checks' slack lines (one per path group): the least; none -> None."""
+    text = (
+        "Startpoint: _c1_ (rising edge-triggered flip-flop clocked by clk)\n"
+        "  10.000   data required time\n"
+        "           -4.371   slack (VIOLATED)\n\n"
+        "Startpoint: a (input port clocked by clk)\n"
+        "            2.148   slack (MET)\n"
+    )
+    assert parse_slack(text) == -4.371
+    assert parse_slack("            0.5   slack (MET)\n") == 0.5
+    assert parse_slack("No paths found.\n") is None
 
 
 def test_toggles_by_bit_maps_bus_bits_and_single_nets():

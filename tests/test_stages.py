@@ -17,6 +17,13 @@ from eatt.rtl_sim.stages import cell_stages, register_names, register_stage, sta
         ("alignment", "k[0][0]", "projections"),
         ("alignment", "s[12]", "scores"),
         ("alignment", "s_vld", "control"),
+        # adder_levels >= 1: the inner registers of the trees (rtl_sim/generate.py _Pipe)
+        ("alignment", "qa_0_3l_r0[2]", "projections"),
+        ("alignment", "score_h0_q1_k0l_r0[4]", "scores"),
+        ("attention", "za_1_2r_r0[3]", "projections"),
+        ("attention", "v0_r0[1][2]", "values"),
+        ("attention", "e_sum_0_0_r1[5]", "softmax"),
+        ("attention", "numer_0_1_2_r0[7]", "values"),
         ("attention", "v0[1][2]", "projections"),
         ("attention", "z[40]", "projections"),
         ("attention", "s1[0][1][1]", "scores"),
@@ -28,6 +35,8 @@ from eatt.rtl_sim.stages import cell_stages, register_names, register_stage, sta
         ("folded", "u_engine.g_lane[1].k_bank[3][2]", "projections"),
         ("folded", "u_engine.q_mem[1][0]", "projections"),
         ("folded", "u_engine.g_lane[0].s_bank[1][3]", "scores"),
+        ("folded", "u_engine.g_lane[1].s_acc[3]", "scores"),
+        ("folded", "u_engine.g_select.u_select.wstate[1]", "projections"),  # a walk's state
         ("folded", "u_engine.smax[4]", "softmax"),
         ("folded", "u_engine.g_lane[2].e_bank[0][1]", "softmax"),
         ("folded", "u_engine.numer[1][7]", "values"),
@@ -145,3 +154,17 @@ def test_energy_by_stage_by_hand():
     assert by["projections"]["count"] == pytest.approx(1.5)
     assert by["control"]["area"] == pytest.approx(4.0 + 1.0 + 1.0)
     assert "by_stage" not in netlist_energy(MODULE, toggles, LIB, cycles=10, period_ns=1.0)
+
+
+def test_an_input_port_net_is_shared_out_whole():
+    """An input port that also drives an output port directly: its whole switching energy
+    (the output's load too) goes to the cells it drives, so the stages still add up."""
+    registers = register_names(NAMED, LIB)
+    stages = cell_stages(MODULE, LIB, "alignment", registers)
+    module = {**MODULE, "ports": {**MODULE["ports"], "a_out": {"direction": "output", "bits": [3]}}}
+    toggles = {2: 20, 3: 4, 4: 4, 5: 2, 6: 2, 7: 2, 8: 10, 9: 2, 10: 10, 11: 4}
+    r = netlist_energy(
+        module, toggles, LIB, cycles=10, period_ns=1.0, output_load_pf=0.5, stages=stages
+    )
+    total = sum(v["switching_pj"] for v in r["by_stage"].values())
+    assert total == pytest.approx(r["switching_pj"])
