@@ -370,6 +370,18 @@ def _bits(bits: list) -> list[int]:
     return [b for b in bits if isinstance(b, int)]  # "0"/"1"/"x"/"z" never toggle
 
 
+def net_bits(net: dict) -> list[tuple[int, int]]:
+    """(bit, index) of each signal bit of a Yosys JSON netname, the index as the RTL numbers it
+    (``offset``, ``upto``); constant bits left out."""
+    bits = net["bits"]
+    offset, upto = int(net.get("offset", 0)), bool(net.get("upto", 0))
+    return [
+        (bit, offset + (len(bits) - 1 - i if upto else i))
+        for i, bit in enumerate(bits)
+        if isinstance(bit, int)
+    ]
+
+
 def netlist_energy(
     module: dict,
     toggles: dict[int, int],

@@ -269,14 +269,12 @@ def toggles_by_bit(module: dict, nets: dict[str, int]) -> dict[int, int]:
     no entry is left out."""
     out: dict[int, int] = {}
     for name, net in module["netnames"].items():
-        bits = net["bits"]
-        offset = int(net.get("offset", 0))
-        upto = bool(net.get("upto", 0))
-        for i, bit in enumerate(bits):
-            if not isinstance(bit, int) or bit in out:
+        for bit, index in lib_mod.net_bits(net):
+            if bit in out:
                 continue
-            index = offset + (len(bits) - 1 - i if upto else i)
-            key = name if len(bits) == 1 and f"{name}[{index}]" not in nets else f"{name}[{index}]"
+            key = f"{name}[{index}]"
+            if len(net["bits"]) == 1 and key not in nets:
+                key = name
             if key in nets:
                 out[bit] = nets[key]
     return out

@@ -34,6 +34,8 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from eatt.rtl_sim.liberty import net_bits
+
 #: level -> (stage, regular expression on a register's name, indices dropped); the first match
 #: wins. The names are the RTL's: rtl_sim/generate.py (the unrolled cores) and
 #: rtl_sim/rtl/folded_*.sv (the folded engine, under its instance u_engine).
@@ -98,13 +100,8 @@ def register_names(named: dict, lib) -> dict[str, str]:
     for name, net in named["netnames"].items():
         if net.get("hide_name"):
             continue
-        bits = net["bits"]
-        offset = int(net.get("offset", 0))
-        upto = bool(net.get("upto", 0))
-        for i, bit in enumerate(bits):
-            if isinstance(bit, int):
-                index = offset + (len(bits) - 1 - i if upto else i)
-                public[bit].append(name if len(bits) == 1 else f"{name}[{index}]")
+        for bit, index in net_bits(net):
+            public[bit].append(name if len(net["bits"]) == 1 else f"{name}[{index}]")
     out = {}
     for inst, c in named["cells"].items():
         cell = lib.cells.get(c["type"])
