@@ -1040,8 +1040,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "name",
         metavar="NAME",
-        help="eatt-vs-vanilla, ablation, hybrids, energy-vs-quality, window, window-eatt, "
-        "window-unit, l0drop, qat",
+        help="eatt-vs-vanilla, ablation, hybrids, energy-vs-quality, window, window-lstm, "
+        "window-eatt, window-unit, l0drop, l0drop-redundant, l0drop-unit, qat",
     )
     p.add_argument("--quick", action="store_true", help="tiny version (seconds)")
     p.add_argument("-o", "--output", default="results", metavar="DIR", help="results folder")

@@ -14,6 +14,9 @@ Brevitas/QONNX/hls4ml levels. docs/window.md derives the arithmetic; in short, p
     counted softmax (L0Drop Algorithm 1, lines 5-8):
             e_s = c_s * EXP[(max S' - S'_s) >> exp_shift]   (0 past the table)
             O = clamp(round_half_up(sum_s e_s V_s / sum_s e_s))  as GoldenCore.weighted_values
+    focus (position flexible only; Flexible Eq. 4, p_t = sum_s a_t(s) s, the next step's p):
+            F = lo + min(round_half_up(sum_s e_s (s - lo) / sum_s e_s), hi - lo)
+            through the same reciprocal as O, one per head
 
 The memory holds l_k = len_k rows of keys K and values V that are already projected (integer
 codes in the core's Q/K and V formats: the encoder side computes them once per sentence) and a
@@ -37,6 +40,7 @@ from eatt.quant.golden import (
     binarize_int,
     derive_formats,
     matmul_int,
+    reciprocal,
     requantize,
     round_half_up,
     signed_bits,
@@ -93,6 +97,10 @@ class WindowFormats:
     index_bits: int  # a window buffer entry 0 .. window_rows - 1
     rows_bits: int  # rows read 0 .. window_rows
     g_bits: int  # Flexible level 0 .. g_levels
+    # -- the focus F (position flexible; Flexible Eq. 4): sum_s e_s (s - lo) through the reciprocal
+    focus_numer_bound: int  # sum_s e_s (s - lo) <= esum_bound * (window_rows - 1)
+    focus_numer_bits: int  # signed, as the reciprocal leaf's numerators
+    focus_prod_bits: int  # |F_N * R + 2**(recip_frac + n - 1)|, signed
     int_bits: int  # signed width of the integer inputs' port type (HLS)
 
     def to_dict(self) -> dict:
@@ -112,6 +120,8 @@ def derive_window_formats(cfg: CoreConfig) -> WindowFormats:
         rows, count_max, cfg.exp_frac, f.v_code_bits, cfg.recip_frac, f.recip_index_bits
     )
     half = cfg.window_d
+    focus_numer = soft["esum_bound"] * (rows - 1)
+    focus_prod = focus_numer * 2**cfg.recip_frac + 2 ** (cfg.recip_frac + soft["esum_bits"] - 2)
     return WindowFormats(
         core=f,
         qk_code_bits=f.qk_code_bits,
@@ -139,6 +149,9 @@ def derive_window_formats(cfg: CoreConfig) -> WindowFormats:
         index_bits=unsigned_bits(rows - 1),
         rows_bits=unsigned_bits(rows),
         g_bits=unsigned_bits(cfg.g_levels),
+        focus_numer_bound=focus_numer,
+        focus_numer_bits=signed_bits(focus_numer),
+        focus_prod_bits=signed_bits(focus_prod),
         int_bits=signed_bits(max(cfg.len_k, count_max, half, cfg.g_levels)),
     )
 
@@ -180,6 +193,11 @@ def penalty_table(cfg: CoreConfig, formats: Formats | None = None) -> np.ndarray
         g = np.arange(levels, dtype=np.float64) / cfg.g_levels
     logit = g[:, None] * d[None, :] ** 2 / (2.0 * sigma**2)
     return np.minimum(round_half_up(np.minimum(logit / f.score_lsb, 2.0 * cap)), cap)
+
+
+def has_focus(cfg: CoreConfig) -> bool:
+    """Whether the unit outputs the focus F beside O: position flexible (its next p)."""
+    return getattr(cfg, "position", None) == "flexible"
 
 
 def window_bounds(p, w, length):
@@ -237,11 +255,13 @@ class WindowGolden:
         length=None,
         g=None,
         intermediates: bool = False,
+        with_focus: bool = False,
     ):
         """One step per vector: x (n, dim); p, w, length, g (n,); keys, values (n, len_k, dim);
         counts (n, len_k). counts None = 1, length None = len_k, g None = level g_levels.
-        Returns O (n, dim), or with intermediates=True a dict (q, scores, penalty, logits, mask,
-        exp, attn)."""
+        Returns O (n, dim); with_focus=True (position flexible) (O, F) with F (n, heads) the
+        focus rows; with intermediates=True a dict (q, scores, penalty, logits, mask, exp,
+        attn, and focus when the unit has one)."""
         x, p, w, keys, values, counts, length, g = self.check_inputs(
             x, p, w, keys, values, counts, length, g
         )
@@ -262,8 +282,13 @@ class WindowGolden:
         e = np.where(inside, self.core.exp_table[np.clip(idx, 0, f.exp_table_size - 1)], 0)
         ce = e * counts[:, None, :]  # counted softmax weights (L0Drop Algorithm 1)
         o = self.core.weighted_values(ce[:, :, None, :], values)[:, 0, :]
+        if with_focus and not has_focus(cfg):
+            raise ValueError("with_focus: only a unit with position flexible has a focus output")
+        focus = self.focus(ce, lo, hi) if has_focus(cfg) else None
         if intermediates:
+            extra = {} if focus is None else {"focus": focus}
             return {
+                **extra,
                 "q": q,
                 "scores": s,
                 "penalty": pen,
@@ -272,7 +297,23 @@ class WindowGolden:
                 "exp": ce,
                 "attn": o,
             }
-        return o
+        return (o, focus) if with_focus else o
+
+    def focus(self, ce: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """F (n, heads): Flexible's p_t = sum_s a_t(s) s (Eq. 4) as an integer row of the window,
+        ``lo + min(clamp(round_half_up(sum_s e_s (s - lo) * R / 2**(recip_frac + n))), hi - lo)``
+        with the counted weights e (n, heads, len_k, 0 outside the window) and the reciprocal R
+        of E = sum_s e_s: one more lane of O's normalization (GoldenCore.weighted_values), so
+        clamped into O's v_bits first (which changes nothing while window_rows <= 2**(v_bits -
+        1))."""
+        f = self.formats.core
+        offset = np.maximum(np.arange(self.cfg.len_k)[None, :] - lo[:, None], 0)  # (n, len_k)
+        numer = (ce * offset[:, None, :]).sum(axis=-1)  # (n, heads), e = 0 outside the window
+        recip, n = reciprocal(ce.sum(axis=-1), self.core.recip_table, f.recip_index_bits)
+        shift = self.cfg.recip_frac + n
+        rounded = (numer * recip + (np.int64(1) << (shift - 1))) >> shift
+        rounded = np.minimum(rounded, 2 ** (self.cfg.v_bits - 1) - 1)  # >= 0
+        return lo[:, None] + np.minimum(rounded, (hi - lo)[:, None])
 
     def check_inputs(self, x, p, w, keys, values, counts=None, length=None, g=None):
         """Shapes, integer dtypes and ranges; one-line ValueError naming the input."""
@@ -407,6 +448,7 @@ __all__ = [
     "compact_memory",
     "core_config",
     "derive_window_formats",
+    "has_focus",
     "penalty_table",
     "random_window_inputs",
     "window_bounds",

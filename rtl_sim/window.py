@@ -43,6 +43,7 @@ from eatt.quant.window import (
     WindowGolden,
     core_config,
     derive_window_formats,
+    has_focus,
     penalty_levels,
     penalty_table,
     random_window_inputs,
@@ -100,6 +101,8 @@ def window_widths(cfg: CoreConfig) -> dict[str, int]:
         "index_bits": wf.index_bits,
         "rows_bits": wf.rows_bits,
         "g_bits": wf.g_bits,
+        "focus_numer_bits": wf.focus_numer_bits,
+        "focus_prod_bits": wf.focus_prod_bits,
     }
 
 
@@ -157,7 +160,24 @@ def window_interface(cfg: CoreConfig) -> dict:
                 "element_bits": cfg.v_bits,
                 "packing": "element d at bits [d*attn_bits +: attn_bits]",
                 "valid": "o_vld",
-            }
+            },
+            **(
+                {
+                    "f": {
+                        **port(
+                            cfg.heads * w["addr_bits"],
+                            "focus F per head: the next step's p (Flexible Eq. 4)",
+                            False,
+                            [cfg.heads],
+                        ),
+                        "element_bits": w["addr_bits"],
+                        "packing": "head h at bits [h*addr_bits +: addr_bits]",
+                        "valid": "o_vld",
+                    }
+                }
+                if has_focus(cfg)
+                else {}
+            ),
         },
         "widths": w,
     }
@@ -215,6 +235,9 @@ def _window_sv(cfg: CoreConfig, weights: CoreWeights) -> str:
     out(f"    input  wire logic [{cb - 1}:0] mem_cnt,      // count >= 1")
     out(f"    // attention output O: {dim} signed {ob}-bit, element d at [d*{ob} +: {ob}]")
     out(f"    output logic [{dim * ob - 1}:0] o,")
+    if flexible:
+        out(f"    // focus F (Flexible Eq. 4): {heads} row(s), head h at [h*{adb} +: {adb}]")
+        out(f"    output logic [{heads * adb - 1}:0] f,")
     out("    output logic o_vld  // = ap_done")
     out(");")
     out(f"    logic [{adb - 1}:0] raddr;")
@@ -355,9 +378,14 @@ def _window_sv(cfg: CoreConfig, weights: CoreWeights) -> str:
     out(f"    logic [{ceb - 1}:0] cw;")
     out(f"    logic [{tb - 1}:0] e_sum_c [{heads}];")
     out(f"    logic signed [{nb - 1}:0] numer_c [{heads}][{dh}];")
+    if flexible:  # the focus numerator sum_j e_j j, beside N (Flexible Eq. 4)
+        fnb = w["focus_numer_bits"]
+        out(f"    logic signed [{fnb - 1}:0] fnum_c [{heads}];")
     out("    always_comb begin")
     out(f"        for (int h = 0; h < {heads}; h++) begin")
     out(f"            e_sum_c[h] = {tb}'d0;")
+    if flexible:
+        out(f"            fnum_c[h] = {_lit(0, fnb)};")
     out(f"            for (int t = 0; t < {dh}; t++) numer_c[h][t] = {_lit(0, nb)};")
     out(f"            for (int j = 0; j < {rows}; j++) begin")
     out(f"                df = {db}'({lb + 1}'(mx[h]) - {lb + 1}'(sbuf[j][h]));")
@@ -367,6 +395,8 @@ def _window_sv(cfg: CoreConfig, weights: CoreWeights) -> str:
     out(f"                    ? exp_rom({ekb}'(ei)) : {ew}'d0;")
     out(f"                cw = {ceb}'(ex) * {ceb}'(cbuf[j]);")
     out(f"                e_sum_c[h] = e_sum_c[h] + {tb}'(cw);")
+    if flexible:  # j is the loop constant: a shifted add per entry, no multiplier
+        out(f"                fnum_c[h] = fnum_c[h] + {fnb}'($signed({{1'b0, cw}})) * {fnb}'(j);")
     out(f"                for (int t = 0; t < {dh}; t++) begin")
     out("                    numer_c[h][t] = numer_c[h][t]")
     out(f"                        + {nb}'($signed({{1'b0, cw}})) * {nb}'(vbuf[j][h*{dh} + t]);")
@@ -385,6 +415,8 @@ def _window_sv(cfg: CoreConfig, weights: CoreWeights) -> str:
     out("        end")
     out("    end")
     out("")
+    if flexible:
+        _window_focus_registers(out, cfg, w)
     # -- reciprocal and normalization: the core's leaf (recip_normalize.sv), once per head -----
     out("    // ---- normalize O = N / E per head (recip_normalize.sv): the leaf finds the table")
     out(f"    //      index of E, recip_rom ({cfg.recip_table_size} entries) gives R,")
@@ -392,19 +424,75 @@ def _window_sv(cfg: CoreConfig, weights: CoreWeights) -> str:
     out.rom("recip_rom", ki, rb, recip_table(core_config(cfg)))
     out(f"    logic [{ki - 1}:0] recip_index [{heads}];")
     out(f"    logic [{rb - 1}:0] recip [{heads}];")
-    out(f"    logic [{dh * ob - 1}:0] o_norm [{heads}];  // O[t] at [t*{ob} +: {ob}]")
+    lanes, leaf = dh, w
+    if flexible:  # the focus numerator is one more lane of the same leaf (one reciprocal)
+        lanes += 1
+        nw = max(nb, w["focus_numer_bits"])
+        leaf = {**w, "numer_bits": nw, "prod_bits": max(w["prod_bits"], w["focus_prod_bits"])}
+    out(f"    logic [{lanes * ob - 1}:0] o_norm [{heads}];  // lane t at [t*{ob} +: {ob}]")
     for h in range(heads):
         numer = [f"numer[{h}][{t}]" for t in range(dh)]
-        recip_normalize(out, f"h{h}", w, dh, rf, f"[{h}]", numer)
+        if flexible:  # lane dh: F_N; every lane sign-extended to the leaf's NUMER_W
+            numer = [f"{nw}'({n})" for n in numer] + [f"{nw}'(fnum[{h}])"]
+        recip_normalize(out, f"h{h}", leaf, lanes, rf, f"[{h}]", numer)
     out("    always_ff @(posedge ap_clk) begin")
     out("        if (nrm_go) begin")
-    out(f"            for (int h = 0; h < {heads}; h++) o[h*{dh * ob} +: {dh * ob}] <= o_norm[h];")
+    out(
+        f"            for (int h = 0; h < {heads}; h++) "
+        f"o[h*{dh * ob} +: {dh * ob}] <= o_norm[h][{dh * ob - 1}:0];"
+    )
     out("        end")
     out("    end")
+    if flexible:
+        _window_focus(out, cfg, w)
     out("endmodule")
     out("")
     out("`default_nettype wire")
     return out.text()
+
+
+def _window_focus_registers(out: _Writer, cfg: CoreConfig, w: dict) -> None:
+    """What the focus F needs beside O's reduction (Flexible Eq. 4, WindowGolden.focus): the
+    step's lo (the row of buffer entry 0) and rows, held per step like e_sum, and F_N =
+    sum_j e_j j registered with red_go (its sum is in pass two, j a constant per entry)."""
+    heads, adb, ixb, rwb = cfg.heads, w["addr_bits"], w["index_bits"], w["rows_bits"]
+    out("    // ---- focus F = lo + min(round(F_N / E), rows - 1), F_N = sum_j e_j j (Flexible")
+    out("    //      Eq. 4, the next p): buffer entry 0 is row lo; lo and rows held per step")
+    out(f"    logic [{adb - 1}:0] raddr_d, lo_buf, lo_red;")
+    out(f"    logic [{rwb - 1}:0] rows_red;")
+    out("    always_ff @(posedge ap_clk) begin")
+    out("        if (rd_en) raddr_d <= raddr;")
+    out(f"        if (item_vld && item_idx == {ixb}'d0) lo_buf <= raddr_d;")
+    out("        if (red_go) begin")
+    out("            lo_red   <= lo_buf;")
+    out("            rows_red <= red_rows;")
+    out("        end")
+    out("    end")
+    out(f"    logic signed [{w['focus_numer_bits'] - 1}:0] fnum [{heads}];")
+    out("    always_ff @(posedge ap_clk) begin")
+    out(f"        if (red_go) for (int h = 0; h < {heads}; h++) fnum[h] <= fnum_c[h];")
+    out("    end")
+
+
+def _window_focus(out: _Writer, cfg: CoreConfig, w: dict) -> None:
+    """F = lo + min(lane dh of the reciprocal leaf, rows - 1) per head, with O."""
+    heads, dh, ob = cfg.heads, cfg.d_head, w["attn_bits"]
+    adb, rwb = w["addr_bits"], w["rows_bits"]
+    cmp = max(ob, rwb) + 1
+    out(f"    logic [{ob - 1}:0] f_norm [{heads}], f_off [{heads}];")
+    out("    always_comb begin")
+    out(f"        for (int h = 0; h < {heads}; h++) begin")
+    out(f"            f_norm[h] = o_norm[h][{dh * ob} +: {ob}];  // >= 0: F_N and R are")
+    out(f"            f_off[h] = ({cmp}'(f_norm[h]) < {cmp}'(rows_red))")
+    out(f"                ? f_norm[h] : {ob}'(rows_red - {rwb}'d1);")
+    out("        end")
+    out("    end")
+    out("    always_ff @(posedge ap_clk) begin")
+    out("        if (nrm_go) begin")
+    out(f"            for (int h = 0; h < {heads}; h++)")
+    out(f"                f[h*{adb} +: {adb}] <= lo_red + {adb}'(f_off[h]);")
+    out("        end")
+    out("    end")
 
 
 def _window_l1_scores(out: _Writer, cfg: CoreConfig, qb: int, sb: int) -> None:
@@ -506,8 +594,12 @@ WINDOW_STEPS = ("x", "p", "w", "g", "group", "keys", "values", "counts", "length
 
 
 def expected_outputs(golden: WindowGolden, steps: dict[str, np.ndarray]) -> np.ndarray:
-    """The golden model's outputs of grouped steps (window_steps' layout)."""
-    return golden.forward(**window_step_inputs(steps))
+    """The golden model's outputs of grouped steps (window_steps' layout): O (n, dim), with
+    position flexible followed by the focus F (n, dim + heads), as the testbench records them."""
+    inputs = window_step_inputs(steps)
+    if not has_focus(golden.cfg):
+        return golden.forward(**inputs)
+    return np.concatenate(golden.forward(**inputs, with_focus=True), axis=1)
 
 
 def simulate_window(

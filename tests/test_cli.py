@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from eatt.cli import main
+from eatt.cli import build_parser, main
+from eatt.model.experiments import REGISTRY
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -154,3 +155,9 @@ def test_flow_runs_a_window_unit_through_every_stage(tmp_path):
     assert w["sim"]["cycles_rule_holds"]
     text = run_cli("flow", "--config", str(cfg), "-o", str(out), "--vectors", "5", "--no-resources")
     assert text.returncode == 0 and "windowed unit: eatt scores, l_k 6, D 1" in text.stdout
+
+
+def test_experiment_help_names_every_registered_experiment():
+    sub = next(a for a in build_parser()._actions if a.dest == "command" or a.choices)
+    helptext = sub.choices["experiment"]._positionals._group_actions[0].help
+    assert set(helptext.replace(",", " ").split()) == set(REGISTRY)

@@ -31,6 +31,11 @@ pytestmark = pytest.mark.rtl
 RUN_KEYS = {"simulator", "cached_build", "build_seconds", "sim_seconds", "build_dir", "results_dir"}
 
 WINDOW = dict(kind="window", len_q=1, len_k=10, dim=4, heads=2, window_d=2, position="gaussian")
+#: position flexible: the focus F is one more lane of O's reciprocal leaf; as a second,
+#: differently parameterized recip_normalize instance it made Icarus 11 compute O wrong
+WINDOW_FLEX = dict(
+    kind="window", len_q=1, len_k=12, dim=8, heads=2, position="flexible", window_d=3,
+)  # fmt: skip
 WINDOW_DOT = dict(
     kind="window", len_q=1, len_k=6, dim=4, heads=1, window_score="dot", position="flexible",
     window_d=7, g_levels=3, window_sigma=1.5, qk_bits=7, v_bits=8, count_bits=4,
@@ -44,6 +49,7 @@ CASES = {
     "attention-vanilla": (dict(kind="vanilla", **CORE), "attention", 3, 400, 5),
     "window-eatt": (WINDOW, None, 2, 160, 4),
     "window-dot": (WINDOW_DOT, None, 2, 160, 4),
+    "window-flexible": (WINDOW_FLEX, None, 2, 160, 4),
 }  # fmt: skip
 
 

@@ -294,15 +294,21 @@ def test_rtl_window_widths_are_golden(name, tmp_path):
         "recip": (False, wf.recip_bits),
         "o_norm": (False, cfg.d_head * wf.attn_bits),
     }
+    leaf = recip_normalize_expected(cfg, wf)
     if cfg.position == "flexible":
         expected["g"] = (False, wf.g_bits)
+        # the focus F: F_N = sum_j e_j j is one more lane of O's reciprocal leaf
+        expected["fnum_c"] = expected["fnum"] = (True, wf.focus_numer_bits)
+        expected["f"] = (False, cfg.heads * wf.addr_bits)
+        expected["o_norm"] = (False, (cfg.d_head + 1) * wf.attn_bits)
+        leaf["LANES"] += 1
+        leaf["NUMER_W"] = max(wf.numer_bits, wf.focus_numer_bits)
+        leaf["PROD_W"] = max(wf.prod_bits, wf.focus_prod_bits)
     assert {key: d.get(key) for key in expected} == expected
     r = roms(text)
     assert r["exp_rom"] == (wf.exp_table_bits, f.exp_bits)
     assert r["recip_rom"] == (f.recip_index_bits, wf.recip_bits)
-    assert leaf_parameters(text, "recip_normalize") == [recip_normalize_expected(cfg, wf)] * (
-        cfg.heads
-    )
+    assert leaf_parameters(text, "recip_normalize") == [leaf] * cfg.heads
 
 
 # -- the golden widths themselves hold their bounds ------------------------------------------

@@ -39,7 +39,7 @@ def reference_step(cfg: CoreConfig, wq, x, p, w, keys, values, counts, length, g
     q = [sum(xs[i] * int(wq[i][j]) for i in range(dim)) >> f.q_shift for j in range(dim)]
     lo, hi = max(p - w, 0), min(p + w, length - 1)
     level = g if cfg.position == "flexible" else 0
-    out = []
+    out, focus = [], []
     for h in range(heads):
         cols = range(h * dh, (h + 1) * dh)
         logits = {}
@@ -64,7 +64,10 @@ def reference_step(cfg: CoreConfig, wq, x, p, w, keys, values, counts, length, g
             numer = sum(e[s] * int(values[s][c]) for s in e)
             o = (numer * r + (1 << (shift - 1))) >> shift
             out.append(min(max(o, -(2 ** (cfg.v_bits - 1))), 2 ** (cfg.v_bits - 1) - 1))
-    return out
+        # Flexible's focus (Eq. 4): the weighted mean row, through the same reciprocal
+        offset = (sum(e[s] * (s - lo) for s in e) * r + (1 << (shift - 1))) >> shift
+        focus.append(lo + min(offset, 2 ** (cfg.v_bits - 1) - 1, hi - lo))
+    return out + focus if cfg.position == "flexible" else out
 
 
 def check_against_reference(cfg: CoreConfig, n: int, seed: int) -> None:
@@ -72,6 +75,8 @@ def check_against_reference(cfg: CoreConfig, n: int, seed: int) -> None:
     golden = WindowGolden(cfg, weights)
     inp = random_window_inputs(cfg, n, seed)
     got = golden.forward(**inp)
+    if cfg.position == "flexible":  # O, then the focus F per head
+        got = np.concatenate(golden.forward(**inp, with_focus=True), axis=1)
     for i in range(n):
         step = {k: v[i] for k, v in inp.items()}
         step = {k: (int(v) if np.ndim(v) == 0 else v.tolist()) for k, v in step.items()}
@@ -93,6 +98,32 @@ def check_against_reference(cfg: CoreConfig, n: int, seed: int) -> None:
 )
 def test_matches_reference(changes):
     check_against_reference(window_cfg(**changes), n=60, seed=len(changes))
+
+
+def test_focus_is_the_rounded_mean_row_of_the_window():
+    """Flexible Eq. 4, p_t = sum_s a_t(s) s: F is that mean rounded, within one row where the
+    table reciprocal rounds the other way (at a half), and always inside the window."""
+    cfg = window_cfg(position="flexible", window_d=5, len_k=16)
+    golden = WindowGolden(cfg, random_weights(cfg, 5))
+    inp = random_window_inputs(cfg, 3000, seed=6)
+    out = golden.forward(**inp, intermediates=True)
+    o, focus = golden.forward(**inp, with_focus=True)
+    assert (o == out["attn"]).all() and (focus == out["focus"]).all()
+    assert focus.shape == (3000, cfg.heads)
+    e = out["exp"]
+    mean = (e * np.arange(cfg.len_k)).sum(-1) / e.sum(-1)
+    assert np.abs(focus - mean).max() <= 0.5 + 1e-9 + 1  # half a row, and one at a tie
+    assert (focus != np.floor(mean + 0.5)).mean() < 0.02
+    lo = np.maximum(inp["p"] - inp["w"], 0)
+    hi = np.minimum(inp["p"] + inp["w"], inp["length"] - 1)
+    assert ((focus >= lo[:, None]) & (focus <= hi[:, None])).all()
+    with pytest.raises(ValueError, match="with_focus: only a unit with position flexible"):
+        WindowGolden(window_cfg(), random_weights(window_cfg(), 5)).forward(
+            **random_window_inputs(window_cfg(), 2), with_focus=True
+        )
+    assert "focus" not in WindowGolden(window_cfg(), random_weights(window_cfg(), 5)).forward(
+        **random_window_inputs(window_cfg(), 2), intermediates=True
+    )
 
 
 def test_default_config_and_many_vectors():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -124,6 +125,24 @@ def test_metadata_contract(simulated):
     assert iface["protocol"] == "ap_ctrl_hs"
     assert set(iface["memory_write"]) >= {"mem_we", "mem_addr", "mem_k", "mem_v", "mem_cnt"}
     assert ("g" in iface["inputs"]) == (cfg.position == "flexible")
+    # Flexible's focus F (Eq. 4), the next step's p: one row per head, valid with O
+    assert ("f" in iface["outputs"]) == (cfg.position == "flexible")
+    if cfg.position == "flexible":
+        f = iface["outputs"]["f"]
+        assert f["shape"] == [cfg.heads] and f["valid"] == "o_vld"
+        assert f["element_bits"] == iface["widths"]["addr_bits"]
+
+
+def test_the_focus_is_compared(simulated):
+    """With position flexible the testbench records F after O and every F is checked."""
+    cfg, out, meta, _ = simulated
+    result = simulate(out, vectors=40, seed=9)  # the build is cached; its own run folder
+    assert result["mismatches"] == 0, result["first_mismatch"]
+    got = np.load(Path(result["results_dir"]) / "got.npy")
+    extra = cfg.heads if cfg.position == "flexible" else 0
+    assert got.shape == (40, cfg.dim + extra)
+    if extra:  # the foci spread over the memory's rows
+        assert len(np.unique(got[:, cfg.dim :])) > 2
 
 
 def test_lint_wall_clean(simulated):

@@ -4,7 +4,8 @@ Run by eatt.rtl_sim.window.simulate_window through cocotb_tools.runner; not coll
 pytest. The job file named by $EATT_TB_JOB (JSON) gives the interface (metadata.json), the
 steps and memories (.npz) and where to write results; steps come in groups that share one
 memory (a decoder's steps over one sentence). The testbench records what the RTL produces and
-when; the caller compares every output with eatt.quant.window.WindowGolden.
+when; the caller compares every output with eatt.quant.window.WindowGolden (O, and with
+position flexible the focus F after O's elements).
 
 Signals are driven and sampled at the falling clock edge (as tb/test_alignment.py).
 
@@ -53,6 +54,9 @@ class WindowTB:
         self.has_g = "g" in iface["inputs"]
         self.out_bits = iface["outputs"]["o"]["element_bits"]
         self.dim = iface["outputs"]["o"]["shape"][0]
+        # Flexible's focus F (unsigned rows, one per head), recorded after O's elements
+        focus = iface["outputs"].get("f")
+        self.focus = None if focus is None else (focus["shape"][0], focus["element_bits"])
         data = np.load(job["data"])
         self.data = {name: data[name] for name in data.files}
         self.done_cycles: list[int] = []
@@ -81,7 +85,12 @@ class WindowTB:
                 assert int(self.dut.o_vld.value) == 1, "o_vld must equal ap_done"
                 self.done_cycles.append(_cycle())
                 word = self.dut.o.value.to_unsigned()
-                self.outputs.append(_unpack(word, self.dim, self.out_bits))
+                row = _unpack(word, self.dim, self.out_bits)
+                if self.focus is not None:
+                    heads, bits = self.focus
+                    f = self.dut.f.value.to_unsigned()
+                    row += [(f >> (h * bits)) & ((1 << bits) - 1) for h in range(heads)]
+                self.outputs.append(row)
 
     async def wait_idle(self, limit: int = 10000) -> None:
         self.dut.ap_start.value = 0
