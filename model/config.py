@@ -24,6 +24,7 @@ __all__ = [
     "QUANT_KINDS",
     "POSITIONAL_KINDS",
     "QUANT_WINDOW_KINDS",
+    "FLEXIBLE_KINDS",
     "ROLES",
     "WINDOW_KINDS",
     "WINDOW_GAUSSIANS",
@@ -52,10 +53,15 @@ QUANT_WINDOW_KINDS = {
     "quant-global": "global",
     "quant-local-m": "local-m",
     "quant-local-p": "local-p",
+    "quant-flexible": "flexible",
 }
 #: cross kinds whose weights depend on source positions: L0Drop's compacted memory
 #: (Algorithm 1) renumbers them, so these decode on the full gated memory
-POSITIONAL_KINDS = ("local-m", "local-p", "flexible", "quant-local-m", "quant-local-p")
+POSITIONAL_KINDS = (
+    "local-m", "local-p", "flexible", "quant-local-m", "quant-local-p", "quant-flexible"
+)  # fmt: skip
+#: the cross kinds with Flexible Attention's strength g(t) (Eq. 8) and its Eq. 9 loss term
+FLEXIBLE_KINDS = ("flexible", "quant-flexible")
 #: scores the window unit computes
 QUANT_WINDOW_SCORES = ("eatt", "dot")
 WINDOW_SCORES = ("dot", "general", "concat", "eatt")
@@ -118,6 +124,9 @@ class ModelConfig:
     flexible_tau: float | None = None
     #: beta of the fine-tuning loss -beta * mean g(t) (Eq. 9)
     flexible_beta: float = 0.0
+    #: quant-flexible: g(t) rounded to a level l in [0, flexible_g_levels], g = l / levels
+    #: (straight-through), the window unit's g input (its g_levels)
+    flexible_g_levels: int = 8
     #: L0Drop gates between encoder and decoder (Zhang et al., 2021)
     l0drop: bool = False
     #: lambda, weight of the expected-L0 penalty
@@ -214,6 +223,10 @@ class ModelConfig:
             raise ConfigError(
                 f"flexible_tau: must be > 0 (null = infinity), got {self.flexible_tau}"
             )
+        if not isinstance(self.flexible_g_levels, int) or not 1 <= self.flexible_g_levels <= 255:
+            raise ConfigError(
+                f"flexible_g_levels: must be an integer in [1, 255], got {self.flexible_g_levels!r}"
+            )
         for key in ("flexible_beta", "l0drop_lambda"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}: must be >= 0, got {getattr(self, key)}")
@@ -258,17 +271,22 @@ class ModelConfig:
 
     def quant_window(self):
         """The eatt.config.WindowConfig of the quantized windowed cross kind: one head of the
-        model's width, a memory of max_len rows, the Gaussian (quant-local-p) or no position
-        term (quant-local-m, quant-global), the quant_* formats. quant-global's window is the
-        whole memory: D = max_len - 1 around p = 0 (window_d is not used)."""
+        model's width, a memory of max_len rows, the Gaussian (quant-local-p), Flexible's
+        penalty at flexible_g_levels levels (quant-flexible) or no position term (quant-local-m,
+        quant-global), the quant_* formats. quant-global's window is the whole memory: D =
+        max_len - 1 around p = 0; quant-flexible's D is max_len - 1 too, and its window comes
+        per step from tau (window_d is not used by either)."""
         kind = self.kind("cross")
         if kind not in QUANT_WINDOW_KINDS:
             raise ValueError(f"cross {kind!r} is not a quantized windowed kind")
         fields = dict(
             window_score=self.window_score,
-            window_d=self.max_len - 1 if kind == "quant-global" else self.window_d,
-            position="gaussian" if kind == "quant-local-p" else "none",
+            window_d=(
+                self.max_len - 1 if kind in ("quant-global", "quant-flexible") else self.window_d
+            ),
+            position={"quant-local-p": "gaussian", "quant-flexible": "flexible"}.get(kind, "none"),
             window_sigma=self.window_sigma,
+            g_levels=self.flexible_g_levels,
         )
         try:
             return WindowConfig(

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .config import QUANT_WINDOW_KINDS, ModelConfig
+from .config import FLEXIBLE_KINDS, QUANT_WINDOW_KINDS, ModelConfig
 from .data import PAD
 from .l0drop import (
     L0Drop,
@@ -87,7 +87,9 @@ class LSTMSeq2Seq(nn.Module):
             from eatt.quant.window_cross import QuantWindowedAttention
 
             form = QUANT_WINDOW_KINDS[cfg.kind("cross")]
-            self.attention = QuantWindowedAttention(cfg.quant_window(), form)
+            self.attention = QuantWindowedAttention(
+                cfg.quant_window(), form, tau=cfg.flexible_tau, g_input_dim=dim
+            )
         else:
             self.attention = cross_attention(cfg, dim, dim, g_input_dim=dim)
         self.w_c = nn.Linear(2 * dim, dim, bias=False)  # htilde = tanh(W_c [c; h])
@@ -147,7 +149,7 @@ class LSTMSeq2Seq(nn.Module):
         out: dict[str, Tensor] = {}
         if self._l0_penalty is not None:
             out["l0"] = self._l0_penalty
-        if self.attention.kind == "flexible" and self._attention_state is not None:
+        if self.attention.kind in FLEXIBLE_KINDS and self._attention_state is not None:
             out["flexible_g"] = mean_strength(self._attention_state, self._tgt_real)
         return out
 

@@ -44,6 +44,7 @@ from .attention import ATTENTION_VARIANTS, attention_variant, variant_switches
 from .config import (  # the config lives below the model modules; re-exported from here
     ARCHS,
     ATTENTION_KINDS,
+    FLEXIBLE_KINDS,
     L0DROP_RULES,
     MAX_LAYER_PARAMETERS,
     QUANT_KINDS,
@@ -133,7 +134,9 @@ class RoleAttention(nn.Module):
 
             if cfg is None:
                 cfg = ModelConfig(cross=kind, window_score="eatt", dim=dim, max_len=max_len)
-            self.core = QuantWindowedAttention(cfg.quant_window(), QUANT_WINDOW_KINDS[kind])
+            self.core = QuantWindowedAttention(
+                cfg.quant_window(), QUANT_WINDOW_KINDS[kind], tau=cfg.flexible_tau
+            )
             self.o_proj = nn.Linear(dim, dim, bias=False)
         elif self.windowed:
             self.core = cross_attention(
@@ -651,7 +654,7 @@ class Seq2Seq(nn.Module):
         out: dict[str, Tensor] = {}
         if self.l0drop is not None and self._l0_penalty is not None:
             out["l0"] = self._l0_penalty
-        if self.cfg.kind("cross") == "flexible":
+        if self.cfg.kind("cross") in FLEXIBLE_KINDS:
             states = [layer.cross_attn.last_state for layer in self.decoder]
             values = [mean_strength(st, self._tgt_real) for st in states if st is not None]
             if values:

@@ -214,7 +214,9 @@ def window_golden_check(
         "summary": [
             f"  window: window_score={cfg.window_score} window_d={cfg.window_d} "
             f"position={cfg.position} count_bits={cfg.count_bits}, at most "
-            f"{wf.window_rows} rows per step (attention output O, V's format)",
+            f"{wf.window_rows} rows per step (attention output O, V's format"
+            + (", and the focus F per head, the next p" if cfg.position == "flexible" else "")
+            + ")",
             _formats_line(cfg, wf.core) + f", position table up to {wf.penalty_max} score units",
         ],
         "float_note": " (per step; worst step shown)",

@@ -54,6 +54,15 @@ def both_modes(args: list[str], text_has: str, cwd: Path | None = None, code: in
     return json.loads(js.stdout)  # exactly one object: json.loads refuses anything more
 
 
+def train_tiny(work: Path, name: str, cross: str) -> str:
+    """`eatt train` of TINY_RUN with its cross-attention replaced; the checkpoint's path."""
+    run = work / f"{name}.yaml"
+    run.write_text(TINY_RUN.replace("cross: quant-eatt", cross))
+    r = eatt("train", str(run), "-o", str(work / name), "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)["checkpoint"]
+
+
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("readme")
@@ -325,15 +334,7 @@ def test_evaluate_hardware(checkpoint):
 def test_a_trained_windowed_model_on_the_unit(work):
     """README, "A trained windowed model on the unit": train a quant-local-p model, take its
     cross-attention out as the window unit, capture its steps, RTL on them, evaluate."""
-    run = work / "window_run.yaml"
-    run.write_text(
-        TINY_RUN.replace(
-            "cross: quant-eatt", "cross: quant-local-p, window_score: eatt, window_d: 2"
-        )
-    )
-    r = eatt("train", str(run), "-o", str(work / "window_run"), "--json")
-    assert r.returncode == 0, r.stderr[-2000:]
-    ckpt = json.loads(r.stdout)["checkpoint"]
+    ckpt = train_tiny(work, "window_run", "cross: quant-local-p, window_score: eatt, window_d: 2")
     out, steps, rtl = work / "cross_window.onnx", work / "steps.npz", work / "rtl_window"
     r = both_modes(
         ["export", ckpt, "--layer", "decoder.0.cross", "-o", str(out), "--check", "40"],
@@ -364,6 +365,28 @@ def test_a_trained_windowed_model_on_the_unit(work):
     assert r["captured"] and r["mismatches"] == 0
     r = both_modes(["evaluate", ckpt, "--beam", "2", "--split", "dev", "--hardware"], "differ")
     assert r["hardware"]["exported"]["hypotheses_differ"] == 0 and r["vision_span"] <= 5
+
+
+@pytest.mark.rtl
+@pytest.mark.hls
+@pytest.mark.slow
+def test_a_trained_flexible_model_on_the_unit(work):
+    """README: `eatt train examples/window_flexible.yaml` (its config, at a tiny size here) and
+    `eatt flow MODEL.pt --layer decoder.0.cross`: quant-flexible through every level, PASS."""
+    from eatt.model.train import load_run_config
+
+    model, _ = load_run_config(ROOT / "examples" / "window_flexible.yaml")
+    assert model.cross == "quant-flexible" and model.quant_window().position == "flexible"
+    ckpt = train_tiny(
+        work, "flexible_run", "cross: quant-flexible, window_score: eatt, flexible_tau: 1.0"
+    )
+    r = both_modes(
+        ["flow", ckpt, "--layer", "decoder.0.cross", "--split", "dev", "--vectors", "40",
+         "--no-resources", "-o", str(work / "flow_flexible")],
+        "flow: PASS",
+    )  # fmt: skip
+    assert r["ok"] and r["capture"]["unit"] == "window"
+    assert r["bleu"]["exported"]["hypotheses_differ"] == 0
 
 
 def test_experiment_quick(work):

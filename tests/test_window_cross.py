@@ -16,12 +16,16 @@ from eatt.model.seq2seq import ModelConfig, Seq2Seq
 from eatt.model.windowed import WindowedAttention
 from eatt.quant.golden import CoreWeights
 from eatt.quant.window import WindowGolden
-from eatt.quant.window_cross import QuantWindowedAttention, unit_weights
+from eatt.quant.window_cross import QuantWindowedAttention, flexible_half_width, unit_weights
 
 SRC_V, TGT_V, D = 20, 18, 2
 CASES = [
-    (k, s) for k in ("quant-local-p", "quant-local-m", "quant-global") for s in ("eatt", "dot")
+    (k, s)
+    for k in ("quant-local-p", "quant-local-m", "quant-global", "quant-flexible")
+    for s in ("eatt", "dot")
 ]
+#: the kinds whose window is the whole memory (quant-flexible without tau)
+WHOLE = ("quant-global", "quant-flexible")
 
 
 @pytest.fixture(autouse=True)
@@ -139,19 +143,24 @@ def test_incremental_equals_full_and_decoding_runs(kind, score):
             self.src, self.index = src, list(range(src.shape[0]))
 
     _, stats = translate_with_stats(model, [_Batch(src)], beam=2, device=torch.device("cpu"))
-    assert 1.0 <= stats["vision_span"] <= (9 if kind == "quant-global" else 2 * D + 1)
+    assert 1.0 <= stats["vision_span"] <= (9 if kind in WHOLE else 2 * D + 1)
 
 
 @pytest.mark.parametrize("kind, score", CASES)
 def test_surrogate_trains_and_tracks_the_unit(kind, score):
-    """Training runs the fake-quant surrogate (gradients reach the projections and local-p's
-    predictor); in eval it stays near the unit (float softmax vs the exp table)."""
+    """Training runs the fake-quant surrogate (gradients reach the projections, local-p's
+    predictor and Flexible's g(t), through its penalty and Eq. 9's term); in eval it stays near
+    the unit (float softmax vs the exp table)."""
     model = _model(kind, score)
     src, tgt = _batch()
     model.train()
-    model(src, tgt).logsumexp(-1).mean().backward()
+    loss = model(src, tgt).logsumexp(-1).mean()
+    if kind == "quant-flexible":
+        loss = loss - model.aux_losses()["flexible_g"]
+    loss.backward()
     core = model.decoder[0].cross_attn.core
-    for name in ("q_proj", "k_proj", "v_proj") + (("w_p",) if kind == "quant-local-p" else ()):
+    extra = {"quant-local-p": ("w_p",), "quant-flexible": ("w_g", "v_g")}.get(kind, ())
+    for name in ("q_proj", "k_proj", "v_proj", *extra):
         grad = getattr(core, name).weight.grad
         assert grad is not None and bool(grad.ne(0).any()), name
     model.eval()
@@ -161,6 +170,63 @@ def test_surrogate_trains_and_tracks_the_unit(kind, score):
         surrogate = model(src, tgt)
     assert not torch.equal(hardware, surrogate)
     assert float((hardware - surrogate).abs().max()) < 0.5 * float(hardware.abs().max())
+
+
+# -- quant-flexible: Flexible Attention on the unit, its focus F the next step's p ------------
+@pytest.mark.parametrize("score", ["eatt", "dot"])
+def test_flexible_steps_are_the_unit_and_follow_its_focus(score):
+    """Every quant-flexible step is the unit's golden model: O bit for bit, p the unit's focus
+    F of the previous step (p_0 = 0), g the strength on the level grid, w from tau (Sec. 3.1)."""
+    tau = 0.8
+    model = _model("quant-flexible", score, flexible_tau=tau, flexible_g_levels=6)
+    src, tgt = _batch()
+    steps = _record(model)
+    with torch.no_grad():
+        model(src, tgt)
+    core = model.decoder[0].cross_attn.core
+    cfg = core.cfg
+    assert (cfg.position, cfg.window_d, cfg.g_levels, core.tau) == ("flexible", 11, 6, tau)
+    golden = WindowGolden(cfg, unit_weights(core))
+    first = [s for s in steps if s[0] == 0]
+    assert len(first) == tgt.shape[1]
+    p = np.zeros(3, dtype=np.int64)
+    for _, inputs, o in first:
+        out, focus = golden.forward(**inputs, with_focus=True)
+        assert np.array_equal(out, o)
+        assert np.array_equal(inputs["p"], p)
+        assert ((inputs["g"] >= 0) & (inputs["g"] <= 6)).all()
+        half = flexible_half_width(inputs["g"], 6, core.sigma, tau, cfg.window_d)
+        assert np.array_equal(inputs["w"], half)
+        p = focus[:, 0]
+    assert len({int(v) for _, inputs, _ in first for v in inputs["p"]}) > 1  # the focus moves
+    # tau = inf: the whole memory every step
+    model = _model("quant-flexible", score)
+    steps = _record(model)
+    with torch.no_grad():
+        model(src, tgt)
+    assert all((inputs["w"] == 11).all() for _, inputs, _ in steps)
+
+
+def test_flexible_half_width_is_the_open_interval():
+    """|s - p| < sigma sqrt(2 tau / g): w = ceil(r) - 1 within [0, D]; g = 0 or tau = inf: D."""
+    levels, sigma, d = 4, 1.5, 9
+    got = flexible_half_width(np.arange(5), levels, sigma, 1.0, d)
+    radius = sigma * np.sqrt(2.0 / (np.arange(1, 5) / levels))  # 4.24, 3.0, 2.45, 2.12
+    assert got[0] == d and got[1:].tolist() == (np.ceil(radius) - 1).astype(int).tolist()
+    assert got.tolist() == [9, 4, 2, 2, 2]
+    assert flexible_half_width(np.arange(5), levels, sigma, None, d).tolist() == [d] * 5
+    assert flexible_half_width(np.array([4]), levels, sigma, 1e-6, d).tolist() == [0]
+    assert flexible_half_width(np.array([1]), levels, sigma, 1e6, d).tolist() == [d]
+
+
+def test_flexible_config():
+    base = dict(dim=16, heads=2, max_len=12, window_score="dot")
+    cfg = ModelConfig(cross="quant-flexible", **base).quant_window()
+    assert (cfg.position, cfg.window_d, cfg.g_levels, cfg.heads) == ("flexible", 11, 8, 1)
+    with pytest.raises(ConfigError, match="^flexible_g_levels: must be an integer in"):
+        ModelConfig(cross="quant-flexible", flexible_g_levels=0, **base)
+    with pytest.raises(ConfigError, match="^l0drop: quant-flexible's window is on source"):
+        ModelConfig(cross="quant-flexible", l0drop=True, **base)
 
 
 def test_float_twin_has_the_unit_form():
@@ -175,7 +241,9 @@ def test_float_twin_has_the_unit_form():
     assert f_core.sigma == q_core.sigma == D / 2
 
 
-@pytest.mark.parametrize("kind", ["quant-local-p", "quant-local-m", "quant-global"])
+@pytest.mark.parametrize(
+    "kind", ["quant-local-p", "quant-local-m", "quant-global", "quant-flexible"]
+)
 def test_the_lstm_attention_on_the_unit(kind, tmp_path):
     """The LSTM encoder-decoder's attention as the window unit: every step the unit's golden
     model; the layer listed as a hardware one."""
@@ -194,8 +262,12 @@ def test_the_lstm_attention_on_the_unit(kind, tmp_path):
         model(src, tgt)
     golden = WindowGolden(model.attention.cfg, unit_weights(model.attention))
     assert len(steps) == tgt.shape[1]
+    p = np.zeros(3, dtype=np.int64)
     for inputs, o in steps:
         assert np.array_equal(golden.forward(**inputs), o)
+        if kind == "quant-flexible":  # p is the unit's focus of the step before
+            assert np.array_equal(inputs["p"], p)
+            p = golden.forward(**inputs, with_focus=True)[1][:, 0]
     model.train()
     model(src, tgt).logsumexp(-1).mean().backward()
     assert bool(model.attention.v_proj.weight.grad.ne(0).any())  # (LSTM states sit below tau)
@@ -291,6 +363,17 @@ def _train_tiny(folder, redundant: bool = False, **model):
     return train(model, cfg, folder)["checkpoint"]
 
 
+def _rtl_on_captured(unit, rtl, acts, n: int = 40) -> None:
+    """`eatt rtl` of a unit file, then `eatt sim --inputs` on n captured steps: 0 mismatches
+    and the cycle rule."""
+    r = _eatt("rtl", str(unit), "-o", str(rtl), "--json")
+    assert r.returncode == 0, r.stderr
+    r = _eatt("sim", str(rtl), "--inputs", str(acts), "--vectors", str(n), "--json")
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["captured"] and result["mismatches"] == 0 and result["cycles_rule_holds"]
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A tiny quant-local-p model (E-ATT scores) trained a few steps on tiny bundled data."""
@@ -305,6 +388,45 @@ def trained_pruned(tmp_path_factory):
         tmp_path_factory.mktemp("run"), redundant=True, cross="quant-global", max_len=16,
         l0drop=True, l0drop_rule="group",
     )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def trained_flexible(tmp_path_factory):
+    """A tiny quant-flexible model (E-ATT scores, tau 0.5: the window follows g(t))."""
+    return _train_tiny(tmp_path_factory.mktemp("run"), cross="quant-flexible", flexible_tau=0.5)
+
+
+@pytest.mark.rtl
+def test_a_trained_flexible_layer_through_the_loop(trained_flexible, tmp_path):
+    """quant-flexible from training to RTL: capture (each step's p is the unit's focus of the
+    step before), export checked on the captured steps, the RTL on them with O and F compared
+    (0 mismatches, the cycle rule), and evaluate --hardware with the same hypotheses."""
+    from eatt.model.evaluate import evaluate
+    from eatt.quant.vectors import load_window_capture
+
+    acts, unit, rtl = tmp_path / "acts.npz", tmp_path / "cross.onnx", tmp_path / "rtl"
+    r = _eatt("capture", str(trained_flexible), "--layer", "decoder.0.cross", "--max", "40",
+              "-o", str(acts), "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["golden_vs_model"]["mismatches"] == 0
+    cfg, weights = checkpoint_layer_core(trained_flexible, "decoder.0.cross")
+    steps = load_window_capture(acts, cfg)["steps"]
+    g = steps["group"]
+    assert cfg.position == "flexible" and steps["w"].max() < cfg.window_d  # tau bounds w
+    _, focus = WindowGolden(cfg, weights).forward(
+        steps["x"], steps["p"], steps["w"], steps["keys"][g], steps["values"][g],
+        steps["counts"][g], steps["length"][g], steps["g"], with_focus=True,
+    )  # fmt: skip
+    # a sentence's steps follow each other (greedy capture): the next p is this step's F
+    same = g[1:] == g[:-1]
+    assert same.any() and np.array_equal(steps["p"][1:][same], focus[:-1, 0][same])
+    r = _eatt("export", str(trained_flexible), "--layer", "decoder.0.cross", "-o", str(unit),
+              "--check", "40", "--inputs", str(acts), "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["config"]["position"] == "flexible"
+    _rtl_on_captured(unit, rtl, acts)
+    result = evaluate(trained_flexible, beam=2, device="cpu", hardware=True)
+    assert result["hardware"]["exported"]["hypotheses_differ"] == 0
 
 
 def test_capture_of_a_window_layer_is_the_unit(trained, tmp_path):
@@ -390,12 +512,7 @@ def test_the_unit_on_a_pruned_memory_in_rtl(trained_pruned, tmp_path):
     for length, count in zip(lengths, counts, strict=True):
         assert count[length - 1] >= 1 and count[: length - 1].tolist() == [1] * (length - 1)
     assert (counts[np.arange(len(g)), lengths - 1] > 1).any()
-    r = _eatt("rtl", str(unit), "-o", str(rtl), "--json")
-    assert r.returncode == 0, r.stderr
-    r = _eatt("sim", str(rtl), "--inputs", str(acts), "--vectors", "40", "--json")
-    assert r.returncode == 0, r.stderr
-    result = json.loads(r.stdout)
-    assert result["captured"] and result["mismatches"] == 0 and result["cycles_rule_holds"]
+    _rtl_on_captured(unit, rtl, acts)
 
 
 @pytest.mark.rtl
