@@ -395,8 +395,10 @@ def _window_sv(cfg: CoreConfig, weights: CoreWeights) -> str:
     out(f"                    ? exp_rom({ekb}'(ei)) : {ew}'d0;")
     out(f"                cw = {ceb}'(ex) * {ceb}'(cbuf[j]);")
     out(f"                e_sum_c[h] = e_sum_c[h] + {tb}'(cw);")
-    if flexible:  # j is the loop constant: a shifted add per entry, no multiplier
-        out(f"                fnum_c[h] = fnum_c[h] + {fnb}'($signed({{1'b0, cw}})) * {fnb}'(j);")
+    if flexible:  # e_j j as cw shifted by each set bit of the constant j: adders, no multiplier
+        out(f"                for (int b = 0; b < {ixb}; b++) begin")
+        out(f"                    if (j[b]) fnum_c[h] = fnum_c[h] + ({fnb}'(cw) << b);")
+        out("                end")
     out(f"                for (int t = 0; t < {dh}; t++) begin")
     out("                    numer_c[h][t] = numer_c[h][t]")
     out(f"                        + {nb}'($signed({{1'b0, cw}})) * {nb}'(vbuf[j][h*{dh} + t]);")
