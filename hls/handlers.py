@@ -47,6 +47,7 @@ from eatt.quant.ops import (
     window_derived_attributes,
     window_from_node,
     window_input_names,
+    window_output_names,
 )
 from eatt.quant.window import derive_window_formats, penalty_levels
 
@@ -281,10 +282,11 @@ def parse_window_attention(node, input_names, input_shapes, graph):
         cfg, weights = window_from_node(node)
     except ValueError as err:
         raise ConversionError(str(err)) from None
-    names = window_input_names(cfg)
-    if len(input_names) != len(names) or len(node.output) != 1:
+    names, outs = window_input_names(cfg), window_output_names(cfg)
+    if len(input_names) != len(names) or len(node.output) != len(outs):
         raise ConversionError(
-            f"{where}: expected {len(names)} inputs ({', '.join(names)}), 1 output"
+            f"{where}: expected {len(names)} inputs ({', '.join(names)}), "
+            f"{len(outs)} output{'s' * (len(outs) > 1)} ({', '.join(outs)})"
         )
     derived = window_derived_attributes(cfg)
     known = {"format_version", "wq", *(f.name for f in fields(type(cfg))), *derived}
@@ -372,13 +374,12 @@ class WindowAttentionFunctionTemplate(FunctionCallTemplate):
 
     def format(self, node):
         ins = [node.get_input_variable(name) for name in node.inputs]
-        out = node.get_output_variable()
+        outs = [node.get_output_variable(name) for name in node.outputs]  # O[, F]
         flexible = node.get_attr("position") == "flexible"
         name = "window_attention_flexible" if flexible else "window_attention"
-        types = ", ".join([*(v.type.name for v in ins), out.type.name, f"config{node.index}"])
+        types = ", ".join([*(v.type.name for v in (*ins, *outs)), f"config{node.index}"])
         args = [
-            *(v.name for v in ins),
-            out.name,
+            *(v.name for v in (*ins, *outs)),
             *(node.get_weights(w).name for w in ("wq", *WINDOW_TABLE_NAMES)),
         ]
         return f"nnet::{name}<{types}>({', '.join(args)});"

@@ -211,10 +211,15 @@ def window_formats(a) -> WindowFormats:
 def window_datapath_widths(a) -> dict[str, tuple[bool, int]]:
     """(signed, width) of every integer type of the window datapath: the golden WindowFormats'.
 
-    The sums run over at most window_rows rows, each weighted by a count <= count_max.
+    The sums run over at most window_rows rows, each weighted by a count <= count_max. With
+    position flexible the numerator and product types also hold the focus's (sum_r e_r r and
+    its product by the reciprocal: the RTL's one more lane of the normalization).
     """
     wf = window_formats(a)
     f = wf.core
+    numer, prod = wf.numer_bits, wf.prod_bits
+    if a["position"] == "flexible":
+        numer, prod = max(numer, wf.focus_numer_bits), max(prod, wf.focus_prod_bits)
     return {
         "in_code_t": (True, f.in_bits),
         "qacc_t": (True, f.q_acc_bits),
@@ -231,8 +236,8 @@ def window_datapath_widths(a) -> dict[str, tuple[bool, int]]:
         "recip_t": (False, wf.recip_bits),
         "v_t": (True, wf.attn_bits),
         "vcode_t": (True, wf.v_code_bits),
-        "numer_t": (True, wf.numer_bits),
-        "prod_t": (True, wf.prod_bits),
+        "numer_t": (True, numer),
+        "prod_t": (True, prod),
     }
 
 
@@ -253,9 +258,26 @@ class WindowAttention(Layer):
         *[WeightAttribute(name) for name in ("wq", *WINDOW_TABLE_NAMES)],
     ]
 
+    def get_layer_precision(self):
+        """Every output's type: hls4ml keeps one ``result_t`` attribute (the last output's),
+        so with two outputs (O and the focus F) defines.h would miss O's type."""
+        precision = super().get_layer_precision()
+        for var in self.variables.values():
+            precision[var.type.name] = var.type
+        return precision
+
     def initialize(self):
         a = self.attributes
         self.add_output_variable([a["dim"]], precision=fixed_port(a["v_bits"], a["value_frac"]))
+        if len(self.outputs) > 1:  # position flexible: the focus F per head, unsigned rows
+            self.add_output_variable(
+                [a["heads"]],
+                out_name=self.outputs[1],
+                var_name="layer{index}_focus",
+                type_name="layer{index}_focus_t",
+                precision=IntegerPrecisionType(width=window_formats(a).addr_bits, signed=False),
+            )
+
         self.add_weights_variable(
             name="wq",
             var_name="wq{index}",

@@ -456,11 +456,16 @@ def window_check_data(
 ) -> tuple[list[np.ndarray], np.ndarray, int, int]:
     """check_data of the window unit: random plus edge steps against WindowGolden.
     ``capture`` (eatt.quant.vectors.load_window_capture): its steps replace the random ones."""
-    from eatt.quant.export import WINDOW_STEP_NAMES, core_input_names, window_vectors
+    from eatt.quant.export import (
+        WINDOW_STEP_NAMES,
+        core_input_names,
+        window_expected,
+        window_vectors,
+    )
 
     captured = None if capture is None else capture["steps"]
     steps, n_edge = window_vectors(cfg, vectors, seed, captured)
-    expected = WindowGolden(cfg, weights).forward(**steps)
+    expected = window_expected(WindowGolden(cfg, weights), steps)  # O[, F]
     n = len(expected)
     fracs = window_input_fracs(cfg)
     by_graph_name = dict(zip(core_input_names(model), window_input_names(cfg), strict=True))
@@ -469,14 +474,20 @@ def window_check_data(
         label = by_graph_name[vi.name]
         codes = steps[WINDOW_STEP_NAMES[label]].reshape(n, -1).astype(np.float64)
         reals.append(codes * 2.0 ** -fracs[label])
-    return reals, expected, fracs["V"], n_edge
+    # per output column: O on V's grid, F (position flexible) integer rows
+    out_frac = np.r_[np.full(cfg.dim, fracs["V"]), np.zeros(expected.shape[1] - cfg.dim)]
+    return reals, expected, out_frac, n_edge
 
 
-def predict_codes(hls_model, reals: list[np.ndarray], shape: tuple, out_frac: int) -> np.ndarray:
-    """Integer output codes of the compiled C simulation for real inputs (check_data)."""
+def predict_codes(hls_model, reals: list[np.ndarray], shape: tuple, out_frac) -> np.ndarray:
+    """Integer output codes of the compiled C simulation for real inputs (check_data);
+    out_frac: one fraction, or one per output column (a model with several outputs gives them
+    side by side, in the graph's order)."""
     feed = [np.ascontiguousarray(r, dtype=np.float64) for r in reals]
-    out = np.asarray(hls_model.predict(feed if len(feed) > 1 else feed[0]), dtype=np.float64)
-    codes = out.reshape(shape) * 2.0**out_frac
+    out = hls_model.predict(feed if len(feed) > 1 else feed[0])
+    if isinstance(out, list):  # several graph outputs: each (n, width)
+        out = np.concatenate([np.asarray(o, np.float64).reshape(shape[0], -1) for o in out], 1)
+    codes = np.asarray(out, dtype=np.float64).reshape(shape) * 2.0**out_frac
     rounded = np.rint(codes)
     if not np.array_equal(rounded, codes):
         raise RuntimeError("C simulation output is not on the core's output grid")

@@ -11,13 +11,15 @@ Kind window (the windowed cross-attention unit, eatt.quant.window; docs/export.m
 
     X (1, dim) float -> Quant(input format) -> X_quant
     WindowAttention (X_quant, P, W, K, V, C, L[, G]) -> O (1, dim) = attention output codes *
-        2**-value_frac; P, W, L, G (1, 1) and C (1, len_k) integers, K and V (1, len_k, dim) the
-        projected memory on the Q/K and V grids
+        2**-value_frac[, F (1, heads) the focus rows, position flexible]; P, W, L, G (1, 1) and
+        C (1, len_k) integers, K and V (1, len_k, dim) the projected memory on the Q/K and V
+        grids
 
     export_core(cfg, weights, path)      validate, write atomically, read back; returns a summary
     load_core(path) -> (cfg, weights)    anything that is not one of our files: one-line ValueError
     execute_core(path, x, y) -> codes    integer codes in, qonnx execution, integer codes out
-    execute_window(path, steps) -> codes the same for a window file (steps: STEP_INPUTS arrays)
+    execute_window(path, steps) -> codes the same for a window file (steps: STEP_INPUTS arrays;
+                                         O, then F for position flexible)
     check_export(path, vectors, seed)    qonnx execution vs GoldenCore (WindowGolden for kind
                                          window) on random + edge vectors
 """
@@ -66,9 +68,11 @@ from eatt.quant.ops import (
     make_window_node,
     mask_datatypes,
     window_derived_attributes,
+    window_focus_datatype,
     window_from_node,
     window_input_fracs,
     window_input_names,
+    window_output_names,
 )
 from eatt.quant.vectors import load_capture, load_window_capture, window_step_inputs
 from eatt.quant.window import (
@@ -76,6 +80,7 @@ from eatt.quant.window import (
     WindowGolden,
     compact_memory,
     derive_window_formats,
+    has_focus,
     random_window_inputs,
 )
 from eatt.units import UNITS, unit_for
@@ -222,8 +227,9 @@ def build_model(
     inputs: list = []
     inits: list = []
     # the unit's graph (eatt.units: core_graph or window_graph)
-    nodes, output, graph_name, datatypes = unit_for(cfg).load("qonnx_graph")(cfg, w, inputs, inits)
-    graph = helper.make_graph(nodes, graph_name, inputs, [output], initializer=inits)
+    nodes, outputs, graph_name, datatypes = unit_for(cfg).load("qonnx_graph")(cfg, w, inputs, inits)
+    outputs = outputs if isinstance(outputs, list) else [outputs]
+    graph = helper.make_graph(nodes, graph_name, inputs, outputs, initializer=inits)
     model = helper.make_model(
         graph,
         producer_name="eatt",
@@ -268,17 +274,22 @@ def window_float32_carried(cfg: CoreConfig) -> tuple[tuple[str, int, int], ...]:
 
 
 def window_graph(cfg: CoreConfig, w: CoreWeights, inputs: list, inits: list) -> tuple:
-    """build_model's graph of the window unit: (nodes, output, graph name, input datatypes);
-    fills the graph inputs and initializers."""
+    """build_model's graph of the window unit: (nodes, outputs, graph name, input datatypes);
+    fills the graph inputs and initializers. Outputs: O, and F for position flexible."""
     nodes = [_quant_node(inputs, inits, "X", (1, cfg.dim), cfg)]
     names = window_input_names(cfg)
     for name, shape in window_input_shapes(cfg).items():
         if name != "X":
             inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
     node_inputs = ["X_quant", *names[1:]]
-    nodes.append(make_window_node(cfg, w, node_inputs, "O", name=f"{WINDOW_OP_TYPE}_0"))
-    output = helper.make_tensor_value_info("O", TensorProto.FLOAT, [1, cfg.dim])
-    return nodes, output, "eatt_window_unit", window_input_datatypes(cfg)
+    outs = list(window_output_names(cfg))
+    nodes.append(make_window_node(cfg, w, node_inputs, outs, name=f"{WINDOW_OP_TYPE}_0"))
+    shapes = {"O": [1, cfg.dim], "F": [1, cfg.heads]}
+    outputs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, shapes[o]) for o in outs]
+    datatypes = window_input_datatypes(cfg)
+    if "F" in outs:
+        datatypes["F"] = window_focus_datatype(cfg).name
+    return nodes, outputs, "eatt_window_unit", datatypes
 
 
 def core_graph(cfg: CoreConfig, w: CoreWeights, inputs: list, inits: list) -> tuple:
@@ -494,8 +505,10 @@ def _load(model: onnx.ModelProto, where: str) -> tuple[CoreConfig, CoreWeights, 
         raise ValueError(f"{where}: {err}") from None
     inputs = _input_quant(model, core, cfg, where)
     outputs = [o.name for o in model.graph.output]
-    if outputs != [core.output[0]]:
-        raise ValueError(f"{where}: the graph's output is not the {core.op_type} output")
+    want = len(window_output_names(cfg)) if core.op_type == WINDOW_OP_TYPE else 1
+    if len(core.output) != want or outputs != list(core.output):
+        what = "outputs are not" if want > 1 else "output is not"
+        raise ValueError(f"{where}: the graph's {what} the {core.op_type} output{'s' * (want > 1)}")
     return cfg, weights, inputs, outputs[0]
 
 
@@ -626,13 +639,22 @@ def window_vectors(
     return steps, len(edge["x"])
 
 
+def window_expected(golden: WindowGolden, steps: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The golden outputs of steps (STEP_INPUTS arrays) as every level reports them: O (n, dim),
+    with position flexible followed by the focus F (n, dim + heads)."""
+    if not has_focus(golden.cfg):
+        return golden.forward(**steps)
+    return np.concatenate(golden.forward(**steps, with_focus=True), axis=1)
+
+
 def execute_window(
     source: str | os.PathLike | onnx.ModelProto, steps: Mapping[str, np.ndarray]
 ) -> np.ndarray:
     """Run a window file with qonnx's execute_onnx on integer step inputs; integer outputs.
 
     steps: arrays named as window.STEP_INPUTS (x (n, dim); p, w, length, g (n,); keys, values
-    (n, len_k, dim); counts (n, len_k)), g only read for position flexible. Returns O (n, dim).
+    (n, len_k, dim); counts (n, len_k)), g only read for position flexible. Returns O (n, dim),
+    with position flexible followed by the focus F: (n, dim + heads) (window_expected's layout).
     """
     from qonnx.core.onnx_exec import execute_onnx  # loads onnxruntime: only to execute
 
@@ -663,9 +685,14 @@ def execute_window(
         for label, name in zip(labels, names, strict=True):
             a = arrays[label].reshape(n, *shapes[label][1:])[start : start + m]
             feed[name] = (a.astype(np.float64) * 2.0 ** -fracs[label]).astype(np.float32)
-        real = execute_onnx(models[m], feed)[out_name]
-        parts.append(np.asarray(real, dtype=np.float64) * 2.0 ** fracs["V"])
-    out = np.concatenate(parts) if parts else np.zeros((0, cfg.dim))
+        result = execute_onnx(models[m], feed)
+        real = np.asarray(result[out_name], dtype=np.float64).reshape(m, cfg.dim)
+        part = [real * 2.0 ** fracs["V"]]
+        if has_focus(cfg):  # F: integer rows, after O's elements
+            part.append(np.asarray(result[model.graph.output[1].name], np.float64).reshape(m, -1))
+        parts.append(np.concatenate(part, axis=1))
+    width = cfg.dim + (cfg.heads if has_focus(cfg) else 0)
+    out = np.concatenate(parts) if parts else np.zeros((0, width))
     codes = np.rint(out)
     if not np.array_equal(codes, out):
         raise ValueError(f"{where}: qonnx output is not on the 2**-{fracs['V']} grid")
@@ -721,7 +748,7 @@ def check_window_export(
     """check_export of a window unit file (cfg, weights: read from it): random steps (or a
     capture's, ``captured``) plus the edge steps (window_vectors) against WindowGolden."""
     steps, n_edge = window_vectors(cfg, vectors, seed, captured)
-    expected = WindowGolden(cfg, weights).forward(**steps)
+    expected = window_expected(WindowGolden(cfg, weights), steps)
     start = time.perf_counter()
     got = execute_window(path, steps)
     seconds = time.perf_counter() - start

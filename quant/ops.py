@@ -31,7 +31,13 @@ from qonnx.custom_op.base import CustomOp
 
 from eatt.config import CoreConfig
 from eatt.quant.golden import CoreWeights, GoldenCore, derive_formats, exp_table, recip_table
-from eatt.quant.window import WindowGolden, core_config, derive_window_formats, penalty_table
+from eatt.quant.window import (
+    WindowGolden,
+    core_config,
+    derive_window_formats,
+    has_focus,
+    penalty_table,
+)
 
 #: the ONNX domain of our nodes: the import path of this module (how qonnx finds it)
 DOMAIN = "eatt.quant.ops"
@@ -335,7 +341,8 @@ custom_op = {OP_TYPE: AttentionCore}
 # K (batch, len_k, dim) key codes * 2**-key_frac; V (batch, len_k, dim) value codes *
 # 2**-value_frac; C (batch, len_k) row counts (L0Drop Algorithm 1); L (batch, 1) valid rows; and,
 # for position flexible only, G (batch, 1) the strength level. Output O (batch, dim): the
-# attention output, codes * 2**-value_frac. Integer inputs travel as exact float32 integers.
+# attention output, codes * 2**-value_frac; for position flexible also F (batch, heads), the
+# focus rows (Flexible Eq. 4, the next step's P). Integer values travel as exact float32.
 WINDOW_OP_TYPE = "WindowAttention"
 #: the node's input names (graph inputs of an exported file), flexible adds G
 WINDOW_INPUTS = ("X", "P", "W", "K", "V", "C", "L")
@@ -373,6 +380,16 @@ def window_input_names(cfg: CoreConfig) -> tuple[str, ...]:
     return (*WINDOW_INPUTS, "G") if cfg.position == "flexible" else WINDOW_INPUTS
 
 
+def window_output_names(cfg: CoreConfig) -> tuple[str, ...]:
+    """The WindowAttention node's outputs for cfg: F (the focus) only for position flexible."""
+    return ("O", "F") if has_focus(cfg) else ("O",)
+
+
+def window_focus_datatype(cfg: CoreConfig) -> DataType:
+    """qonnx annotation of F: an unsigned row address."""
+    return DataType[f"UINT{derive_window_formats(cfg).addr_bits}"]
+
+
 def window_derived_attributes(cfg: CoreConfig) -> dict[str, Any]:
     """The derived attributes of a WindowAttention node (Python ints / int32 tables)."""
     wf = derive_window_formats(cfg)
@@ -405,9 +422,10 @@ def window_output_datatype(cfg: CoreConfig) -> DataType:
 
 
 def make_window_node(
-    cfg: CoreConfig, weights: CoreWeights, inputs: list[str], output: str, name: str
+    cfg: CoreConfig, weights: CoreWeights, inputs: list[str], outputs: list[str], name: str
 ) -> NodeProto:
-    """The WindowAttention node: config, W_Q (the only weight inside the unit), tables."""
+    """The WindowAttention node: config, W_Q (the only weight inside the unit), tables;
+    ``outputs`` as window_output_names (O, and F for position flexible)."""
     attrs: dict[str, Any] = {"format_version": FORMAT_VERSION}
     for key in _WINDOW_CONFIG_ATTRS:
         value = getattr(cfg, key)
@@ -421,7 +439,7 @@ def make_window_node(
     dtype = weight_dtype(cfg)
     wq = weights.wq.astype(dtype)
     attrs["wq"] = helper.make_tensor("wq", _onnx_type(dtype), wq.shape, wq.ravel())
-    return helper.make_node(WINDOW_OP_TYPE, inputs, [output], name=name, domain=DOMAIN, **attrs)
+    return helper.make_node(WINDOW_OP_TYPE, inputs, outputs, name=name, domain=DOMAIN, **attrs)
 
 
 def window_from_node(node: NodeProto) -> tuple[CoreConfig, CoreWeights]:
@@ -510,7 +528,7 @@ class WindowAttention(CustomOp):
         return WindowGolden(*window_from_node(self.onnx_node))
 
     def make_shape_compatible_op(self, model):
-        # O has the shape of X, (batch, dim)
+        # O has the shape of X, (batch, dim); F (flexible) keeps its declared (batch, heads)
         return helper.make_node(
             "Cast", [self.onnx_node.input[0]], [self.onnx_node.output[0]], to=TensorProto.FLOAT
         )
@@ -518,6 +536,8 @@ class WindowAttention(CustomOp):
     def infer_node_datatype(self, model):
         cfg, _ = window_from_node(self.onnx_node)
         model.set_tensor_datatype(self.onnx_node.output[0], window_output_datatype(cfg))
+        if len(self.onnx_node.output) > 1:
+            model.set_tensor_datatype(self.onnx_node.output[1], window_focus_datatype(cfg))
 
     def execute_node(self, context, graph):
         node = self.onnx_node
@@ -532,6 +552,10 @@ class WindowAttention(CustomOp):
             for label, tensor in zip(names, node.input, strict=True)
         }
         n = len(codes["X"])
+        if len(node.output) != len(window_output_names(cfg)):
+            raise ValueError(
+                f"{WINDOW_OP_TYPE}: expected outputs {', '.join(window_output_names(cfg))}"
+            )
         step = {label: codes[label].reshape(n) for label in ("P", "W", "L", "G") if label in codes}
         out = golden.forward(
             codes["X"].reshape(n, cfg.dim),
@@ -542,7 +566,11 @@ class WindowAttention(CustomOp):
             codes["C"].reshape(n, cfg.len_k),
             step["L"],
             step.get("G"),
+            with_focus=has_focus(cfg),
         )
+        if has_focus(cfg):
+            out, focus = out
+            context[node.output[1]] = focus.astype(np.float32)
         context[node.output[0]] = from_codes(out, fracs["V"])
 
     def verify_node(self):
@@ -558,6 +586,11 @@ class WindowAttention(CustomOp):
                 messages.append(f"{len(names)} inputs ({', '.join(names)})")
             else:
                 messages.append(f"{WINDOW_OP_TYPE} needs {len(names)} inputs ({', '.join(names)})")
+            outs = window_output_names(cfg)
+            if len(node.output) == len(outs):
+                messages.append(f"{len(outs)} output{'s' * (len(outs) > 1)} ({', '.join(outs)})")
+            else:
+                messages.append(f"{WINDOW_OP_TYPE} needs {len(outs)} outputs ({', '.join(outs)})")
         except ValueError as err:
             messages.append(str(err))
         return messages

@@ -63,7 +63,10 @@ def test_export_round_trip_and_bit_exact(tmp_path, name):
     if cfg.position == "flexible":
         inputs["G"] = [1, 1]
     assert summary["inputs"] == inputs
-    assert summary["outputs"] == {"O": [1, cfg.dim]}
+    outputs = {"O": [1, cfg.dim]}
+    if cfg.position == "flexible":  # the focus F per head (Flexible Eq. 4)
+        outputs["F"] = [1, cfg.heads]
+    assert summary["outputs"] == outputs
     assert [p.name for p in tmp_path.iterdir()] == ["w.onnx"]
     cfg2, w2 = load_core(path)
     assert cfg2 == cfg
@@ -91,11 +94,20 @@ def test_qonnx_registry_and_datatypes():
     node = model.graph.node[-1]
     op = getCustomOp(node)
     assert isinstance(op, WindowAttention)
-    assert all("valid" in m or "is eatt" in m or "inputs" in m for m in op.verify_node())
+    assert all(
+        "valid" in m or "is eatt" in m or "inputs" in m or "1 output (O)" in m
+        for m in op.verify_node()
+    )
     f = derive_window_formats(cfg).core
     frac = -int(np.log2(f.v_lsb))
     assert model.get_tensor_datatype("O") == DataType[f"FIXED<{cfg.v_bits},{cfg.v_bits - frac}>"]
     assert model.get_tensor_datatype("C") == DataType[f"UINT{cfg.count_bits}"]
+    flex = make("dot-flexible")
+    model = ModelWrapper(build_model(flex, random_weights(flex, 1)))
+    bits = derive_window_formats(flex).addr_bits
+    assert [o.name for o in model.graph.output] == ["O", "F"]
+    assert model.get_tensor_datatype("F") == DataType[f"UINT{bits}"]
+    assert any("2 outputs (O, F)" in m for m in getCustomOp(model.graph.node[-1]).verify_node())
 
 
 def test_execute_window_in_batches_matches_golden(tmp_path, monkeypatch):
@@ -106,8 +118,9 @@ def test_execute_window_in_batches_matches_golden(tmp_path, monkeypatch):
     monkeypatch.setattr(export_mod, "_CHUNK", 64)  # several batch sizes, one remainder
     steps = random_window_inputs(cfg, 150, seed=2)
     got = execute_window(path, steps)
-    assert got.shape == (150, cfg.dim)
-    np.testing.assert_array_equal(got, WindowGolden(cfg, weights).forward(**steps))
+    assert got.shape == (150, cfg.dim + cfg.heads)  # O, then the focus F (flexible)
+    out, focus = WindowGolden(cfg, weights).forward(**steps, with_focus=True)
+    np.testing.assert_array_equal(got, np.concatenate([out, focus], axis=1))
 
 
 def test_compacted_memory_equals_full_gated_memory_in_qonnx(tmp_path):

@@ -97,6 +97,12 @@ def test_csim_bit_exact(projects, name):
     lines = (project / "tb_data" / "tb_input_features.dat").read_text().splitlines()
     inputs = cfg.dim + 3 + 2 * cfg.len_k * cfg.dim + cfg.len_k + (cfg.position == "flexible")
     assert len(lines) == 100 and len(lines[0].split()) == inputs
+    # the golden outputs: O, and with position flexible the focus F per head after it
+    outputs = (project / "tb_data" / "tb_output_predictions.dat").read_text().splitlines()
+    focus = cfg.heads if cfg.position == "flexible" else 0
+    assert len(outputs[0].split()) == cfg.dim + focus
+    if focus:
+        assert f"_focus[{cfg.heads}]" in call  # the second output of the top function
 
 
 def test_project_testbench_runs_as_is(projects):

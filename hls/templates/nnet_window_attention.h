@@ -142,12 +142,16 @@ unsigned window_attention_int(int_T value) {
 }
 
 // -- the unit -----------------------------------------------------------------------------------------
+// focus (position flexible): F[h] = lo + min(round(sum_r e_r r / E), rows - 1) per head, the
+// rounded mean row (Flexible Eq. 4, the next step's p) through the same reciprocal as O
+// (eatt.quant.window.WindowGolden.focus); numer_t and prod_t hold its sum and product too.
 template <class x_T, class p_T, class w_T, class k_T, class v_T, class c_T, class l_T, class res_T,
-          typename CONFIG_T>
+          class f_T, typename CONFIG_T>
 void window_attention_step(
     x_T x[CONFIG_T::dim], p_T p_in[1], w_T w_in[1], k_T k[CONFIG_T::len_k * CONFIG_T::dim],
     v_T v[CONFIG_T::len_k * CONFIG_T::dim], c_T c[CONFIG_T::len_k], l_T l_in[1], unsigned level,
-    res_T res[CONFIG_T::dim], const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
+    res_T res[CONFIG_T::dim], f_T focus[CONFIG_T::heads],
+    const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
     const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
     const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
     const typename CONFIG_T::penalty_table_t
@@ -159,6 +163,8 @@ void window_attention_step(
     typename CONFIG_T::logit_t top[CONFIG_T::heads];
     typename CONFIG_T::esum_t total[CONFIG_T::heads];
     typename CONFIG_T::numer_t numer[CONFIG_T::dim];
+    typename CONFIG_T::numer_t fnum[CONFIG_T::heads];  // sum_r e_r r (focus)
+    #pragma HLS ARRAY_PARTITION variable=fnum complete dim=0
     #pragma HLS ARRAY_PARTITION variable=xc complete dim=0
     #pragma HLS ARRAY_PARTITION variable=q complete dim=0
     #pragma HLS ARRAY_PARTITION variable=logits complete dim=2
@@ -205,6 +211,7 @@ WinClear:
     for (unsigned h = 0; h < CONFIG_T::heads; h++) {
         #pragma HLS UNROLL
         total[h] = 0;
+        fnum[h] = 0;
     }
 WinClearN:
     for (unsigned d = 0; d < CONFIG_T::dim; d++) {
@@ -227,6 +234,7 @@ WinExp:
             if (idx < CONFIG_T::exp_table_size) e = exp_table[idx];
             typename CONFIG_T::cexp_t ce = e * count;  // L0Drop: the row stands for `count` rows
             total[h] += ce;
+            fnum[h] += ce * r;
         WinExpCol:
             for (unsigned d = 0; d < CONFIG_T::d_head; d++) {
                 #pragma HLS UNROLL
@@ -255,6 +263,9 @@ WinOutHead:
             real.range() = o.range();
             res[col] = real;
         }
+        typename CONFIG_T::v_t offset = attention_core_normalize<CONFIG_T>(fnum[h], r, shift);
+        const unsigned off = offset.to_uint() < rows ? offset.to_uint() : rows - 1;
+        focus[h] = lo + off;
     }
 }
 
@@ -269,23 +280,26 @@ void window_attention(
     const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
     const typename CONFIG_T::penalty_table_t
         penalty_table[CONFIG_T::penalty_levels * (CONFIG_T::window_d + 1)]) {
-    window_attention_step<x_T, p_T, w_T, k_T, v_T, c_T, l_T, res_T, CONFIG_T>(
-        x, p, w, k, v, c, l, CONFIG_T::g_level, res, wq, exp_table, recip_table, penalty_table);
+    unsigned focus[CONFIG_T::heads];  // no focus output without Flexible's penalty
+    window_attention_step<x_T, p_T, w_T, k_T, v_T, c_T, l_T, res_T, unsigned, CONFIG_T>(
+        x, p, w, k, v, c, l, CONFIG_T::g_level, res, focus, wq, exp_table, recip_table,
+        penalty_table);
 }
 
 template <class x_T, class p_T, class w_T, class k_T, class v_T, class c_T, class l_T, class g_T,
-          class res_T, typename CONFIG_T>
+          class res_T, class f_T, typename CONFIG_T>
 void window_attention_flexible(
     x_T x[CONFIG_T::dim], p_T p[1], w_T w[1], k_T k[CONFIG_T::len_k * CONFIG_T::dim],
     v_T v[CONFIG_T::len_k * CONFIG_T::dim], c_T c[CONFIG_T::len_k], l_T l[1], g_T g[1],
-    res_T res[CONFIG_T::dim], const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
+    res_T res[CONFIG_T::dim], f_T focus[CONFIG_T::heads],
+    const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
     const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
     const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
     const typename CONFIG_T::penalty_table_t
         penalty_table[CONFIG_T::penalty_levels * (CONFIG_T::window_d + 1)]) {
     const unsigned level = window_attention_int<g_T, CONFIG_T>(g[0]);
-    window_attention_step<x_T, p_T, w_T, k_T, v_T, c_T, l_T, res_T, CONFIG_T>(
-        x, p, w, k, v, c, l, level, res, wq, exp_table, recip_table, penalty_table);
+    window_attention_step<x_T, p_T, w_T, k_T, v_T, c_T, l_T, res_T, f_T, CONFIG_T>(
+        x, p, w, k, v, c, l, level, res, focus, wq, exp_table, recip_table, penalty_table);
 }
 
 } // namespace nnet
