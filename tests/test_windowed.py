@@ -515,10 +515,13 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
     if name == "window-lstm":
         assert report["model"]["arch"] == "lstm" and report["model"]["window_score"] == "concat"
         assert not any(label.startswith("quant-") for label in rows)
-    if name == "window":  # the unit's kind beside the float ones, checked as exported
+    if name == "window":  # the unit's kinds beside the float ones, checked as exported
         unit = rows["quant-local-p (the unit, dot)"]
         assert unit["hardware"]["exported"]["hypotheses_differ"] == 0
         assert 1 <= unit["vision_span"] <= 2 * experiments.WINDOW_D + 1
+        for tau in ("inf", "on dev"):  # Flexible on the unit: its focus is the next centre
+            flex = rows[f"quant-flexible (the unit, dot), tau {'= ' * (tau == 'inf')}{tau}"]
+            assert flex["hardware"]["exported"]["hypotheses_differ"] == 0
     if name in ("window", "window-lstm"):
         assert list(rows)[:4] == ["global", "local-m", "local-p", "flexible, tau = inf"]
         assert [c["tau"] for c in report["curve"]] == list(experiments.TAUS)

@@ -33,8 +33,11 @@ TAUS = (0.3, 0.5, 0.8, 1.0, 1.2, 1.4, 1.6, 5.0, 8.0, 999.0)
 #: Flexible's fine-tuning weight beta (Eq. 9; the paper picks 0.1)
 FLEXIBLE_BETA = 0.1
 #: the window unit's kinds beside the float ones (``window``): dot scores (the unit's Q . K,
-#: two projections, as general), weights <8, 7>, trained from scratch with the unit in eval
-QUANT_KINDS = ("quant-global", "quant-local-m", "quant-local-p")
+#: two projections, as general), weights <8, 7>, trained from scratch with the unit in eval;
+#: quant-flexible also at the tau picked on dev, as Flexible
+QUANT_KINDS = ("quant-global", "quant-local-m", "quant-local-p", "quant-flexible")
+#: the unit's kinds the quick version runs
+QUICK_QUANT_KINDS = ("quant-local-p", "quant-flexible")
 
 
 def _pick_tau(checkpoint: str, data, beam: int) -> tuple[float | None, list[dict]]:
@@ -147,14 +150,24 @@ class Window(StagedExperiment):
         drop = reference["bleu"] - best["bleu"]
         # the window unit's kinds: BLEU with the unit's arithmetic; their vision span is the rows
         # the unit reads per step, its cycles per step (one row a cycle, docs/window.md)
-        for kind in (QUANT_KINDS[-1:] if quick else QUANT_KINDS) if self.quant else ():
+        for kind in (QUICK_QUANT_KINDS if quick else QUANT_KINDS) if self.quant else ():
             label = f"{kind} (the unit, dot)"
             cfg = model.replace(cross=kind, window_score="dot", quant_weight_frac=QUANT_WEIGHT_FRAC)
             summary, result = _train_and_eval(
                 label, cfg, train_cfg, data, folder, beam, quiet, hardware=True
             )
             runs[kind] = summary["checkpoint"]
-            rows.append(_row(label, result, window="unit", tau=None))
+            if kind != "quant-flexible":
+                rows.append(_row(label, result, window="unit", tau=None))
+                continue
+            # the unit's Flexible: tau = inf (w = D), then the tau picked on dev (w from g(t))
+            rows.append(_row(f"{label}, tau = inf", result, window="unit", tau=None))
+            tau_q, _ = _pick_tau(runs[kind], data, beam)
+            unit_tau = _eval(
+                runs[kind], data, "test", beam, model_overrides={"flexible_tau": tau_q},
+                hardware=True,
+            )  # fmt: skip
+            rows.append(_row(f"{label}, tau on dev", unit_tau, window="unit", tau=tau_q))
         target = {
             "what": "Flexible cuts the average window by >= 50% within 0.5 BLEU of tau = infinity",
             "window_reduction": reduction,
