@@ -514,6 +514,7 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
         assert (tmp_path / name / f"{name}.png").stat().st_size > 0
     if name == "window-lstm":
         assert report["model"]["arch"] == "lstm" and report["model"]["window_score"] == "concat"
+        assert report["train"]["peak_lr"] == experiments.window.LSTM_PEAK_LR  # the LSTM's
         assert not any(label.startswith("quant-") for label in rows)
     if name == "window":  # the unit's kinds beside the float ones, checked as exported
         unit = rows["quant-local-p (the unit, dot)"]
