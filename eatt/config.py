@@ -337,6 +337,12 @@ class WindowConfig(CoreConfig):
             raise ConfigError(
                 f"window_sigma: must be a positive number or null (the paper's pick), got {sigma!r}"
             )
+        if self.position == "flexible" and self.window_rows > 2 ** (self.v_bits - 1):
+            raise ConfigError(
+                f"v_bits: the focus output F (position flexible) is O's normalization clamped "
+                f"into v_bits, which must hold a window's {self.window_rows} rows: at least "
+                f"{self.window_rows.bit_length() + 1}, got {self.v_bits}"
+            )
         super()._validate()
 
     def core(self) -> CoreConfig:

@@ -319,6 +319,7 @@ window_config_template = """struct config{index} : nnet::window_attention_config
     static const unsigned penalty_levels = {penalty_levels};
     static const unsigned g_level = {g_level};
     static const bool score_eatt = {score_eatt};
+    static const bool focus = {focus};
     static const int tau_int = {tau_int};
     static const unsigned q_shift = {q_shift};
     static const unsigned exp_shift = {exp_shift};
@@ -356,6 +357,7 @@ class WindowAttentionConfigTemplate(LayerConfigTemplate):
             for name, (signed, width) in widths.items()
         )
         params["score_eatt"] = "true" if params["window_score"] == "eatt" else "false"
+        params["focus"] = "true" if params["position"] == "flexible" else "false"
         params["esum_bits"] = widths["esum_t"][1]
         params["v_min"] = -(2 ** (params["v_bits"] - 1))
         params["v_max"] = 2 ** (params["v_bits"] - 1) - 1

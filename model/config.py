@@ -223,10 +223,9 @@ class ModelConfig:
             raise ConfigError(
                 f"flexible_tau: must be > 0 (null = infinity), got {self.flexible_tau}"
             )
-        if not isinstance(self.flexible_g_levels, int) or not 1 <= self.flexible_g_levels <= 255:
-            raise ConfigError(
-                f"flexible_g_levels: must be an integer in [1, 255], got {self.flexible_g_levels!r}"
-            )
+        levels = self.flexible_g_levels  # the unit's g_levels: [1, 64]
+        if isinstance(levels, bool) or not isinstance(levels, int) or not 1 <= levels <= 64:
+            raise ConfigError(f"flexible_g_levels: must be an integer in [1, 64], got {levels!r}")
         for key in ("flexible_beta", "l0drop_lambda"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}: must be >= 0, got {getattr(self, key)}")

@@ -506,6 +506,11 @@ def _load(model: onnx.ModelProto, where: str) -> tuple[CoreConfig, CoreWeights, 
     inputs = _input_quant(model, core, cfg, where)
     outputs = [o.name for o in model.graph.output]
     want = len(window_output_names(cfg)) if core.op_type == WINDOW_OP_TYPE else 1
+    if want == 2 and len(core.output) == 1:
+        raise ValueError(
+            f"{where}: a flexible window unit without the focus output F (written before eatt "
+            "had it); export it again"
+        )
     if len(core.output) != want or outputs != list(core.output):
         what = "outputs are not" if want > 1 else "output is not"
         raise ValueError(f"{where}: the graph's {what} the {core.op_type} output{'s' * (want > 1)}")

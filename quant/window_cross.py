@@ -334,7 +334,7 @@ class QuantWindowedAttention(nn.Module):
         )  # fmt: skip
         if "key_codes" in state:
             context, weights, focus = self._unit_step(h, state, level, w)
-            state["p_prev"] = focus.to(state["p_prev"].dtype)
+            state["p_prev"] = focus.to(state["p_prev"].device, state["p_prev"].dtype)
         else:
             context, weights, focus = self._flexible_surrogate(h, state, g, w)
             state["p_prev"] = focus

@@ -24,6 +24,7 @@ from eatt.rtl_sim.pnr import (
     serial_top,
 )
 from eatt.rtl_sim.tools import ToolMissing
+from eatt.rtl_sim.window import window_interface
 
 TINY = dict(len_q=2, len_k=3, dim=4, heads=1)  # the README's tiny core
 # smaller still, 4-bit operands: seconds in nextpnr for both kinds (the dot core: 18 MULT18X18D)
@@ -186,6 +187,11 @@ def test_serial_top_connects_every_port():
     assert "serial_shell #(.IN_W(160), .OUT_W(90), .PINS(8))" in text  # x 64 + y 96 bits; s 90
     assert ".x(core_in[0 +: 64])" in text and ".y(core_in[64 +: 96])" in text
     assert ".s(core_out[0 +: 90])" in text and ".s_vld()" in text
+    # a flexible window unit: O and the focus F share o_vld, connected once
+    flex = CoreConfig.from_dict(dict(kind="window", len_q=1, len_k=6, dim=4, heads=1,
+                                     position="flexible", window_d=2))  # fmt: skip
+    _, text = serial_top({"top": "window_attention", "interface": window_interface(flex)})
+    assert text.count(".o_vld()") == 1 and ".f(core_out[" in text
 
 
 @pytest.mark.rtl

@@ -126,6 +126,14 @@ def test_focus_is_the_rounded_mean_row_of_the_window():
     )
 
 
+def test_focus_needs_v_bits_that_hold_the_window():
+    """F is O's normalization clamped into v_bits: a window of more rows than that holds is
+    refused in one line (it would saturate F)."""
+    with pytest.raises(ConfigError, match="v_bits: the focus output F"):
+        window_cfg(position="flexible", window_d=11, len_k=16, v_bits=4)
+    window_cfg(position="gaussian", window_d=11, len_k=16, v_bits=4)  # no focus: fine
+
+
 def test_default_config_and_many_vectors():
     cfg = default_config("window")
     weights = random_weights(cfg, 3)

@@ -234,7 +234,7 @@ WinExp:
             if (idx < CONFIG_T::exp_table_size) e = exp_table[idx];
             typename CONFIG_T::cexp_t ce = e * count;  // L0Drop: the row stands for `count` rows
             total[h] += ce;
-            fnum[h] += ce * r;
+            if (CONFIG_T::focus) fnum[h] += ce * r;
         WinExpCol:
             for (unsigned d = 0; d < CONFIG_T::d_head; d++) {
                 #pragma HLS UNROLL
@@ -263,9 +263,11 @@ WinOutHead:
             real.range() = o.range();
             res[col] = real;
         }
-        typename CONFIG_T::v_t offset = attention_core_normalize<CONFIG_T>(fnum[h], r, shift);
-        const unsigned off = offset.to_uint() < rows ? offset.to_uint() : rows - 1;
-        focus[h] = lo + off;
+        if (CONFIG_T::focus) {  // a compile-time constant: no focus logic without Flexible
+            typename CONFIG_T::v_t offset = attention_core_normalize<CONFIG_T>(fnum[h], r, shift);
+            const unsigned off = offset.to_uint() < rows ? offset.to_uint() : rows - 1;
+            focus[h] = lo + off;
+        }
     }
 }
 
