@@ -134,6 +134,10 @@ class ModelConfig:
     #: lambda rises linearly from 0 over this many training steps (the authors' warm-up for
     #: training from scratch, bzhangGo/zero's l0_norm_*_reg_ramp_up); 0 = lambda from step 0
     l0drop_ramp: int = 0
+    #: the last this many training steps decode through the test-time gates (Eq. 13), detached,
+    #: with no penalty: the network settles on its pruned memory without the HardConcrete
+    #: noise (prune, then fine-tune the pruned model); 0 = sampled gates to the end
+    l0drop_fix: int = 0
     #: rule-based pattern instead of learned gates: "freq", "inv-freq", "group" (None: learned)
     l0drop_rule: str | None = None
     #: fraction of source tokens a rule pattern drops
@@ -168,6 +172,7 @@ class ModelConfig:
             ("dec_layers", 1, 64),
             ("max_len", 1, 1 << 16),
             ("l0drop_ramp", 0, 10**9),
+            ("l0drop_fix", 0, 10**9),
         ):
             value = getattr(self, key)
             if not low <= value <= high:
@@ -234,6 +239,8 @@ class ModelConfig:
                 f"l0drop_rule: must be one of {', '.join(L0DROP_RULES)} or null, "
                 f"got {self.l0drop_rule!r}"
             )
+        if self.l0drop_fix and not (self.l0drop and self.l0drop_rule is None):
+            raise ConfigError("l0drop_fix: fixing the gates needs learned ones (l0drop: true, no rule)")
         if self.l0drop_rule is not None and not self.l0drop:
             raise ConfigError("l0drop_rule: a rule pattern needs l0drop: true")
         if not 0.0 <= self.l0drop_rule_rate <= 1.0:

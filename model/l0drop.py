@@ -92,6 +92,9 @@ class L0Drop(nn.Module):
     padding positions always get gate 0. ``penalty`` is the expected L0 norm (Eq. 10) summed over
     the non-pad positions of the batch and divided by their number (so lambda does not depend on
     the batch size); it is computed in both modes, with gradient to ``w`` and to the memory.
+
+    ``fixed = True`` (the trainer's ``l0drop_fix`` phase): training mode uses the test-time
+    gates too, detached (no gradient to ``w`` or through the gates), and the penalty is 0.
     """
 
     def __init__(self, dim: int, beta: float = 2.0 / 3.0, epsilon: float = 0.1) -> None:
@@ -106,6 +109,7 @@ class L0Drop(nn.Module):
         self.w = nn.Parameter(torch.empty(dim))
         bound = math.sqrt(6.0 / (dim + 1))
         nn.init.uniform_(self.w, -bound, bound)
+        self.fixed = False
 
     def log_alpha(self, memory: Tensor) -> Tensor:
         """log alpha_i = x_i w (Eq. 9), (B, S)."""
@@ -120,6 +124,9 @@ class L0Drop(nn.Module):
                 f"{tuple(padding.shape)}"
             )
         log_alpha = self.log_alpha(memory)
+        if self.fixed:
+            gates = deterministic_gates(log_alpha.detach(), self.epsilon).masked_fill(padding, 0)
+            return memory * gates.unsqueeze(-1), gates, memory.new_zeros(())
         if self.training:
             gates = hard_concrete_sample(log_alpha, self.beta, self.epsilon)
         else:

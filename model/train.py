@@ -367,10 +367,14 @@ def _train(
     history: list[dict] = []
     recent: list[float] = []
     best = (math.inf, 0)
+    # the first step of the l0drop_fix phase (0: none); before it, no checkpoint is a candidate
+    fix_from = max(1, train_cfg.steps - model_cfg.l0drop_fix + 1) if model_cfg.l0drop_fix else 0
     tokens_seen, start = 0, time.perf_counter()
     try:
         for step in range(1, train_cfg.steps + 1):
             batch = next(batches).to(device)
+            if fix_from and step == fix_from:  # l0drop_fix: the test-time gates from here on
+                model.l0drop.fixed = True
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(step, train_cfg)
             loss_sum, n_tokens = token_loss(model, batch, train_cfg.label_smoothing)
@@ -392,7 +396,9 @@ def _train(
                 # a ramped lambda is not yet the model's lambda: its checkpoints before the
                 # ramp ends (less pruned, so lower dev loss) are not candidates for the best
                 ramping = model_cfg.l0drop_lambda and step < model_cfg.l0drop_ramp
-                if loss < best[0] and not (ramping and step < train_cfg.steps):
+                # ... nor are those before the fixed gates (noisier, they are not the result)
+                waiting = ramping or step < fix_from
+                if loss < best[0] and not (waiting and step < train_cfg.steps):
                     best = (loss, step)
                     save_checkpoint(out / "best.pt", model, data.src_vocab, data.tgt_vocab, info)
                 save_checkpoint(out / "last.pt", model, data.src_vocab, data.tgt_vocab, info)

@@ -41,7 +41,7 @@ from eatt.quant.modules import (
     requantize_ste,
     round_half_up_ste,
 )
-from eatt.quant.window import WindowGolden, derive_window_formats, penalty_table
+from eatt.quant.window import WindowGolden, derive_window_formats, has_focus, penalty_table
 
 __all__ = ["QuantWindowAttention", "from_integer", "integer_weights", "window_integer_forward"]
 
@@ -57,14 +57,19 @@ def window_integer_forward(
     counts: Tensor,
     length: Tensor,
     g: Tensor,
-) -> Tensor:
+    with_focus: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
     """The golden model itself (WindowGolden.forward) on int64 tensors: codes in, O codes
-    (n, dim) out. Not on the gradient path: numpy on the CPU, the result a CPU tensor."""
+    (n, dim) out, and with ``with_focus`` (position flexible) the focus rows F (n, heads).
+    Not on the gradient path: numpy on the CPU, the results CPU tensors."""
     wq_codes = wq.detach().cpu().numpy().astype(np.int64)
     zero = np.zeros_like(wq_codes)
     golden = WindowGolden(cfg, CoreWeights(wq_codes, zero, zero, zero))
     step = (t.detach().cpu().numpy() for t in (x, p, w, keys, values, counts, length, g))
-    return torch.from_numpy(np.asarray(golden.forward(*step)))
+    out = golden.forward(*step, with_focus=with_focus)
+    if with_focus:
+        return tuple(torch.from_numpy(np.asarray(t)) for t in out)
+    return torch.from_numpy(np.asarray(out))
 
 
 class QuantWindowAttention(nn.Module):
@@ -75,6 +80,10 @@ class QuantWindowAttention(nn.Module):
     the V grid (codes * v_lsb); p, w, length, g ``(batch,)`` and counts ``(batch, len_k)``
     integer tensors (None: counts 1, length len_k, g = g_levels). Returns O ``(batch, dim)``,
     the hardware's codes * v_lsb in x's dtype. Off-grid or out-of-range inputs: ValueError.
+
+    ``with_focus=True`` (position flexible only): returns (O, F), F ``(batch, heads)`` int64 on
+    x's device, the unit's focus rows (Flexible Eq. 4, the next step's p; the golden model's
+    step 7, docs/window.md). F is an integer row: it carries no gradient.
     """
 
     def __init__(self, cfg: CoreConfig) -> None:
@@ -111,8 +120,12 @@ class QuantWindowAttention(nn.Module):
             raise ValueError(f"inputs: {name} is not on its grid (multiples of {lsb:g})")
         return codes.to(torch.int64)
 
-    def forward(self, x, p, w, keys, values, counts=None, length=None, g=None) -> Tensor:
+    def forward(
+        self, x, p, w, keys, values, counts=None, length=None, g=None, with_focus: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
         cfg, f = self.cfg, self.formats.core
+        if with_focus and not has_focus(cfg):
+            raise ValueError("with_focus: only a unit with position flexible has a focus output")
         xq = self.input_quant(x)
         cpu = torch.device("cpu")
         with torch.no_grad():
@@ -127,12 +140,15 @@ class QuantWindowAttention(nn.Module):
                 xc.cpu().numpy(), step[0], step[1], kc.numpy(), vc.numpy(), *step[2:]
             )
             xi, pi, wi, _, _, ci, li, gi = (torch.from_numpy(np.asarray(a)) for a in checked)
-            codes = window_integer_forward(cfg, self.weight_codes(), xi, pi, wi, kc, vc, ci, li, gi)
+            out = window_integer_forward(
+                cfg, self.weight_codes(), xi, pi, wi, kc, vc, ci, li, gi, with_focus
+            )
+            codes, focus = out if with_focus else (out, None)
             hardware = (codes.to(torch.float64) * f.v_lsb).to(x.device, x.dtype)
-        if not torch.is_grad_enabled():
-            return hardware
-        surrogate = self.surrogate(xq, pi, wi, keys, values, ci, li, gi)
-        return hardware_value(hardware, surrogate.to(x.device))
+        if torch.is_grad_enabled():
+            surrogate = self.surrogate(xq, pi, wi, keys, values, ci, li, gi)
+            hardware = hardware_value(hardware, surrogate.to(x.device))
+        return (hardware, focus.to(x.device)) if with_focus else hardware
 
     def surrogate(self, xq, p, w, keys, values, counts, length, g) -> Tensor:
         """The differentiable fake-quant twin (docs/quant.md): straight-through floors, a float

@@ -60,6 +60,31 @@ def test_eval_forward_is_golden(name):
     np.testing.assert_array_equal(integer_weights(module).wq, weights.wq)
 
 
+def test_the_focus_is_golden():
+    """position flexible: forward(..., with_focus=True) gives (O, F), both the golden model's."""
+    cfg = make("dot-flexible")
+    weights = random_weights(cfg, seed=7)
+    module = from_integer(cfg, weights)
+    steps = random_window_inputs(cfg, 400, seed=8)
+    o_ref, f_ref = WindowGolden(cfg, weights).forward(**steps, with_focus=True)
+    with torch.no_grad():
+        out, focus = module(*module_inputs(cfg, steps), with_focus=True)
+    lsb = derive_window_formats(cfg).core.v_lsb
+    np.testing.assert_array_equal(np.rint(out.double().numpy() / lsb).astype(np.int64), o_ref)
+    assert focus.dtype == torch.int64 and focus.shape == (400, cfg.heads)
+    np.testing.assert_array_equal(focus.numpy(), f_ref)
+    # in training mode O carries the surrogate's gradient, F is the same integer rows
+    module.train()
+    out, focus = module(*module_inputs(cfg, steps), with_focus=True)
+    np.testing.assert_array_equal(focus.numpy(), f_ref)
+    out.sum().backward()
+    assert module.q_proj.weight.grad is not None
+    with pytest.raises(ValueError, match="with_focus"):
+        from_integer(make("eatt-gaussian"), random_weights(make("eatt-gaussian"), seed=1))(
+            *module_inputs(make("eatt-gaussian"), steps), with_focus=True
+        )
+
+
 def test_train_mode_value_is_hardware_and_gradient_flows():
     cfg = make("eatt-gaussian")
     weights = random_weights(cfg, seed=1)
