@@ -70,6 +70,27 @@ def test_a_ramped_lambda_picks_its_best_after_the_ramp(tmp_path):
     assert longer["best_step"] == 4
 
 
+@pytest.mark.parametrize("arch", ["transformer", "lstm"])
+def test_fixed_gates_for_the_last_steps(tmp_path, arch):
+    """l0drop_fix: the last N steps train through the detached test-time gates (w stays as it
+    was, no penalty), and best.pt comes from that phase."""
+    model = TINY_MODEL.replace(arch=arch, l0drop=True, l0drop_lambda=0.5, l0drop_fix=4)
+    summary = train(model, _train_cfg(steps=8, eval_every=2), tmp_path / "a")
+    assert summary["best_step"] in (6, 8)
+    # w is the same at step 4 (before the phase: the history's checkpoint is last.pt at 8, so
+    # compare with a run that stops at 4) and at step 8
+    four = train(model.replace(l0drop_fix=0), _train_cfg(steps=4, eval_every=0), tmp_path / "b")
+    w4 = load_checkpoint(four["last_checkpoint"])[0].l0drop.w
+    w8 = load_checkpoint(summary["last_checkpoint"])[0].l0drop.w
+    assert torch.equal(w4, w8)
+    free = train(model.replace(l0drop_fix=0), _train_cfg(steps=8, eval_every=0), tmp_path / "c")
+    assert not torch.equal(w4, load_checkpoint(free["last_checkpoint"])[0].l0drop.w)
+    with pytest.raises(ConfigError, match="l0drop_fix"):
+        TINY_MODEL.replace(l0drop_fix=4)
+    with pytest.raises(ConfigError, match="l0drop_fix"):
+        TINY_MODEL.replace(l0drop=True, l0drop_rule="group", l0drop_fix=4)
+
+
 @pytest.mark.parametrize("attention", ["vanilla", "eatt"])
 def test_tiny_model_overfits_tiny_set(tmp_path, attention):
     cfg = TINY_MODEL.replace(attention=attention)
