@@ -252,6 +252,27 @@ def test_other_experiments_smoke(tmp_path, monkeypatch, name):
         assert [r["bleus"] for r in again["rows"]] == [r["bleus"] for r in report["rows"]]
 
 
+def test_l0drop_scratch_experiment_smoke(tmp_path, monkeypatch):
+    """l0drop-scratch: the plan (ramp 3/8, fixed gates the last quarter, scaled to --steps),
+    the sparsity per row, the target line, the files."""
+    from eatt.model import experiments
+    from eatt.model.experiments import base as sizes
+
+    monkeypatch.setattr(sizes, "_QUICK_TRAIN", sizes._QUICK_TRAIN.replace(steps=4))
+    report = experiments.run_experiment("l0drop-scratch", quick=True, out_dir=tmp_path, quiet=True)
+    rows = {r["label"]: r for r in report["rows"]}
+    assert list(rows) == ["no L0Drop", "lambda 0.5", "lambda 0.5, gates fixed"]
+    assert report["train"]["steps"] == 8 and report["data"]["redundant"]
+    assert rows["no L0Drop"]["sparsity_mean"] == 0.0
+    assert all(0.0 <= r["sparsity_mean"] <= 1.0 for r in rows.values())
+    table = (tmp_path / "l0drop-scratch" / "results.md").read_text()
+    assert "| lambda 0.5, gates fixed |" in table and "Target: >= 40%" in table
+    assert report["target"]["bleu_reference"] == rows["no L0Drop"]["bleu_mean"]
+    plan = experiments.REGISTRY["l0drop-scratch"].configured_plan(True, steps=16)
+    fixed = plan.variants[2].model
+    assert (fixed.l0drop_ramp, fixed.l0drop_fix) == (6, 4) and plan.train.steps == 16
+
+
 def test_threads_are_set_for_training_and_restored(tmp_path, monkeypatch):
     seen = []
     from eatt.model import train as train_module

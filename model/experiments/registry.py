@@ -12,6 +12,7 @@ from . import (
     energy_vs_quality,
     hybrids,
     l0drop,
+    l0drop_scratch,
     l0drop_unit,
     qat,
     window,
@@ -33,6 +34,7 @@ REGISTRY: dict[str, Experiment] = {
         window_unit.EXPERIMENT,
         l0drop.EXPERIMENT,
         l0drop.REDUNDANT,
+        l0drop_scratch.EXPERIMENT,
         l0drop_unit.EXPERIMENT,
         qat.EXPERIMENT,
     )

@@ -66,6 +66,7 @@ def _run_one(
         "energy_percent_of_vanilla": result["energy"]["percent_of_vanilla"],
         "energy_pj": result["energy"]["energy_pj"],
         "binarization": result["binarization"],
+        "sparsity_rate": result.get("sparsity_rate"),
         "checkpoint": summary["checkpoint"],
     }
 
