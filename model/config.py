@@ -240,7 +240,9 @@ class ModelConfig:
                 f"got {self.l0drop_rule!r}"
             )
         if self.l0drop_fix and not (self.l0drop and self.l0drop_rule is None):
-            raise ConfigError("l0drop_fix: fixing the gates needs learned ones (l0drop: true, no rule)")
+            raise ConfigError(
+                "l0drop_fix: fixing the gates needs learned ones (l0drop: true, no rule)"
+            )
         if self.l0drop_rule is not None and not self.l0drop:
             raise ConfigError("l0drop_rule: a rule pattern needs l0drop: true")
         if not 0.0 <= self.l0drop_rule_rate <= 1.0:

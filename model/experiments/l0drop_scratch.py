@@ -102,7 +102,8 @@ class L0DropScratch(SeededExperiment):
             f"{report['beam']}) and sparsity (closed gates / source words) over {n} "
             f"seed{'s' if n > 1 else ''}",
             "",
-            "| model | sparsity % (mean) | BLEU mean +- std | BLEU per seed | sparsity % per seed |",
+            "| model | sparsity % (mean) | BLEU mean +- std | BLEU per seed "
+            "| sparsity % per seed |",
             "| --- | --- | --- | --- | --- |",
         ]
         for row in report["rows"]:
