@@ -267,6 +267,14 @@ def test_l0drop_scratch_experiment_smoke(tmp_path, monkeypatch):
     assert all(0.0 <= r["sparsity_mean"] <= 1.0 for r in rows.values())
     table = (tmp_path / "l0drop-scratch" / "results.md").read_text()
     assert "| lambda 0.5, gates fixed |" in table and "Target: >= 40%" in table
+    assert "| model | subword pieces | case markers |" in table
+    assert set(rows["no L0Drop"]["pruned_by_category"].values()) == {0.0}
+    from eatt.model.experiments.l0drop_scratch import token_category
+
+    assert [token_category(t) for t in ("n1@@", "@7", "ko", ",", "x", "and", "n4", "v2")] == [
+        "subword pieces", "subword pieces", "case markers", *["auxiliary, punctuation, and"] * 3,
+        "content words", "content words",
+    ]  # fmt: skip
     assert report["target"]["bleu_reference"] == rows["no L0Drop"]["bleu_mean"]
     plan = experiments.REGISTRY["l0drop-scratch"].configured_plan(True, steps=16)
     fixed = plan.variants[2].model

@@ -17,6 +17,11 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
+import torch
+
+from ..data import AND, AUX, CASE_MARKERS, COMMA, EOS, PERIOD, encode_pairs, make_batches
+from ..data import synthetic_task as _task
+from ..seq2seq import load_checkpoint
 from .base import BLEU_TOLERANCE
 from .seeded import Plan, SeededExperiment, Variant
 from .staged import _window_sizes
@@ -27,6 +32,41 @@ from .staged import _window_sizes
 SCRATCH_LAMBDAS = (0.17, 0.18)
 _QUICK_SCRATCH_LAMBDAS = (0.5,)
 SEEDS = (1, 2)
+
+
+#: what the redundant task adds, and the words themselves (docs/models.md)
+CATEGORIES = ("subword pieces", "case markers", "auxiliary, punctuation, and", "content words")
+
+
+def token_category(token: str) -> str:
+    """The :data:`CATEGORIES` entry of a redundant-task source token."""
+    if "@" in token:
+        return CATEGORIES[0]
+    if token in CASE_MARKERS:
+        return CATEGORIES[1]
+    if token in (AUX, COMMA, PERIOD, AND):
+        return CATEGORIES[2]
+    return CATEGORIES[3]
+
+
+@torch.no_grad()
+def pruned_by_category(checkpoint: str, data, split: str = "test") -> dict:
+    """{category: share of its source tokens whose test-time gate is 0} over ``split``."""
+    model, src_vocab, tgt_vocab, _ = load_checkpoint(checkpoint, "cpu")
+    model.eval()
+    if not model.cfg.l0drop:
+        return dict.fromkeys(CATEGORIES, 0.0)
+    pairs = encode_pairs(getattr(data, split), src_vocab, tgt_vocab)
+    seen = dict.fromkeys(CATEGORIES, 0)
+    closed = dict.fromkeys(CATEGORIES, 0)
+    for batch in make_batches(pairs, 4096):
+        _, padding, gates = model._encode(batch.src)
+        words = ~padding & batch.src.ne(EOS)
+        for i, zero in zip(batch.src[words].tolist(), gates.eq(0)[words].tolist(), strict=True):
+            cat = token_category(src_vocab.itos[i])
+            seen[cat] += 1
+            closed[cat] += int(zero)
+    return {c: closed[c] / seen[c] if seen[c] else None for c in CATEGORIES}
 
 
 def _variants(model, steps: int, lambdas) -> list[Variant]:
@@ -69,10 +109,18 @@ class L0DropScratch(SeededExperiment):
 
     def _rows(self, plan: Plan, runs: list[dict]) -> list[dict]:
         rows = super()._rows(plan, runs)
+        data = _task(plan.data)
+        for run in runs:  # what each run's gates prune, by kind of token
+            run["pruned_by_category"] = pruned_by_category(run["checkpoint"], data)
         for row in rows:
-            rates = [r.get("sparsity_rate") or 0.0 for r in runs if r["label"] == row["label"]]
+            mine = [r for r in runs if r["label"] == row["label"]]
+            rates = [r.get("sparsity_rate") or 0.0 for r in mine]
             row["sparsity_rates"] = rates
             row["sparsity_mean"] = statistics.fmean(rates)
+            row["pruned_by_category"] = {
+                c: statistics.fmean(r["pruned_by_category"][c] or 0.0 for r in mine)
+                for c in CATEGORIES
+            }
         return rows
 
     @staticmethod
@@ -115,6 +163,18 @@ class L0DropScratch(SeededExperiment):
                 + " ".join(f"{100 * s:.1f}" for s in row["sparsity_rates"])
                 + " |"
             )
+        lines += [
+            "",
+            "What the gates prune, by kind of source token (share of each kind pruned, mean over "
+            "seeds):",
+            "",
+            "| model | " + " | ".join(CATEGORIES) + " |",
+            "| --- |" + " --- |" * len(CATEGORIES),
+        ]
+        for row in report["rows"]:
+            shares = row.get("pruned_by_category") or {}
+            cells = [f"{100 * (shares.get(c) or 0.0):.1f}%" for c in CATEGORIES]
+            lines.append(f"| {row['label']} | " + " | ".join(cells) + " |")
         t = report["target"]
         if t["row"] is None:
             what = "no L0Drop row is within 0.5 BLEU"
