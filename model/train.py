@@ -334,6 +334,11 @@ def _train(
     data: TranslationData | None,
 ) -> dict:
     check_output_dir(out_dir, "training run", legacy=_legacy_run_dir)  # before any work
+    if model_cfg.l0drop_fix >= train_cfg.steps and not train_cfg.init_checkpoint:
+        raise ConfigError(
+            f"l0drop_fix: {model_cfg.l0drop_fix} fixed steps of {train_cfg.steps} leave none to "
+            "learn the gates (fix fewer, or fine-tune a gated checkpoint: init_checkpoint)"
+        )
     device = resolve_device(train_cfg.device)
     torch.manual_seed(train_cfg.seed)
     if data is None:
@@ -396,8 +401,9 @@ def _train(
                 # a ramped lambda is not yet the model's lambda: its checkpoints before the
                 # ramp ends (less pruned, so lower dev loss) are not candidates for the best
                 ramping = model_cfg.l0drop_lambda and step < model_cfg.l0drop_ramp
-                # ... nor are those before the fixed gates (noisier, they are not the result)
-                waiting = ramping or step < fix_from
+                # ... with l0drop_fix, those before the fixed gates (noisier, not the result;
+                # in the fixed phase lambda no longer counts)
+                waiting = step < fix_from if fix_from else ramping
                 if loss < best[0] and not (waiting and step < train_cfg.steps):
                     best = (loss, step)
                     save_checkpoint(out / "best.pt", model, data.src_vocab, data.tgt_vocab, info)

@@ -98,6 +98,22 @@ def test_gate_weights_start_as_the_references():
     assert abs(float(w.std()) - (2 / 257) ** 0.5) < 0.15 * (2 / 257) ** 0.5
 
 
+def test_fixed_gates_are_the_test_time_gates_detached():
+    """L0Drop.fixed (the trainer's l0drop_fix phase): in train mode the gates are Eq. 13's,
+    no gradient reaches w, and the penalty is 0."""
+    torch.manual_seed(3)
+    layer = L0Drop(6).train()
+    layer.fixed = True
+    memory = torch.randn(2, 5, 6, requires_grad=True)
+    padding = torch.zeros(2, 5, dtype=torch.bool)
+    padding[1, 3:] = True
+    gated, gates, penalty = layer(memory, padding)
+    expected = deterministic_gates(layer.log_alpha(memory), layer.epsilon).masked_fill(padding, 0)
+    assert torch.equal(gates, expected.detach()) and float(penalty) == 0.0
+    (gated.sum() + penalty).backward()
+    assert layer.w.grad is None and memory.grad is not None
+
+
 def test_lambda_ramp():
     cfg = ModelConfig(l0drop=True, l0drop_lambda=0.4, l0drop_ramp=100)
     assert [l0drop_lambda(cfg, s) for s in (1, 50, 100, 500)] == pytest.approx(

@@ -85,6 +85,12 @@ def test_fixed_gates_for_the_last_steps(tmp_path, arch):
     assert torch.equal(w4, w8)
     free = train(model.replace(l0drop_fix=0), _train_cfg(steps=8, eval_every=0), tmp_path / "c")
     assert not torch.equal(w4, load_checkpoint(free["last_checkpoint"])[0].l0drop.w)
+    # a ramp longer than the sampled phase does not hold back the fixed phase's checkpoints
+    ramped = train(model.replace(l0drop_ramp=7), _train_cfg(steps=8, eval_every=2), tmp_path / "r")
+    assert ramped["best_step"] in (6, 8)
+    with pytest.raises(ConfigError, match="l0drop_fix: 8 fixed steps of 8"):
+        train(model.replace(l0drop_fix=8), _train_cfg(steps=8), tmp_path / "d")
+    assert not (tmp_path / "d").exists()
     with pytest.raises(ConfigError, match="l0drop_fix"):
         TINY_MODEL.replace(l0drop_fix=4)
     with pytest.raises(ConfigError, match="l0drop_fix"):
@@ -269,11 +275,15 @@ def test_l0drop_scratch_experiment_smoke(tmp_path, monkeypatch):
     assert "| lambda 0.5, gates fixed |" in table and "Target: >= 40%" in table
     assert "| model | subword pieces | case markers |" in table
     assert set(rows["no L0Drop"]["pruned_by_category"].values()) == {0.0}
+    for run in report["runs"]:  # the categories add up to the run's sparsity rate
+        counts = run["pruned_by_category"].values()
+        rate = sum(c[1] for c in counts) / sum(c[0] for c in counts)
+        assert rate == pytest.approx(run["sparsity_rate"] or 0.0)
     from eatt.model.experiments.l0drop_scratch import token_category
 
     assert [token_category(t) for t in ("n1@@", "@7", "ko", ",", "x", "and", "n4", "v2")] == [
         "subword pieces", "subword pieces", "case markers", *["auxiliary, punctuation, and"] * 3,
-        "content words", "content words",
+        "other words", "other words",
     ]  # fmt: skip
     assert report["target"]["bleu_reference"] == rows["no L0Drop"]["bleu_mean"]
     plan = experiments.REGISTRY["l0drop-scratch"].configured_plan(True, steps=16)

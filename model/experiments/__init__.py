@@ -20,7 +20,10 @@ Experiments (:data:`EXPERIMENTS`):
 * ``hybrids`` -- self-attention kind x cross-attention kind over vanilla, dense, randinit,
   eatt, one seed each, also as a grid (Table 6);
 * ``energy-vs-quality`` -- BLEU against the analytic attention energy (in % of the widest
-  vanilla model) while halving the model dimension, vanilla and E-ATT, one seed (Fig. 1).
+  vanilla model) while halving the model dimension, vanilla and E-ATT, one seed (Fig. 1);
+* ``l0drop-scratch`` -- L0Drop trained from scratch on the redundant task (lambda ramped over
+  3/8 of the steps), with and without the fixed-gate phase (``l0drop_fix``, the last quarter),
+  against the model without gates trained as long, 2 seeds: sparsity, what is pruned, BLEU.
 
 Staged experiments (:data:`STAGED_EXPERIMENTS`: later runs start from or depend on earlier ones):
 
@@ -111,7 +114,8 @@ def run_experiment(
     deterministic, so the results do not depend on it.
     ``steps`` / ``seeds`` replace the plan's training length and seeds (not for the staged
     experiments, whose stages have their own lengths); the learning-rate schedule depends on
-    the step only, so a longer run passes through the shorter one's model on the way.
+    the step only, so a longer run passes through the shorter one's model on the way (not in
+    ``l0drop-scratch``, whose ramp and fixed phase are fractions of the steps).
     """
     experiment = REGISTRY.get(name)
     if experiment is None:
