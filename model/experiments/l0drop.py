@@ -217,11 +217,13 @@ class L0Drop(StagedExperiment):
             _, result = _train_and_eval(f"rule {rule}", cfg, fine_cfg, data, folder, beam, quiet)
             rows.append(_row(f"rule {rule}", result, rule=rule, l0_lambda=None))
         # the learned run with the most pruning within 0.5 BLEU of no pruning; the timing uses
-        # it, or (none within) the run nearest 50% sparsity, never a collapsed all-pruned one
-        # (against the fine-tuned reference: every compared row has seen the same steps)
+        # it, or (none within, or it prunes nothing) the run nearest 50% sparsity, never a
+        # collapsed all-pruned one (against the fine-tuned reference: every compared row has
+        # seen the same steps)
         mine = rows[first : first + len(learned)]
         best, fields = sparsest_within(mine, base["bleu"])
-        timed = learned[mine.index(best)] if best else learned[nearest]
+        pruning = best is not None and best["sparsity_rate"] > 0
+        timed = learned[mine.index(best)] if pruning else learned[nearest]
         timing = _compaction_timing(
             timed,
             data,
