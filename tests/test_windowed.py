@@ -564,7 +564,7 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
         payload = load_checkpoint(tmp_path / name / "runs" / "lambda_0.5" / "best.pt")[3]
         assert payload["train_config"]["init_checkpoint"].endswith("no_pruning/best.pt")
     if name == "l0drop-unit":
-        assert list(rows) == ["no pruning", "L0Drop lambda 0.5, gates fixed", "rule group"]
+        assert list(rows) == ["no pruning", "L0Drop lambda 0.5", "rule group"]
         assert report["steps"] == 6  # twice the (test's) base steps
         for row in rows.values():
             assert row["hardware"]["exported"]["hypotheses_differ"] == 0
