@@ -8,8 +8,8 @@ runs then decode through the detached test-time gates (Eq. 13) for the last quar
 (``l0drop_fix``: no HardConcrete noise, no penalty, the network settles on its pruned memory;
 prune, then fine-tune, as pruning usually goes), compared with the same run without it (at
 2,250 steps an L0Drop run that pruned almost nothing landed 2-3 BLEU below the model without
-gates; measured here, the fixed phase does not pay: some gates reopen, README). ``--steps N`` makes every run N steps and scales the ramp and the fixed
-phase with it.
+gates; measured here, the fixed phase does not pay: some gates reopen, README). ``--steps N``
+makes every run N steps and scales the ramp and the fixed phase with it.
 """
 
 from __future__ import annotations
