@@ -19,8 +19,16 @@ import statistics
 
 import torch
 
-from ..data import AND, AUX, CASE_MARKERS, COMMA, PERIOD, encode_pairs, make_batches
-from ..data import synthetic_task as _task
+from ..data import (
+    AND,
+    AUX,
+    CASE_MARKERS,
+    COMMA,
+    PERIOD,
+    encode_pairs,
+    make_batches,
+    synthetic_task,
+)
 from ..seq2seq import load_checkpoint
 from .base import BLEU_TOLERANCE
 from .seeded import Plan, SeededExperiment, Variant
@@ -124,7 +132,7 @@ class L0DropScratch(SeededExperiment):
 
     def _rows(self, plan: Plan, runs: list[dict]) -> list[dict]:
         rows = super()._rows(plan, runs)
-        data = _task(plan.data)
+        data = synthetic_task(plan.data)
         for run in runs:  # what each run's gates prune, by kind of token
             run["pruned_by_category"] = pruned_by_category(run["checkpoint"], data)
         for row in rows:
