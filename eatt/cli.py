@@ -1041,7 +1041,8 @@ def build_parser() -> argparse.ArgumentParser:
         "name",
         metavar="NAME",
         help="eatt-vs-vanilla, ablation, hybrids, energy-vs-quality, window, window-lstm, "
-        "window-eatt, window-unit, l0drop, l0drop-redundant, l0drop-scratch, l0drop-unit, qat",
+        "window-eatt, window-unit, flexible-unit, l0drop, l0drop-redundant, l0drop-scratch, "
+        "l0drop-unit, qat",
     )
     p.add_argument("--quick", action="store_true", help="tiny version (seconds)")
     p.add_argument("-o", "--output", default="results", metavar="DIR", help="results folder")

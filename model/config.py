@@ -67,8 +67,11 @@ QUANT_WINDOW_SCORES = ("eatt", "dot")
 WINDOW_SCORES = ("dot", "general", "concat", "eatt")
 #: where local-p's Gaussian weight goes (ModelConfig.window_gaussian)
 WINDOW_GAUSSIANS = ("after", "inside")
-#: the cross kinds with a Gaussian (window_gaussian, window_p_round)
+#: the cross kinds with a Gaussian (window_gaussian)
 GAUSSIAN_KINDS = ("local-p", "quant-local-p")
+#: the cross kinds with a real centre the window unit takes as an integer (window_p_round):
+#: local-p's p_t, Flexible's focus p_{t-1}
+CENTRE_KINDS = (*GAUSSIAN_KINDS, *FLEXIBLE_KINDS)
 ARCHS = ("transformer", "lstm")
 L0DROP_RULES = ("freq", "inv-freq", "group")
 ROLES = ("enc_self", "dec_self", "cross")
@@ -116,16 +119,21 @@ class ModelConfig:
     #: "inside" it as a log-domain penalty (Flexible Attention Eq. 7; the window unit's form).
     #: None: the kind's own, after for local-p, inside for quant-local-p
     window_gaussian: str | None = None
-    #: local-p's p_t rounded to a source position (straight-through) as the window unit takes
-    #: it, instead of the real p_t in the Gaussian (docs/window.md, "Models on the unit").
-    #: None: the kind's own, real for local-p, rounded for quant-local-p
+    #: the centre rounded to a source position (straight-through) as the window unit takes it:
+    #: local-p's p_t in the Gaussian, Flexible's focus p_{t-1} in the penalty and the window
+    #: (docs/window.md, "Models on the unit"). None: the kind's own, real for local-p and
+    #: flexible, rounded for quant-local-p and quant-flexible
     window_p_round: bool | None = None
+    #: Flexible's g(t) rounded to a level l / flexible_g_levels (straight-through) as the window
+    #: unit takes it. None: the kind's own, real for flexible, levels for quant-flexible
+    window_g_round: bool | None = None
     #: test-time threshold tau of Flexible Attention (Sec. 3.1); None = infinity (no window)
     flexible_tau: float | None = None
     #: beta of the fine-tuning loss -beta * mean g(t) (Eq. 9)
     flexible_beta: float = 0.0
-    #: quant-flexible: g(t) rounded to a level l in [0, flexible_g_levels], g = l / levels
-    #: (straight-through), the window unit's g input (its g_levels)
+    #: quant-flexible (and flexible with window_g_round): g(t) rounded to a level l in
+    #: [0, flexible_g_levels], g = l / levels (straight-through), the window unit's g input
+    #: (its g_levels)
     flexible_g_levels: int = 8
     #: L0Drop gates between encoder and decoder (Zhang et al., 2021)
     l0drop: bool = False
@@ -210,16 +218,24 @@ class ModelConfig:
                 f"window_gaussian: must be one of {', '.join(WINDOW_GAUSSIANS)} or null, "
                 f"got {self.window_gaussian!r}"
             )
-        if self.window_p_round is not None and not isinstance(self.window_p_round, bool):
+        for key in ("window_p_round", "window_g_round"):
+            if getattr(self, key) is not None and not isinstance(getattr(self, key), bool):
+                raise ConfigError(f"{key}: must be true, false or null, got {getattr(self, key)!r}")
+        cross = self.kind("cross")
+        if self.window_gaussian is not None and cross not in GAUSSIAN_KINDS:
             raise ConfigError(
-                f"window_p_round: must be true, false or null, got {self.window_p_round!r}"
+                "window_gaussian: only local-p and quant-local-p have a Gaussian; cross is "
+                f"{cross!r}"
             )
-        for key in ("window_gaussian", "window_p_round"):
-            if getattr(self, key) is not None and self.kind("cross") not in GAUSSIAN_KINDS:
-                raise ConfigError(
-                    f"{key}: only local-p and quant-local-p have a Gaussian; cross is "
-                    f"{self.kind('cross')!r}"
-                )
+        if self.window_p_round is not None and cross not in CENTRE_KINDS:
+            raise ConfigError(
+                "window_p_round: only local-p, flexible and their quantized kinds have a centre "
+                f"to round; cross is {cross!r}"
+            )
+        if self.window_g_round is not None and cross not in FLEXIBLE_KINDS:
+            raise ConfigError(
+                f"window_g_round: only flexible and quant-flexible have a g(t); cross is {cross!r}"
+            )
         if not 0 <= self.window_d <= 4096:
             raise ConfigError(f"window_d: must be in [0, 4096], got {self.window_d}")
         if self.window_sigma is not None and not self.window_sigma > 0:
@@ -266,8 +282,14 @@ class ModelConfig:
                 "unit's form); set inside or null"
             )
         if self.window_p_round is False:
+            what = "its focus" if kind == "quant-flexible" else "the Gaussian"
             raise ConfigError(
-                f"window_p_round: {kind} centres the Gaussian on an integer p (the window "
+                f"window_p_round: {kind} centres {what} on an integer p (the window unit's "
+                "input); set true or null"
+            )
+        if self.window_g_round is False:
+            raise ConfigError(
+                f"window_g_round: {kind} takes g(t) as a level of flexible_g_levels (the window "
                 "unit's input); set true or null"
             )
         if self.l0drop and kind != "quant-global":

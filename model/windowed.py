@@ -31,7 +31,8 @@ The window unit's forms (docs/window.md, "Models on the unit"), each a switch: `
 "inside"`` puts local-p's Gaussian inside the softmax as the log-domain penalty
 ``-(s - p_t)^2 / (2 sigma^2)`` (Flexible Attention's Eq. 7 form: the weights sum to 1) instead of
 multiplying it in after; ``round_p`` uses the window centre ``c`` in the Gaussian as well, with
-the gradient of the real ``p_t`` (straight-through).
+the gradient of the real ``p_t`` (straight-through), and for Flexible rounds the focus
+``p_{t-1}`` the same way; ``g_levels`` puts Flexible's ``g(t)`` on the unit's level grid.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ __all__ = [
     "mean_strength",
     "reorder_state",
     "rounded_center",
+    "strength_levels",
     "vision_span",
 ]
 
@@ -157,6 +159,13 @@ def flexible_penalty(positions: Tensor, p_prev: Tensor, g: Tensor, sigma: float)
     return g * diff.square() / (2.0 * sigma * sigma)
 
 
+def strength_levels(g: Tensor, levels: int) -> Tensor:
+    """g(t) on the window unit's grid ``l / levels``, ``l = round(g levels)`` in [0, levels],
+    with the gradient of g (straight-through): the unit's g input."""
+    scaled = g * levels
+    return (scaled + (torch.round(scaled.detach()).clamp(0, levels) - scaled).detach()) / levels
+
+
 def reorder_state(state: dict, index: Tensor) -> dict:
     """Select batch rows ``index`` of every tensor in a decoding state (beam search)."""
     return {k: (v.index_select(0, index) if isinstance(v, Tensor) else v) for k, v in state.items()}
@@ -215,7 +224,11 @@ class WindowedAttention(nn.Module):
         binarize_tau: E-ATT's binarization threshold (Eq. 4) for the eatt score.
         g_input_dim: size of the extra input i_t of the strength g(t) (Eq. 8); 0 = g from h only.
         gaussian: local-p's Gaussian "after" the softmax (Luong Eq. 10) or "inside" it.
-        round_p: local-p's Gaussian centred on the integer window centre (straight-through).
+        round_p: the centre on an integer source position (straight-through), as the window
+            unit takes it: local-p's Gaussian centred on the integer window centre, Flexible's
+            focus p_{t-1} rounded (in the penalty and the window).
+        g_levels: Flexible's g(t) rounded to l / g_levels (straight-through), the unit's g
+            input; 0 = the real g(t).
     """
 
     def __init__(
@@ -231,6 +244,7 @@ class WindowedAttention(nn.Module):
         g_input_dim: int = 0,
         gaussian: str = "after",
         round_p: bool = False,
+        g_levels: int = 0,
     ) -> None:
         super().__init__()
         if gaussian not in WINDOW_GAUSSIANS:
@@ -259,6 +273,9 @@ class WindowedAttention(nn.Module):
         self.binarize_tau = float(binarize_tau)
         self.g_input_dim = int(g_input_dim)
         self.gaussian, self.round_p = gaussian, bool(round_p)
+        if g_levels < 0:
+            raise ValueError(f"g_levels must be >= 0, got {g_levels}")
+        self.g_levels = int(g_levels)
         self.scale = query_dim**-0.5
         d = query_dim
         if score == "general":
@@ -287,11 +304,15 @@ class WindowedAttention(nn.Module):
         self.total_row_steps = 0
 
     def extra_repr(self) -> str:
-        local_p = f", gaussian={self.gaussian}, round_p={self.round_p}"
+        extra = ""
+        if self.kind == "local-p":
+            extra = f", gaussian={self.gaussian}, round_p={self.round_p}"
+        elif self.kind == "flexible":
+            extra = f", round_p={self.round_p}, g_levels={self.g_levels}"
         return (
             f"kind={self.kind}, score={self.score}, query_dim={self.query_dim}, "
             f"memory_dim={self.memory_dim}, D={self.window_d}, sigma={self.sigma}, tau={self.tau}"
-            + (local_p if self.kind == "local-p" else "")
+            + extra
         )
 
     # -- pieces --------------------------------------------------------------------------------
@@ -388,6 +409,8 @@ class WindowedAttention(nn.Module):
         if h.dim() != 2 or h.shape[0] != batch:
             raise ValueError(f"h must be ({batch}, {self.query_dim}), got {tuple(h.shape)}")
         g = self.strength(h, g_input) if self.kind == "flexible" else None
+        if g is not None and self.g_levels:
+            g = strength_levels(g, self.g_levels)
         p_t = self.predicted_position(h, state["lengths"]) if self.kind == "local-p" else None
         window = self._window(state, g, p_t)
         counts = state.get("counts")
@@ -418,7 +441,8 @@ class WindowedAttention(nn.Module):
         context = torch.einsum("bw,bwd->bd", a, values)
         weights = a.new_zeros(batch, seq).scatter_add(1, positions, a)
         if self.kind == "flexible":
-            state["p_prev"] = (a * positions.to(a.dtype)).sum(-1)  # Eq. 4
+            focus = (a * positions.to(a.dtype)).sum(-1)  # Eq. 4
+            state["p_prev"] = rounded_center(focus, state["lengths"]) if self.round_p else focus
             state["g_sum"] = state["g_sum"] + g
             if self.training:  # Eq. 9 per sentence (mean_strength): g(t) of every step
                 state.setdefault("g_steps", []).append(g)
@@ -494,4 +518,5 @@ def cross_attention(
         g_input_dim=g_input_dim,
         gaussian=cfg.window_gaussian or "after",
         round_p=bool(cfg.window_p_round),
+        g_levels=cfg.flexible_g_levels if cfg.window_g_round else 0,
     )

@@ -59,6 +59,7 @@ from eatt.model.windowed import (
     mean_strength,
     reorder_state,
     rounded_center,
+    strength_levels,
     vision_span,
 )
 from eatt.quant.golden import CoreWeights
@@ -206,9 +207,7 @@ class QuantWindowedAttention(nn.Module):
 
     def _level(self, h: Tensor, g_input: Tensor | None) -> Tensor:
         """g(t) rounded to the unit's level grid, g = l / g_levels, straight-through (B,)."""
-        levels = self.cfg.g_levels
-        g = self.strength(h, g_input) * levels
-        return (g + (torch.round(g.detach()).clamp(0, levels) - g).detach()) / levels
+        return strength_levels(self.strength(h, g_input), self.cfg.g_levels)
 
     def _center(self, h: Tensor, state: dict, steps: int) -> Tensor:
         """The unit's p for ``steps`` steps from state["t"] (B, steps): real-valued with the

@@ -19,6 +19,7 @@ from eatt.model.windowed import (
     gather_window,
     local_window,
     reorder_state,
+    strength_levels,
 )
 
 B, S, T, D = 3, 12, 7, 8
@@ -219,6 +220,58 @@ def test_flexible_threshold_narrows_the_window_and_tracks_the_focus():
     for t in range(T):
         m.step(h[:, t], state)
     assert m.vision_span(state) == pytest.approx(float((~padding).sum(1).double().mean()))
+
+
+@pytest.mark.parametrize("round_p", [False, True])
+@pytest.mark.parametrize("g_levels", [0, 8])
+def test_flexible_unit_forms(round_p, g_levels):
+    """The window unit's forms of Flexible: round_p makes the focus p_{t-1} an integer source
+    position (straight-through; the penalty and the window use it), g_levels puts g(t) on the
+    unit's grid l / levels (straight-through); both keep the gradient to g's predictor."""
+    memory, padding, h = _inputs()
+    m = _module("flexible", "dot", tau=1.0, round_p=round_p, g_levels=g_levels)
+    lengths = (~padding).sum(1)
+    state = m.init_state(memory, padding)
+    for t in range(T):
+        g = m.strength(h[:, t])
+        if g_levels:  # the window of the level, not of the real g(t)
+            g = strength_levels(g, g_levels)
+            torch.testing.assert_close(g * g_levels, torch.round(g * g_levels))
+        p_prev = state["p_prev"].clone()
+        _, w = m.step(h[:, t], state)
+        start, end = flexible_window(p_prev, g, m.sigma, 1.0, lengths)
+        pos = torch.arange(S)
+        outside = (pos < start[:, None]) | (pos >= end[:, None])
+        assert bool(w.masked_select(outside).eq(0).all())
+        focus = (w * pos.to(w.dtype)).sum(-1)  # Eq. 4
+        if round_p:
+            focus = torch.minimum(torch.round(focus), (lengths - 1).to(w.dtype))
+        torch.testing.assert_close(state["p_prev"], focus)
+    m.train()
+    h.requires_grad_(True)
+    state = m.init_state(memory, padding)
+    ctx = torch.stack([m.step(h[:, t], state)[0] for t in range(T)], 1)
+    ctx.sum().backward()
+    assert bool(m.w_g.weight.grad.ne(0).any())
+
+
+def test_flexible_unit_form_keys_are_checked():
+    base = dict(dim=16, heads=2, max_len=12, window_score="dot")
+    cfg = ModelConfig(cross="flexible", window_p_round=True, window_g_round=True, **base)
+    attn = cross_attention(cfg, 16, 16)
+    assert (attn.round_p, attn.g_levels) == (True, 8)
+    assert cross_attention(cfg.replace(window_g_round=None), 16, 16).g_levels == 0
+    with pytest.raises(ConfigError, match="^window_g_round: only flexible and quant-flexible"):
+        ModelConfig(cross="local-p", window_g_round=True, **base)
+    with pytest.raises(ConfigError, match="window_g_round: must be true"):
+        ModelConfig(cross="flexible", window_g_round="yes", **base)
+    with pytest.raises(ConfigError, match="^window_g_round: quant-flexible takes g"):
+        ModelConfig(cross="quant-flexible", window_g_round=False, **base)
+    with pytest.raises(ConfigError, match="^window_p_round: quant-flexible centres its focus"):
+        ModelConfig(cross="quant-flexible", window_p_round=False, **base)
+    ModelConfig(cross="quant-flexible", window_p_round=True, window_g_round=True, **base)
+    with pytest.raises(ValueError, match="g_levels must be >= 0"):
+        _module("flexible", g_levels=-1)
 
 
 def test_local_p_position_stays_in_the_source():
@@ -493,6 +546,7 @@ def test_train_and_evaluate_windowed_and_lstm_checkpoints(tmp_path, model):
         "window-lstm",
         "window-eatt",
         "window-unit",
+        "flexible-unit",
         "l0drop",
         "l0drop-redundant",
         "l0drop-unit",
@@ -545,6 +599,18 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
         unit = rows["quant-local-p eatt, the unit"]["hardware"]
         assert unit["exported"]["hypotheses_differ"] == 0
         assert "0 differ as exported" in table
+    if name == "flexible-unit":
+        assert list(rows) == [
+            "flexible dot, paper",
+            "flexible dot, paper, tau on dev",
+            "flexible dot, integer focus, g levels",
+            "flexible dot, integer focus, g levels, tau on dev",
+            "quant-flexible dot, the unit",
+            "quant-flexible dot, the unit, tau on dev",
+        ]
+        for label in ("quant-flexible dot, the unit", "quant-flexible dot, the unit, tau on dev"):
+            assert rows[label]["hardware"]["exported"]["hypotheses_differ"] == 0
+        assert "0 differ as exported" in table and "| flexible dot, paper | inf |" in table
     if name in ("l0drop", "l0drop-redundant"):
         assert list(rows)[:2] == ["no pruning", "no pruning, fine-tuned"] and "rule group" in rows
         assert report["task"] == ("redundant" if name.endswith("redundant") else "dense")
