@@ -589,6 +589,13 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
         assert "Target: Flexible cuts" in table
     if name == "window-eatt":
         assert {r["score"] for r in report["rows"]} == {"dot", "eatt"}
+        units = [r for r in report["rows"] if r.get("window") == "unit"]
+        assert [r["label"] for r in units][:3] == [
+            "quant-local-p dot (the unit)", "quant-local-p eatt (the unit)",
+            "quant-flexible dot (the unit)",
+        ]  # fmt: skip
+        assert all(r["hardware"]["exported"]["hypotheses_differ"] == 0 for r in units)
+        assert "quant-flexible eatt, tau = 1 0" in table
     if name == "window-unit":
         assert list(rows) == [
             "local-p eatt, luong",

@@ -12,6 +12,7 @@ docs/rnn.md) with concat scores.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..data import synthetic_task
@@ -68,6 +69,25 @@ def _span_table(report: dict) -> list[str]:
                 for r in report["rows"]
             ],
         ),
+    ]
+
+
+def _unit_note(report: dict) -> list[str]:
+    """The note under a span table with the window unit's rows (none without): BLEU is the
+    unit's arithmetic, the exported unit's check, the vision span is the unit's cycles."""
+    units = [r for r in report["rows"] if r.get("window") == "unit"]
+    if not units:
+        return []
+    checks = ", ".join(
+        f"{re.sub(r' [(]the unit[^)]*[)]', '', r['label'])} "
+        f"{r['hardware']['exported']['hypotheses_differ']}"
+        for r in units
+    )
+    return [
+        "",
+        f"The unit's rows: BLEU with the window unit's integer arithmetic in every step ({checks} "
+        "test hypotheses differ as the exported unit runs); their vision span is the rows the "
+        "unit reads per step, its cycles per step (one row a cycle).",
     ]
 
 
@@ -193,25 +213,9 @@ class Window(StagedExperiment):
         }
 
     def table_lines(self, report: dict) -> list[str]:
-        units = [r for r in report["rows"] if r.get("window") == "unit"]
-        note = (
-            [
-                "",
-                "The unit's rows: BLEU with the window unit's integer arithmetic in every step "
-                "("
-                + ", ".join(
-                    f"{r['label'].split(' ')[0]} {r['hardware']['exported']['hypotheses_differ']}"
-                    for r in units
-                )
-                + " test hypotheses differ as the exported unit runs); their vision span is "
-                "the rows the unit reads per step, its cycles per step (one row a cycle).",
-            ]
-            if units
-            else []
-        )
         return [
             *_span_table(report),
-            *note,
+            *_unit_note(report),
             "",
             "Window vs BLEU of the fine-tuned Flexible model over tau (Fig. 3 analog):",
             "",

@@ -1,5 +1,7 @@
 """``window-eatt``: every windowed kind with E-ATT scores (binarized inputs, -L1) vs dot scores:
-BLEU and vision span."""
+BLEU and vision span; then the same kinds on the window unit (``quant-*``, QAT from scratch,
+weights <8, 7>) with each score: BLEU with the unit's arithmetic in every step, the exported
+unit's check, and the rows the unit reads per step (its cycles)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,11 @@ from .staged import (
     _window_report,
     _window_sizes,
 )
-from .window import _span_figure, _span_table
+from .window import _span_figure, _span_table, _unit_note
+from .window_unit import QUANT_WEIGHT_FRAC
+
+#: tau of the Flexible rows' windowed evaluation
+FLEXIBLE_TAU = 1.0
 
 
 class WindowEatt(StagedExperiment):
@@ -25,27 +31,43 @@ class WindowEatt(StagedExperiment):
         data = synthetic_task(data_cfg)
         kinds = ("local-p", "flexible") if quick else ("global", "local-m", "local-p", "flexible")
         rows = []
-        for kind in kinds:
-            for score in ("dot", "eatt"):
-                label = f"{kind} {score}"
-                cfg = model.replace(cross=kind, window_score=score)
-                summary, result = _train_and_eval(label, cfg, train_cfg, data, folder, beam, quiet)
-                rows.append(_row(label, result, kind=kind, score=score, tau=None))
-                if kind == "flexible":
-                    windowed = _eval(
-                        summary["checkpoint"],
-                        data,
-                        "test",
-                        beam,
-                        model_overrides={"flexible_tau": 1.0},
-                    )
-                    rows.append(
-                        _row(f"{label}, tau = 1", windowed, kind=kind, score=score, tau=1.0)
+        for unit in (False, True):
+            for kind in kinds:
+                for score in ("dot", "eatt"):
+                    rows += self._rows(
+                        unit, kind, score, model, train_cfg, data, folder, beam, quiet
                     )
         return _window_report(beam, rows, data_cfg, model, train_cfg)
 
+    @staticmethod
+    def _rows(unit, kind, score, model, train_cfg, data, folder, beam, quiet) -> list[dict]:
+        """One model's rows: the float kind or the unit's (``quant-`` kind, ``window`` =
+        "unit", checked as exported); Flexible also at tau = :data:`FLEXIBLE_TAU`."""
+        if unit:
+            label, extra = f"quant-{kind} {score} (the unit)", {"window": "unit"}
+            cfg = model.replace(
+                cross=f"quant-{kind}", window_score=score, quant_weight_frac=QUANT_WEIGHT_FRAC
+            )
+        else:
+            label, extra = f"{kind} {score}", {}
+            cfg = model.replace(cross=kind, window_score=score)
+        summary, result = _train_and_eval(
+            label, cfg, train_cfg, data, folder, beam, quiet, hardware=unit
+        )
+        rows = [_row(label, result, kind=kind, score=score, tau=None, **extra)]
+        if kind == "flexible":
+            windowed = _eval(
+                summary["checkpoint"], data, "test", beam,
+                model_overrides={"flexible_tau": FLEXIBLE_TAU}, hardware=unit,
+            )  # fmt: skip
+            rows.append(
+                _row(f"{label}, tau = {FLEXIBLE_TAU:g}", windowed, kind=kind, score=score,
+                     tau=FLEXIBLE_TAU, **extra)
+            )  # fmt: skip
+        return rows
+
     def table_lines(self, report: dict) -> list[str]:
-        return _span_table(report)
+        return [*_span_table(report), *_unit_note(report)]
 
     def figure(self, report: dict, plt):
         fig, _ = _span_figure(report, plt, panels=1)
