@@ -575,8 +575,12 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
         assert unit["hardware"]["exported"]["hypotheses_differ"] == 0
         assert 1 <= unit["vision_span"] <= 2 * experiments.WINDOW_D + 1
         for tau in ("inf", "on dev"):  # Flexible on the unit: its focus is the next centre
-            flex = rows[f"quant-flexible (the unit, dot), tau {'= ' * (tau == 'inf')}{tau}"]
-            assert flex["hardware"]["exported"]["hypotheses_differ"] == 0
+            for score in ("dot", "eatt"):
+                flex = rows[f"quant-flexible (the unit, {score}), tau {'= ' * (tau == 'inf')}{tau}"]
+                assert flex["hardware"]["exported"]["hypotheses_differ"] == 0
+        assert "flexible eatt fine-tuned (beta 0.1), tau on dev" in rows
+        assert set(report["flexible"]) == {"general", "eatt"}
+        assert "eatt scores: window" in table and "(eatt scores) over tau" in table
     if name in ("window", "window-lstm"):
         assert list(rows)[:4] == ["global", "local-m", "local-p", "flexible, tau = inf"]
         assert [c["tau"] for c in report["curve"]] == list(experiments.TAUS)
@@ -595,7 +599,7 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
             "quant-flexible dot (the unit)",
         ]  # fmt: skip
         assert all(r["hardware"]["exported"]["hypotheses_differ"] == 0 for r in units)
-        assert "quant-flexible eatt, tau = 1 0" in table
+        assert "quant-flexible eatt, tau = 1: 0" in table
     if name == "window-unit":
         assert list(rows) == [
             "local-p eatt, luong",

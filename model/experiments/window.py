@@ -29,8 +29,9 @@ from .staged import (
 )
 from .window_unit import QUANT_WEIGHT_FRAC
 
-#: the Flexible paper's thresholds for its window-vs-BLEU curve (Fig. 3, footnote 5)
-TAUS = (0.3, 0.5, 0.8, 1.0, 1.2, 1.4, 1.6, 5.0, 8.0, 999.0)
+#: the Flexible paper's thresholds for its window-vs-BLEU curve (Fig. 3, footnote 5), with
+#: 2-4 between its largest (1.6) and 5, where the E-ATT-score model's window is picked
+TAUS = (0.3, 0.5, 0.8, 1.0, 1.2, 1.4, 1.6, 2.0, 2.5, 3.0, 4.0, 5.0, 8.0, 999.0)
 #: Flexible's fine-tuning weight beta (Eq. 9; the paper picks 0.1)
 FLEXIBLE_BETA = 0.1
 #: the window unit's kinds beside the float ones (``window``): dot scores (the unit's Q . K,
@@ -39,6 +40,10 @@ FLEXIBLE_BETA = 0.1
 QUANT_KINDS = ("quant-global", "quant-local-m", "quant-local-p", "quant-flexible")
 #: the unit's kinds the quick version runs
 QUICK_QUANT_KINDS = ("quant-local-p", "quant-flexible")
+#: quant-flexible runs with these scores too (E-ATT's: the Flexible target's model on the unit)
+UNIT_FLEXIBLE_SCORES = ("eatt",)
+#: Flexible's sigma per score where it is not the paper's 1.5 (None: the model's window_sigma)
+FLEXIBLE_SIGMA: dict[str, float] = {}
 
 
 def _pick_tau(checkpoint: str, data, beam: int) -> tuple[float | None, list[dict]]:
@@ -72,22 +77,27 @@ def _span_table(report: dict) -> list[str]:
     ]
 
 
+def _unit_label(label: str) -> str:
+    """A unit row's label without "(the unit...)": "quant-flexible (the unit, dot), tau = inf"
+    -> "quant-flexible dot, tau = inf"."""
+    return re.sub(r" [(]the unit, ([a-z]+)[)]", r" \1", label).replace(" (the unit)", "")
+
+
 def _unit_note(report: dict) -> list[str]:
     """The note under a span table with the window unit's rows (none without): BLEU is the
     unit's arithmetic, the exported unit's check, the vision span is the unit's cycles."""
     units = [r for r in report["rows"] if r.get("window") == "unit"]
     if not units:
         return []
-    checks = ", ".join(
-        f"{re.sub(r' [(]the unit[^)]*[)]', '', r['label'])} "
-        f"{r['hardware']['exported']['hypotheses_differ']}"
+    checks = "; ".join(
+        f"{_unit_label(r['label'])}: {r['hardware']['exported']['hypotheses_differ']}"
         for r in units
     )
     return [
         "",
-        f"The unit's rows: BLEU with the window unit's integer arithmetic in every step ({checks} "
-        "test hypotheses differ as the exported unit runs); their vision span is the rows the "
-        "unit reads per step, its cycles per step (one row a cycle).",
+        "The unit's rows: BLEU with the window unit's integer arithmetic in every step (test "
+        f"hypotheses that differ as the exported unit runs: {checks}); their vision span is the "
+        "rows the unit reads per step, its cycles per step (one row a cycle).",
     ]
 
 
@@ -106,12 +116,19 @@ def _span_figure(report: dict, plt, panels: int):
 
 class Window(StagedExperiment):
     def __init__(
-        self, name: str = "window", quant: bool = True, train: dict | None = None, **model
+        self,
+        name: str = "window",
+        quant: bool = True,
+        train: dict | None = None,
+        flexible_scores: tuple[str, ...] = ("eatt",),
+        **model,
     ) -> None:
         #: the experiment's name, whether the unit's kinds run too, the training keys it sets
-        #: (window-lstm: peak_lr) and the model keys (window-lstm: arch, score)
+        #: (window-lstm: peak_lr), the scores Flexible runs with beside the model's own, and
+        #: the model keys (window-lstm: arch, score)
         self.name, self.quant, self.model = name, quant, model
         self.train = dict(train or {})
+        self.extra_flexible_scores = tuple(flexible_scores)
 
     def stages(self, quick: bool, folder: Path, quiet: bool) -> dict:
         data_cfg, model, train_cfg, beam = _window_sizes(quick)
@@ -126,72 +143,105 @@ class Window(StagedExperiment):
             runs[kind] = summary["checkpoint"]
             window = f"{2 * WINDOW_D + 1}" if kind != "global" else "all"
             rows.append(_row(kind, result, window=window, tau=None))
-        flex_cfg = model.replace(cross="flexible")
-        summary, result = _train_and_eval(
-            "flexible", flex_cfg, train_cfg, data, folder, beam, quiet
-        )
-        flex = summary["checkpoint"]
-        rows.append(_row("flexible, tau = inf", result, window="dynamic", tau=None))
-        tau, _ = _pick_tau(flex, data, beam)
-        picked = _eval(flex, data, "test", beam, model_overrides={"flexible_tau": tau})
-        rows.append(_row("flexible, tau on dev", picked, window="dynamic", tau=tau))
-        # fine-tuning with -beta mean g(t) (Eq. 9), from the trained Flexible model
-        fine_cfg = _fine_tune(train_cfg, 3, flex)
-        fine_steps = fine_cfg.steps
-        _log(f"[{folder.name}] flexible fine-tuning, beta = {FLEXIBLE_BETA}", quiet)
-        tuned = train(
-            flex_cfg.replace(flexible_beta=FLEXIBLE_BETA),
-            fine_cfg.replace(progress=fine_cfg.progress and not quiet),
-            folder / "runs" / "flexible-finetuned",
-            data=data,
-        )["checkpoint"]
-        base_ft = _eval(tuned, data, "test", beam, model_overrides={"flexible_tau": None})
-        rows.append(
-            _row(
-                f"flexible fine-tuned (beta {FLEXIBLE_BETA}), tau = inf",
-                base_ft,
-                window="dynamic",
-                tau=None,
-            )
-        )
-        tau_ft, _ = _pick_tau(tuned, data, beam)
-        picked_ft = _eval(tuned, data, "test", beam, model_overrides={"flexible_tau": tau_ft})
-        rows.append(
-            _row(
-                f"flexible fine-tuned (beta {FLEXIBLE_BETA}), tau on dev",
-                picked_ft,
-                window="dynamic",
-                tau=tau_ft,
-            )
-        )
-        curve = [
-            {"tau": t, **_eval(tuned, data, "test", beam, model_overrides={"flexible_tau": t})}
-            for t in TAUS
-        ]
-        # the same (fine-tuned) model at tau = infinity and at the tau picked on dev
-        reference, best = rows[-2], rows[-1]
-        reduction = 1.0 - best["vision_span"] / reference["vision_span"]
-        drop = reference["bleu"] - best["bleu"]
+        flexible = {
+            score: self._flexible(score, model, train_cfg, data, folder, beam, quiet)
+            for score in self.flexible_scores(model)
+        }
+        for stage in flexible.values():
+            rows += stage.pop("rows")
         # the window unit's kinds: BLEU with the unit's arithmetic; their vision span is the rows
         # the unit reads per step, its cycles per step (one row a cycle, docs/window.md)
-        for kind in (QUICK_QUANT_KINDS if quick else QUANT_KINDS) if self.quant else ():
-            label = f"{kind} (the unit, dot)"
-            cfg = model.replace(cross=kind, window_score="dot", quant_weight_frac=QUANT_WEIGHT_FRAC)
+        for kind, score in self.unit_kinds(quick):
+            label = f"{kind} (the unit, {score})"
+            cfg = model.replace(cross=kind, window_score=score, quant_weight_frac=QUANT_WEIGHT_FRAC)
             summary, result = _train_and_eval(
                 label, cfg, train_cfg, data, folder, beam, quiet, hardware=True
             )
-            runs[kind] = summary["checkpoint"]
+            runs[label] = summary["checkpoint"]
             if kind != "quant-flexible":
                 rows.append(_row(label, result, window="unit", tau=None))
                 continue
             # the unit's Flexible: tau = inf (w = D), then the tau picked on dev (w from g(t))
             rows.append(_row(f"{label}, tau = inf", result, window="unit", tau=None))
-            tau_q, _ = _pick_tau(runs[kind], data, beam)
+            tau_q, _ = _pick_tau(runs[label], data, beam)
             unit_tau = _eval(
-                runs[kind], data, "test", beam, model_overrides={"flexible_tau": tau_q},
+                runs[label], data, "test", beam, model_overrides={"flexible_tau": tau_q},
                 hardware=True,
             )  # fmt: skip
             rows.append(_row(f"{label}, tau on dev", unit_tau, window="unit", tau=tau_q))
+        targets = {score: stage["target"] for score, stage in flexible.items()}
+        met = [score for score, t in targets.items() if t["met"]]
+        # the report's target: the first score that meets it, else the model's own score
+        first = next(iter(flexible))
+        target = {**targets[met[0] if met else first], "score": met[0] if met else first}
+        return {
+            "beam": beam,
+            "window_d": WINDOW_D,
+            "flexible_beta": FLEXIBLE_BETA,
+            "fine_tune_steps": flexible[first]["fine_tune_steps"],
+            "rows": rows,
+            "curve": flexible[first]["curve"],
+            "flexible": flexible,
+            "target": target,
+            "checkpoints": {
+                **runs,
+                **{k: v for st in flexible.values() for k, v in st["checkpoints"].items()},
+            },
+            "data": data_cfg.__dict__.copy(),
+            "model": model.to_dict(),
+            "train": {k: v for k, v in train_cfg.to_dict().items() if k != "data"},
+        }
+
+    def flexible_scores(self, model) -> tuple[str, ...]:
+        """The scores Flexible runs with: the model's own (Luong's general; window-lstm's
+        concat) and E-ATT's where this experiment adds it."""
+        return tuple(dict.fromkeys((model.window_score, *self.extra_flexible_scores)))
+
+    def unit_kinds(self, quick: bool) -> list[tuple[str, str]]:
+        """(kind, score) of the window unit's rows."""
+        if not self.quant:
+            return []
+        kinds = QUICK_QUANT_KINDS if quick else QUANT_KINDS
+        return [(k, "dot") for k in kinds] + [("quant-flexible", s) for s in UNIT_FLEXIBLE_SCORES]
+
+    def _flexible(self, score, model, train_cfg, data, folder, beam, quiet) -> dict:
+        """Flexible with one score: trained, at tau = inf and at the tau picked on dev; then
+        fine-tuned with -beta mean g(t) (Eq. 9) and the same two rows, its window-vs-BLEU curve
+        over :data:`TAUS` and the target (the fine-tuned model at the tau picked on dev against
+        itself at tau = inf)."""
+        own = score == model.window_score
+        name = "flexible" if own else f"flexible {score}"
+        cfg = model.replace(cross="flexible", window_score=score, window_sigma=(
+            model.window_sigma if own else FLEXIBLE_SIGMA.get(score, model.window_sigma)
+        ))  # fmt: skip
+        summary, result = _train_and_eval(name, cfg, train_cfg, data, folder, beam, quiet)
+        flex = summary["checkpoint"]
+        rows = [_row(f"{name}, tau = inf", result, window="dynamic", tau=None, score=score)]
+        tau, _ = _pick_tau(flex, data, beam)
+        picked = _eval(flex, data, "test", beam, model_overrides={"flexible_tau": tau})
+        rows.append(_row(f"{name}, tau on dev", picked, window="dynamic", tau=tau, score=score))
+        fine_cfg = _fine_tune(train_cfg, 3, flex)
+        _log(f"[{folder.name}] {name} fine-tuning, beta = {FLEXIBLE_BETA}", quiet)
+        tuned = train(
+            cfg.replace(flexible_beta=FLEXIBLE_BETA),
+            fine_cfg.replace(progress=fine_cfg.progress and not quiet),
+            folder / "runs" / f"{name.replace(' ', '_')}-finetuned",
+            data=data,
+        )["checkpoint"]
+        tuned_name = f"{name} fine-tuned (beta {FLEXIBLE_BETA})"
+        base_ft = _eval(tuned, data, "test", beam, model_overrides={"flexible_tau": None})
+        rows.append(_row(f"{tuned_name}, tau = inf", base_ft, window="dynamic", tau=None,
+                         score=score))  # fmt: skip
+        tau_ft, _ = _pick_tau(tuned, data, beam)
+        picked_ft = _eval(tuned, data, "test", beam, model_overrides={"flexible_tau": tau_ft})
+        rows.append(_row(f"{tuned_name}, tau on dev", picked_ft, window="dynamic", tau=tau_ft,
+                         score=score))  # fmt: skip
+        curve = [
+            {"tau": t, **_eval(tuned, data, "test", beam, model_overrides={"flexible_tau": t})}
+            for t in TAUS
+        ]
+        reduction = 1.0 - picked_ft["vision_span"] / base_ft["vision_span"]
+        drop = base_ft["bleu"] - picked_ft["bleu"]
         target = {
             "what": "Flexible cuts the average window by >= 50% within 0.5 BLEU of tau = infinity",
             "window_reduction": reduction,
@@ -199,51 +249,64 @@ class Window(StagedExperiment):
             "met": reduction >= 0.5 and drop <= BLEU_TOLERANCE,
         }
         return {
-            "beam": beam,
-            "window_d": WINDOW_D,
-            "flexible_beta": FLEXIBLE_BETA,
-            "fine_tune_steps": fine_steps,
             "rows": rows,
+            "sigma": cfg.window_sigma,
+            "fine_tune_steps": fine_cfg.steps,
             "curve": curve,
             "target": target,
-            "checkpoints": {**runs, "flexible": flex, "flexible-finetuned": tuned},
-            "data": data_cfg.__dict__.copy(),
-            "model": model.to_dict(),
-            "train": {k: v for k, v in train_cfg.to_dict().items() if k != "data"},
+            "checkpoints": {name: flex, f"{name}-finetuned": tuned},
         }
 
     def table_lines(self, report: dict) -> list[str]:
-        return [
-            *_span_table(report),
-            *_unit_note(report),
-            "",
-            "Window vs BLEU of the fine-tuned Flexible model over tau (Fig. 3 analog):",
-            "",
-            *_markdown_table(
-                ["tau", "vision span", "BLEU"],
-                [
-                    [f"{c['tau']:g}", f"{c['vision_span']:.2f}", f"{c['bleu']:.2f}"]
-                    for c in report["curve"]
-                ],
-            ),
-        ]
+        lines = [*_span_table(report), *_unit_note(report)]
+        # reports written before the E-ATT Flexible stage hold one curve and no "flexible"
+        stages = report.get("flexible") or {None: {"curve": report["curve"]}}
+        for score, stage in stages.items():
+            which = "" if score is None else f" ({score} scores)"
+            lines += [
+                "",
+                f"Window vs BLEU of the fine-tuned Flexible model{which} over tau (Fig. 3 analog):",
+                "",
+                *_markdown_table(
+                    ["tau", "vision span", "BLEU"],
+                    [
+                        [f"{c['tau']:g}", f"{c['vision_span']:.2f}", f"{c['bleu']:.2f}"]
+                        for c in stage["curve"]
+                    ],
+                ),
+            ]
+            if "target" in stage:
+                t = stage["target"]
+                lines += [
+                    "",
+                    f"{score} scores: window {100 * t['window_reduction']:.1f}% smaller at "
+                    f"{t['bleu_drop']:.2f} BLEU below tau = inf: "
+                    f"{'met' if t['met'] else 'missed'}",
+                ]
+        return lines
 
     def figure(self, report: dict, plt):
-        """The rows' BLEU vs vision span, and the fine-tuned model's curve over tau."""
+        """The rows' BLEU vs vision span, and the fine-tuned models' curves over tau."""
         fig, axes = _span_figure(report, plt, panels=2)
-        c = report["curve"]
-        axes[1].plot([x["vision_span"] for x in c], [x["bleu"] for x in c], marker="o")
-        for x in c:
-            axes[1].annotate(
-                f"{x['tau']:g}",
-                (x["vision_span"], x["bleu"]),
-                fontsize=7,
-                textcoords="offset points",
-                xytext=(3, 3),
-            )
+        stages = report.get("flexible") or {None: {"curve": report["curve"]}}
+        for score, stage in stages.items():
+            c = stage["curve"]
+            axes[1].plot(
+                [x["vision_span"] for x in c], [x["bleu"] for x in c], marker="o",
+                label=score or "flexible",
+            )  # fmt: skip
+            for x in c:
+                axes[1].annotate(
+                    f"{x['tau']:g}",
+                    (x["vision_span"], x["bleu"]),
+                    fontsize=7,
+                    textcoords="offset points",
+                    xytext=(3, 3),
+                )
         axes[1].set_xlabel("average vision span")
         axes[1].set_ylabel("test BLEU")
         axes[1].set_title("fine-tuned Flexible over tau")
+        axes[1].legend(fontsize=7)
         fig.suptitle(self.name)
         return fig
 
@@ -254,5 +317,10 @@ EXPERIMENT = Window()
 LSTM_PEAK_LR = 3e-3
 #: the Flexible paper's setting: an LSTM encoder-decoder with concat scores
 LSTM = Window(
-    "window-lstm", quant=False, train={"peak_lr": LSTM_PEAK_LR}, arch="lstm", window_score="concat"
+    "window-lstm",
+    quant=False,
+    train={"peak_lr": LSTM_PEAK_LR},
+    flexible_scores=(),
+    arch="lstm",
+    window_score="concat",
 )
