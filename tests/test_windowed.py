@@ -578,7 +578,11 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
             for score in ("dot", "eatt"):
                 flex = rows[f"quant-flexible (the unit, {score}), tau {'= ' * (tau == 'inf')}{tau}"]
                 assert flex["hardware"]["exported"]["hypotheses_differ"] == 0
-        assert "flexible eatt fine-tuned (beta 0.1), tau on dev" in rows
+        for score, stage in report["flexible"].items():  # beta picked on dev from the grid
+            assert [b["beta"] for b in stage["beta_search"]] == [0.1, 1.0]
+            name = "flexible" if score == "general" else f"flexible {score}"
+            assert f"{name} fine-tuned (beta {stage['beta']:g}), tau on dev" in rows
+        assert "eatt scores, beta picked on dev:" in table
         assert set(report["flexible"]) == {"general", "eatt"}
         assert "eatt scores: window" in table and "(eatt scores) over tau" in table
     if name in ("window", "window-lstm"):
