@@ -44,7 +44,6 @@ from .data import (
     make_batches,
 )
 from .energy import CORE_LEVELS, core_counts, energy_pj, paper_counts
-from .l0drop import L0Drop
 from .seq2seq import Seq2Seq, load_checkpoint, set_arithmetic
 from .train import resolve_device
 from .windowed import WindowedAttention
@@ -228,19 +227,6 @@ def translate_batches(
     return out
 
 
-class _GateCounter:
-    """Forward hook on L0Drop layers (models without their own ``gate_stats``)."""
-
-    def __init__(self) -> None:
-        self.closed = 0
-        self.total = 0
-
-    def __call__(self, module, args, output) -> None:
-        padding, gates = args[1], output[1]
-        self.closed += int((gates.eq(0) & ~padding).sum())
-        self.total += int((~padding).sum())
-
-
 def _is_window(module) -> bool:
     """A windowed cross-attention with vision-span counters: WindowedAttention, or the window
     unit's quantized twin (eatt.quant.window_cross: the same interface, not imported here)."""
@@ -254,22 +240,15 @@ def translate_with_stats(
     windows = [m for m in model.modules() if _is_window(m)]
     for m in windows:
         m.reset_counters()
+    # the models count their gates themselves (source words, <eos> not counted)
     own = getattr(model, "gate_stats", None)
     if own is not None:
         own[0] = own[1] = 0
-    counter = _GateCounter()
-    hooks = []
-    if own is None:
-        hooks = [m.register_forward_hook(counter) for m in model.modules() if isinstance(m, L0Drop)]
     start = time.perf_counter()
-    try:
-        outputs = translate_batches(model, batches, beam=beam, alpha=alpha, device=device)
-    finally:
-        for h in hooks:
-            h.remove()
+    outputs = translate_batches(model, batches, beam=beam, alpha=alpha, device=device)
     seconds = time.perf_counter() - start
-    closed, total = (own[0], own[1]) if own is not None else (counter.closed, counter.total)
-    stats = decoding_stats(windows, closed, total, bool(hooks) or own is not None)
+    closed, total = (own[0], own[1]) if own is not None else (0, 0)
+    stats = decoding_stats(windows, closed, total, own is not None)
     stats["decode_seconds"] = seconds
     return outputs, stats
 
