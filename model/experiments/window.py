@@ -111,14 +111,16 @@ def _unit_note(report: dict) -> list[str]:
 
 def _span_figure(report: dict, plt, panels: int):
     """A figure of ``panels`` axes, the first the BLEU-vs-vision-span scatter of the rows."""
-    fig, axes = plt.subplots(1, panels, figsize=(5 * panels + 2, 3.8))
+    fig, axes = plt.subplots(1, panels, figsize=(5 * panels + 4, 3.8))
     axes = list(axes) if panels > 1 else [axes]
     ax = axes[0]
-    for r in report["rows"]:
-        ax.scatter([r["vision_span"]], [r["bleu"]], label=r["label"])
+    for i, r in enumerate(report["rows"]):  # 20 colours, then markers, so no two rows look alike
+        ax.scatter([r["vision_span"]], [r["bleu"]], label=r["label"],
+                   color=plt.cm.tab20(i % 20), marker="osD^"[i // 20 % 4])  # fmt: skip
     ax.set_xlabel("average vision span (positions per step)")
     ax.set_ylabel("test BLEU")
-    ax.legend(fontsize=6)
+    ax.legend(fontsize=5, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.subplots_adjust(wspace=0.9 if panels > 1 else 0.2, right=0.8 if panels == 1 else 0.95)
     return fig, axes
 
 
