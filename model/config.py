@@ -218,9 +218,6 @@ class ModelConfig:
                 f"window_gaussian: must be one of {', '.join(WINDOW_GAUSSIANS)} or null, "
                 f"got {self.window_gaussian!r}"
             )
-        for key in ("window_p_round", "window_g_round"):
-            if getattr(self, key) is not None and not isinstance(getattr(self, key), bool):
-                raise ConfigError(f"{key}: must be true, false or null, got {getattr(self, key)!r}")
         cross = self.kind("cross")
         if self.window_gaussian is not None and cross not in GAUSSIAN_KINDS:
             raise ConfigError(
