@@ -48,8 +48,10 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# two pytest-xdist workers, one test file each at a time (--dist loadfile: a file's module-scoped
+# builds happen once); `$(BIN)/python -m pytest` alone runs serially
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 format: install
 	$(BIN)/ruff check --fix .

@@ -32,7 +32,7 @@ from eatt.progress import say, step
 from eatt.quant.check import format_golden_check, golden_check
 from eatt.quant.golden import CoreWeights, random_weights
 from eatt.quant.vectors import capture_inputs
-from eatt.rtl_sim.folded import folding_for_reuse
+from eatt.rtl_sim.folded import peer_foldings
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.power import power
 from eatt.rtl_sim.resources import find_yosys
@@ -106,9 +106,19 @@ def folded_config(cfg: CoreConfig, reuse_factor: int) -> CoreConfig:
             f"{cfg.kind} (the window unit is already sequential)"
         )
     cfg = cfg.replace(reuse_factor=reuse_factor)
-    for kind in PEER:
-        folding_for_reuse(cfg.replace(kind=kind), reuse_factor)
+    peer_foldings(cfg, reuse_factor)  # the one-line error of an R below the fewest cycles
     return cfg
+
+
+def flow_folding(cfg: CoreConfig) -> tuple[CoreConfig, dict | None]:
+    """How a flow builds cfg's core: (cfg, None) for the unrolled core (reuse_factor 1); for
+    reuse_factor R > 1 the folding of cfg's kind at equal cycles with its peer
+    (eatt.rtl_sim.folded.peer_foldings: vanilla's folding for R, E-ATT at the same lanes and
+    simd with the narrowest multiply walk that is not slower), given to the builders as a
+    folding with reuse_factor 1, which R no longer picks per kind."""
+    if cfg.reuse_factor <= 1:
+        return cfg, None
+    return cfg.replace(reuse_factor=1), peer_foldings(cfg, cfg.reuse_factor)[cfg.kind]
 
 
 def core_energy(cfg: CoreConfig, table: str = energy.DEFAULT_TABLE) -> dict:
@@ -151,21 +161,19 @@ def run_core(
         r["export"]["check"] = export.check_export(
             onnx_path, vectors=vectors, seed=seed, inputs=inputs
         )
-    folded = cfg.reuse_factor > 1  # the folded engine and layer (docs/folded.md, docs/hls.md)
+    # the folded engine and layer (docs/folded.md, docs/hls.md), at equal cycles with the peer
+    build_cfg, folding = flow_folding(cfg)
+    folded = folding is not None
     log(f"flow [{kind}]: hls4ml project from the QONNX file, C simulation")
     r["hls"] = write_project(
-        onnx_path,
-        out_dir / "hls",
-        vectors=vectors,
-        inputs=inputs,
-        reuse_factor=cfg.reuse_factor,  # the file does not carry it: a hardware key
+        onnx_path, out_dir / "hls", vectors=vectors, inputs=inputs, reuse_factor=1, folding=folding
     )
     captured = None if inputs is None else capture_inputs(inputs, cfg, vectors)
     r["rtl"], r["sim"] = {}, {}
     for level in ("folded",) if folded else ("alignment", "attention"):
         log(f"flow [{kind}]: RTL ({level}), Verilator + cocotb simulation")
         rtl_dir = out_dir / f"rtl_{level}"
-        r["rtl"][level] = generate_rtl(cfg, weights, rtl_dir, level=level)
+        r["rtl"][level] = generate_rtl(build_cfg, weights, rtl_dir, level=level, folding=folding)
         r["sim"][level] = simulate(rtl_dir, vectors=vectors, seed=seed, inputs=captured)
         if captured is not None:
             r["sim"][level]["captured"] = True
@@ -479,6 +487,18 @@ def _paper_heading(r: dict) -> str:
     return f"the paper's levels at l={paper['length']}, d={paper['dim']}"
 
 
+def _comparison_heading(r: dict) -> str:
+    """The comparison's heading: what the two cores share, and how a folded flow paired them."""
+    reuse = r["config"].get("reuse_factor", 1)
+    paired = (
+        f"; folded for reuse_factor {reuse} at equal cycles: vanilla's folding for it, E-ATT at "
+        "its lanes and simd with the narrowest multiply walk that is not slower"
+        if reuse > 1
+        else ""
+    )
+    return f"E-ATT vs vanilla (same weights and formats{paired})"
+
+
 def format_flow(r: dict) -> str:
     lines = []
     if "energy" in r:
@@ -489,7 +509,7 @@ def format_flow(r: dict) -> str:
     for kind, c in r["cores"].items():
         lines += ["", f"=== core: {kind} ({r['out_dir']}/{kind}) ===", *_core_lines(c)]
     if "comparison" in r:
-        lines += ["", "=== E-ATT vs vanilla (same weights and formats) ==="]
+        lines += ["", f"=== {_comparison_heading(r)} ==="]
         lines.append(f"{'metric':<40} {'eatt':>12} {'vanilla':>12} {'eatt/vanilla':>12}")
         for row in r["comparison"]:
             lines.append(
@@ -529,7 +549,7 @@ def format_markdown(r: dict) -> str:
         f"heads {c['heads']}; seed {r['seed']}; artifacts in `{r['out_dir']}`.",
     ]
     if "comparison" in r:
-        lines += ["", "## E-ATT vs vanilla (same weights and formats)", ""]
+        lines += ["", f"## {_comparison_heading(r)}", ""]
         lines += _md_table(
             ["metric", "eatt", "vanilla", "eatt/vanilla"],
             [[row["metric"], row["eatt"], row["vanilla"], row["ratio"]] for row in r["comparison"]],

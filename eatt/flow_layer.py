@@ -43,6 +43,7 @@ from eatt.flow import (
     PEER,
     _fmt,
     _md_table,
+    flow_folding,
     folded_config,
     open_flow_dir,
     write_report,
@@ -141,7 +142,7 @@ def run_layer_flow(
 ) -> dict:
     """Every stage for layer ``layer`` of ``checkpoint`` (module docstring); writes the report
     files into out_dir and returns the result (``result["report"]``: their paths).
-    ``reuse_factor`` > 1 folds both cores (eatt.rtl_sim.folded.folding_for_reuse): the folded
+    ``reuse_factor`` > 1 folds both cores at equal cycles (eatt.flow.flow_folding): the folded
     hls4ml layer and the folded RTL engine instead of the unrolled ones, so a layer of any size
     goes through (no size limit then).
 
@@ -203,8 +204,9 @@ def _run(
         r["export"] = export.export_core(cfg, weights, onnx_path, source)
         r["export"]["check"] = export.check_export(onnx_path, vectors=n, seed=seed, inputs=acts)
     say(f"flow [{layer}]: hls4ml project from the QONNX file, C simulation on captured vectors")
+    _, folding = (None, None) if window else flow_folding(cfg)  # equal cycles with the peer
     r["hls"] = write_project(
-        onnx_path, out / "hls", vectors=n, inputs=acts, reuse_factor=cfg.reuse_factor
+        onnx_path, out / "hls", vectors=n, inputs=acts, reuse_factor=1, folding=folding
     )
     r["cores"] = {}
     configs = [cfg]
@@ -290,12 +292,15 @@ def _core_rtl(
     random + edge vectors (every length and offset), and synthesized."""
     tag = f"flow [{layer}, {core_label(cfg)}{'' if source else ' peer'}]"
     window = isinstance(cfg, WindowConfig)
-    level = "folded" if getattr(cfg, "reuse_factor", 1) > 1 else "attention"
+    build_cfg, folding = (cfg, None) if window else flow_folding(cfg)
+    level = "attention" if folding is None else "folded"
     c: dict = {}
     what = "the sequential unit" if window else f"{level} level"
     say(f"{tag}: RTL ({what})")
     started = time.monotonic()
-    c["rtl"] = generate_rtl(cfg, weights, rtl_dir, level=level, source=source)
+    c["rtl"] = generate_rtl(
+        build_cfg, weights, rtl_dir, level=level, source=source, folding=folding
+    )
     c["rtl"]["seconds"] = time.monotonic() - started
     c["rtl"]["bytes"] = sum(p.stat().st_size for p in rtl_dir.rglob("*.sv"))
     say(f"{tag}: Verilator + cocotb on {n} captured vectors")
@@ -380,7 +385,8 @@ def _check_lines(r: dict) -> list[str]:
     for kind, c in r["cores"].items():
         who = "layer" if kind == own else "peer"
         for what, s in c["sim"].items():
-            folded = " folded" if c["rtl"].get("level") == "folded" else ""
+            f = c["rtl"].get("folding")
+            folded = f" folded ({f['lanes']}, {f['simd']}, {f['pe']})" if f else ""
             lines.append(
                 f"RTL {kind}{folded} ({who}), Verilator + cocotb: {s['vectors']} {what} vectors, "
                 f"{s['mismatches']} mismatching; latency {s['latency_cycles']} cycles, II "
@@ -427,10 +433,16 @@ def _heading(r: dict) -> str:
             f"{c['window_d']}, one decoding step per call"
         )
     step_text = ", one decoding step" if r["step"] else ""
+    reuse = c.get("reuse_factor", 1)
+    folded = (
+        f"; folded for reuse_factor {reuse}, the peer at equal cycles (lanes, simd, pe)"
+        if reuse > 1
+        else ""
+    )
     return (
         f"layer {r['layer']} of {r['checkpoint']}: {c['kind']} core{step_text}, len_q "
         f"{c['len_q']}, len_k {c['len_k']}, dim {c['dim']}, heads {c['heads']}, "
-        f"masks {', '.join(k for k in ('key_padding', 'causal') if c[k]) or 'none'}"
+        f"masks {', '.join(k for k in ('key_padding', 'causal') if c[k]) or 'none'}{folded}"
     )
 
 

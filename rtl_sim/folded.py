@@ -140,6 +140,23 @@ def folding_for_reuse(cfg: CoreConfig, reuse: int) -> dict[str, int]:
     return {"lanes": best[1], "simd": best[2], "pe": best[3]}
 
 
+def peer_foldings(cfg: CoreConfig, reuse: int) -> dict[str, dict[str, int]]:
+    """The E-ATT engine and its dot-product peer at equal cycles per call, as the flows compare
+    them: vanilla takes the folding ``reuse`` selects for it (:func:`folding_for_reuse`), E-ATT
+    the same lanes and simd with the narrowest multiply walk (the least pe) whose II is at most
+    vanilla's: pe = simd / 2 where len_q <= len_k (two cycles fewer than vanilla; docs/folded.md,
+    "Two projection walks"), else pe = simd. ValueError (one line) as folding_for_reuse."""
+    peer = cfg.replace(kind="vanilla")
+    dot = folding_for_reuse(peer, reuse)
+    bound = folded_cycles(peer, **dot)["ii"]
+    eatt = cfg.replace(kind="eatt")
+    lanes, simd = dot["lanes"], dot["simd"]
+    pe = min(
+        p for p in _divisors(simd) if folded_cycles(eatt, lanes, simd, p)["ii"] <= bound
+    )  # pe = simd always qualifies: E-ATT's two walks take fewer cycles than vanilla's one
+    return {"eatt": {"lanes": lanes, "simd": simd, "pe": pe}, "vanilla": dot}
+
+
 def folded_cycles(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None) -> dict[str, int]:
     """The engine's cycles per vector with no stall on either stream (folded_attention.sv).
 

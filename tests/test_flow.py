@@ -11,7 +11,7 @@ import json
 import pytest
 
 from eatt.config import CoreConfig
-from eatt.flow import compare, format_flow, format_markdown, run_flow
+from eatt.flow import compare, flow_folding, format_flow, format_markdown, run_flow
 from eatt.outdir import MARKER, OutputError, check_output_dir
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.tools import ToolMissing
@@ -65,7 +65,25 @@ def test_a_folded_flow(tmp_path):
         assert core["sim"]["folded"]["ii_cycles"] <= 200
     metrics = [row["metric"] for row in result["comparison"]]
     assert "folded RTL II (cycles)" in metrics and "folded HLS iterations per call" in metrics
-    assert "folded layer (io_parallel, reuse_factor 200): lanes" in format_flow(result)
+    text = format_flow(result)
+    assert "folded for reuse_factor 200 at equal cycles" in text
+    assert "folded layer (io_parallel, given): lanes" in text
+    # the pair: vanilla's folding for R, E-ATT at its lanes and simd, not slower
+    e, v = (result["cores"][k]["rtl"]["folded"] for k in ("eatt", "vanilla"))
+    assert e["folding"] == {**v["folding"], "pe": e["folding"]["pe"]}
+    assert e["ii_cycles"] <= v["ii_cycles"]
+
+
+def test_flow_folding_builds_both_kinds_at_equal_cycles():
+    """reuse_factor 1: the unrolled core as it is; R > 1: each kind's folding of the pair
+    (peer_foldings), handed to the builders with reuse_factor 1 (the folding is given)."""
+    cfg = CoreConfig("eatt", 4, 4, 8, 2)
+    assert flow_folding(cfg) == (cfg, None)
+    folded = cfg.replace(reuse_factor=300)
+    built = {k: flow_folding(folded.replace(kind=k)) for k in ("eatt", "vanilla")}
+    assert {k: b[0].reuse_factor for k, b in built.items()} == {"eatt": 1, "vanilla": 1}
+    assert built["eatt"][1] == {"lanes": 1, "simd": 4, "pe": 2}
+    assert built["vanilla"][1] == {"lanes": 1, "simd": 4, "pe": 4}
 
 
 def test_markdown_report_has_the_comparison_table():

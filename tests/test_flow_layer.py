@@ -181,9 +181,11 @@ def test_a_trained_layer_through_the_folded_flow(checkpoint, tmp_path):
              "--vectors", "20", "--no-resources", "--reuse-factor", "3000",
              "-o", str(out))  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "folded layer (io_parallel, reuse_factor 3000)" in r.stdout
-    assert "RTL eatt folded (layer), Verilator + cocotb: 20 captured vectors, 0 mismatching" in (
-        r.stdout
+    assert "folded for reuse_factor 3000, the peer at equal cycles" in r.stdout
+    assert "folded layer (io_parallel, given): lanes" in r.stdout
+    assert (
+        "RTL eatt folded (" in r.stdout
+        and "(layer), Verilator + cocotb: 20 captured vectors, 0 mismatching" in r.stdout
     )
     result = json.loads((out / "report.json").read_text())
     assert result["ok"] and result["hls"]["csim"]["mismatches"] == 0
@@ -192,6 +194,13 @@ def test_a_trained_layer_through_the_folded_flow(checkpoint, tmp_path):
         core = result["cores"][kind]
         assert core["rtl"]["level"] == "folded" and core["rtl"]["ii_cycles"] <= 3000
         assert all(s["mismatches"] == 0 for s in core["sim"].values())
+    e, v = (result["cores"][k]["rtl"] for k in ("eatt", "vanilla"))  # at equal cycles
+    assert (e["folding"]["lanes"], e["folding"]["simd"]) == (
+        v["folding"]["lanes"],
+        v["folding"]["simd"],
+    )
+    assert v["ii_cycles"] - 2 <= e["ii_cycles"] <= v["ii_cycles"]
+    assert result["hls"]["folding"] == e["folding"]
     assert result["bleu"]["exported"]["hypotheses_differ"] == 0
 
 

@@ -30,6 +30,7 @@ from eatt.rtl_sim.folded import (
     folding_for_reuse,
     generate_folded_rtl,
     hex_lines,
+    peer_foldings,
     weight_tiles,
 )
 from eatt.rtl_sim.generate import generate_rtl, load_metadata
@@ -153,6 +154,34 @@ def test_reuse_factor_picks_the_least_datapath_within_its_cycles(kind):
     fewest = folded_cycles(cfg, 22, 64)["ii"]
     with pytest.raises(ValueError, match=rf"^reuse_factor: 5000 is below .* {fewest} \(lanes 22"):
         folding_for_reuse(cfg, 5000)
+
+
+@pytest.mark.parametrize(
+    "size, reuse, eatt, vanilla, iis",
+    [
+        # len_q <= len_k: E-ATT's multiply walk half as wide, two cycles fewer
+        ((4, 4, 8, 2), 300, (1, 4, 2), (1, 4, 4), (186, 188)),
+        ((22, 22, 512, 8), 100_000, (11, 16, 8), (11, 16, 16), (95_394, 95_396)),
+        ((64, 64, 128, 4), 40_000, (4, 16, 8), (4, 16, 16), (38_402, 38_404)),
+        # len_q > len_k: the half-width walk would be slower; pe = simd is not
+        ((6, 4, 8, 2), 300, (1, 4, 4), (1, 4, 4), (242, 260)),
+    ],
+)
+def test_peer_foldings_pair_the_kinds_at_equal_cycles(size, reuse, eatt, vanilla, iis):
+    """What the flows compare: vanilla's folding for R, E-ATT at its lanes and simd with the
+    narrowest multiply walk that is not slower (where folding_for_reuse alone gives E-ATT
+    (1, 4, 1) at 250 cycles against vanilla's 188 for the first row)."""
+    cfg = CoreConfig("eatt", *size)
+    pair = peer_foldings(cfg, reuse)
+    names = ("lanes", "simd", "pe")
+    assert pair == {
+        "eatt": dict(zip(names, eatt, strict=True)),
+        "vanilla": dict(zip(names, vanilla, strict=True)),
+    }
+    got = tuple(folded_cycles(cfg.replace(kind=k), **pair[k])["ii"] for k in ("eatt", "vanilla"))
+    assert got == iis and max(got) <= reuse
+    with pytest.raises(ValueError, match="below the folded engine's fewest"):
+        peer_foldings(cfg, 5)
 
 
 def test_reuse_factor_in_a_config_builds_the_folded_engine(tmp_path):
