@@ -79,7 +79,8 @@ def float_error_bound(cfg: CoreConfig, weights: CoreWeights) -> float:
     # weight by a factor within exp(+-(b - a)), so the weights move by at most exp(b - a) - 1
     # in total variation (sum of |p' - p|).
     bin_width = (2**f.exp_shift - 1) * f.score_lsb
-    tv_logits = math.expm1(2 * eps_qk + bin_width)
+    shift = 2 * eps_qk + bin_width  # past ~709 expm1 overflows: the cap below applies anyway
+    tv_logits = math.expm1(shift) if shift < 700 else math.inf
     # Rounding each exp to an integer (error <= 1/2, and past the table the value is < 1/2):
     # sum |p' - p| <= 2 * sum|e' - e| / E' with E' >= 2**exp_frac (the max entry is EXP[0]).
     tv_round = cfg.len_k / 2.0**cfg.exp_frac

@@ -184,6 +184,23 @@ def test_peer_foldings_pair_the_kinds_at_equal_cycles(size, reuse, eatt, vanilla
         peer_foldings(cfg, 5)
 
 
+def test_the_paper_example_folds_both_kinds_at_equal_cycles():
+    """examples/paper.yaml (the E-ATT paper's l 22, d 512, 8 heads; README): reuse_factor
+    100000 selects E-ATT (2, 16, 16) alone (87,122 cycles), and the flow's pair (11, 16, 8)
+    against (11, 16) at 95,394 / 95,396 cycles."""
+    from pathlib import Path
+
+    from eatt.config import load_config
+
+    cfg = load_config(Path(__file__).parents[1] / "examples" / "paper.yaml")
+    assert (cfg.kind, cfg.len_q, cfg.len_k, cfg.dim, cfg.heads) == ("eatt", 22, 22, 512, 8)
+    assert folding_for_reuse(cfg, cfg.reuse_factor) == {"lanes": 2, "simd": 16, "pe": 16}
+    pair = peer_foldings(cfg, cfg.reuse_factor)
+    assert pair["eatt"] == {"lanes": 11, "simd": 16, "pe": 8}
+    iis = {k: folded_cycles(cfg.replace(kind=k), **f)["ii"] for k, f in pair.items()}
+    assert iis == {"eatt": 95_394, "vanilla": 95_396}
+
+
 def test_reuse_factor_in_a_config_builds_the_folded_engine(tmp_path):
     """`eatt rtl --config` with reuse_factor > 1 and no --level: the folded engine, II <= R,
     simulated bit-exact; with an unrolled --level or --lanes it is a one-line error."""
