@@ -34,7 +34,7 @@ from eatt.quant.golden import CoreWeights, random_weights
 from eatt.quant.vectors import capture_inputs
 from eatt.rtl_sim.folded import peer_foldings
 from eatt.rtl_sim.generate import generate_rtl
-from eatt.rtl_sim.power import power
+from eatt.rtl_sim.power import power, too_many_weights
 from eatt.rtl_sim.resources import find_yosys
 from eatt.rtl_sim.resources import resources as yosys
 from eatt.rtl_sim.runner import simulate
@@ -45,9 +45,6 @@ PEER = {"eatt": "vanilla", "vanilla": "eatt"}
 CELLS = ("LUT", "FF", "CARRY4", "DSP48E1")
 #: vectors the flow's measured-energy stage simulates on the netlist (eatt power)
 POWER_VECTORS = 100
-#: the most weights a folded core may have for the flow's measured-energy stage: eatt power
-#: bakes the weight ROMs into standard cells (a 64 x 64 core's 16k weights take minutes)
-POWER_MAX_WEIGHTS = 4 * 64 * 64
 #: what a flow folder holds (sub-folders and report files)
 UNITS = ("eatt", "vanilla", "window")
 #: sub-folders of a flow folder written before the marker (the vanilla core was "dot" then)
@@ -182,12 +179,8 @@ def run_core(
         log(f"flow [{kind}]: Yosys synth_xilinx of the {level} RTL (minutes on big cores)")
         r["resources"] = {level: yosys(out_dir / f"rtl_{level}")}
         log(f"flow [{kind}]: measured energy of the {level} netlist (eatt power)")
-        n_weights = 4 * cfg.dim * cfg.dim  # W_Q, W_K, W_V, W_O
-        if folded and n_weights > POWER_MAX_WEIGHTS:
-            skipped = (
-                f"{n_weights:,} weights would become standard cells (at most "
-                f"{POWER_MAX_WEIGHTS:,} here, docs/power.md)"
-            )
+        skipped = too_many_weights(cfg, level)
+        if skipped:
             log(f"flow: measured energy skipped: {skipped}")
             r["power"] = {level: {"skipped": skipped}}
         else:

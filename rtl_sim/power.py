@@ -97,6 +97,9 @@ LIBERTIES = {
     "osu035": ("qflow-tech-osu035", "usr/share/qflow/tech/osu035/osu035_stdcells.lib"),
 }
 DEFAULT_LIBERTY = "osu018"
+#: the most weights a folded engine may have: eatt power bakes its weight ROMs into standard
+#: cells (no SRAM macros here); a 64 x 64 core's 16k weights take minutes
+MAX_FOLDED_WEIGHTS = 4 * 64 * 64
 #: the netlist with its nets' RTL names (read for the registers, then removed: it is large)
 NAMED_JSON = "named.json"
 #: ABC's mapping to the Liberty cells: structural choices, area-oriented mapping (&nf), then
@@ -397,6 +400,18 @@ def _read(path: Path) -> str:
 
 
 # -- the whole measurement ------------------------------------------------------------------------
+def too_many_weights(cfg: CoreConfig, level: str) -> str | None:
+    """Why eatt power does not measure cfg's core at ``level``, or None: a folded engine whose
+    weight ROMs would take more than :data:`MAX_FOLDED_WEIGHTS` standard cells' worth."""
+    n = 4 * cfg.dim * cfg.dim  # W_Q, W_K, W_V, W_O
+    if level != "folded" or n <= MAX_FOLDED_WEIGHTS:
+        return None
+    return (
+        f"{n:,} weights would become standard cells (at most {MAX_FOLDED_WEIGHTS:,}: the OSU "
+        "libraries have no SRAM macros; docs/power.md)"
+    )
+
+
 def power(
     rtl_dir: str | os.PathLike,
     vectors: int = DEFAULT_VECTORS,
@@ -420,8 +435,11 @@ def power(
     final = out / POWER_DIR
     if final.exists() and not (final / "yosys.log").is_file():
         raise ValueError(f"{final}: exists and was not written by eatt power; move it away")
-    lib_path = check_tools(liberty)
     cfg = CoreConfig.from_dict(meta["config"], source=str(out / "metadata.json"))
+    too_big = too_many_weights(cfg, meta["level"])
+    if too_big:
+        raise ValueError(f"{out}: {too_big}")
+    lib_path = check_tools(liberty)
     golden = GoldenCore(cfg, load_weights(out, meta))
     x, y, masks = core_vectors(cfg, vectors, seed, inputs)
     expected = (

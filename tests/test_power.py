@@ -168,6 +168,22 @@ def test_a_power_folder_it_did_not_write_is_left_alone(tmp_path):
     assert (mine / "notes.txt").read_text() == "mine\n"
 
 
+def test_a_folded_engine_too_big_for_cells_is_one_line(tmp_path):
+    """A folded engine whose weight ROMs would become more standard cells than eatt power takes
+    (dim 128: 65,536 weights; the paper's d 512 ran Yosys for hours before): refused at once,
+    one line, exit 2, nothing written into the RTL folder."""
+    cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=2, len_k=2, dim=128, heads=4))
+    rtl = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg), rtl, level="folded")
+    before = sorted(p.name for p in rtl.iterdir())
+    for extra in ([], ["--json"]):
+        r = cli(str(rtl), *extra)
+        assert r.returncode == 2 and r.stdout == "", r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+        assert "65,536 weights would become standard cells" in r.stderr
+    assert sorted(p.name for p in rtl.iterdir()) == before
+
+
 def _tools() -> None:
     try:
         check_tools()
