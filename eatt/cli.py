@@ -536,12 +536,17 @@ def cmd_pnr(args) -> int:
         fmax = ", ".join(f"{c} {v:g} MHz" for c, v in r["fmax_mhz"].items()) or "none"
         util = r["utilization"]
         comb = util.get("TRELLIS_COMB", {})
+        head = (
+            f"{r['part']} ({r['device']}{', out of context' if r['out_of_context'] else ''}"
+            f"{', -nodsp' if r['nodsp'] else ''}"
+            f"{', serial wrapper' if r['wrapper'] else ''}):"
+            f" {'routed' if r['routed'] else 'not routed'}"
+        )
+        if r["yosys"] is None:  # refused before any tool ran (the weights alone do not fit)
+            return f"{head}\nnot fitting  {r['error']}"
         return "\n".join(
             [
-                f"{r['part']} ({r['device']}{', out of context' if r['out_of_context'] else ''}"
-                f"{', -nodsp' if r['nodsp'] else ''}"
-                f"{', serial wrapper' if r['wrapper'] else ''}):"
-                f" {'routed' if r['routed'] else 'not routed'}",
+                head,
                 f"logic        COMB {comb.get('used', 0)}/{comb.get('available', 0)}"
                 f" ({comb.get('percent', 0)} %), LUT4 {s['LUT4']}, DFF {s['DFF']},"
                 f" CCU2C {s['CCU2C']}",

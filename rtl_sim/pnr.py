@@ -71,6 +71,14 @@ DEVICES = {
     "ecp5-45k": ("--45k", "CABGA381", "LFE5U-45F-CABGA381"),
     "ecp5-85k": ("--85k", "CABGA381", "LFE5U-85F-CABGA381"),
 }
+#: device name -> DP16KD block RAMs (18 Kbit each) and thousands of LUT4s, from Lattice's ECP5
+#: family data sheet (FPGA-DS-02012, Table 1.1): what the part can hold at most
+CAPACITY = {
+    "ecp5-12k": (32, 12),
+    "ecp5-25k": (56, 24),
+    "ecp5-45k": (108, 44),
+    "ecp5-85k": (208, 84),
+}
 #: nextpnr's BEL types -> the summary's names
 _BELS = {
     "TRELLIS_COMB": "COMB",
@@ -152,6 +160,25 @@ def parse_fmax(log: str) -> dict[str, dict[str, float]]:
     for clock, mhz, _verdict, target in _FMAX.findall(log):
         fmax[clock] = {"achieved": float(mhz), "constraint": float(target)}
     return fmax
+
+
+def weights_beyond_part(meta: dict, device: str) -> str | None:
+    """Why a folded engine cannot fit ``device`` before any tool runs, or None: its weight ROMs
+    (4 x dim^2 weights) hold more bits than the part's block RAM and all its LUT4s (16 bits
+    each, counted as 1,024 a thousand) could hold together. Yosys would take hours to find
+    out at the paper's size."""
+    if meta.get("level") != "folded":
+        return None
+    cfg = meta["config"]
+    bits = 4 * cfg["dim"] ** 2 * cfg["weight_bits"]
+    ebr, kluts = CAPACITY[device]
+    holds = ebr * 18 * 1024 + kluts * 1024 * 16
+    if bits <= holds:
+        return None
+    return (
+        f"does not fit {device}: its weights need {bits:,} bits, more than the part's "
+        f"{ebr} DP16KD and {kluts}k LUT4s could hold together ({holds:,}); no tool was run"
+    )
 
 
 def not_fitting(util: dict[str, dict[str, int]]) -> list[tuple[str, int, int]]:
@@ -254,9 +281,20 @@ def pnr(
     for rel in meta["sources"]:
         if any(c in rel for c in ";\"'\n") or Path(rel).is_absolute() or ".." in Path(rel).parts:
             raise ValueError(f"{out}: source {rel!r} must be a plain relative path")
+    size, package, part = DEVICES[device]
+    beyond = weights_beyond_part(meta, device)
+    if beyond:  # the "does not fit" result at once, nothing placed or written
+        return {
+            "device": device, "part": part, "top": top, "level": meta.get("level"),
+            "kind": meta.get("config", {}).get("kind"), "clock_ns": float(clock_ns),
+            "out_of_context": out_of_context, "nodsp": nodsp, "wrapper": None,
+            "bitstream": None, "fits": False, "routed": False, "utilization": {},
+            "summary": dict.fromkeys(("LUT4", "DFF", "CCU2C", "MULT18X18D", "DP16KD"), 0),
+            "fmax_mhz": {}, "constraint_mhz": round(1000.0 / clock_ns, 2), "timing_met": False,
+            "error": beyond, "yosys": None, "nextpnr": None, "seconds": 0.0, "peak_mb": 0,
+        }  # fmt: skip
     yosys = find_yosys()
     nextpnr = find_nextpnr()
-    size, package, part = DEVICES[device]
     deadline = None if timeout is None else time.monotonic() + timeout
     final = out / PNR_DIR
     tmp = Path(tempfile.mkdtemp(prefix=f".{PNR_DIR}.", dir=out))

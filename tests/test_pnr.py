@@ -22,6 +22,7 @@ from eatt.rtl_sim.pnr import (
     parse_utilization,
     pnr,
     serial_top,
+    weights_beyond_part,
 )
 from eatt.rtl_sim.tools import ToolMissing
 from eatt.rtl_sim.window import window_interface
@@ -150,6 +151,28 @@ def test_does_not_fit_is_one_line_with_the_numbers(tmp_path):
     assert js.returncode == 1 and "Traceback" not in js.stderr
     assert js.stderr.strip().splitlines()[-1] == f"eatt: error: {r['error']}"
     assert json.loads(js.stdout)["fits"] is False
+
+
+def test_weights_beyond_the_part_do_not_fit_before_any_tool_runs(tmp_path):
+    """A folded engine whose weight ROMs hold more bits than the part's block RAM and LUTs
+    together (dim 256 on an ECP5-12k: 2,097,152 bits against 786,432; the paper's size on
+    an 85k ran Yosys for hours before): "does not fit" at once, exit 1, nothing written."""
+    cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=2, len_k=2, dim=256, heads=4))
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg), out, level="folded")
+    before = sorted(p.name for p in out.iterdir())
+    r = pnr(out, device="ecp5-12k")
+    assert not r["fits"] and not r["routed"] and r["yosys"] is None
+    assert r["error"].startswith("does not fit ecp5-12k: its weights need 2,097,152 bits")
+    assert "(786,432)" in r["error"]
+    for extra in ([], ["--json"]):
+        run = cli(str(out), "--device", "ecp5-12k", *extra)
+        assert run.returncode == 1 and "Traceback" not in run.stderr
+        assert run.stderr.strip().splitlines() == [f"eatt: error: {r['error']}"]
+    assert json.loads(run.stdout)["fits"] is False
+    # on the 85k it could fit: the tools decide there
+    assert weights_beyond_part(json.loads((out / "metadata.json").read_text()), "ecp5-85k") is None
+    assert sorted(p.name for p in out.iterdir()) == before
 
 
 @pytest.mark.rtl
