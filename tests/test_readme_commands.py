@@ -1,4 +1,5 @@
-"""Every command README.md shows, run as a user runs it, in text mode and in --json mode.
+"""Every command README.md shows, run as a user runs it, in text mode and in --json mode (the
+paper-size ones, examples/paper.yaml, in test_readme_paper.py).
 
 Small cores keep it quick; each form checks its exit code, that text mode prints what README
 says it prints (and no JSON), that --json prints exactly one JSON object, and that nothing but
@@ -250,23 +251,6 @@ def test_flow(work, form):
     assert r["ok"]
     if form == "folded":
         assert all(list(c["sim"]) == ["folded"] for c in r["cores"].values())
-
-
-@pytest.mark.rtl
-@pytest.mark.hls
-@pytest.mark.slow
-def test_the_paper_size_example(tmp_path):
-    """README: examples/paper.yaml, one core at the E-ATT paper's size (l 22, d 512, 8 heads),
-    reuse_factor 100000: `eatt rtl` builds E-ATT with the least datapath within it, `eatt flow`
-    both kinds at equal cycles (2 vectors here; README's run has 20)."""
-    paper = str(Path(__file__).parents[1] / "examples" / "paper.yaml")
-    r = both_modes(["rtl", "--config", paper, "-o", str(tmp_path / "rtl")], "folded RTL")
-    assert r["folding"] == {"lanes": 2, "simd": 16, "pe": 16} and r["ii_cycles"] == 87122
-    args = ["flow", "--config", paper, "--no-window", "--no-resources", "--vectors", "2"]
-    r = both_modes([*args, "-o", str(tmp_path / "flow")], "flow: PASS")
-    assert r["ok"]
-    iis = {kind: c["sim"]["folded"]["ii_cycles"] for kind, c in r["cores"].items()}
-    assert iis == {"eatt": 95394, "vanilla": 95396}
 
 
 @pytest.fixture(scope="module")
