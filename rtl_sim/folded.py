@@ -147,7 +147,10 @@ def peer_foldings(cfg: CoreConfig, reuse: int) -> dict[str, dict[str, int]]:
     vanilla's: pe = simd / 2 where len_q <= len_k (two cycles fewer than vanilla; docs/folded.md,
     "Two projection walks"), else pe = simd. ValueError (one line) as folding_for_reuse."""
     peer = cfg.replace(kind="vanilla")
-    dot = folding_for_reuse(peer, reuse)
+    try:
+        dot = folding_for_reuse(peer, reuse)
+    except ValueError as err:  # the pair needs the peer: say whose fewest cycles these are
+        raise ValueError(f"{err} (the vanilla peer's, which the pair needs)") from None
     bound = folded_cycles(peer, **dot)["ii"]
     eatt = cfg.replace(kind="eatt")
     lanes, simd = dot["lanes"], dot["simd"]
