@@ -129,6 +129,10 @@ class ModelConfig:
     window_g_round: bool | None = None
     #: test-time threshold tau of Flexible Attention (Sec. 3.1); None = infinity (no window)
     flexible_tau: float | None = None
+    #: Flexible's window applied in training too, at this tau: positions outside it are not
+    #: scored, so fine-tuning teaches the model the cut it is decoded with (docs/window.md,
+    #: "Fine-tuning with the window"). None: no window in training (the paper's procedure)
+    flexible_train_tau: float | None = None
     #: beta of the fine-tuning loss -beta * mean g(t) (Eq. 9)
     flexible_beta: float = 0.0
     #: quant-flexible (and flexible with window_g_round): g(t) rounded to a level l in
@@ -241,6 +245,17 @@ class ModelConfig:
             raise ConfigError(
                 f"flexible_tau: must be > 0 (null = infinity), got {self.flexible_tau}"
             )
+        if self.flexible_train_tau is not None:
+            if not self.flexible_train_tau > 0:
+                raise ConfigError(
+                    "flexible_train_tau: must be > 0 (null = no window in training), got "
+                    f"{self.flexible_train_tau}"
+                )
+            if cross != "flexible":
+                raise ConfigError(
+                    "flexible_train_tau: only flexible has a window in training; cross is "
+                    f"{cross!r}"
+                )
         levels = self.flexible_g_levels  # the unit's g_levels: [1, 64]
         if isinstance(levels, bool) or not isinstance(levels, int) or not 1 <= levels <= 64:
             raise ConfigError(f"flexible_g_levels: must be an integer in [1, 64], got {levels!r}")

@@ -241,6 +241,7 @@ class WindowedAttention(nn.Module):
         sigma: float | None = None,
         tau: float | None = None,
         binarize_tau: float = 1.0,
+        train_tau: float | None = None,
         g_input_dim: int = 0,
         gaussian: str = "after",
         round_p: bool = False,
@@ -263,13 +264,16 @@ class WindowedAttention(nn.Module):
             sigma = 1.5 if kind == "flexible" else window_d / 2.0
         if not sigma > 0:
             raise ValueError(f"sigma must be > 0, got {sigma}")
-        if tau is not None and not tau > 0:
-            raise ValueError(f"tau must be > 0 (None = infinity), got {tau}")
+        for name, value in (("tau", tau), ("train_tau", train_tau)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be > 0 (None = infinity), got {value}")
         self.kind, self.score = kind, score
         self.query_dim, self.memory_dim = query_dim, memory_dim
         self.window_d = int(window_d)
         self.sigma = float(sigma)
         self.tau = None if tau is None or math.isinf(tau) else float(tau)
+        #: Flexible's window in training (None: none, the paper's procedure)
+        self.train_tau = None if train_tau is None or math.isinf(train_tau) else float(train_tau)
         self.binarize_tau = float(binarize_tau)
         self.g_input_dim = int(g_input_dim)
         self.gaussian, self.round_p = gaussian, bool(round_p)
@@ -399,8 +403,9 @@ class WindowedAttention(nn.Module):
             return local_window(center, self.window_d, lengths)
         if self.kind == "local-p":
             return local_window(torch.round(p_t.detach()).to(torch.long), self.window_d, lengths)
-        if self.kind == "flexible" and not self.training and self.tau is not None:
-            return flexible_window(state["p_prev"], g.detach(), self.sigma, self.tau, lengths)
+        tau = self.train_tau if self.training else self.tau
+        if self.kind == "flexible" and tau is not None:  # the window's edges carry no gradient
+            return flexible_window(state["p_prev"].detach(), g.detach(), self.sigma, tau, lengths)
         return None
 
     def step(self, h: Tensor, state: dict, g_input: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -514,6 +519,7 @@ def cross_attention(
         window_d=cfg.window_d,
         sigma=cfg.window_sigma,
         tau=cfg.flexible_tau,
+        train_tau=cfg.flexible_train_tau,
         binarize_tau=cfg.tau,
         g_input_dim=g_input_dim,
         gaussian=cfg.window_gaussian or "after",

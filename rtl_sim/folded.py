@@ -332,6 +332,12 @@ def weight_tiles(w: np.ndarray, simd: int, cols: int | None = None) -> np.ndarra
     return t.transpose(2, 0, 1, 3).reshape(nc * dc, simd * cols)
 
 
+def weight_count(dim: int) -> int:
+    """The weights the folded engine keeps in its ROMs: W_Q, W_K, W_V and W_O, dim x dim each
+    (:func:`memory_files`)."""
+    return 4 * dim * dim
+
+
 def memory_files(cfg: CoreConfig, weights: CoreWeights, simd: int, pe: int) -> dict[str, str]:
     """The .mem files: wq, wk in S x S tiles, wv, wo in S x PE tiles (the multiply walk's)."""
     f = derive_formats(cfg)

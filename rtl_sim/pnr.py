@@ -55,6 +55,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 
 from eatt.rtl_sim import yosys_native
+from eatt.rtl_sim.folded import weight_count
 from eatt.rtl_sim.generate import load_metadata
 from eatt.rtl_sim.resources import _tail, find_yosys, parse_stat, run_logged, tool_name
 from eatt.rtl_sim.tools import ToolMissing
@@ -170,7 +171,7 @@ def weights_beyond_part(meta: dict, device: str) -> str | None:
     if meta.get("level") != "folded":
         return None
     cfg = meta["config"]
-    bits = 4 * cfg["dim"] ** 2 * cfg["weight_bits"]
+    bits = weight_count(cfg["dim"]) * cfg["weight_bits"]
     ebr, kluts = CAPACITY[device]
     holds = ebr * 18 * 1024 + kluts * 1024 * 16
     if bits <= holds:

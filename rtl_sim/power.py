@@ -75,6 +75,7 @@ from eatt.quant.golden import GoldenCore
 from eatt.rtl_sim import liberty as lib_mod
 from eatt.rtl_sim import stages as stages_mod
 from eatt.rtl_sim import yosys_native
+from eatt.rtl_sim.folded import weight_count
 from eatt.rtl_sim.generate import load_metadata, load_weights
 from eatt.rtl_sim.resources import _tail, find_yosys, run_logged, tool_name
 from eatt.rtl_sim.runner import (
@@ -403,7 +404,7 @@ def _read(path: Path) -> str:
 def too_many_weights(cfg: CoreConfig, level: str) -> str | None:
     """Why eatt power does not measure cfg's core at ``level``, or None: a folded engine whose
     weight ROMs would take more than :data:`MAX_FOLDED_WEIGHTS` standard cells' worth."""
-    n = 4 * cfg.dim * cfg.dim  # W_Q, W_K, W_V, W_O
+    n = weight_count(cfg.dim)
     if level != "folded" or n <= MAX_FOLDED_WEIGHTS:
         return None
     return (

@@ -255,6 +255,48 @@ def test_flexible_unit_forms(round_p, g_levels):
     assert bool(m.w_g.weight.grad.ne(0).any())
 
 
+def test_flexible_window_in_training_cuts_as_decoding_does():
+    """train_tau (flexible_train_tau): in training the window of tau = train_tau is applied as
+    decoding applies tau (positions outside get weight 0), its edges carry no gradient while
+    g's predictor still learns through the penalty; eval uses tau, not train_tau."""
+    memory, padding, h = _inputs()
+    m = _module("flexible", tau=None, train_tau=1.0).train()
+    m.fixed_strength = 1.0
+    lengths = (~padding).sum(1)
+    state = m.init_state(memory, padding)
+    for t in range(T):
+        p_prev = state["p_prev"].detach().clone()
+        _, w = m.step(h[:, t], state)
+        start, end = flexible_window(p_prev, torch.ones(B, dtype=w.dtype), m.sigma, 1.0, lengths)
+        pos = torch.arange(S)
+        outside = (pos < start[:, None]) | (pos >= end[:, None])
+        assert bool(w.masked_select(outside).eq(0).all())
+    assert m.vision_span(state) <= 5.0  # radius 1.5 sqrt(2) = 2.12: at most 5 integers
+    m.eval()  # decoding: tau (None = the whole source), not train_tau
+    state = m.init_state(memory, padding)
+    for t in range(T):
+        m.step(h[:, t], state)
+    assert m.vision_span(state) == pytest.approx(float(lengths.double().mean()))
+    m = _module("flexible", "dot", train_tau=1.6).train()  # g(t) predicted: it gets a gradient
+    state = m.init_state(memory, padding)
+    ctx = torch.stack([m.step(h[:, t], state)[0] for t in range(T)], 1)
+    ctx.sum().backward()
+    assert bool(m.w_g.weight.grad.ne(0).any())
+    with pytest.raises(ValueError, match="train_tau must be > 0"):
+        _module("flexible", train_tau=0.0)
+
+
+def test_flexible_train_tau_key_is_checked():
+    base = dict(dim=16, heads=2, max_len=12)
+    cfg = ModelConfig(cross="flexible", flexible_train_tau=1.6, **base)
+    assert cross_attention(cfg, 16, 16).train_tau == 1.6
+    assert cross_attention(cfg.replace(flexible_train_tau=None), 16, 16).train_tau is None
+    with pytest.raises(ConfigError, match="^flexible_train_tau: only flexible has a window"):
+        ModelConfig(cross="quant-flexible", flexible_train_tau=1.6, **base)
+    with pytest.raises(ConfigError, match="^flexible_train_tau: must be > 0"):
+        ModelConfig(cross="flexible", flexible_train_tau=-1.0, **base)
+
+
 def test_flexible_unit_form_keys_are_checked():
     base = dict(dim=16, heads=2, max_len=12, window_score="dot")
     cfg = ModelConfig(cross="flexible", window_p_round=True, window_g_round=True, **base)
@@ -544,6 +586,7 @@ def test_train_and_evaluate_windowed_and_lstm_checkpoints(tmp_path, model):
     [
         "window",
         "window-lstm",
+        "flexible-train-window",
         "window-eatt",
         "window-unit",
         "flexible-unit",
@@ -585,6 +628,15 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
         assert "eatt scores, beta picked on dev:" in table
         assert set(report["flexible"]) == {"general", "eatt"}
         assert "eatt scores: window" in table and "(eatt scores) over tau" in table
+    if name == "flexible-train-window":  # each beta with and without the window in training
+        assert list(rows)[:2] == ["flexible, tau = inf", "flexible, tau on dev"]
+        for score, stage in report["flexible"].items():
+            grid = [(b["beta"], b["train_tau"]) for b in stage["beta_search"]]
+            assert grid == [(0.1, None), (0.1, 1.6), (1.0, None), (1.0, 1.6)]
+            assert f"{score} scores, beta picked on dev:" in table
+        assert "beta 1, window in training at tau 1.6: tau" in table
+        assert report["flexible_train_taus"] == [None, 1.6]
+        assert not any(label.startswith(("global", "local", "quant-")) for label in rows)
     if name in ("window", "window-lstm"):
         assert list(rows)[:4] == ["global", "local-m", "local-p", "flexible, tau = inf"]
         assert [c["tau"] for c in report["curve"]] == list(experiments.TAUS)
@@ -604,6 +656,14 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
         ]  # fmt: skip
         assert all(r["hardware"]["exported"]["hypotheses_differ"] == 0 for r in units)
         assert "quant-flexible eatt, tau = 1: 0" in table
+        # its models are independent: two Ray workers give the same rows, in the same order
+        again = experiments.run_experiment(
+            name, quick=True, out_dir=tmp_path / "w2", quiet=True, workers=2
+        )
+        keep = ("label", "bleu", "vision_span")
+        assert [{k: r[k] for k in keep} for r in again["rows"]] == [
+            {k: r[k] for k in keep} for r in report["rows"]
+        ]
     if name == "window-unit":
         assert list(rows) == [
             "local-p eatt, luong",

@@ -31,6 +31,7 @@ REGISTRY: dict[str, Experiment] = {
         energy_vs_quality.EXPERIMENT,
         window.EXPERIMENT,
         window.LSTM,
+        window.TRAIN_WINDOW,
         window_eatt.EXPERIMENT,
         window_unit.EXPERIMENT,
         flexible_unit.EXPERIMENT,

@@ -42,6 +42,14 @@ FLEXIBLE_BETA = 0.1
 FLEXIBLE_BETAS = (FLEXIBLE_BETA, 0.3, 1.0)
 #: the quick version's grid
 QUICK_FLEXIBLE_BETAS = (FLEXIBLE_BETA, 1.0)
+#: ``flexible-train-window``: each beta fine-tuned without a window in training (the paper's
+#: procedure) and with the window applied in training at this tau (``flexible_train_tau``), the
+#: Flexible paper's largest threshold (1.6, Fig. 3). bench/flexible_train_grid.py's 16
+#: fine-tunes (train tau 1.6-3, beta 0-1, 500 or 1,000 steps) met the 50% target at the tau
+#: picked on dev in 3, all E-ATT scores: beta 0.3 at train tau 1.6 (51.1% at -0.18 BLEU) and
+#: 2 (1,000 steps: 50.8% at -0.22), beta 1 at 2.5 (seed 2: 50.3%; seed 1, a probe: 51.7% at
+#: -0.57, missed)
+FLEXIBLE_TRAIN_TAU = 1.6
 #: the window unit's kinds beside the float ones (``window``): dot scores (the unit's Q . K,
 #: two projections, as general), weights <8, 7>, trained from scratch with the unit in eval;
 #: quant-flexible also at the tau picked on dev, as Flexible
@@ -83,6 +91,17 @@ def _span_table(report: dict) -> list[str]:
             ],
         ),
     ]
+
+
+def _tuned_run(name: str, beta: float, train_tau: float | None) -> str:
+    """The fine-tuned run's name: "flexible eatt-finetuned-beta-0.3[-train-tau-1.6]"."""
+    window = "" if train_tau is None else f"-train-tau-{train_tau:g}"
+    return f"{name}-finetuned-beta-{beta:g}{window}"
+
+
+def _in_training(train_tau: float | None) -> str:
+    """ ", window in training at tau 1.6" for a fine-tune with the window on, else ""."""
+    return "" if train_tau is None else f", window in training at tau {train_tau:g}"
 
 
 def _unit_label(label: str) -> str:
@@ -131,14 +150,18 @@ class Window(StagedExperiment):
         quant: bool = True,
         train: dict | None = None,
         flexible_scores: tuple[str, ...] = ("eatt",),
+        train_taus: tuple[float | None, ...] = (None,),
+        luong: bool = True,
         **model,
     ) -> None:
         #: the experiment's name, whether the unit's kinds run too, the training keys it sets
-        #: (window-lstm: peak_lr), the scores Flexible runs with beside the model's own, and
-        #: the model keys (window-lstm: arch, score)
+        #: (window-lstm: peak_lr), the scores Flexible runs with beside the model's own, the
+        #: window in training each beta is fine-tuned with (None: none), whether Luong's
+        #: global, local-m and local-p run, and the model keys (window-lstm: arch, score)
         self.name, self.quant, self.model = name, quant, model
         self.train = dict(train or {})
         self.extra_flexible_scores = tuple(flexible_scores)
+        self.train_taus, self.luong = tuple(train_taus), luong
 
     def stages(self, quick: bool, folder: Path, quiet: bool) -> dict:
         data_cfg, model, train_cfg, beam = _window_sizes(quick)
@@ -146,7 +169,7 @@ class Window(StagedExperiment):
         train_cfg = train_cfg.replace(**self.train)
         data = synthetic_task(data_cfg)
         rows, runs = [], {}
-        for kind in ("global", "local-m", "local-p"):
+        for kind in ("global", "local-m", "local-p") if self.luong else ():
             summary, result = _train_and_eval(
                 kind, model.replace(cross=kind), train_cfg, data, folder, beam, quiet
             )
@@ -188,6 +211,7 @@ class Window(StagedExperiment):
             "beam": beam,
             "window_d": WINDOW_D,
             "flexible_betas": list(QUICK_FLEXIBLE_BETAS if quick else FLEXIBLE_BETAS),
+            "flexible_train_taus": list(self.train_taus),
             "fine_tune_steps": flexible[first]["fine_tune_steps"],
             "rows": rows,
             "curve": flexible[first]["curve"],
@@ -216,10 +240,10 @@ class Window(StagedExperiment):
 
     def _flexible(self, score, model, train_cfg, data, folder, beam, quiet, quick) -> dict:
         """Flexible with one score: trained, at tau = inf and at the tau picked on dev; then
-        fine-tuned with -beta mean g(t) (Eq. 9) for each beta of :data:`FLEXIBLE_BETAS`, the
-        beta whose tau picked on dev gives the smallest dev window kept: its two rows, its
-        window-vs-BLEU curve over :data:`TAUS` and the target (the fine-tuned model at the tau
-        picked on dev against itself at tau = inf)."""
+        fine-tuned with -beta mean g(t) (Eq. 9) for each beta of :data:`FLEXIBLE_BETAS` and each
+        window in training of ``train_taus``, the pair whose tau picked on dev gives the
+        smallest dev window kept: its two rows, its window-vs-BLEU curve over :data:`TAUS` and
+        the target (the fine-tuned model at the tau picked on dev against itself at tau = inf)."""
         own = score == model.window_score
         name = "flexible" if own else f"flexible {score}"
         cfg = model.replace(cross="flexible", window_score=score, window_sigma=(
@@ -233,18 +257,24 @@ class Window(StagedExperiment):
         rows.append(_row(f"{name}, tau on dev", picked, window="dynamic", tau=tau, score=score))
         fine_cfg = _fine_tune(train_cfg, 3, flex)
         search = []
-        for beta in QUICK_FLEXIBLE_BETAS if quick else FLEXIBLE_BETAS:
-            _log(f"[{folder.name}] {name} fine-tuning, beta = {beta:g}", quiet)
+        grid = [
+            (beta, train_tau)
+            for beta in (QUICK_FLEXIBLE_BETAS if quick else FLEXIBLE_BETAS)
+            for train_tau in self.train_taus
+        ]
+        for beta, train_tau in grid:
+            run = _tuned_run(name, beta, train_tau)
+            _log(f"[{folder.name}] {run.replace('-', ' ')}", quiet)
             tuned = train(
-                cfg.replace(flexible_beta=beta),
+                cfg.replace(flexible_beta=beta, flexible_train_tau=train_tau),
                 fine_cfg.replace(progress=fine_cfg.progress and not quiet),
-                folder / "runs" / f"{name.replace(' ', '_')}-finetuned-beta-{beta:g}",
+                folder / "runs" / run.replace(" ", "_"),
                 data=data,
             )["checkpoint"]
             tau_b, dev_curve = _pick_tau(tuned, data, beam)
             dev = next((c for c in dev_curve if c["tau"] == tau_b), None)
             search.append({
-                "beta": beta, "checkpoint": tuned, "tau": tau_b,
+                "beta": beta, "train_tau": train_tau, "checkpoint": tuned, "tau": tau_b,
                 "dev_vision_span": None if dev is None else dev["vision_span"],
                 "dev_bleu": None if dev is None else dev["bleu"],
             })  # fmt: skip
@@ -252,7 +282,7 @@ class Window(StagedExperiment):
         # (None) only when every beta has none
         best = min(search, key=lambda b: (b["dev_vision_span"] is None, b["dev_vision_span"] or 0))
         tuned, tau_ft, beta = best["checkpoint"], best["tau"], best["beta"]
-        tuned_name = f"{name} fine-tuned (beta {beta:g})"
+        tuned_name = f"{name} fine-tuned (beta {beta:g}{_in_training(best['train_tau'])})"
         base_ft = _eval(tuned, data, "test", beam, model_overrides={"flexible_tau": None})
         rows.append(_row(f"{tuned_name}, tau = inf", base_ft, window="dynamic", tau=None,
                          score=score))  # fmt: skip
@@ -276,12 +306,13 @@ class Window(StagedExperiment):
             "sigma": cfg.window_sigma,
             "fine_tune_steps": fine_cfg.steps,
             "beta": beta,
+            "train_tau": best["train_tau"],
             "beta_search": [{k: v for k, v in b.items() if k != "checkpoint"} for b in search],
             "curve": curve,
             "target": target,
             "checkpoints": {
                 name: flex,
-                **{f"{name}-finetuned-beta-{b['beta']:g}": b["checkpoint"] for b in search},
+                **{_tuned_run(name, b["beta"], b["train_tau"]): b["checkpoint"] for b in search},
             },
         }
 
@@ -305,11 +336,13 @@ class Window(StagedExperiment):
             ]
             if "beta_search" in stage:
                 picks = "; ".join(
-                    f"beta {b['beta']:g}: tau {_num(b['tau'], 'g')}, "
+                    f"beta {b['beta']:g}{_in_training(b.get('train_tau'))}: "
+                    f"tau {_num(b['tau'], 'g')}, "
                     f"{_num(b['dev_vision_span'])} / {_num(b['dev_bleu'])}"
                     for b in stage["beta_search"]
                 )
-                lines += ["", f"{score} scores, beta picked on dev: {stage['beta']:g} "
+                picked = f"{stage['beta']:g}{_in_training(stage.get('train_tau'))}"
+                lines += ["", f"{score} scores, beta picked on dev: {picked} "
                           f"(dev window / BLEU at each beta's tau on dev: {picks})"]  # fmt: skip
             if "target" in stage:
                 t = stage["target"]
@@ -351,12 +384,19 @@ EXPERIMENT = Window()
 #: the LSTM's peak learning rate: at the Transformer's 1e-3 it does not learn the task in 1,500
 #: steps (global, concat: dev loss 3.05, BLEU 4.7); at 3e-3 dev loss 0.72, greedy BLEU 60.4
 LSTM_PEAK_LR = 3e-3
-#: the Flexible paper's setting: an LSTM encoder-decoder with concat scores
+#: the Flexible paper's setting: an LSTM encoder-decoder with concat scores; each beta fine-tuned
+#: without and with the window in training (``flexible-train-window``'s grid)
 LSTM = Window(
     "window-lstm",
     quant=False,
     train={"peak_lr": LSTM_PEAK_LR},
     flexible_scores=(),
+    train_taus=(None, FLEXIBLE_TRAIN_TAU),
     arch="lstm",
     window_score="concat",
+)
+#: Flexible fine-tuned with its window applied in training too (``flexible_train_tau``), beside
+#: the paper's procedure, each beta both ways; the Transformer, general and E-ATT scores
+TRAIN_WINDOW = Window(
+    "flexible-train-window", quant=False, train_taus=(None, FLEXIBLE_TRAIN_TAU), luong=False
 )

@@ -5,9 +5,16 @@ unit's check, and the rows the unit reads per step (its cycles)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+import torch
+
+from eatt.jobs import Job, run_jobs
+
 from ..data import synthetic_task
+from .base import _log
+from .seeded import RUN_MEMORY_GB
 from .staged import (
     StagedExperiment,
     _eval,
@@ -23,21 +30,65 @@ from .window_unit import QUANT_WEIGHT_FRAC
 FLEXIBLE_TAU = 1.0
 
 
+def _model_job(unit, kind, score, model, train_cfg, data_cfg, folder, beam) -> list[dict]:
+    """One model's rows as a Ray task: one torch thread, the task's data regenerated (the same
+    sentences: synthetic_task is deterministic), no progress bars."""
+    torch.set_num_threads(1)
+    data = synthetic_task(data_cfg)
+    return WindowEatt._rows(unit, kind, score, model, train_cfg, data, folder, beam, True)
+
+
 class WindowEatt(StagedExperiment):
+    """Its models are independent (no stage starts from another's), so ``workers`` > 1 trains
+    that many at once as Ray tasks (eatt.jobs), with the rows in the serial run's order."""
+
     name = "window-eatt"
 
-    def stages(self, quick: bool, folder: Path, quiet: bool) -> dict:
+    def run(self, quick, folder, quiet, workers, steps, seeds) -> dict:
         data_cfg, model, train_cfg, beam = _window_sizes(quick)
-        data = synthetic_task(data_cfg)
         kinds = ("local-p", "flexible") if quick else ("global", "local-m", "local-p", "flexible")
-        rows = []
-        for unit in (False, True):
-            for kind in kinds:
-                for score in ("dot", "eatt"):
-                    rows += self._rows(
-                        unit, kind, score, model, train_cfg, data, folder, beam, quiet
-                    )
+        models = [
+            (unit, kind, score)
+            for unit in (False, True)
+            for kind in kinds
+            for score in ("dot", "eatt")
+        ]
+        if workers == 1:
+            data = synthetic_task(data_cfg)
+            rows = [
+                row
+                for unit, kind, score in models
+                for row in self._rows(
+                    unit, kind, score, model, train_cfg, data, folder, beam, quiet
+                )
+            ]
+            return _window_report(beam, rows, data_cfg, model, train_cfg)
+        done: list[list[dict] | None] = [None] * len(models)
+        start = time.perf_counter()
+
+        def on_done(index: int, result, error: BaseException | None) -> bool:
+            if error is not None:  # a failed model ends the experiment, as a serial run would
+                raise error
+            done[index] = result
+            unit, kind, score = models[index]
+            what = f"quant-{kind} {score} (the unit)" if unit else f"{kind} {score}"
+            _log(
+                f"[{folder.name}] model {index + 1}/{len(models)} done: {what}: BLEU "
+                f"{result[0]['bleu']:.2f} ({time.perf_counter() - start:.0f} s)",
+                quiet,
+            )
+            return False
+
+        jobs = [
+            Job((*m, model, train_cfg, data_cfg, folder, beam), cpus=1, memory_gb=RUN_MEMORY_GB)
+            for m in models
+        ]
+        run_jobs(_model_job, jobs, on_done, max_parallel=workers, what=f"[{self.name}] models")
+        rows = [row for result in done for row in result]
         return _window_report(beam, rows, data_cfg, model, train_cfg)
+
+    def stages(self, quick: bool, folder: Path, quiet: bool) -> dict:
+        return self.run(quick, folder, quiet, 1, None, None)
 
     @staticmethod
     def _rows(unit, kind, score, model, train_cfg, data, folder, beam, quiet) -> list[dict]:
