@@ -644,6 +644,7 @@ def cmd_experiment(args) -> int:
         workers=args.workers,
         steps=args.steps,
         seeds=args.seeds,
+        resume=args.resume,
     )
     _emit(report, args.json, format_table)
     return EXIT_OK
@@ -1046,8 +1047,8 @@ def build_parser() -> argparse.ArgumentParser:
         "name",
         metavar="NAME",
         help="eatt-vs-vanilla, ablation, hybrids, energy-vs-quality, window, window-lstm, "
-        "window-eatt, window-unit, flexible-unit, l0drop, l0drop-redundant, l0drop-scratch, "
-        "l0drop-unit, qat",
+        "flexible-train-window, window-eatt, window-unit, flexible-unit, l0drop, "
+        "l0drop-redundant, l0drop-scratch, l0drop-unit, qat",
     )
     p.add_argument("--quick", action="store_true", help="tiny version (seconds)")
     p.add_argument("-o", "--output", default="results", metavar="DIR", help="results folder")
@@ -1066,6 +1067,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="S,S,..",
         help="seeds (default: the plan's)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="staged experiments: reuse the runs in -o DIR/NAME/runs that finished with the "
+        "same model, training settings and data",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_experiment)

@@ -396,3 +396,16 @@ def test_experiment_quick(work):
     )
     assert (work / "results" / "eatt-vs-vanilla" / "results.json").is_file()
     assert r["rows"] if "rows" in r else r
+    # --resume: a staged experiment run again reuses its finished runs (none trained again)
+    out = ["-o", str(work / "staged")]
+    first = eatt("experiment", "window-unit", "--quick", *out, "--json")
+    assert first.returncode == 0, first.stderr[-3000:]
+    checkpoints = sorted((work / "staged" / "window-unit" / "runs").glob("*/best.pt"))
+    stamps = [p.stat().st_mtime_ns for p in checkpoints]
+    r = both_modes(["experiment", "window-unit", "--quick", "--resume", *out], "local-p")
+    assert [p.stat().st_mtime_ns for p in checkpoints] == stamps and checkpoints
+    assert [row["bleu"] for row in r["rows"]] == [
+        row["bleu"] for row in json.loads(first.stdout)["rows"]
+    ]
+    both_modes(["experiment", "ablation", "--quick", "--resume", *out], "--resume: only", code=2)
+    assert not (work / "staged" / "ablation").exists()

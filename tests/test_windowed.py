@@ -637,6 +637,24 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
         assert "beta 1, window in training at tau 1.6: tau" in table
         assert report["flexible_train_taus"] == [None, 1.6]
         assert not any(label.startswith(("global", "local", "quant-")) for label in rows)
+        # every tau picked within 0.5 dev BLEU of the best fine-tune at tau = inf
+        for stage in report["flexible"].values():
+            best = max(b["dev_bleu_inf"] for b in stage["beta_search"])
+            assert stage["dev_bleu_reference"] == best
+            for b in stage["beta_search"]:
+                assert b["tau"] is None or b["dev_bleu"] >= best - 0.5
+        # --resume: the finished runs are reused (not trained again), the report is the same
+        runs = sorted((tmp_path / name / "runs").glob("*/best.pt"))
+        stamps = [p.stat().st_mtime_ns for p in runs]
+        again = experiments.run_experiment(name, quick=True, out_dir=tmp_path, quiet=True,
+                                           resume=True)  # fmt: skip
+        assert [p.stat().st_mtime_ns for p in runs] == stamps
+        keep = ("label", "tau", "bleu", "vision_span")  # decode_seconds: the machine's
+        assert [{k: r[k] for k in keep} for r in again["rows"]] == [
+            {k: r[k] for k in keep} for r in report["rows"]
+        ]
+        with pytest.raises(ValueError, match="^--resume: only the staged experiments"):
+            experiments.run_experiment("ablation", quick=True, out_dir=tmp_path, resume=True)
     if name in ("window", "window-lstm"):
         assert list(rows)[:4] == ["global", "local-m", "local-p", "flexible, tau = inf"]
         assert [c["tau"] for c in report["curve"]] == list(experiments.TAUS)
@@ -657,12 +675,14 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
         assert all(r["hardware"]["exported"]["hypotheses_differ"] == 0 for r in units)
         assert "quant-flexible eatt, tau = 1: 0" in table
         # its models are independent: two Ray workers give the same rows, in the same order
+        # (local-p's four models: float and unit, dot and E-ATT scores)
+        monkeypatch.setattr(experiments.window_eatt, "QUICK_KINDS", ("local-p",))
         again = experiments.run_experiment(
             name, quick=True, out_dir=tmp_path / "w2", quiet=True, workers=2
         )
         keep = ("label", "bleu", "vision_span")
         assert [{k: r[k] for k in keep} for r in again["rows"]] == [
-            {k: r[k] for k in keep} for r in report["rows"]
+            {k: r[k] for k in keep} for r in report["rows"] if "local-p" in r["label"]
         ]
     if name == "window-unit":
         assert list(rows) == [

@@ -70,7 +70,7 @@ from .l0drop import L0_LAMBDAS, LONG_SOURCES
 from .qat import QAT_BITS
 from .registry import EXPERIMENTS, REGISTRY, STAGED_EXPERIMENTS
 from .seeded import Plan, SeededExperiment, Variant
-from .staged import WINDOW_D, StagedExperiment
+from .staged import RESUME, WINDOW_D, StagedExperiment
 from .window import FLEXIBLE_BETA, TAUS
 
 __all__ = [
@@ -106,6 +106,7 @@ def run_experiment(
     workers: int = 1,
     steps: int | None = None,
     seeds: tuple[int, ...] | None = None,
+    resume: bool = False,
 ) -> dict:
     """Run experiment ``name``; returns what ``results.json`` holds (see the module doc).
 
@@ -116,6 +117,9 @@ def run_experiment(
     experiments, whose stages have their own lengths); the learning-rate schedule depends on
     the step only, so a longer run passes through the shorter one's model on the way (not in
     ``l0drop-scratch``, whose ramp and fixed phase are fractions of the steps).
+    ``resume`` (staged experiments): a run already finished in ``out_dir/name/runs`` with the
+    model, training settings and data asked for is reused, not trained again (every run is
+    deterministic); anything else is trained as without it.
     """
     experiment = REGISTRY.get(name)
     if experiment is None:
@@ -123,10 +127,16 @@ def run_experiment(
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     experiment.check(quick, steps, seeds)
+    if resume and not experiment.staged:
+        raise ValueError(f"--resume: only the staged experiments reuse runs; {name!r} is not one")
     folder = claim_dir(Path(out_dir) / name, "experiment", legacy=_legacy_experiment_dir)
     _drop_results(folder)
     start = time.perf_counter()
-    body = experiment.run(quick, folder, quiet, workers, steps, seeds)
+    token = RESUME.set(resume)
+    try:
+        body = experiment.run(quick, folder, quiet, workers, steps, seeds)
+    finally:
+        RESUME.reset(token)
     report = {"experiment": name, "quick": quick, **body}
     report["seconds"] = time.perf_counter() - start
     report["plot"] = experiment.plot(report, folder / f"{name}.png")

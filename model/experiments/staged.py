@@ -8,7 +8,11 @@ the table is shared. The helpers train and evaluate one model each.
 
 from __future__ import annotations
 
+import contextvars
+import json
 from pathlib import Path
+
+import torch
 
 from ..data import TaskConfig
 from ..evaluate import evaluate
@@ -19,6 +23,46 @@ from .base import Experiment, _log, _num, _sizes
 #: D of local-m / local-p on the bundled task (sources of 5-30 words; Luong's D = 10 would cover
 #: most sentences whole)
 WINDOW_D = 4
+
+
+#: ``--resume``: a run already finished in its folder with the model, training settings and data
+#: asked for is reused, not trained again (the same seed gives the same model, bit for bit)
+RESUME: contextvars.ContextVar[bool] = contextvars.ContextVar("resume", default=False)
+
+
+def finished_run(
+    model_cfg: ModelConfig, train_cfg: TrainConfig, run_dir: Path, data
+) -> dict | None:
+    """The training summary of the run in ``run_dir`` when it finished ``train_cfg.steps`` with
+    this model config, these training settings (progress bars aside) and this data; else None."""
+    summary, last = Path(run_dir) / "train.json", Path(run_dir) / "last.pt"
+    if not (summary.is_file() and last.is_file()):
+        return None
+    try:
+        done = json.loads(summary.read_text())
+        info = torch.load(last, weights_only=False, map_location="cpu")
+    except Exception:  # noqa: BLE001 - an unreadable run is trained again
+        return None
+
+    def settings(cfg: dict | None) -> dict:
+        return {k: v for k, v in (cfg or {}).items() if k != "progress"}
+
+    same = (
+        info.get("model_config") == model_cfg.to_dict()
+        and settings(info.get("train_config")) == settings(train_cfg.to_dict())
+        and info.get("data_fingerprint") == data.fingerprint()
+        and info.get("step") == train_cfg.steps
+    )
+    return done if same else None
+
+
+def train_run(model_cfg: ModelConfig, train_cfg: TrainConfig, run_dir: Path, data) -> dict:
+    """train(), or under ``--resume`` (:data:`RESUME`) the finished run already in run_dir."""
+    if RESUME.get():
+        done = finished_run(model_cfg, train_cfg, run_dir, data)
+        if done is not None:
+            return done
+    return train(model_cfg, train_cfg, run_dir, data=data)
 
 
 class StagedExperiment(Experiment):
@@ -79,11 +123,11 @@ def _train_and_eval(
 ) -> tuple[dict, dict]:
     """(training summary, test evaluation) of one model (``eval_kw``: more evaluate options)."""
     _log(f"[{folder.name}] {label}", quiet)
-    summary = train(
+    summary = train_run(
         model_cfg,
         train_cfg.replace(progress=train_cfg.progress and not quiet),
         folder / "runs" / label.replace(" ", "_"),
-        data=data,
+        data,
     )
     return summary, _eval(summary["checkpoint"], data, "test", beam, **eval_kw)
 

@@ -16,7 +16,6 @@ import re
 from pathlib import Path
 
 from ..data import synthetic_task
-from ..train import train
 from .base import BLEU_TOLERANCE, _log, _markdown_table, _num
 from .staged import (
     WINDOW_D,
@@ -26,6 +25,7 @@ from .staged import (
     _row,
     _train_and_eval,
     _window_sizes,
+    train_run,
 )
 from .window_unit import QUANT_WEIGHT_FRAC
 
@@ -62,17 +62,26 @@ UNIT_FLEXIBLE_SCORES = ("eatt",)
 FLEXIBLE_SIGMA: dict[str, float] = {}
 
 
-def _pick_tau(checkpoint: str, data, beam: int) -> tuple[float | None, list[dict]]:
-    """The tau with the smallest dev vision span within 0.5 dev BLEU of tau = infinity."""
+def _dev_curve(checkpoint: str, data, beam: int) -> tuple[dict, list[dict]]:
+    """(dev result at tau = infinity, dev results at each tau of :data:`TAUS`)."""
     base = _eval(checkpoint, data, "dev", beam, model_overrides={"flexible_tau": None})
     curve = [
         {"tau": tau, **_eval(checkpoint, data, "dev", beam, model_overrides={"flexible_tau": tau})}
         for tau in TAUS
     ]
-    fine = [c for c in curve if c["bleu"] >= base["bleu"] - BLEU_TOLERANCE]
-    if not fine:
-        return None, curve
-    return min(fine, key=lambda c: (c["vision_span"], -c["bleu"]))["tau"], curve
+    return base, curve
+
+
+def _picked(curve: list[dict], reference: float) -> float | None:
+    """The tau of the curve with the smallest vision span within 0.5 BLEU of ``reference``."""
+    fine = [c for c in curve if c["bleu"] >= reference - BLEU_TOLERANCE]
+    return min(fine, key=lambda c: (c["vision_span"], -c["bleu"]))["tau"] if fine else None
+
+
+def _pick_tau(checkpoint: str, data, beam: int) -> tuple[float | None, list[dict]]:
+    """The tau with the smallest dev vision span within 0.5 dev BLEU of tau = infinity."""
+    base, curve = _dev_curve(checkpoint, data, beam)
+    return _picked(curve, base["bleu"]), curve
 
 
 def _span_table(report: dict) -> list[str]:
@@ -241,9 +250,10 @@ class Window(StagedExperiment):
     def _flexible(self, score, model, train_cfg, data, folder, beam, quiet, quick) -> dict:
         """Flexible with one score: trained, at tau = inf and at the tau picked on dev; then
         fine-tuned with -beta mean g(t) (Eq. 9) for each beta of :data:`FLEXIBLE_BETAS` and each
-        window in training of ``train_taus``, the pair whose tau picked on dev gives the
-        smallest dev window kept: its two rows, its window-vs-BLEU curve over :data:`TAUS` and
-        the target (the fine-tuned model at the tau picked on dev against itself at tau = inf)."""
+        window in training of ``train_taus``; each one's tau picked on dev within 0.5 dev BLEU
+        of the best of them at tau = inf, and the one with the smallest dev window there kept:
+        its two rows, its window-vs-BLEU curve over :data:`TAUS` and the target (the fine-tuned
+        model at the tau picked on dev against itself at tau = inf)."""
         own = score == model.window_score
         name = "flexible" if own else f"flexible {score}"
         cfg = model.replace(cross="flexible", window_score=score, window_sigma=(
@@ -265,22 +275,31 @@ class Window(StagedExperiment):
         for beta, train_tau in grid:
             run = _tuned_run(name, beta, train_tau)
             _log(f"[{folder.name}] {run.replace('-', ' ')}", quiet)
-            tuned = train(
+            tuned = train_run(
                 cfg.replace(flexible_beta=beta, flexible_train_tau=train_tau),
                 fine_cfg.replace(progress=fine_cfg.progress and not quiet),
                 folder / "runs" / run.replace(" ", "_"),
-                data=data,
+                data,
             )["checkpoint"]
-            tau_b, dev_curve = _pick_tau(tuned, data, beam)
-            dev = next((c for c in dev_curve if c["tau"] == tau_b), None)
+            base_dev, dev_curve = _dev_curve(tuned, data, beam)
             search.append({
-                "beta": beta, "train_tau": train_tau, "checkpoint": tuned, "tau": tau_b,
-                "dev_vision_span": None if dev is None else dev["vision_span"],
-                "dev_bleu": None if dev is None else dev["bleu"],
+                "beta": beta, "train_tau": train_tau, "checkpoint": tuned,
+                "dev_bleu_inf": base_dev["bleu"], "curve": dev_curve,
             })  # fmt: skip
-        # the smallest dev window at its picked tau; a beta with no tau within 0.5 dev BLEU
-        # (None) only when every beta has none
-        best = min(search, key=lambda b: (b["dev_vision_span"] is None, b["dev_vision_span"] or 0))
+        # each fine-tune's tau: the smallest dev window within 0.5 dev BLEU of the best
+        # fine-tune at tau = inf (not of itself: a fine-tune that lost BLEU everywhere would
+        # pass against its own tau = inf)
+        reference = max(b["dev_bleu_inf"] for b in search)
+        for b in search:
+            b["tau"] = _picked(b["curve"], reference)
+            dev = next((c for c in b["curve"] if c["tau"] == b["tau"]), None)
+            b["dev_vision_span"] = None if dev is None else dev["vision_span"]
+            b["dev_bleu"] = None if dev is None else dev["bleu"]
+        # the smallest dev window at its picked tau; one with no tau within 0.5 dev BLEU (None)
+        # only when every one has none: then the best at tau = inf
+        best = min(search, key=lambda b: (
+            b["dev_vision_span"] is None, b["dev_vision_span"] or 0, -b["dev_bleu_inf"]
+        ))  # fmt: skip
         tuned, tau_ft, beta = best["checkpoint"], best["tau"], best["beta"]
         tuned_name = f"{name} fine-tuned (beta {beta:g}{_in_training(best['train_tau'])})"
         base_ft = _eval(tuned, data, "test", beam, model_overrides={"flexible_tau": None})
@@ -307,7 +326,10 @@ class Window(StagedExperiment):
             "fine_tune_steps": fine_cfg.steps,
             "beta": beta,
             "train_tau": best["train_tau"],
-            "beta_search": [{k: v for k, v in b.items() if k != "checkpoint"} for b in search],
+            "dev_bleu_reference": reference,
+            "beta_search": [
+                {k: v for k, v in b.items() if k not in ("checkpoint", "curve")} for b in search
+            ],
             "curve": curve,
             "target": target,
             "checkpoints": {

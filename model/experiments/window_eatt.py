@@ -16,6 +16,7 @@ from ..data import synthetic_task
 from .base import _log
 from .seeded import RUN_MEMORY_GB
 from .staged import (
+    RESUME,
     StagedExperiment,
     _eval,
     _row,
@@ -28,13 +29,18 @@ from .window_unit import QUANT_WEIGHT_FRAC
 
 #: tau of the Flexible rows' windowed evaluation
 FLEXIBLE_TAU = 1.0
+#: the windowed kinds, each with dot and E-ATT scores, in float and on the unit
+KINDS = ("global", "local-m", "local-p", "flexible")
+#: the quick version's
+QUICK_KINDS = ("local-p", "flexible")
 
 
-def _model_job(unit, kind, score, model, train_cfg, data_cfg, folder, beam) -> list[dict]:
+def _model_job(unit, kind, score, model, train_cfg, data_cfg, folder, beam, resume) -> list:
     """One model's rows as a Ray task: one torch thread, the task's data regenerated (the same
-    sentences: synthetic_task is deterministic), no progress bars."""
+    sentences: synthetic_task is deterministic), no progress bars, the driver's ``--resume``."""
     torch.set_num_threads(1)
     data = synthetic_task(data_cfg)
+    RESUME.set(resume)
     return WindowEatt._rows(unit, kind, score, model, train_cfg, data, folder, beam, True)
 
 
@@ -46,7 +52,7 @@ class WindowEatt(StagedExperiment):
 
     def run(self, quick, folder, quiet, workers, steps, seeds) -> dict:
         data_cfg, model, train_cfg, beam = _window_sizes(quick)
-        kinds = ("local-p", "flexible") if quick else ("global", "local-m", "local-p", "flexible")
+        kinds = QUICK_KINDS if quick else KINDS
         models = [
             (unit, kind, score)
             for unit in (False, True)
@@ -80,7 +86,11 @@ class WindowEatt(StagedExperiment):
             return False
 
         jobs = [
-            Job((*m, model, train_cfg, data_cfg, folder, beam), cpus=1, memory_gb=RUN_MEMORY_GB)
+            Job(
+                (*m, model, train_cfg, data_cfg, folder, beam, RESUME.get()),
+                cpus=1,
+                memory_gb=RUN_MEMORY_GB,
+            )
             for m in models
         ]
         run_jobs(_model_job, jobs, on_done, max_parallel=workers, what=f"[{self.name}] models")
