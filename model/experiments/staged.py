@@ -35,8 +35,9 @@ def finished_run(
 ) -> dict | None:
     """The training summary of the run in ``run_dir`` when it finished ``train_cfg.steps`` with
     this model config, these training settings (progress bars aside) and this data; else None."""
-    summary, last = Path(run_dir) / "train.json", Path(run_dir) / "last.pt"
-    if not (summary.is_file() and last.is_file()):
+    run_dir = Path(run_dir)
+    summary, best, last = run_dir / "train.json", run_dir / "best.pt", run_dir / "last.pt"
+    if not (summary.is_file() and best.is_file() and last.is_file()):
         return None
     try:
         done = json.loads(summary.read_text())
@@ -53,7 +54,8 @@ def finished_run(
         and info.get("data_fingerprint") == data.fingerprint()
         and info.get("step") == train_cfg.steps
     )
-    return done if same else None
+    # the checkpoints where they are now (the folder may have moved since)
+    return {**done, "checkpoint": str(best), "last_checkpoint": str(last)} if same else None
 
 
 def train_run(model_cfg: ModelConfig, train_cfg: TrainConfig, run_dir: Path, data) -> dict:
