@@ -44,11 +44,10 @@ FLEXIBLE_BETAS = (FLEXIBLE_BETA, 0.3, 1.0)
 QUICK_FLEXIBLE_BETAS = (FLEXIBLE_BETA, 1.0)
 #: ``flexible-train-window``: each beta fine-tuned without a window in training (the paper's
 #: procedure) and with the window applied in training at this tau (``flexible_train_tau``), the
-#: Flexible paper's largest threshold (1.6, Fig. 3). bench/flexible_train_grid.py's 16
-#: fine-tunes (train tau 1.6-3, beta 0-1, 500 or 1,000 steps) met the 50% target at the tau
-#: picked on dev in 3, all E-ATT scores: beta 0.3 at train tau 1.6 (51.1% at -0.18 BLEU) and
-#: 2 (1,000 steps: 50.8% at -0.22), beta 1 at 2.5 (seed 2: 50.3%; seed 1, a probe: 51.7% at
-#: -0.57, missed)
+#: Flexible paper's largest threshold (1.6, Fig. 3). bench/flexible_train_grid.py's 18
+#: fine-tunes (train tau 1.6-3, beta 0-1, 500 or 1,000 steps, seeds 1-3) met the 50% target
+#: at the tau picked on dev in 4, all E-ATT scores: beta 0.3 at train tau 1.6 (51.1% at -0.18
+#: BLEU), at 2 with 1,000 steps (seeds 1 and 3; seed 2 missed), beta 1 at 2.5 (seed 2 only)
 FLEXIBLE_TRAIN_TAU = 1.6
 #: the window unit's kinds beside the float ones (``window``): dot scores (the unit's Q . K,
 #: two projections, as general), weights <8, 7>, trained from scratch with the unit in eval;
