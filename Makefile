@@ -49,9 +49,10 @@ lint: install
 	$(BIN)/ruff format --check .
 
 # two pytest-xdist workers, one test file each at a time (--dist loadfile: a file's module-scoped
-# builds happen once); `$(BIN)/python -m pytest` alone runs serially
+# builds happen once), the slowest files first (tests/conftest.py SLOW_FILES; no reorder by test
+# count); `$(BIN)/python -m pytest` alone runs serially
 test: lint
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 format: install
 	$(BIN)/ruff check --fix .
