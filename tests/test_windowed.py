@@ -769,3 +769,32 @@ def test_training_applies_the_aux_loss_weights(tmp_path, keys, weight, param):
         summary = train(cfg, tc, tmp_path / str(value))
         got.append(dict(load_checkpoint(summary["checkpoint"])[0].named_parameters())[param])
     assert not torch.equal(got[0], got[1])
+
+
+def test_resume_reuses_a_run_saved_before_a_key_was_added(tmp_path):
+    """--resume reads a finished run's configs as a checkpoint load does: a model key added
+    since (here flexible_train_tau) takes its default, so the run is the same model."""
+    import json
+
+    from eatt.model.data import synthetic_task
+    from eatt.model.experiments.staged import _window_sizes, finished_run
+
+    data_cfg, model, train_cfg, _ = _window_sizes(True)
+    data = synthetic_task(data_cfg)
+    cfg = model.replace(cross="flexible")
+    stored = cfg.to_dict()
+    del stored["flexible_train_tau"]  # written before the key existed
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "train.json").write_text(json.dumps({"steps": train_cfg.steps}))
+    (run / "best.pt").write_bytes(b"")
+    payload = {"train_config": train_cfg.to_dict(), "data_fingerprint": data.fingerprint()}
+    torch.save({**payload, "model_config": stored, "step": train_cfg.steps}, run / "last.pt")
+    done = finished_run(cfg, train_cfg, run, data)
+    assert done is not None and done["checkpoint"] == str(run / "best.pt")
+    # another value of the new key, another model, or an unreadable config: trained again
+    assert finished_run(cfg.replace(flexible_train_tau=1.6), train_cfg, run, data) is None
+    assert finished_run(cfg.replace(flexible_beta=0.123), train_cfg, run, data) is None
+    unknown = {**stored, "no_such_key": 1}
+    torch.save({**payload, "model_config": unknown, "step": train_cfg.steps}, run / "last.pt")
+    assert finished_run(cfg, train_cfg, run, data) is None

@@ -45,12 +45,17 @@ def finished_run(
     except Exception:  # noqa: BLE001 - an unreadable run is trained again
         return None
 
-    def settings(cfg: dict | None) -> dict:
-        return {k: v for k, v in (cfg or {}).items() if k != "progress"}
+    def settings(cfg: TrainConfig) -> dict:
+        return {k: v for k, v in cfg.to_dict().items() if k != "progress"}
 
+    try:  # read as a checkpoint load reads them: a key added since takes its default
+        stored_model = ModelConfig.from_dict(info.get("model_config"), upgrade=True)
+        stored_train = TrainConfig.from_dict(info.get("train_config"))
+    except Exception:  # noqa: BLE001 - a config this version cannot read is trained again
+        return None
     same = (
-        info.get("model_config") == model_cfg.to_dict()
-        and settings(info.get("train_config")) == settings(train_cfg.to_dict())
+        stored_model == model_cfg
+        and settings(stored_train) == settings(train_cfg)
         and info.get("data_fingerprint") == data.fingerprint()
         and info.get("step") == train_cfg.steps
     )
