@@ -333,7 +333,8 @@ def sta_script(top: str, clock_ns: float, input_activity: float, clock: str = "a
     """Timing at the clock (port `clock`), then OpenSTA's own vectorless power: the inputs'
     mean measured activity propagated through the cells' functions (this OpenSTA takes no
     per-pin activity: set_power_activity -pins calls a get_pins_error it lacks, and
-    sta::set_power_pin_activity leaves report_power unchanged, both tried)."""
+    sta::set_power_pin_activity reaches only flip-flop outputs, after a first report_power;
+    docs/power.md)."""
     return (
         "read_liberty cells.lib\nread_verilog netlist.v\n"
         f"link_design {top}\n"
