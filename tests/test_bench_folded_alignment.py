@@ -19,7 +19,7 @@ def _bench():
 
 def test_small_point_and_files(tmp_path, monkeypatch, capsys):
     bench = _bench()
-    monkeypatch.setitem(bench.POINTS, "small", [(4, 8, 2, 2, 2, 1)])
+    monkeypatch.setitem(bench.POINTS, "small", [(4, 8, 2, 2, 2, 1, True)])
     out = tmp_path / "align.json"
     assert bench.main(["--points", "small", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
