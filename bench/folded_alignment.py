@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import sys
@@ -218,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "folded_alignment",
         "points": args.points,
         "dsp_luts": DSP_LUTS,
-        "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "seconds": round(time.perf_counter() - start, 1),
         "rows": rows,
     }

@@ -3,18 +3,13 @@ training), each point's pick on dev and target line; one point alone and --merge
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "flexible_train_grid.py"
+from bench_module import load_bench
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("flexible_train_grid", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("flexible_train_grid")
 
 
 def test_quick_grid_and_one_point_merged(tmp_path, monkeypatch, capsys):

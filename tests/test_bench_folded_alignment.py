@@ -3,18 +3,13 @@ one small folding (E-ATT without a DSP48E1, the ratio and the files), and a bad 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "folded_alignment.py"
+from bench_module import load_bench
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("folded_alignment", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("folded_alignment")
 
 
 def test_small_point_and_files(tmp_path, monkeypatch, capsys):

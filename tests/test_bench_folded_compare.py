@@ -3,20 +3,13 @@ records (synthetic here; the real runs are bench/results/folded_compare*.json)."
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "folded_compare.py"
+from bench_module import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("folded_compare_bench", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("folded_compare")
 
 
 def _record(kind, lut, dsp, nodsp=None, status="done", lanes=2):

@@ -8,23 +8,20 @@ bench/results/rtl_compare.json.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from bench_module import load_bench
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "rtl_compare.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("rtl_compare_bench", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("rtl_compare")
 
 
 def test_jobs_smallest_first_nodsp_last(bench):
