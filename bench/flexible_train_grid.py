@@ -81,7 +81,7 @@ def fine_tune(name: str, base: str, work: Path, quick: bool) -> dict:
     score, beta, train_tau, steps, seed = parse_point(name)
     data_cfg, _, train_cfg, beam = _window_sizes(quick)
     data = synthetic_task(data_cfg)
-    cfg = ModelConfig.from_dict(torch.load(base, weights_only=False)["model_config"])
+    cfg = ModelConfig.from_dict(torch.load(base, weights_only=True)["model_config"])
     start = time.perf_counter()
     fine = train_cfg.replace(
         steps=steps, warmup=max(1, steps // 10), init_checkpoint=base, seed=seed, progress=False

@@ -32,7 +32,13 @@ from eatt.model import energy
 from eatt.outdir import check_output_file
 from eatt.progress import step
 from eatt.quant.golden import random_weights
-from eatt.quant.vectors import capture_inputs, load_capture, load_window_capture
+from eatt.quant.vectors import (
+    capture_inputs,
+    load_capture,
+    load_window_capture,
+    model_line,
+    model_mismatches,
+)
 from eatt.rtl_sim.generate import generate_rtl, load_metadata
 from eatt.rtl_sim.pnr import DEVICES, pnr
 from eatt.rtl_sim.power import DEFAULT_LIBERTY, LIBERTIES, power
@@ -139,7 +145,7 @@ def cmd_export(args) -> int:
             if args.step:
                 source["step"] = True
         elif args.layer:
-            raise CommandError(f"--layer: {args.checkpoint} is one core, not a model")
+            raise CommandError(f"--layer: {_not_a_model(args.checkpoint)}")
         else:
             cfg, weights = checkpoint_core(args.checkpoint)
     else:
@@ -187,7 +193,7 @@ def cmd_capture(args) -> int:
         raise CommandError(f"--beam: must be in [1, 256], got {args.beam}")
     _check_checkpoint_path(args.checkpoint)
     if not layers.is_model_checkpoint(args.checkpoint):
-        raise CommandError(f"{args.checkpoint}: not a model of `eatt train`")
+        raise CommandError(_not_a_model(args.checkpoint))
     check_output_file(args.output)
     with step(f"decoding the {args.split} split, capturing {args.layer}"):
         capture = layers.capture_layer(
@@ -233,7 +239,7 @@ def _list_layers(args) -> int:
 
     _check_checkpoint_path(args.checkpoint)
     if not layers.is_model_checkpoint(args.checkpoint):
-        raise CommandError(f"{args.checkpoint}: not a model of `eatt train` (no layers to list)")
+        raise CommandError(_not_a_model(args.checkpoint))
     found = [layer.to_dict() for layer in layers.checkpoint_layers(args.checkpoint)]
     result = {"checkpoint": args.checkpoint, "layers": found}
 
@@ -306,6 +312,7 @@ def cmd_hls(args) -> int:
         ]
         if c.get("first_mismatch"):
             lines.append(f"  first mismatch: {c['first_mismatch']}")
+        lines[-1] += model_line(c.get("vs_model"), "C simulation")
         if r.get("folding"):
             from eatt.hls.folding import format_folded  # hls4ml, imported above
 
@@ -405,11 +412,13 @@ def cmd_sim(args) -> int:
         ]
         if r.get("first_mismatch"):
             lines.append(f"  first mismatch: {r['first_mismatch']['message']}")
-        lines.append("  result: " + ("PASS" if not r["mismatches"] else "FAIL"))
+        lines[-1] += model_line(r.get("vs_model"), "RTL")
+        lines.append("  result: " + ("PASS" if r["ok"] else "FAIL"))
         return "\n".join(lines)
 
+    result["ok"] = not result["mismatches"] and not model_mismatches(result)
     _emit(result, args.json, text)
-    return EXIT_OK if not result["mismatches"] else EXIT_CHECK_FAILED
+    return EXIT_OK if result["ok"] else EXIT_CHECK_FAILED
 
 
 # -- eatt resources --------------------------------------------------------------------------------
@@ -475,7 +484,7 @@ def cmd_power(args) -> int:
 
     def text(r: dict) -> str:
         e, p, sta = r["energy_per_call_pj"], r["power_mw"], r["sta"]
-        return "\n".join(
+        lines = "\n".join(
             [
                 f"{r['top']} on {r['liberty']} ({r['voltage']:g} V), {r['vectors']} vectors "
                 f"({r['inputs']}), {r['cycles']} cycles: netlist = golden model, "
@@ -499,9 +508,12 @@ def cmd_power(args) -> int:
                 f"time         {r['seconds']:.0f} s; files in {args.dir}/power",
             ]
         )
+        fail = "\nresult: FAIL (the model's own outputs differ)" if model_mismatches(r) else ""
+        return lines + model_line(r.get("vs_model"), "the netlist") + fail
 
     _emit(result, args.json, text)
-    return EXIT_OK if not result["mismatches"] else EXIT_CHECK_FAILED
+    ok = not result["mismatches"] and not model_mismatches(result)
+    return EXIT_OK if ok else EXIT_CHECK_FAILED
 
 
 # -- eatt pnr --------------------------------------------------------------------------------------
@@ -663,6 +675,8 @@ def cmd_flow(args) -> int:
         if layers.is_model_checkpoint(args.checkpoint):
             return _flow_layer(args)
     for flag, given in (("--layer", args.layer), ("--step", args.step)):
+        if given and args.checkpoint is not None:
+            raise CommandError(f"{flag}: {_not_a_model(args.checkpoint)}")
         if given:
             raise CommandError(f"{flag}: give the model's CHECKPOINT (best.pt of `eatt train`)")
     if args.checkpoint is not None:
@@ -720,6 +734,15 @@ def cmd_sweep(args) -> int:
     return EXIT_OK if not result["failed"] else EXIT_CHECK_FAILED
 
 
+def _not_a_model(path: str) -> str:
+    """The line for a file that is not a model of `eatt train` where one is needed."""
+    return (
+        f"{path}: not a model of `eatt train`; your own model's layers go through the Python "
+        "API (eatt.capture, eatt.export_layer: docs/own_model.md), then `eatt flow "
+        "layer.onnx --inputs acts.npz`"
+    )
+
+
 def _core_file(path: str) -> tuple:
     """(config, weights) of a core file: a QONNX file of `eatt export` or a core checkpoint."""
     if path.endswith(".onnx"):
@@ -767,10 +790,7 @@ def _flow_layer(args) -> int:
 
     _check_checkpoint_path(args.checkpoint)
     if not layers.is_model_checkpoint(args.checkpoint):
-        raise CommandError(
-            f"{args.checkpoint}: not a model of `eatt train` (a core runs as `eatt flow "
-            "--config CFG`)"
-        )
+        raise CommandError(_not_a_model(args.checkpoint))
     if not args.layer:
         raise CommandError(
             f"{args.checkpoint}: a model of `eatt train`: give --layer NAME (`eatt export "

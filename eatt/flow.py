@@ -31,7 +31,7 @@ from eatt.outdir import check_output_dir, claim_dir
 from eatt.progress import say, step
 from eatt.quant.check import format_golden_check, golden_check
 from eatt.quant.golden import CoreWeights, random_weights
-from eatt.quant.vectors import capture_inputs
+from eatt.quant.vectors import capture_inputs, model_line, model_mismatches
 from eatt.rtl_sim.folded import peer_foldings
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.power import power, too_many_weights
@@ -189,7 +189,8 @@ def run_core(
         r["golden"]["ok"]
         and r["export"]["check"]["ok"]
         and r["hls"]["ok"]
-        and all(not s["mismatches"] for s in r["sim"].values())
+        and all(not s["mismatches"] and not model_mismatches(s) for s in r["sim"].values())
+        and not any(model_mismatches(p) for p in r.get("power", {}).values())
     )  # a netlist that differs from the golden model stops eatt power with an error
     return r
 
@@ -201,8 +202,9 @@ def power_stage(rtl_dir: Path, vectors: int, seed: int, captured) -> dict:
     n = min(vectors, POWER_VECTORS)
     given = None
     if captured is not None:
-        x, y, masks = captured
-        given = (x[:n], y[:n], {k: v[:n] for k, v in masks.items()})
+        x, y, masks, model = captured
+        model = None if model is None else {k: v[:n] for k, v in model.items()}
+        given = (x[:n], y[:n], {k: v[:n] for k, v in masks.items()}, model)
     try:
         return power(rtl_dir, vectors=n, seed=seed, inputs=given)
     except ToolMissing as err:
@@ -461,6 +463,7 @@ def _core_lines(c: dict) -> list[str]:
         )
         if s.get("first_mismatch"):
             lines.append(f"  first mismatch: {s['first_mismatch']['message']}")
+        lines[-1] += model_line(s.get("vs_model"), f"RTL {level}")
     for lv, res in c.get("resources", {}).items():
         lines.append(f"Yosys xc7, {lv}: " + ", ".join(f"{k} {res[k]}" for k in CELLS))
     lv, p = next(iter(c.get("power", {}).items()), ("alignment", None))

@@ -54,7 +54,12 @@ from eatt.outdir import check_output_dir
 from eatt.progress import say, step
 from eatt.quant.check import format_golden_check, golden_check
 from eatt.quant.golden import CoreWeights
-from eatt.quant.vectors import capture_inputs, load_window_capture, window_step_inputs
+from eatt.quant.vectors import (
+    capture_inputs,
+    load_window_capture,
+    model_mismatches,
+    window_step_inputs,
+)
 from eatt.quant.window import WindowGolden, window_bounds
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.resources import resources as yosys
@@ -313,7 +318,7 @@ def _core_rtl(
         started = time.monotonic()
         c["resources"] = yosys(rtl_dir)
         c["resources"]["seconds"] = time.monotonic() - started
-    c["ok"] = all(not s["mismatches"] for s in c["sim"].values())
+    c["ok"] = all(not s["mismatches"] and not model_mismatches(s) for s in c["sim"].values())
     return c
 
 

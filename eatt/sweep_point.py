@@ -47,7 +47,6 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from eatt import __version__
 from eatt.config import CoreConfig, atomic_write_text, first_line
 from eatt.model import energy
 from eatt.model.evaluate import evaluate
@@ -61,6 +60,7 @@ from eatt.rtl_sim.pnr import pnr
 from eatt.rtl_sim.power import power
 from eatt.rtl_sim.resources import resources
 from eatt.rtl_sim.runner import simulate
+from eatt.version import __version__
 
 STAGES = (
     "golden",

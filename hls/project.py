@@ -76,7 +76,7 @@ from eatt.quant.ops import (
     window_input_fracs,
     window_input_names,
 )
-from eatt.quant.vectors import load_capture, load_window_capture
+from eatt.quant.vectors import compare_model, load_capture, load_window_capture, model_outputs
 from eatt.quant.window import WindowGolden
 from eatt.rtl_sim.tools import ToolMissing  # one class for every missing tool (CLI exit 3)
 from eatt.units import unit_for
@@ -684,6 +684,9 @@ def write_project(
                 with step(f"C simulation of {len(expected)} vectors") as ran:
                     got = predict_codes(hls_model, reals, expected.shape, out_frac)
                 csim = compare(expected, got, vectors, vector_seed, capture is not None)
+                if capture is not None and unit_for(cfg).name == "core":
+                    model = model_outputs(capture, cfg, vectors)
+                    csim["vs_model"] = compare_model(model, got[:vectors])
                 if folding:
                     counted = folded_iterations(hls_model, reset=True)
                     csim["iterations_per_call"] = counted / len(expected)
@@ -710,6 +713,7 @@ def write_project(
             "ok": csim is None
             or (
                 csim["mismatches"] == 0
+                and not (csim.get("vs_model") or {}).get("mismatches")
                 and (iterations is None or csim["iterations_per_call"] == iterations["total"])
             ),
         }

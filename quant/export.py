@@ -43,7 +43,6 @@ from qonnx.transformation.infer_datatypes import InferDataTypes
 from qonnx.transformation.infer_shapes import InferShapes
 from qonnx.util.basic import get_preferred_onnx_opset, get_preferred_qonnx_opset
 
-import eatt
 from eatt.config import CoreConfig, WindowConfig, atomic_write
 from eatt.quant.golden import (
     CoreWeights,
@@ -74,7 +73,14 @@ from eatt.quant.ops import (
     window_input_names,
     window_output_names,
 )
-from eatt.quant.vectors import load_capture, load_window_capture, window_step_inputs
+from eatt.quant.vectors import (
+    compare_model,
+    load_capture,
+    load_window_capture,
+    model_line,
+    model_outputs,
+    window_step_inputs,
+)
 from eatt.quant.window import (
     STEP_INPUTS,
     WindowGolden,
@@ -84,6 +90,7 @@ from eatt.quant.window import (
     random_window_inputs,
 )
 from eatt.units import UNITS, unit_for
+from eatt.version import __version__
 
 QONNX_DOMAIN = "qonnx.custom_op.general"
 #: vectors per qonnx execution call (bounds the float tensors of one batched run)
@@ -233,7 +240,7 @@ def build_model(
     model = helper.make_model(
         graph,
         producer_name="eatt",
-        producer_version=eatt.__version__,
+        producer_version=__version__,
         opset_imports=[
             helper.make_opsetid("", get_preferred_onnx_opset()),
             helper.make_opsetid(QONNX_DOMAIN, get_preferred_qonnx_opset()),
@@ -790,6 +797,9 @@ def check_core_export(
     report = _mismatch_report(expected, got, vectors, seed, seconds, capture is not None)
     if capture is not None:
         report["inputs"] = {k: capture["meta"].get(k) for k in ("checkpoint", "layer", "split")}
+        report["vs_model"] = compare_model(model_outputs(capture, cfg, vectors), got[:vectors])
+        if report["vs_model"] and report["vs_model"]["mismatches"]:
+            report["ok"] = False
     return report
 
 
@@ -801,6 +811,9 @@ def format_check(result: dict) -> str:
         f"qonnx execution vs golden: {result['vectors']} {kind} + {result['edge_vectors']} edge "
         f"vectors, {result['mismatches']} mismatching ({result['vectors_per_s']} vectors/s)"
     )
+    line += model_line(result.get("vs_model"), "qonnx execution")
     if result["first_mismatch"]:
         return line + "\n  " + result["first_mismatch"] + "\n  result: FAIL"
+    if not result["ok"]:
+        return line + "\n  result: FAIL"
     return line + f"\n  result: PASS ({total} vectors bit-exact)"

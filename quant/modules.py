@@ -31,6 +31,7 @@ Under ``torch.no_grad()`` only the integer path runs.
 
 from __future__ import annotations
 
+import contextvars
 import math
 import os
 import warnings
@@ -79,6 +80,10 @@ __all__ = [
 #: the "format" entry of a checkpoint written by save_checkpoint
 CHECKPOINT_FORMAT = "eatt.quant.QuantAttentionCore"
 CHECKPOINT_VERSION = 1
+
+#: set while eatt.quant.brevitas_export computes a traced layer's real output (its node is in
+#: the graph): integer_forward refuses any other trace
+TRACE_OK: contextvars.ContextVar[bool] = contextvars.ContextVar("trace_ok", default=False)
 
 _PROJECTIONS = (("wq", "q_proj"), ("wk", "k_proj"), ("wv", "v_proj"), ("wo", "o_proj"))
 
@@ -199,6 +204,12 @@ def integer_forward(
     (length, offset: (n,) integers). Not on the gradient path: the codes go to numpy on the
     CPU and the (n, len_q, dim) int64 output codes come back there.
     """
+    if (torch.onnx.is_in_onnx_export() or torch.jit.is_tracing()) and not TRACE_OK.get():
+        raise RuntimeError(
+            "the eatt core computes in numpy, which a trace would record as a constant: export "
+            "a model through eatt.nn.MultiheadAttention (one AttentionCore node each, "
+            "docs/own_model.md) or a core with `eatt export`"
+        )
     w = CoreWeights(**{k: v.detach().cpu().numpy().astype(np.int64) for k, v in weights.items()})
     if len(x) == 0:
         return torch.zeros(0, cfg.len_q, cfg.dim, dtype=torch.int64)
@@ -270,29 +281,56 @@ class QuantAttentionCore(nn.Module):
         """``masks``: the config's per-call mask inputs (length, offset: (batch,) integers; see
         eatt.quant.golden.MASK_INPUTS), in the hardware and in the surrogate alike."""
         cfg = self.cfg
-        self_attention = y is None
-        if self_attention:
-            y = x
-        for name, t, length in (("x", x, cfg.len_q), ("y", y, cfg.len_k)):
+        for name, t, length in (("x", x, cfg.len_q), ("y", x if y is None else y, cfg.len_k)):
             if t.dim() != 3 or tuple(t.shape[1:]) != (length, cfg.dim):
                 raise ValueError(
                     f"{name} must be (batch, {length}, {cfg.dim}), got {tuple(t.shape)}"
                 )
+        return self.call(x, y, masks)[0]
+
+    def call(
+        self,
+        x: Tensor,
+        y: Tensor | None = None,
+        masks: dict[str, Tensor] | None = None,
+        cfg: CoreConfig | None = None,
+        intermediates: bool = False,
+    ) -> tuple[Tensor, Tensor, dict | None]:
+        """forward at a call's own lengths: (output, output codes, the golden model's
+        intermediates or None).
+
+        ``cfg``: this core's config with the call's len_q, len_k and mask inputs (``self.cfg``
+        when None); the core's outputs depend on the lengths only through the masks, so a call
+        at any lengths up to the core's is the core padded (eatt.nn.MultiheadAttention,
+        docs/golden.md "Lengths and masks"). ``intermediates``: also the golden model's stages
+        (its unnormalized softmax weights ``exp`` among them)."""
+        cfg = self.cfg if cfg is None else cfg
+        self_attention = y is None
+        if self_attention:
+            y = x
         if x.shape[0] != y.shape[0]:
             raise ValueError(f"x and y batch sizes differ: {x.shape[0]} != {y.shape[0]}")
         xq = self.input_quant(x)
         yq = xq if self_attention else self.input_quant(y)
+        stages = None
         with torch.no_grad():
             scale = 2.0**cfg.in_frac
-            codes = self.forward_int(
-                torch.round(xq * scale).to(torch.int64),
-                torch.round(yq * scale).to(torch.int64),
-                masks,
-            )
+            xc = torch.round(xq * scale).to(torch.int64)
+            yc = torch.round(yq * scale).to(torch.int64)
+            if intermediates and len(x):
+                w = CoreWeights(**{k: v.cpu().numpy() for k, v in self.weight_codes().items()})
+                np_masks = {k: torch.as_tensor(v).cpu().numpy() for k, v in (masks or {}).items()}
+                stages = GoldenCore(cfg, w).forward(
+                    xc.cpu().numpy(), yc.cpu().numpy(), intermediates=True, masks=np_masks
+                )
+                codes = torch.from_numpy(stages["out"])
+            else:
+                codes = integer_forward(cfg, self.weight_codes(), xc, yc, masks)
             hardware = (codes.to(torch.float64) * self.formats.out_lsb).to(x.device, x.dtype)
         if not torch.is_grad_enabled():
-            return hardware
-        return hardware_value(hardware, self.surrogate(xq, yq, self_attention, masks))
+            return hardware, codes, stages
+        out = hardware_value(hardware, self.surrogate(xq, yq, self_attention, masks, cfg))
+        return out, codes, stages
 
     def surrogate(
         self,
@@ -300,14 +338,15 @@ class QuantAttentionCore(nn.Module):
         yq: Tensor,
         self_attention: bool = False,
         masks: dict[str, Tensor] | None = None,
+        cfg: CoreConfig | None = None,
     ) -> Tensor:
         """The differentiable fake-quant pipeline that carries the gradient (docs/quant.md).
 
         Same steps and scales as the hardware, with straight-through floors and roundings; the
         exp and reciprocal tables are replaced by a float softmax of the same logits
-        (score * score_lsb, the 1/sqrt(d_head) scale included).
+        (score * score_lsb, the 1/sqrt(d_head) scale included). ``cfg``: as in ``call``.
         """
-        cfg = self.cfg
+        cfg = self.cfg if cfg is None else cfg
         xs = self.select(xq)
         ys = xs if self_attention else self.select(yq)
         q, k, v = self.project("q", xs), self.project("k", ys), self.project("v", yq)
@@ -318,7 +357,7 @@ class QuantAttentionCore(nn.Module):
         attend = F.l1_attention if cfg.kind == "eatt" else F.dot_attention
         mask = visible_mask(cfg, xq.shape[0], masks, xq.device)
         o, _ = attend(split(q), split(k), split(v), mask=mask, scale=self.scale)
-        return self.output(o.transpose(1, 2).reshape(xq.shape[0], cfg.len_q, cfg.dim))
+        return self.output(o.transpose(1, 2).reshape(xq.shape[0], xq.shape[1], cfg.dim))
 
     # -- the surrogate's steps, also used one by one by the seq2seq model's quantized attention
     #    (eatt.model.seq2seq, kinds quant-eatt / quant-vanilla: masks and caches of its own)

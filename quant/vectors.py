@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from eatt.config import CoreConfig
+from eatt.quant.golden import first_mismatch
 
 CAPTURE_FORMAT = "eatt.capture/1"
 
@@ -36,6 +37,8 @@ def _read(path: Path) -> tuple[dict, dict]:
         meta = json.loads(str(data.pop("meta")))
     except (KeyError, ValueError):
         raise ValueError(f"{path}: not a capture file (no meta)") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: not a capture file (its meta is not a JSON object)")
     if meta.get("format") != CAPTURE_FORMAT:
         raise ValueError(f"{path}: format {meta.get('format')!r}, this eatt reads {CAPTURE_FORMAT}")
     return data, meta
@@ -52,6 +55,8 @@ def load_capture(path: str | os.PathLike, cfg: CoreConfig | None = None) -> dict
     for key in ("x", "y", "queries", "model_out"):
         if key not in data:
             raise ValueError(f"{path}: capture lacks {key!r}")
+    if len(data["x"]) == 0:
+        raise ValueError(f"{path}: the capture holds no vector")
     masks = {k: data[k] for k in ("length", "offset") if k in data}
     out = {"x": data["x"], "y": data["y"], "masks": masks, "queries": data["queries"],
            "model_out": data["model_out"], "meta": meta}  # fmt: skip
@@ -82,7 +87,13 @@ def _check(path: Path, c: dict, cfg: CoreConfig) -> None:
         if t.size and (t.min() < lo or t.max() > hi):
             raise ValueError(f"{path}: {key} has codes outside this core's {cfg.in_bits}-bit range")
     have = cfg.function_dict()  # any folding of the core takes the same vectors
-    want = {k: v for k, v in c["meta"].get("config", {}).items() if k in have}
+    config = c["meta"].get("config")
+    if not isinstance(config, dict) or not config:
+        raise ValueError(
+            f"{path}: the capture's meta has no layer config (eatt capture / eatt.capture write "
+            "it): which core the vectors are of is unknown"
+        )
+    want = {k: v for k, v in config.items() if k in have}
     if {want.get("kind"), have["kind"]} <= PEER_KINDS:
         # the layer's peer (E-ATT <-> vanilla, same formats) takes the same activations: the
         # comparison of the two on real vectors (eatt sim / eatt power --inputs)
@@ -97,11 +108,67 @@ def _check(path: Path, c: dict, cfg: CoreConfig) -> None:
 
 def capture_inputs(
     path: str | os.PathLike, cfg: CoreConfig, n: int | None = None
-) -> tuple[np.ndarray, np.ndarray, dict]:
-    """(x, y, masks) of a capture of cfg's core, its first ``n`` vectors (all when None): the
-    ``inputs`` a testbench (rtl_sim.runner.simulate) takes."""
+) -> tuple[np.ndarray, np.ndarray, dict, dict | None]:
+    """(x, y, masks, model) of a capture of cfg's core, its first ``n`` vectors (all when
+    None): the ``inputs`` a testbench (rtl_sim.runner.simulate) takes. ``model``: what the
+    model computed on them (model_outputs), which the stage compares its outputs with too."""
     c = load_capture(path, cfg)
-    return c["x"][:n], c["y"][:n], {k: v[:n] for k, v in c["masks"].items()}
+    masks = {k: v[:n] for k, v in c["masks"].items()}
+    return c["x"][:n], c["y"][:n], masks, model_outputs(c, cfg, n)
+
+
+def model_outputs(capture: dict, cfg: CoreConfig, n: int | None = None) -> dict | None:
+    """{"model_out", "queries"} of a capture's first ``n`` vectors: what the model's own layer
+    computed, for a stage to compare its outputs with; None where the capture drives the
+    layer's peer (E-ATT's activations into the dot core: another function's outputs)."""
+    if capture["meta"].get("config", {}).get("kind") != cfg.kind:
+        return None
+    return {
+        "kind": cfg.kind,
+        "model_out": capture["model_out"][:n],
+        "queries": capture["queries"][:n],
+    }
+
+
+def compare_model(model: dict | None, got: np.ndarray, kind: str | None = None) -> dict | None:
+    """A stage's output codes ``got`` (n, len_q, dim) on a capture's first n vectors against
+    ``model`` (model_outputs) on the valid query rows: {"vectors", "mismatches",
+    "first_mismatch"}; None without a model to compare with, or when the stage's core is of
+    another ``kind`` than the model's layer (the peer on the layer's activations)."""
+    if model is None or (kind is not None and model.get("kind", kind) != kind):
+        return None
+    n = min(len(got), len(model["model_out"]))
+    got = np.asarray(got)[:n]
+    want = model["model_out"][:n]
+    valid = np.arange(want.shape[1])[None, :, None] < model["queries"][:n, None, None]
+    got = np.where(valid, got, 0)
+    differ = int((got != want).any(axis=tuple(range(1, want.ndim))).sum())
+    return {
+        "vectors": n,
+        "mismatches": differ,
+        "first_mismatch": first_mismatch(want, got) if differ else None,
+    }
+
+
+def model_mismatches(result: dict) -> int:
+    """A stage result's vectors that differ from the model's own outputs (0 without any)."""
+    return int((result.get("vs_model") or {}).get("mismatches") or 0)
+
+
+def model_line(vs_model: dict | None, stage: str) -> str:
+    """The report line of a stage against the model's own outputs ("" without one)."""
+    if not vs_model:
+        return ""
+    line = (
+        f"\n{stage} vs the model's own outputs (model_out): {vs_model['vectors']} captured "
+        f"vectors, {vs_model['mismatches']} mismatching"
+    )
+    return line + (f"\n  {vs_model['first_mismatch']}" if vs_model["first_mismatch"] else "")
+
+
+def inputs_model(inputs) -> dict | None:
+    """The model's outputs riding with a testbench's ``inputs`` (capture_inputs' 4th item)."""
+    return inputs[3] if isinstance(inputs, tuple) and len(inputs) > 3 else None
 
 
 #: a window unit's capture: per step, then per memory (eatt.rtl_sim.window.window_steps' layout)

@@ -45,6 +45,7 @@ from eatt.quant.golden import (
     exp_table,
     recip_table,
 )
+from eatt.quant.vectors import compare_model, inputs_model
 from eatt.rtl_sim.generate import generate_core_rtl, load_metadata, load_weights, write_rtl_dir
 from eatt.rtl_sim.runner import (
     compare_runs,
@@ -556,6 +557,7 @@ def simulate_folded(
             "reset": (expected[:1], after_reset[None]),
         }
         compared, wrong, first = compare_runs(runs, len(x))
+        vs_model = compare_model(inputs_model(inputs), got, cfg.kind)
         result = {
             "level": LEVEL,
             "kind": meta["kind"],
@@ -576,6 +578,7 @@ def simulate_folded(
                 and tb["ii_cycles"] == meta["ii_cycles"]
             ),
             "reset_ok": tb.get("reset_ok", False),
+            **({"vs_model": vs_model} if vs_model else {}),
             **sr.fields(),
         }
         sr.publish(result)

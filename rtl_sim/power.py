@@ -72,6 +72,7 @@ import numpy as np
 from eatt.config import CoreConfig, atomic_write_text
 from eatt.progress import step
 from eatt.quant.golden import GoldenCore
+from eatt.quant.vectors import compare_model, inputs_model
 from eatt.rtl_sim import liberty as lib_mod
 from eatt.rtl_sim import stages as stages_mod
 from eatt.rtl_sim import yosys_native
@@ -486,6 +487,10 @@ def power(
         input_activity = sum(toggles.get(b, 0) for b in in_bits) / max(len(in_bits), 1) / cycles
         sta = run_sta(work, meta["top"], clock_ns, input_activity, timeout, clock)
         n = len(x)
+        # the netlist equals the golden model on every vector (else the error above), so its
+        # outputs are `expected`: compared with what the model itself computed
+        model = inputs_model(inputs) if meta["level"] != "alignment" else None
+        vs_model = compare_model(model, expected, cfg.kind)
         run_ns = cycles * clock_ns
         per_call = {
             k: energy[f"{k}_pj"] / n
@@ -504,6 +509,7 @@ def power(
             "inputs": "given" if inputs is not None else f"edge + random (seed {seed})",
             "cycles": cycles,
             "mismatches": act["mismatches"],
+            **({"vs_model": vs_model} if vs_model else {}),
             "area_um2": energy["area"],
             "cells": energy["cells"],
             "energy_per_call_pj": {k: round(v, 6) for k, v in per_call.items()},

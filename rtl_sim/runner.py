@@ -76,6 +76,7 @@ from eatt.quant.golden import (
     random_inputs,
     random_masks,
 )
+from eatt.quant.vectors import compare_model, inputs_model
 from eatt.rtl_sim.generate import RTL_DIR, load_metadata, load_weights
 from eatt.rtl_sim.procs import LockTimeout, file_lock, run_group, sigterm_as_interrupt, try_lock
 from eatt.rtl_sim.tools import (
@@ -590,6 +591,8 @@ def simulate_core(
             "latency": (expected[:1], latency_out[None]),
         }
         compared, wrong, first = compare_runs(runs, len(x))
+        model = inputs_model(inputs) if meta["level"] == "attention" else None  # not scores
+        vs_model = compare_model(model, got, cfg.kind)
         result = {
             "level": meta["level"],
             "kind": meta["kind"],
@@ -604,6 +607,7 @@ def simulate_core(
             "stream_cycles": tb["stream_cycles"],
             "metadata_latency_cycles": meta.get("latency_cycles"),
             "reset_ok": tb.get("reset_ok", False),
+            **({"vs_model": vs_model} if vs_model else {}),
             **sr.fields(),
         }
         sr.publish(result)

@@ -35,6 +35,7 @@ SLOW_FILES = {
     "test_da4ml_trace.py": 30,
     "test_bench_rtl_compare.py": 30,
     "test_cli.py": 30,
+    "test_own_model.py": 60,
 }
 
 

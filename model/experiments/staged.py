@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import pickle
 from pathlib import Path
 
 import torch
@@ -41,7 +42,12 @@ def finished_run(
         return None
     try:
         done = json.loads(summary.read_text())
-        info = torch.load(last, weights_only=False, map_location="cpu")
+        info = torch.load(last, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError:  # objects a checkpoint never holds: refused, not replaced
+        raise ValueError(
+            f"{last}: holds objects an eatt checkpoint does not (torch.load weights_only "
+            "refuses it); not loaded, not replaced"
+        ) from None
     except Exception:  # noqa: BLE001 - an unreadable run is trained again
         return None
 
