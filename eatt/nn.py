@@ -136,6 +136,21 @@ class MultiheadAttention(nn.Module):
         #: y codes (n, S, E), {"length": (n,), "offset": (n,)} numpy, output codes (n, L, E))
         self.probe: Callable[..., None] | None = None
 
+    def reconfigure(self, **core_options) -> MultiheadAttention:
+        """The same layer with other CoreConfig keys (formats: eatt.quant.calibrate): a quantized
+        core rebuilt with its float weights kept (rounded to the new grid). Returns self."""
+        if not self.quantized:
+            raise ValueError("reconfigure: a float module has no formats")
+        cfg = self.cfg.replace(**core_options)
+        core = QuantAttentionCore(cfg)
+        core.load_state_dict(self.core.state_dict())
+        device = self.core.q_proj.weight.device
+        self.core, self.cfg = core.to(device).train(self.training), cfg
+        self._init_args.update(core_options)
+        for line in coarse_formats(cfg):
+            warnings.warn(f"eatt.nn.MultiheadAttention: {line}", stacklevel=2)
+        return self
+
     @property
     def out_proj(self) -> nn.Module:
         """W_O (PyTorch's name for it)."""

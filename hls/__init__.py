@@ -8,7 +8,9 @@ harmless):
   config and function templates (``hls_templates``) for each backend,
 - the headers templates/nnet_attention_core.h and
   templates/nnet_window_attention.h (which includes the core's) for the Vivado and Vitis
-  backends.
+  backends,
+- the optimizer passes of eatt/hls/passes.py (a MatMul by a constant over a (tokens, features)
+  tensor as a per-token Dense, in hls4ml's parse_qonnx flow).
 
 eatt.hls.project has the library API (write_project, synth, parse_csynth_report); docs/hls.md
 describes the generated project.
@@ -47,6 +49,9 @@ def register() -> None:
     for backend in backends:
         for header in sorted(TEMPLATES.glob("*.h")):
             backend.register_source(header)
+    from eatt.hls import passes  # hls4ml's optimizer classes: loaded with it
+
+    passes.register()
     _registered = True
 
 

@@ -92,6 +92,7 @@ def expand_cores(model):
 
     graph = model.graph
     found = 0
+    twins: list[str] = []  # self-attention's X read twice: Y gets a Quant node of its own
     for i, node in enumerate(graph.node):
         attrs = {a.name: a for a in node.attribute}
         if node.domain != DOMAIN or node.op_type != OP_TYPE or SPEC_ATTR not in attrs:
@@ -106,14 +107,41 @@ def expand_cores(model):
             codes[key] = to_codes(value, cfg.weight_frac, f"{where}: {key}").T  # (in, out)
         weights = CoreWeights(**codes)
         name = node.name or f"{OP_TYPE}_{i}"
-        full = make_core_node(cfg, weights, names[: -len(WEIGHT_INPUTS)], node.output[0], name)
-        graph.node[i].CopyFrom(full)
+        inputs = names[: -len(WEIGHT_INPUTS)]
+        if inputs[0] == inputs[1]:
+            inputs[1] = f"{inputs[1]}_y"
+            twins.append(inputs[0])
+        graph.node[i].CopyFrom(make_core_node(cfg, weights, inputs, node.output[0], name))
         found += 1
+    for tensor in twins:  # after the loop: inserting shifts the nodes
+        _own_copy(graph, tensor)
     if found:
         _prune(graph)
         if not any(o.domain == DOMAIN for o in model.opset_import):
             model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
     return model
+
+
+def _own_copy(graph, tensor: str) -> None:
+    """A second copy of the node computing ``tensor``, its output ``<tensor>_y`` (self-attention's
+    Y: the dynamo exporter merges the layer's two input Quant nodes into one, and a node that
+    reads one tensor twice loses the second name in qonnx's renaming, hls4ml's cleanup)."""
+    from onnx import helper
+
+    producer = next((n for n in graph.node if tensor in n.output), None)
+    if producer is None:  # a graph input: an Identity gives Y a name of its own
+        copy = helper.make_node("Identity", [tensor], [f"{tensor}_y"], name=f"{tensor}_y")
+    else:
+        copy = helper.make_node(
+            producer.op_type,
+            list(producer.input),
+            [f"{tensor}_y"],
+            name=f"{producer.name}_y",
+            domain=producer.domain,
+        )
+        copy.attribute.extend(producer.attribute)
+    index = list(graph.node).index(producer) + 1 if producer is not None else 0
+    graph.node.insert(index, copy)
 
 
 def _constant(model, name: str, where: str) -> np.ndarray:

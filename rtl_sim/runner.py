@@ -76,7 +76,7 @@ from eatt.quant.golden import (
     random_inputs,
     random_masks,
 )
-from eatt.quant.vectors import compare_model, inputs_model
+from eatt.quant.vectors import compare_model, inputs_model, model_mismatches
 from eatt.rtl_sim.generate import RTL_DIR, load_metadata, load_weights
 from eatt.rtl_sim.procs import LockTimeout, file_lock, run_group, sigterm_as_interrupt, try_lock
 from eatt.rtl_sim.tools import (
@@ -502,8 +502,8 @@ def simulate(
     lock_timeout: float | None = None,
 ) -> dict:
     """Simulate out_dir's RTL in `simulator` and compare every output with the golden model
-    (on random vectors, or on ``inputs``: a core's (x, y, masks), a window unit's grouped
-    steps).
+    (on random vectors, or on ``inputs``: a core's (x, y, masks[, the model's outputs]), a
+    window unit's grouped steps); ``ok`` in the result says whether all of them were equal.
 
     Dispatches on the directory's level to its unit's simulate (eatt.units: simulate_core for
     the core's levels, rtl_sim.window.simulate_window for the window unit)."""
@@ -515,7 +515,7 @@ def simulate(
         unit = unit_for_level(meta["level"])
     except KeyError:
         raise ValueError(f"{out}: level {meta['level']!r} has no testbench") from None
-    return unit.load("simulate")(
+    result = unit.load("simulate")(
         out,
         vectors=vectors,
         seed=seed,
@@ -524,6 +524,10 @@ def simulate(
         lock_timeout=lock_timeout,
         inputs=inputs,
     )
+    # the verdict, as check_export and write_project give theirs: every vector equal to the
+    # golden model and, for a capture, to the model's own outputs
+    result["ok"] = not result.get("mismatches") and not model_mismatches(result)
+    return result
 
 
 def core_vectors(

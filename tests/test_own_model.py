@@ -180,18 +180,24 @@ def _decoder_inputs(n_batches=3):
         yield (torch.randn(4, lt, 8, generator=g) * 2, torch.randn(4, lm, 8, generator=g) * 2, pad)
 
 
-def test_decoder_layers_capture_export_qonnx_and_tampered_captures(tmp_path):
-    """Both layers of a user's decoder: eatt.layers finds them, capture records them (the
-    causal self-attention with an offset input), the exported cores execute in qonnx equal to
-    the golden model and to the module's own outputs; a capture whose model_out was changed
-    fails, one without its config is refused."""
-    torch.manual_seed(3)
+def _trained_decoder(seed: int) -> _Decoder:
+    """_Decoder after a few Adam steps on _decoder_inputs (both layers get gradients)."""
+    torch.manual_seed(seed)
     model = _Decoder()
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     for tgt, memory, pad in _decoder_inputs():
         model(tgt, memory, pad).pow(2).mean().backward()
         opt.step()
         opt.zero_grad()
+    return model
+
+
+def test_decoder_layers_capture_export_qonnx_and_tampered_captures(tmp_path):
+    """Both layers of a user's decoder: eatt.layers finds them, capture records them (the
+    causal self-attention with an offset input), the exported cores execute in qonnx equal to
+    the golden model and to the module's own outputs; a capture whose model_out was changed
+    fails, one without its config is refused."""
+    model = _trained_decoder(3)
     names = list(eatt.layers(model))
     assert names == ["layer.self_attn", "layer.multihead_attn"]
     for name, causal in zip(names, (True, False), strict=True):
@@ -279,8 +285,9 @@ def test_example_own_model_quick(tmp_path):
     assert not r.stdout.lstrip().startswith("{")
 
 
-def _whole_model():
-    """A user's Brevitas model: input quantizer, eatt attention, QuantLinear, ReLU."""
+def _whole_model(seed: int = 4):
+    """A user's Brevitas model: input quantizer, eatt attention (a padding mask when given),
+    QuantLinear, ReLU."""
     from brevitas.nn import QuantIdentity, QuantLinear
 
     from eatt.quant.modules import fixed_point_act_quant, fixed_point_weight_quant
@@ -292,12 +299,12 @@ def _whole_model():
             self.attn = MultiheadAttention(8, 2, batch_first=True, max_len=4, **FORMATS)
             self.fc = QuantLinear(8, 4, bias=False, weight_quant=fixed_point_weight_quant(8, 6))
 
-        def forward(self, x, padding):
+        def forward(self, x, padding=None):
             h = self.inp(x)
             a = self.attn(h, h, h, key_padding_mask=padding, need_weights=False)[0]
             return torch.relu(self.fc(a))
 
-    torch.manual_seed(4)
+    torch.manual_seed(seed)
     return Whole().eval()
 
 
@@ -381,3 +388,106 @@ def test_readme_flow_of_a_users_layer(tmp_path):
         "first_mismatch": None,
     }
     assert own["sim"]["attention"]["vs_model"]["mismatches"] == 0
+
+
+@pytest.mark.hls
+def test_hls4ml_whole_model_project(tmp_path):
+    """hls4ml converts the exported whole model (Quant, eatt attention, QuantLinear, ReLU): its
+    C simulation equals qonnx's execution of the file (and so the model); a model with a node
+    hls4ml has no layer for is refused in one line naming it, nothing written."""
+    from brevitas.export import export_qonnx
+
+    from eatt.hls.model_project import write_model_project
+
+    model = _whole_model(seed=7)
+    path = tmp_path / "whole.onnx"
+    export_qonnx(model, (torch.randn(1, 4, 8),), str(path))
+    xs = torch.randn(30, 4, 8) * 2
+    result = write_model_project(path, tmp_path / "hls", [xs.numpy()])
+    assert result["ok"] and result["vectors"] == 30 and result["max_abs_diff"] == 0.0
+    assert any("AttentionCore" in layer for layer in result["layers"])
+    with torch.no_grad():
+        want = model(xs).numpy()
+    assert result["mismatches"] == 0 and want.shape == (30, 4, 4)
+
+    # the CLI: `eatt hls MODEL.onnx -o DIR` (random inputs), text and --json
+    base = [sys.executable, "-m", "eatt.cli", "hls", str(path), "--vectors", "20"]
+    r = subprocess.run([*base, "-o", str(tmp_path / "cli")], capture_output=True, text=True,
+                       timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "C simulation vs qonnx execution: 20 random inputs (seed 1), 0 mismatching" in r.stdout
+    r = subprocess.run([*base, "-o", str(tmp_path / "cli_json"), "--json"], capture_output=True,
+                       text=True, timeout=600)  # fmt: skip
+    assert r.returncode == 0 and json.loads(r.stdout)["mismatches"] == 0
+    r = subprocess.run([*base, "-o", str(tmp_path / "x"), "--reuse-factor", "4"],
+                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert r.returncode == 2 and "is a whole model" in r.stderr
+    assert not (tmp_path / "x").exists()
+
+    seq = nn.Sequential(nn.Embedding(10, 8), nn.Linear(8, 8))
+    emb = tmp_path / "emb.onnx"
+    export_qonnx(seq, (torch.zeros(1, 4, dtype=torch.long),), str(emb))
+    with pytest.raises(ValueError, match=r"emb.onnx: hls4ml has no layer for .*\(Gather\)"):
+        write_model_project(emb, tmp_path / "hls_emb", [np.zeros((1, 4))])
+    assert not (tmp_path / "hls_emb").exists()
+
+
+@pytest.mark.slow
+def test_decoder_layers_through_hls_and_rtl(tmp_path):
+    """The user's decoder layer (eatt causal self-attention, dot cross-attention with key
+    padding), trained briefly: each captured layer through hls4ml C simulation and the RTL
+    (Icarus: a quick build), equal to the golden model and to the module's own outputs."""
+    from eatt.hls.project import write_project
+    from eatt.quant.vectors import capture_inputs
+    from eatt.rtl_sim.generate import generate_rtl
+    from eatt.rtl_sim.runner import simulate
+
+    model = _trained_decoder(8)
+    for name, layer in eatt.layers(model).items():
+        acts, core = tmp_path / f"{name}.npz", tmp_path / f"{name}.onnx"
+        report = eatt.capture(model, name, list(_decoder_inputs()), acts)
+        cfg = report["config"]
+        eatt.export_layer(layer, core, causal=cfg["causal"])
+        hls = write_project(core, tmp_path / f"hls_{name}", vectors=100, inputs=acts)
+        assert hls["ok"] and hls["csim"]["vs_model"]["mismatches"] == 0
+        cfg, weights = eatt.layer_core(layer, causal=cfg["causal"])
+        generate_rtl(cfg, weights, tmp_path / f"rtl_{name}", level="attention")
+        sim = simulate(tmp_path / f"rtl_{name}", vectors=100, simulator="icarus",
+                       inputs=capture_inputs(acts, cfg))  # fmt: skip
+        assert sim["ok"] and sim["vectors"] == 12 and sim["vs_model"]["mismatches"] == 0
+
+
+def test_calibrate_picks_formats_from_ranges(tmp_path):
+    """eatt.quant.calibrate: the input grid holds the largest input seen, the output and value
+    LSBs at most the input LSB, the float weights kept; the module still computes its golden
+    model (a capture of it passes); a model without a quantized layer is refused."""
+    from eatt.quant import calibrate
+    from eatt.quant.golden import derive_formats
+
+    torch.manual_seed(9)
+    model = nn.Sequential(MultiheadAttention(16, 2, batch_first=True, max_len=6, **FORMATS))
+    layer = model[0]
+    before = layer.core.q_proj.weight.detach().clone()
+    x = torch.randn(4, 6, 16) * 3  # a peak near 10: in_frac 3 holds +-16
+    chosen = calibrate(layer, [(x, x, x)])
+    keys = chosen[""]
+    peak = float(x.abs().max())
+    assert 2.0 ** (7 - keys["in_frac"]) >= peak > 2.0 ** (6 - keys["in_frac"])
+    f = derive_formats(layer.cfg)
+    assert f.out_lsb <= 2.0 ** -keys["in_frac"] and f.v_lsb <= 2.0 ** -keys["in_frac"]
+    assert torch.equal(layer.core.q_proj.weight, before)
+    assert layer.cfg.in_frac == keys["in_frac"] and layer._init_args["out_bits"] == keys["out_bits"]
+
+    class Call(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = layer
+
+        def forward(self, h):
+            return self.attn(h, h, h, need_weights=False)[0]
+
+    report = eatt.capture(Call(), "attn", [x], tmp_path / "acts.npz")
+    assert report["golden_vs_model"]["mismatches"] == 0
+    assert report["config"]["in_frac"] == keys["in_frac"]
+    with pytest.raises(ValueError, match="no quantized"):
+        calibrate(nn.Sequential(MultiheadAttention(8, 2, quantized=False)), [torch.zeros(1, 2, 8)])
