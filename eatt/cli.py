@@ -34,6 +34,7 @@ from eatt.progress import step
 from eatt.quant.golden import random_weights
 from eatt.quant.vectors import (
     capture_inputs,
+    capture_meta,
     load_capture,
     load_window_capture,
     model_line,
@@ -161,7 +162,7 @@ def cmd_export(args) -> int:
             load_window_capture(args.inputs, cfg, args.check)
         else:
             load_capture(args.inputs, cfg)
-    check_output_file(args.output)
+    check_output_file(args.output, ours=export.load_core)  # only its own
     result = export.export_core(cfg, weights, args.output, source)
     ok = True
     if args.check:
@@ -194,7 +195,7 @@ def cmd_capture(args) -> int:
     _check_checkpoint_path(args.checkpoint)
     if not layers.is_model_checkpoint(args.checkpoint):
         raise CommandError(_not_a_model(args.checkpoint))
-    check_output_file(args.output)
+    check_output_file(args.output, ours=capture_meta)  # only its own
     with step(f"decoding the {args.split} split, capturing {args.layer}"):
         capture = layers.capture_layer(
             args.checkpoint, args.layer, args.split, args.max, beam=args.beam, step=args.step

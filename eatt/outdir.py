@@ -153,12 +153,24 @@ def claim_dir(path: str | os.PathLike, what: str, legacy: Legacy = None) -> Path
     return out
 
 
-def check_output_file(path: str | os.PathLike, flag: str = "-o") -> Path:
-    """An output file path: refuse a folder, or a path under a file, before any work."""
+def check_output_file(
+    path: str | os.PathLike, flag: str = "-o", ours: Callable[[Path], object] | None = None
+) -> Path:
+    """An output file path: refuse a folder, or a path under a file, before any work; with
+    ``ours`` (a reader that raises on anything eatt did not write, e.g. load_core), an existing
+    file it cannot read is refused too (eatt replaces only its own files)."""
     raw = Path(path)
     out = Path(os.path.abspath(raw))
     if out.is_dir():
         raise OutputError(f"{flag} {raw}: is a folder; give a file name")
+    if ours is not None and out.exists():
+        try:
+            ours(out)
+        except Exception:  # noqa: BLE001 - whatever it is, eatt did not write it
+            raise OutputError(
+                f"{flag} {raw}: exists and is not a file eatt wrote; not replaced (remove it "
+                "or give another name)"
+            ) from None
     for parent in out.parents:
         if parent.exists() and not parent.is_dir():
             raise OutputError(f"{flag} {raw}: {parent} is a file, not a folder")

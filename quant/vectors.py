@@ -29,7 +29,10 @@ def _read(path: Path) -> tuple[dict, dict]:
     if not path.is_file():
         raise ValueError(f"{path}: no such capture file (eatt capture writes one)")
     try:
-        with np.load(path, allow_pickle=False) as f:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):  # a plain .npy: one array
+            raise ValueError
+        with loaded as f:
             data = {k: f[k] for k in f.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError):
         raise ValueError(f"{path}: not a capture file (an .npz written by eatt capture)") from None
@@ -42,6 +45,12 @@ def _read(path: Path) -> tuple[dict, dict]:
     if meta.get("format") != CAPTURE_FORMAT:
         raise ValueError(f"{path}: format {meta.get('format')!r}, this eatt reads {CAPTURE_FORMAT}")
     return data, meta
+
+
+def capture_meta(path: str | os.PathLike) -> dict:
+    """The meta of a capture file (a core's or a window unit's); one-line ValueError for any
+    other file."""
+    return _read(Path(path))[1]
 
 
 def load_capture(path: str | os.PathLike, cfg: CoreConfig | None = None) -> dict:
@@ -71,6 +80,10 @@ PEER_KINDS = {"eatt", "vanilla"}
 
 def _check(path: Path, c: dict, cfg: CoreConfig) -> None:
     n = len(c["x"])
+    rows = {"y": c["y"], "queries": c["queries"], "model_out": c["model_out"], **c["masks"]}
+    for key, a in rows.items():
+        if len(a) != n:
+            raise ValueError(f"{path}: {key} has {len(a)} rows, x has {n}")
     if c["x"].shape != (n, cfg.len_q, cfg.dim) or c["y"].shape != (n, cfg.len_k, cfg.dim):
         raise ValueError(
             f"{path}: vectors of a {c['x'].shape[1:]} x {c['y'].shape[1:]} core, this core is "

@@ -94,6 +94,7 @@ CASES = [
     ("experiment into a user's folder", ["experiment", "qat", "--quick", "-o", "."], 2, None),
     ("export onto a folder", ["export", "-o", "notes"], 2, "is a folder"),
     ("export under a file", ["export", "-o", "afile/core.onnx"], 2, "is a file"),
+    ("export over a user's file", ["export", "-o", "afile"], 2, "not a file eatt wrote"),
     ("hls --clock nan", ["hls", "-o", "p", "--clock", "nan"], 2, "--clock"),
     ("hls --clock -5", ["hls", "-o", "p", "--clock", "-5"], 2, "--clock"),
     ("hls --clock 0", ["hls", "-o", "p", "--clock", "0"], 2, "--clock"),
@@ -122,10 +123,94 @@ CASES = [
     ("not an ONNX file", ["hls", "afile", "-o", "p"], 2, "afile"),
     ("sim of a user's folder", ["sim", "notes"], 2, "not an RTL directory"),
     ("resources of a user's folder", ["resources", "notes"], 2, "not an RTL directory"),
+    # captures a stage cannot take (issue 39 item 9, issue 40 item 4): before any work
+    (
+        "--inputs a plain .npy",
+        ["hls", "core.onnx", "-o", "p", "--inputs", "plain.npy"],
+        2,
+        "not a capture file",
+    ),  # fmt: skip
+    (
+        "--inputs meta a list",
+        ["hls", "core.onnx", "-o", "p", "--inputs", "list.npz"],
+        2,
+        "not a JSON object",
+    ),  # fmt: skip
+    (
+        "--inputs without config",
+        ["hls", "core.onnx", "-o", "p", "--inputs", "bare.npz"],
+        2,
+        "no layer config",
+    ),  # fmt: skip
+    (
+        "--inputs config a string",
+        ["hls", "core.onnx", "-o", "p", "--inputs", "strcfg.npz"],
+        2,
+        "no layer config",
+    ),  # fmt: skip
+    (
+        "--inputs of 0 vectors",
+        ["hls", "core.onnx", "-o", "p", "--inputs", "empty.npz"],
+        2,
+        "no vector",
+    ),  # fmt: skip
+    (
+        "--inputs rows differ",
+        ["hls", "core.onnx", "-o", "p", "--inputs", "rows.npz"],
+        2,
+        "y has 3 rows, x has 2",
+    ),  # fmt: skip
+    (
+        "--layer of a foreign checkpoint",
+        ["export", "foreign.pt", "--layer", "a", "-o", "l.onnx"],
+        2,
+        "docs/own_model.md",
+    ),  # fmt: skip
 ]
 
-# experiment -o . writes into ./qat: make that a user's folder in the case
-PREPARE = {"experiment into a user's folder": lambda t: (t / "qat").mkdir() or None}
+
+def _user_qat(t: Path) -> None:
+    """experiment -o . writes into ./qat: make that a user's folder."""
+    (t / "qat").mkdir()
+    (t / "qat" / "mine.txt").write_text("mine\n")
+
+
+def _captures(t: Path) -> None:
+    """A core file of the default core and captures of it that no stage may take."""
+    import json
+
+    import numpy as np
+    import torch
+
+    from eatt.config import default_config
+    from eatt.quant.export import export_core
+    from eatt.quant.golden import random_weights
+
+    cfg = default_config()
+    export_core(cfg, random_weights(cfg, 1), t / "core.onnx")
+    n, shape = 2, (cfg.len_q, cfg.dim)
+    good = {
+        "x": np.zeros((n, *shape), np.int64),
+        "y": np.zeros((n, cfg.len_k, cfg.dim), np.int64),
+        "queries": np.full(n, cfg.len_q),
+        "model_out": np.zeros((n, *shape), np.int64),
+    }
+    meta = {"format": "eatt.capture/1", "config": cfg.to_dict()}
+    files = {
+        "list.npz": ([1, 2], good),
+        "bare.npz": ({"format": "eatt.capture/1"}, good),
+        "strcfg.npz": ({**meta, "config": "eatt"}, good),
+        "empty.npz": (meta, {k: v[:0] for k, v in good.items()}),
+        "rows.npz": (meta, {**good, "y": np.zeros((3, cfg.len_k, cfg.dim), np.int64)}),
+    }
+    for name, (m, arrays) in files.items():
+        np.savez(t / name, meta=np.array(json.dumps(m)), **arrays)
+    np.save(t / "plain.npy", good["x"])
+    torch.save({"state_dict": {"w": torch.zeros(2)}}, t / "foreign.pt")
+
+
+PREPARE = {"experiment into a user's folder": _user_qat}
+PREPARE.update({c[0]: _captures for c in CASES if c[0].startswith(("--inputs", "--layer"))})
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
@@ -133,7 +218,6 @@ def test_bad_input_table(user_tree, case):
     name, argv, code, words = case
     if name in PREPARE:
         PREPARE[name](user_tree)
-        (user_tree / "qat" / "mine.txt").write_text("mine\n")
     before = snapshot(user_tree)
     r = eatt(*argv, cwd=user_tree)
     assert r.returncode == code, (r.returncode, r.stderr[-2000:])
