@@ -142,6 +142,54 @@ def _swap_in(tmp: Path, out: Path) -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
+def mark(path: Path, what: str) -> None:
+    """Write the marker of a `what` folder eatt made into `path`."""
+    (Path(path) / MARKER).write_text(_marker_text(what))
+
+
+def check_result_dir(parent: Path, name: str, what: str, legacy: Legacy = None) -> Path:
+    """``parent/name``, a folder a command writes inside a folder of eatt's (DIR/power,
+    DIR/pnr): OutputError before any work where it, or ``name.failed``, is a file or a folder
+    that ``what`` did not write."""
+    final = Path(parent) / name
+    for path in (final, final.with_name(f"{name}.failed")):
+        if path.exists() and not (path.is_dir() and is_ours(path, what, legacy)):
+            raise OutputError(f"{path}: exists and was not written by {what}; move it away")
+    return final
+
+
+@contextmanager
+def result_dir(parent: Path, name: str, what: str, legacy: Legacy = None) -> Iterator[Path]:
+    """Yield an empty, marked temporary folder inside ``parent`` for a run that writes
+    ``parent/name`` (checked first: check_result_dir).
+
+    - The run ends well: the folder replaces ``parent/name`` whole; an earlier failed run's
+      ``name.failed`` goes.
+    - A tool fails (RuntimeError, ToolMissing among them): the folder, with its logs, becomes
+      ``parent/name.failed``, the message names the logs there, and ``parent/name`` (the last
+      good result) stays as it was.
+    - Anything else (bad input, an interrupt): the folder is removed, nothing else changes.
+    """
+    final = check_result_dir(parent, name, what, legacy)
+    failed = final.with_name(f"{name}.failed")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=parent))
+    try:
+        tmp.chmod(0o777 & ~_umask())  # mkdtemp makes 0700; a folder gets the usual mode
+        (tmp / MARKER).write_text(_marker_text(what))
+        yield tmp
+    except RuntimeError as err:
+        _swap_in(tmp, failed)
+        err.args = tuple(a.replace(str(tmp), str(failed)) if isinstance(a, str) else a
+                         for a in err.args)  # fmt: skip
+        raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _swap_in(tmp, final)
+    if failed.exists():
+        shutil.rmtree(failed, ignore_errors=True)
+
+
 def claim_dir(path: str | os.PathLike, what: str, legacy: Legacy = None) -> Path:
     """Create `path` (or take back a `what` folder of ours, or an empty one) for writing step
     by step; marks it."""

@@ -49,11 +49,11 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 
+from eatt.outdir import check_result_dir, result_dir
 from eatt.rtl_sim import yosys_native
 from eatt.rtl_sim.folded import weight_count
 from eatt.rtl_sim.generate import load_metadata
@@ -61,6 +61,8 @@ from eatt.rtl_sim.resources import _tail, find_yosys, parse_stat, run_logged, to
 from eatt.rtl_sim.tools import ToolMissing
 
 PNR_DIR = "pnr"
+#: what eatt.outdir's marker of DIR/pnr says
+WHAT = "eatt pnr"
 #: data pins each way of the serial wrapper (serial_shell)
 SERIAL_PINS = 8
 SHELL = Path(__file__).resolve().parent / "rtl" / "serial_shell.sv"
@@ -278,6 +280,7 @@ def pnr(
     check_options(device, clock_ns)
     out = Path(rtl_dir).resolve()
     meta = load_metadata(out)
+    check_result_dir(out, PNR_DIR, WHAT, _legacy_pnr)  # a user's DIR/pnr: refused before any work
     top = meta["top"]
     for rel in meta["sources"]:
         if any(c in rel for c in ";\"'\n") or Path(rel).is_absolute() or ".." in Path(rel).parts:
@@ -297,9 +300,9 @@ def pnr(
     yosys = find_yosys()
     nextpnr = find_nextpnr()
     deadline = None if timeout is None else time.monotonic() + timeout
-    final = out / PNR_DIR
-    tmp = Path(tempfile.mkdtemp(prefix=f".{PNR_DIR}.", dir=out))
-    try:
+    # DIR/pnr: replaced whole when the run ends well; a failed tool's logs go to DIR/pnr.failed
+    # and the last good result stays (eatt.outdir.result_dir)
+    with result_dir(out, PNR_DIR, WHAT, _legacy_pnr) as tmp:
         rel = tmp.name
         sources = list(meta["sources"])
         synth_top = top
@@ -322,7 +325,7 @@ def pnr(
                 ylog,
                 f"Yosys synth_ecp5{' -nodsp' if nodsp else ''} of {out} ({tool_name(yosys)})",
                 _left(deadline),
-                final / ylog.name,
+                ylog,
             )
         except FileNotFoundError:
             raise ToolMissing(f"yosys not found ({yosys[0]})") from None
@@ -330,8 +333,7 @@ def pnr(
             raise ToolMissing(_tail(ylog, 1))
         if code != 0 or not (tmp / "netlist.json").is_file() or not (tmp / "stat.txt").is_file():
             raise RuntimeError(
-                f"yosys: synth_ecp5 of {top} failed (exit {code}); see {final}/yosys.log:\n"
-                + _tail(ylog)
+                f"yosys: synth_ecp5 of {top} failed (exit {code}); see {ylog}:\n" + _tail(ylog)
             )
         stat = (tmp / "stat.txt").read_text()
         # synth_ecp5 keeps $scopeinfo cells (names of the flattened hierarchy): not logic
@@ -368,7 +370,7 @@ def pnr(
                 nlog,
                 f"nextpnr-ecp5 {device} of {out} ({_nextpnr_name(nextpnr)})",
                 _left(deadline),
-                final / "nextpnr.log",
+                tmp / "nextpnr.log",
             )
         except FileNotFoundError:
             raise ToolMissing(f"nextpnr-ecp5 not found ({nextpnr[0]})") from None
@@ -387,7 +389,7 @@ def pnr(
         elif code != 0:
             raise RuntimeError(
                 f"nextpnr-ecp5: place and route of {top} failed (exit {code}); see "
-                f"{final}/nextpnr.log:\n" + _tail(nlog)
+                f"{tmp}/nextpnr.log:\n" + _tail(nlog)
             )
         report = {}
         if (tmp / "report.json").is_file() and not over:
@@ -413,11 +415,11 @@ def pnr(
                 tmp / "ecppack.log",
                 f"ecppack of {out}",
                 _left(deadline),
-                final / "ecppack.log",
+                tmp / "ecppack.log",
             )
             if code != 0 or not (tmp / "design.bit").is_file():
                 raise RuntimeError(
-                    f"ecppack: bitstream of {top} failed (exit {code}); see {final}/ecppack.log:\n"
+                    f"ecppack: bitstream of {top} failed (exit {code}); see {tmp}/ecppack.log:\n"
                     + _tail(tmp / "ecppack.log")
                 )
             bitstream = f"{PNR_DIR}/design.bit"
@@ -466,17 +468,9 @@ def pnr(
             "peak_mb": max(y_mb or 0, n_mb or 0),
         }
         (tmp / "result.json").write_text(json.dumps(result, indent=1) + "\n")
-    except (RuntimeError, ToolMissing):
-        _replace(tmp, final)  # a tool failed: its logs stay for the reader, in DIR/pnr
-        raise
-    except BaseException:  # an interrupt or a bad input: the old DIR/pnr stays as it was
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    _replace(tmp, final)
     return result
 
 
-def _replace(tmp: Path, final: Path) -> None:
-    if final.exists():
-        shutil.rmtree(final)
-    tmp.rename(final)
+def _legacy_pnr(path: Path) -> bool:
+    """A DIR/pnr of eatt pnr from before the marker: it holds yosys.log."""
+    return (path / "yosys.log").is_file()

@@ -63,13 +63,13 @@ import math
 import os
 import re
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from eatt.config import CoreConfig, atomic_write_text
+from eatt.outdir import check_result_dir, result_dir
 from eatt.progress import step
 from eatt.quant.golden import GoldenCore
 from eatt.quant.vectors import compare_model, inputs_model
@@ -89,6 +89,8 @@ from eatt.rtl_sim.runner import (
 from eatt.rtl_sim.tools import ToolMissing, debian_root
 
 POWER_DIR = "power"
+#: what eatt.outdir's marker of DIR/power says
+WHAT = "eatt power"
 DEFAULT_CLOCK_NS = 10.0
 DEFAULT_VECTORS = 100
 #: the cocotb testbenches' clock period (rtl_sim/tb/test_alignment.py PERIOD_NS)
@@ -435,9 +437,7 @@ def power(
             f"{out}: level {meta['level']!r}: eatt power measures the cores "
             f"(alignment, attention, folded)"
         )
-    final = out / POWER_DIR
-    if final.exists() and not (final / "yosys.log").is_file():
-        raise ValueError(f"{final}: exists and was not written by eatt power; move it away")
+    check_result_dir(out, POWER_DIR, WHAT, _legacy_power)  # before any work
     cfg = CoreConfig.from_dict(meta["config"], source=str(out / "metadata.json"))
     too_big = too_many_weights(cfg, meta["level"])
     if too_big:
@@ -452,8 +452,9 @@ def power(
     )
     library = lib_mod.read_liberty(lib_path)
     t0 = time.perf_counter()
-    work = Path(tempfile.mkdtemp(prefix=f".{POWER_DIR}.", dir=out))
-    try:
+    # DIR/power: replaced whole when the run ends well; a failed tool's logs go to
+    # DIR/power.failed and the last good result stays (eatt.outdir.result_dir)
+    with result_dir(out, POWER_DIR, WHAT, _legacy_power) as work:
         synth = synthesize(out, meta, work, lib_path, timeout)
         gate, gmeta = gate_folder(work, meta)
         act = activity(gate, gmeta, x, y, masks, expected)
@@ -536,13 +537,6 @@ def power(
             "seconds": round(time.perf_counter() - t0, 3),
         }
         atomic_write_text(work / "result.json", json.dumps(result, indent=1) + "\n")
-    except (RuntimeError, ToolMissing):
-        _replace(work, final)  # a tool failed: its logs stay for the reader, in DIR/power
-        raise
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
-    _replace(work, final)
     return result
 
 
@@ -592,7 +586,6 @@ def _bits(module: dict) -> set:
     return {b for net in module["netnames"].values() for b in net["bits"]}
 
 
-def _replace(tmp: Path, final: Path) -> None:
-    if final.exists():
-        shutil.rmtree(final)
-    tmp.rename(final)
+def _legacy_power(path: Path) -> bool:
+    """A DIR/power of eatt power from before the marker: it holds yosys.log."""
+    return (path / "yosys.log").is_file()

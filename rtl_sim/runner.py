@@ -66,6 +66,7 @@ from pathlib import Path
 import numpy as np
 
 from eatt.config import CoreConfig, atomic_write_text
+from eatt.outdir import OutputError, check_result_dir, mark
 from eatt.progress import say, step
 from eatt.quant.golden import (
     GoldenCore,
@@ -111,6 +112,8 @@ CACHE_FORMAT = 1
 BUBBLE_VECTORS = 32
 #: the run folder's name inside the RTL folder
 RESULTS_DIR = "sim"
+#: what eatt.outdir's marker of DIR/sim/<simulator> says
+SIM_WHAT = "eatt sim"
 
 
 # -- tools ----------------------------------------------------------------------------------------
@@ -458,16 +461,29 @@ class SimRun:
         }
 
     def publish(self, result: dict) -> None:
-        """summary.json, written last and atomically."""
+        """summary.json, written last and atomically, with the run's verdict ``ok`` (set in
+        ``result`` too): every vector equal to the golden model and, for a capture, to the
+        model's own outputs, as check_export and write_project give theirs."""
+        result["ok"] = not result.get("mismatches") and not model_mismatches(result)
         atomic_write_text(self.dir / "summary.json", json.dumps(result, indent=2) + "\n")
 
 
+def _legacy_run(path: Path) -> bool:
+    """A DIR/sim/<simulator> of eatt sim from before the marker: its job or its summary."""
+    return (path / "job.json").is_file() or (path / "summary.json").is_file()
+
+
 def _clear(run: Path) -> None:
-    """Empty the run folder: the old summary first, so it never outlives its files."""
+    """Empty the run folder (one of eatt sim's only: a user's folder there is refused, before
+    any work), the old summary first, so it never outlives its files; mark it."""
+    if run.parent.exists() and not run.parent.is_dir():
+        raise OutputError(f"{run.parent}: exists and is not a folder; move it away")
+    check_result_dir(run.parent, run.name, SIM_WHAT, _legacy_run)
     (run / "summary.json").unlink(missing_ok=True)
     if run.exists():
         shutil.rmtree(run)
     run.mkdir(parents=True)
+    mark(run, SIM_WHAT)
 
 
 @contextmanager
@@ -483,6 +499,9 @@ def sim_run(
     if build_dir is None:
         sim_cache(simulator)  # a bad cache path fails before anything is written
     results = out / RESULTS_DIR
+    if results.exists() and not results.is_dir():
+        raise OutputError(f"{results}: exists and is not a folder; move it away")
+    check_result_dir(results, simulator, SIM_WHAT, _legacy_run)  # before the lock and the build
     results.mkdir(exist_ok=True)
     with sigterm_as_interrupt():
         with file_lock(results / ".lock", f"another eatt sim of {out}", lock_timeout):
@@ -524,10 +543,8 @@ def simulate(
         lock_timeout=lock_timeout,
         inputs=inputs,
     )
-    # the verdict, as check_export and write_project give theirs: every vector equal to the
-    # golden model and, for a capture, to the model's own outputs
-    result["ok"] = not result.get("mismatches") and not model_mismatches(result)
-    return result
+    result.setdefault("ok", not result.get("mismatches") and not model_mismatches(result))
+    return result  # its verdict ``ok``: SimRun.publish
 
 
 def core_vectors(

@@ -243,7 +243,30 @@ def test_timeout_stops_the_tools_and_keeps_the_log(tmp_path):
     cfg = CoreConfig.from_dict(dict(kind="eatt", **TINY))
     out = tmp_path / "rtl"
     generate_rtl(cfg, random_weights(cfg, seed=3), out)
-    with pytest.raises(RuntimeError, match=r"ran past 1 s; see .*pnr/yosys.log"):
+    with pytest.raises(RuntimeError, match=r"ran past 1 s; see .*pnr.failed/yosys.log"):
         pnr(out, timeout=0.3)
-    assert (out / "pnr" / "yosys.log").is_file()
+    assert (out / "pnr.failed" / "yosys.log").is_file()  # the failed run's log, as it says
+    assert not (out / "pnr").exists()  # no result replaced by a failed run
     assert not [p for p in out.iterdir() if p.name.startswith(".pnr")]
+
+
+@pytest.mark.parametrize("where", ["folder", "file"])
+def test_a_pnr_folder_it_did_not_write_is_left_alone(tmp_path, where):
+    """A user's DIR/pnr (a folder with their constraints, or a file) is refused in one line
+    before any tool runs, and left as it was (issue 39 item 2)."""
+    cfg = CoreConfig.from_dict(dict(kind="eatt", **TINY))
+    generate_rtl(cfg, random_weights(cfg), tmp_path / "rtl")
+    mine = tmp_path / "rtl" / "pnr"
+    if where == "folder":
+        mine.mkdir()
+        (mine / "my.lpf").write_text("LOCATE COMP x SITE A1;\n")
+    else:
+        mine.write_text("mine\n")
+    for extra in ([], ["--json"]):
+        r = cli(str(tmp_path / "rtl"), *extra)
+        assert r.returncode == 2 and "not written by eatt pnr" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
+    assert (
+        (mine / "my.lpf" if where == "folder" else mine).read_text().startswith(("LOCATE", "mine"))
+    )
+    assert not [p for p in (tmp_path / "rtl").iterdir() if p.name.startswith(".pnr")]

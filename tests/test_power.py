@@ -299,3 +299,32 @@ def test_flow_stage_is_skipped_without_its_tools(tmp_path, monkeypatch):
     else:
         assert "skipped" in r and "qflow-tech-osu018" in r["skipped"]
     assert not (tmp_path / "rtl" / "power").exists()
+
+
+@pytest.mark.rtl
+def test_a_failed_run_keeps_the_last_result(tmp_path):
+    """A tool that fails (here: past a 0.01 s timeout) leaves the last good DIR/power as it
+    was; its own logs go to DIR/power.failed, which the message names (issue 39 item 4)."""
+    _tools()
+    from eatt.outdir import mark
+
+    cfg = CoreConfig.from_dict(dict(kind="eatt", **SMALL))
+    out = tmp_path / "rtl"
+    generate_rtl(cfg, random_weights(cfg), out)
+    good = out / "power"
+    good.mkdir()
+    mark(good, "eatt power")
+    (good / "result.json").write_text('{"last": "good"}\n')
+    with pytest.raises(RuntimeError, match=r"power\.failed/"):
+        power(out, vectors=4, seed=1, timeout=0.01)
+    assert (good / "result.json").read_text() == '{"last": "good"}\n'
+    failed = out / "power.failed"
+    assert failed.is_dir() and (failed / "yosys.log").is_file()
+    assert failed.stat().st_mode & 0o777 == 0o777 & ~_umask()
+    assert not [p for p in out.iterdir() if p.name.startswith(".power")]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -282,3 +282,29 @@ def test_interrupt_ends_the_build(how, tmp_path):
     assert _snapshot(cache) == before, "something still writes into the cache"
     assert not list(cache.rglob(".complete"))
     assert "Verilator build of" in err and "stopped after" in err
+
+
+@pytest.mark.parametrize("where", ["sim folder", "sim file", "run folder"])
+def test_a_sim_folder_it_did_not_write_is_left_alone(tmp_path, where):
+    """A user's DIR/sim (a file), or DIR/sim/verilator with their files in it: one line, exit 2,
+    before any build, and left as it was (issue 39 item 2: one mechanism for DIR/pnr,
+    DIR/power and DIR/sim)."""
+    out = _rtl(tmp_path / "rtl")
+    if where == "sim file":
+        (out / "sim").write_text("mine\n")
+    else:
+        run = out / "sim" / ("verilator" if where == "run folder" else "")
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "mine.txt").write_text("mine\n")
+    before = _snapshot(out)
+    r = subprocess.run(
+        [sys.executable, "-m", "eatt.cli", "sim", str(out), "--vectors", "4"],
+        capture_output=True, text=True, timeout=600, env=_env(tmp_path / "c"),
+    )  # fmt: skip
+    if where == "sim folder":  # DIR/sim with a user's file beside the run folders: untouched
+        assert r.returncode == 0, r.stderr
+        assert (out / "sim" / "mine.txt").read_text() == "mine\n"
+        return
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "move it away" in r.stderr and r.stdout == ""
+    assert _snapshot(out) == before
