@@ -92,6 +92,18 @@ CASES = [
     ("train -o a file", ["train", "run.yaml", "-o", "afile"], 2, "not a folder"),
     ("train into a user's folder", ["train", "run.yaml", "-o", "notes"], 2, "not made by eatt"),
     ("experiment into a user's folder", ["experiment", "qat", "--quick", "-o", "."], 2, None),
+    (
+        "experiment into an RTL folder",
+        ["experiment", "qat", "--quick", "-o", "ourrtl"],
+        2,
+        "eatt RTL",
+    ),  # fmt: skip
+    (
+        "experiment into notes",
+        ["experiment", "qat", "--quick", "-o", "notes"],
+        2,
+        "not made by eatt",
+    ),  # fmt: skip
     ("export onto a folder", ["export", "-o", "notes"], 2, "is a folder"),
     ("export under a file", ["export", "-o", "afile/core.onnx"], 2, "is a file"),
     ("export over a user's file", ["export", "-o", "afile"], 2, "not a file eatt wrote"),

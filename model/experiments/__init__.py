@@ -59,12 +59,18 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
 
 from eatt.config import atomic_write_text
 from eatt.outdir import claim_dir
 
-from .base import BLEU_TOLERANCE, Experiment, _drop_results, _legacy_experiment_dir, _log
+from .base import (
+    BLEU_TOLERANCE,
+    Experiment,
+    _drop_results,
+    _legacy_experiment_dir,
+    _legacy_experiments_dir,
+    _log,
+)
 from .hybrids import HYBRID_KINDS
 from .l0drop import L0_LAMBDAS, LONG_SOURCES
 from .qat import QAT_BITS
@@ -129,7 +135,10 @@ def run_experiment(
     experiment.check(quick, steps, seeds)
     if resume and not experiment.staged:
         raise ValueError(f"--resume: only the staged experiments reuse runs; {name!r} is not one")
-    folder = claim_dir(Path(out_dir) / name, "experiment", legacy=_legacy_experiment_dir)
+    # -o is a folder of experiments (or new, or empty): a user's folder, an RTL folder or a
+    # training run is refused before any work, as every command's output folder is
+    parent = claim_dir(out_dir, "experiments", legacy=_legacy_experiments_dir)
+    folder = claim_dir(parent / name, "experiment", legacy=_legacy_experiment_dir)
     _drop_results(folder)
     start = time.perf_counter()
     token = RESUME.set(resume)

@@ -15,6 +15,8 @@ import os
 import sys
 from pathlib import Path
 
+from eatt.outdir import is_ours
+
 from ..data import TaskConfig
 from ..seq2seq import ModelConfig
 from ..train import TrainConfig
@@ -116,6 +118,15 @@ def _legacy_experiment_dir(path: Path) -> bool:
     known = {"runs", "results.json", "results.md", "results.png"}
     return bool(names & {"runs", "results.json"}) and all(
         n in known or n.endswith((".png", ".json", ".md")) for n in names
+    )
+
+
+def _legacy_experiments_dir(path: Path) -> bool:
+    """An `-o` folder of experiments written before its own marker: experiment folders of
+    eatt's and nothing else (a user's notes beside them make it a user's folder)."""
+    children = list(path.iterdir())
+    return bool(children) and all(
+        c.is_dir() and is_ours(c, "experiment", legacy=_legacy_experiment_dir) for c in children
     )
 
 
