@@ -18,6 +18,7 @@ docs/golden.md explains what each width is for and why nothing overflows.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -555,7 +556,17 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None], suffix: 
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     os.close(fd)
     try:
-        write(tmp)
+        try:
+            write(tmp)
+        except RuntimeError as err:  # torch.save's writer on a full disk or past `ulimit -f`
+            if "inline_container" not in str(err) and "PytorchStreamWriter" not in str(err):
+                raise
+            raise OSError(
+                errno.ENOSPC,
+                f"could not write it whole (disk full or a file size limit); "
+                f"the previous {path.name} is as it was",
+                str(path),
+            ) from None
         os.chmod(tmp, FILE_MODE)  # mkstemp makes 0600; a written file gets the usual mode
         os.replace(tmp, path)
     except BaseException:

@@ -321,3 +321,32 @@ def test_evaluate_with_hardware_arithmetic(tmp_path):
     float_run = train(TINY_MODEL.replace(attention="eatt"), _train_cfg(), tmp_path / "float")
     with pytest.raises(ValueError, match="--hardware needs a model with quantized attention"):
         evaluate(float_run["checkpoint"], beam=1, device="cpu", hardware=True)
+
+
+def test_a_full_disk_while_saving_leaves_the_last_checkpoint(tmp_path):
+    """`eatt train` whose checkpoint cannot be written whole (here past a file size limit, as
+    under `ulimit -f` or on a full disk): exit 2, one line naming the file, and the previous
+    checkpoint of the folder as it was (issue 39 item 7)."""
+    import hashlib
+    import resource
+    import subprocess
+    import sys
+
+    run = tmp_path / "run.yaml"
+    run.write_text("model: {dim: 16, heads: 2}\ntrain: {steps: 2}\n")
+    cmd = [sys.executable, "-m", "eatt.cli", "train", str(run), "-o", str(tmp_path / "out")]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr
+    best = tmp_path / "out" / "best.pt"
+    digest = hashlib.sha256(best.read_bytes()).hexdigest()
+
+    def limit() -> None:  # in the child: files past 30 KB cannot be written
+        resource.setrlimit(resource.RLIMIT_FSIZE, (30 * 1024, resource.RLIM_INFINITY))
+
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=limit)
+    assert r.returncode == 2, r.stderr
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("eatt: error:") and ".pt: could not write it whole" in line
+    assert "Traceback" not in r.stderr
+    assert hashlib.sha256(best.read_bytes()).hexdigest() == digest
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".best.pt.")]
