@@ -502,6 +502,7 @@ def cmd_power(args) -> int:
             f"(alignment, attention, folded)"
         )
     cfg = CoreConfig.from_dict(meta["config"], source=f"{args.dir}/metadata.json")
+    check_vectors(cfg, args.vectors)  # the size estimate, before any tool runs
     inputs = None if not args.inputs else capture_inputs(args.inputs, cfg, args.vectors)
     try:
         result = power(
@@ -796,16 +797,29 @@ def _core_file(path: str) -> tuple:
     return checkpoint_core(path)
 
 
+#: the largest integer a flag may give: what HLS code and every config key take (int32)
+INT_MAX = 2**31 - 1
+
+
 def _reuse_factor(args) -> int | None:
     """--reuse-factor (eatt hls, eatt flow): None when not given, else an integer >= 1."""
-    if args.reuse_factor is not None and args.reuse_factor < 1:
-        raise CommandError(f"--reuse-factor: must be >= 1, got {args.reuse_factor}")
+    _in_range("--reuse-factor", args.reuse_factor)
     return args.reuse_factor
+
+
+def _in_range(flag: str, value: int | None) -> None:
+    """An integer flag: >= 1 and at most INT_MAX (None: not given)."""
+    if value is not None and value < 1:
+        raise CommandError(f"{flag}: must be >= 1, got {value}")
+    if value is not None and value > INT_MAX:
+        raise CommandError(f"{flag}: must be at most {INT_MAX} (int32), got {value}")
 
 
 def _folding(args) -> dict[str, int]:
     """--lanes/--simd/--pe (eatt rtl, eatt hls): the ones given."""
     given = (("lanes", args.lanes), ("simd", args.simd), ("pe", args.pe))
+    for key, v in given:
+        _in_range(f"--{key}", v)
     return {k: v for k, v in given if v is not None}
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -142,6 +143,9 @@ def _check_point_keys(where: str, over: dict) -> None:
         f = over["folding"]
         if not isinstance(f, dict) or set(f) - {"lanes", "simd", "pe"}:
             raise SweepError(f"{where}: folding: a mapping of lanes, simd and pe, got {f!r}")
+        for k, v in f.items():
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 2**31 - 1:
+                raise SweepError(f"{where}: folding.{k}: an integer >= 1, got {v!r}")
     if "abc_verify" in over and not isinstance(over["abc_verify"], bool):
         raise SweepError(f"{where}: abc_verify: true or false, got {over['abc_verify']!r}")
     name = over.get("name")
@@ -149,8 +153,13 @@ def _check_point_keys(where: str, over: dict) -> None:
         raise SweepError(f"{where}: name: letters, digits and . _ + - only, got {name!r}")
     for key in ("cpus", "memory_gb", "timeout_s"):
         v = over.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
-            raise SweepError(f"{where}: {key}: a positive number, got {v!r}")
+        if v is not None and (
+            isinstance(v, bool)
+            or not isinstance(v, (int, float))
+            or not math.isfinite(v)  # NaN passes `v <= 0` and reaches Ray
+            or v <= 0
+        ):
+            raise SweepError(f"{where}: {key}: a positive finite number, got {v!r}")
 
 
 def _config_keys() -> set[str]:

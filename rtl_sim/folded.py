@@ -479,6 +479,9 @@ def generate_core_levels(
             f"--lanes/--simd/--pe: the config's reuse_factor {reuse} sets the folding; give one "
             f"of them"
         )
+    unknown = sorted(set(folding or {}) - {"lanes", "simd", "pe"})
+    if unknown:
+        raise ValueError(f"folding: unknown key {unknown[0]!r} (lanes, simd, pe)")
     folding = dict(folding or (folding_for_reuse(cfg, reuse) if reuse > 1 else {}))
     return generate_folded_rtl(
         cfg, weights, out_dir, folding.get("lanes"), folding.get("simd"), folding.get("pe")

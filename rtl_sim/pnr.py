@@ -278,6 +278,11 @@ def pnr(
     if wrapper:
         out_of_context = False
     check_options(device, clock_ns)
+    if timeout is not None and not (
+        isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
+        and math.isfinite(timeout) and timeout > 0
+    ):  # fmt: skip
+        raise ValueError(f"timeout: a positive finite number of seconds, got {timeout!r}")
     out = Path(rtl_dir).resolve()
     meta = load_metadata(out)
     check_result_dir(out, PNR_DIR, WHAT, _legacy_pnr)  # a user's DIR/pnr: refused before any work

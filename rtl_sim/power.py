@@ -430,6 +430,12 @@ def power(
     """The module doc's measurement of rtl_dir (an alignment or attention core, or the folded
     engine)."""
     check_options(clock_ns, None if inputs is not None else vectors)
+    for name, value in (("slew_ns", slew_ns), ("timeout", timeout)):
+        if value is not None and not (
+            isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0
+        ):  # fmt: skip
+            raise ValueError(f"{name}: a positive finite number, got {value!r}")
     out = Path(rtl_dir).resolve()
     meta = load_metadata(out)
     if meta["level"] not in ("alignment", "attention", "folded"):

@@ -108,6 +108,12 @@ CASES = [
     ("export under a file", ["export", "-o", "afile/core.onnx"], 2, "is a file"),
     ("export over a user's file", ["export", "-o", "afile"], 2, "not a file eatt wrote"),
     ("hls --clock nan", ["hls", "-o", "p", "--clock", "nan"], 2, "--clock"),
+    (
+        "hls --reuse-factor past int32",
+        ["hls", "-o", "p", "--reuse-factor", "99999999999999"],
+        2,
+        "at most 2147483647",
+    ),  # fmt: skip
     ("hls --clock -5", ["hls", "-o", "p", "--clock", "-5"], 2, "--clock"),
     ("hls --clock 0", ["hls", "-o", "p", "--clock", "0"], 2, "--clock"),
     ("hls --clock inf", ["hls", "-o", "p", "--clock", "inf"], 2, "--clock"),

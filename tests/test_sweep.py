@@ -231,6 +231,12 @@ def test_resume_after_the_driver_is_killed(tmp_path):
         ("base: missing.yaml\n", "base: missing.yaml: no such config file"),
         ("run: missing.yaml\n", "run: missing.yaml: no such run config"),
         ("beam: 2\n", "beam: for a model sweep (run: RUN.yaml) only"),
+        # issue 39 item 8: refused before Ray starts, not written as NaN
+        ("memory_gb: .nan\n", "memory_gb: a positive finite number"),
+        ("timeout_s: .nan\n", "timeout_s: a positive finite number"),
+        ("cpus: .inf\n", "cpus: a positive finite number"),
+        ("folding: {bogus: 2}\n", "folding: a mapping of lanes, simd and pe"),
+        ("folding: {lanes: 0}\n", "folding.lanes: an integer >= 1"),
     ],
 )
 def test_sweep_file_errors_name_the_file(tmp_path, text, message):
