@@ -581,6 +581,8 @@ def simulate_folded(
                 and tb["ii_cycles"] == meta["ii_cycles"]
             ),
             "reset_ok": tb.get("reset_ok", False),
+            # the RTL's output codes of the stream run, one row a vector (numpy .npy)
+            "outputs": str(run / "got.npy"),
             **({"vs_model": vs_model} if vs_model else {}),
             **sr.fields(),
         }

@@ -628,6 +628,8 @@ def simulate_core(
             "stream_cycles": tb["stream_cycles"],
             "metadata_latency_cycles": meta.get("latency_cycles"),
             "reset_ok": tb.get("reset_ok", False),
+            # the RTL's output codes of the stream run, one row a vector (numpy .npy)
+            "outputs": str(run / "got.npy"),
             **({"vs_model": vs_model} if vs_model else {}),
             **sr.fields(),
         }

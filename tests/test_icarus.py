@@ -28,7 +28,8 @@ needs_icarus = pytest.mark.skipif(
 pytestmark = pytest.mark.rtl
 
 #: what differs between simulators by nature: which, where, how long
-RUN_KEYS = {"simulator", "cached_build", "build_seconds", "sim_seconds", "build_dir", "results_dir"}
+RUN_KEYS = {"simulator", "cached_build", "build_seconds", "sim_seconds", "build_dir", "results_dir",
+            "outputs"}  # fmt: skip
 
 WINDOW = dict(kind="window", len_q=1, len_k=10, dim=4, heads=2, window_d=2, position="gaussian")
 #: position flexible: the focus F is one more lane of O's reciprocal leaf; as a second,
