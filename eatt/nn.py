@@ -20,7 +20,7 @@ that is not causal (key j visible to query i when j <= i + offset), dropout, bia
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -31,7 +31,7 @@ from eatt.quant import brevitas_export
 from eatt.quant.golden import derive_formats
 from eatt.quant.modules import QuantAttentionCore
 
-__all__ = ["KINDS", "MultiheadAttention", "coarse_formats"]
+__all__ = ["KINDS", "MultiheadAttention", "coarse_formats", "model_calls"]
 
 # brevitas.export.export_qonnx turns each quantized layer's node into an AttentionCore
 brevitas_export.register()
@@ -390,3 +390,20 @@ def _visible(n, len_q, len_k, length, offset, device) -> Tensor | None:
     if offset is not None:
         vis &= j[None, None, :] <= torch.arange(len_q)[None, :, None] + offset
     return vis.to(device)
+
+
+def model_calls(inputs) -> Iterator[tuple[tuple, dict]]:
+    """(args, kwargs) of each model input: a tensor, a tuple or list of positional arguments,
+    or a dict of keyword arguments (eatt.capture, eatt.quant.calibrate); one ValueError else."""
+    for item in inputs:
+        if isinstance(item, torch.Tensor):
+            yield (item,), {}
+        elif isinstance(item, dict):
+            yield (), item
+        elif isinstance(item, (tuple, list)):
+            yield tuple(item), {}
+        else:
+            raise ValueError(
+                f"inputs: each item is a tensor, a tuple of arguments or a dict of keyword "
+                f"arguments, got {type(item).__name__}"
+            )

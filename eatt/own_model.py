@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +27,7 @@ import torch
 from torch import nn
 
 from eatt.config import CoreConfig, atomic_write
-from eatt.nn import MultiheadAttention
+from eatt.nn import MultiheadAttention, model_calls
 from eatt.quant.golden import CoreWeights, GoldenCore, first_mismatch
 from eatt.quant.modules import QuantAttentionCore, integer_weights
 from eatt.quant.vectors import CAPTURE_FORMAT, load_capture
@@ -108,21 +107,6 @@ def _replaceable(path, read, what: str) -> Path:
     return path
 
 
-def _calls(inputs) -> Iterable[tuple[tuple, dict]]:
-    for item in inputs:
-        if isinstance(item, torch.Tensor):
-            yield (item,), {}
-        elif isinstance(item, dict):
-            yield (), item
-        elif isinstance(item, (tuple, list)):
-            yield tuple(item), {}
-        else:
-            raise ValueError(
-                f"inputs: each item is a tensor, a tuple of arguments or a dict of keyword "
-                f"arguments, got {type(item).__name__}"
-            )
-
-
 def capture(
     model: nn.Module,
     name: str,
@@ -168,7 +152,7 @@ def capture(
     try:
         model.eval()
         with torch.no_grad():
-            for args, kwargs in _calls(inputs):
+            for args, kwargs in model_calls(inputs):
                 model(*args, **kwargs)
                 if max_vectors is not None and len(rows["x"]) >= max_vectors:
                     break

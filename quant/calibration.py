@@ -25,7 +25,7 @@ import math
 import torch
 from torch import nn
 
-from eatt.nn import MultiheadAttention
+from eatt.nn import MultiheadAttention, model_calls
 from eatt.quant.golden import derive_formats
 from eatt.quant.modules import calibrate_weight_frac
 
@@ -44,16 +44,6 @@ def _targets(model: nn.Module) -> dict[str, MultiheadAttention]:
         for name, m in model.named_modules()
         if isinstance(m, MultiheadAttention) and m.quantized
     }
-
-
-def _calls(batches):
-    for item in batches:
-        if isinstance(item, torch.Tensor):
-            yield (item,), {}
-        elif isinstance(item, dict):
-            yield (), item
-        else:
-            yield tuple(item), {}
 
 
 def calibrate(model: nn.Module, batches) -> dict[str, dict]:
@@ -81,7 +71,7 @@ def calibrate(model: nn.Module, batches) -> dict[str, dict]:
     try:
         model.eval()
         with torch.no_grad():
-            for args, kwargs in _calls(batches):
+            for args, kwargs in model_calls(batches):
                 model(*args, **kwargs)
     finally:
         for h in handles:
