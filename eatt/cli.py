@@ -1,6 +1,6 @@
 """The `eatt` command. Every sub-command is a thin layer over a library function.
 
-Exit codes (DESIGN.md section 4): 0 ok, 1 check failed, 2 bad input, 3 external tool missing.
+Exit codes: 0 ok, 1 check failed, 2 bad input, 3 external tool missing.
 With --json a command prints exactly one JSON object on stdout; progress goes to stderr.
 """
 
@@ -1207,7 +1207,7 @@ class _Terminated(KeyboardInterrupt):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; its exit code (DESIGN.md section 4): 0 ok, 1 a check failed, 2 bad
+    """Run one command; its exit code: 0 ok, 1 a check failed, 2 bad
     input (one line naming the flag or file), 3 a missing tool, 130 interrupted (143 SIGTERM),
     141 the reader of stdout went away (`eatt energy | head -3`)."""
     held = (signal.SIGTERM, signal.SIGHUP)  # end like Ctrl-C: cleanups run, temporaries go

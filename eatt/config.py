@@ -1,4 +1,4 @@
-"""The hardware units' configurations: typed, validated objects (DESIGN.md section 4).
+"""The hardware units' configurations: typed, validated objects.
 
 A core (:class:`CoreConfig`, kinds eatt and vanilla: the E-ATT paper's words) is one
 multi-head attention layer in hardware: ``len_q`` queries attend to ``len_k`` keys/values of

@@ -1,7 +1,7 @@
 """RTL generation: a core config + integer weights -> SystemVerilog + metadata.json.
 
 ``generate_rtl(cfg, weights, out_dir, level="alignment" | "attention")`` writes a directory that a
-simulator or a synthesizer can use on its own (DESIGN.md section 4, "An RTL directory"):
+simulator or a synthesizer can use on its own ("An RTL directory", docs/rtl.md):
 
     metadata.json          config, level, interface, latency, formats, ``sources`` (top first)
     <kind>_<level>.sv      generated top: the datapath with the weights as constants

