@@ -28,17 +28,21 @@ from pathlib import Path
 from eatt.config import CoreConfig, atomic_write, atomic_write_text, default_config
 from eatt.model import energy
 from eatt.outdir import check_output_dir, claim_dir
-from eatt.progress import say, step
-from eatt.quant.check import format_golden_check, golden_check
+from eatt.progress import say
+from eatt.quant.check import format_golden_check
 from eatt.quant.golden import CoreWeights, random_weights
-from eatt.quant.vectors import capture_inputs, model_line, model_mismatches
+from eatt.quant.vectors import model_line
 from eatt.rtl_sim.folded import peer_foldings
-from eatt.rtl_sim.generate import generate_rtl
-from eatt.rtl_sim.power import power, too_many_weights
 from eatt.rtl_sim.resources import find_yosys
-from eatt.rtl_sim.resources import resources as yosys
-from eatt.rtl_sim.runner import simulate
 from eatt.rtl_sim.tools import ToolMissing, check_build_tools, find_verilator
+from eatt.steps import (
+    TIMES_FILE,
+    BuildContext,
+    BuildOptions,
+    earlier_results,
+    run_steps,
+    select,
+)
 from eatt.units import unit_for
 
 PEER = {"eatt": "vanilla", "vanilla": "eatt"}
@@ -88,7 +92,7 @@ def open_flow_dir(out_dir: Path, resources: bool) -> None:
     except ToolMissing as err:
         raise ToolMissing(f"{err}; nothing was written") from None
     target = claim_dir(out_dir, "flow", legacy=is_legacy_flow)
-    for name in REPORT_FILES.values():
+    for name in (*REPORT_FILES.values(), TIMES_FILE):
         (target / name).unlink(missing_ok=True)
 
 
@@ -133,6 +137,17 @@ def core_energy(cfg: CoreConfig, table: str = energy.DEFAULT_TABLE) -> dict:
     return out
 
 
+#: the steps of a core (eatt.steps), and of the windowed unit; Yosys and eatt power are left
+#: out with resources=False
+CORE_STEPS = ("golden", "export", "hls", "rtl", "sim", "resources", "power")
+WINDOW_STEPS = ("golden", "export", "hls", "rtl", "sim", "resources")
+SYNTH_STEPS = ("resources", "power")
+
+
+def flow_steps(steps: tuple, resources: bool) -> tuple:
+    return steps if resources else tuple(s for s in steps if s not in SYNTH_STEPS)
+
+
 def run_core(
     cfg: CoreConfig,
     weights: CoreWeights,
@@ -141,75 +156,38 @@ def run_core(
     out_dir: Path,
     resources: bool,
     inputs: str | Path | None = None,
+    span: tuple = (None, None),
 ) -> dict:
-    """Every stage for one core; returns {stage: result} and "ok". ``inputs``: a capture file
-    of this core (`eatt capture`): its first ``vectors`` vectors replace the random ones in the
-    QONNX, hls4ml and RTL checks."""
-    from eatt.hls.project import write_project  # hls4ml
-    from eatt.quant import export  # qonnx/onnx
-
-    kind = cfg.kind
-    r: dict = {}
-    with step(f"flow [{kind}]: golden model check"):
-        r["golden"] = golden_check(cfg, weights, vectors=vectors, seed=seed)
-    with step(f"flow [{kind}]: QONNX export, qonnx execution"):
-        onnx_path = out_dir / "core.onnx"
-        r["export"] = export.export_core(cfg, weights, onnx_path)
-        r["export"]["check"] = export.check_export(
-            onnx_path, vectors=vectors, seed=seed, inputs=inputs
-        )
+    """Every step of CORE_STEPS for one core; returns {step: result}, "ok" and
+    "time_per_step". ``inputs``: a capture file of this core (`eatt capture`): its first
+    ``vectors`` vectors replace the random ones in the QONNX, hls4ml and RTL checks. ``span``:
+    the first and last step to run (--from-step, --to-step; None: all)."""
     # the folded engine and layer (docs/folded.md, docs/hls.md), at equal cycles with the peer
     build_cfg, folding = flow_folding(cfg)
-    folded = folding is not None
-    log(f"flow [{kind}]: hls4ml project from the QONNX file, C simulation")
-    r["hls"] = write_project(
-        onnx_path, out_dir / "hls", vectors=vectors, inputs=inputs, reuse_factor=1, folding=folding
+    options = BuildOptions(
+        levels=("folded",) if folding is not None else ("alignment", "attention"),
+        folding=folding,
+        hls_reuse_factor=1,
+        power_vectors=POWER_VECTORS,
+        power_optional=True,  # Debian's tools are optional for a flow
+        by_level=True,
     )
-    captured = None if inputs is None else capture_inputs(inputs, cfg, vectors)
-    r["rtl"], r["sim"] = {}, {}
-    for level in ("folded",) if folded else ("alignment", "attention"):
-        log(f"flow [{kind}]: RTL ({level}), Verilator + cocotb simulation")
-        rtl_dir = out_dir / f"rtl_{level}"
-        r["rtl"][level] = generate_rtl(build_cfg, weights, rtl_dir, level=level, folding=folding)
-        r["sim"][level] = simulate(rtl_dir, vectors=vectors, seed=seed, inputs=captured)
-        if captured is not None:
-            r["sim"][level]["captured"] = True
-    if resources:
-        level = "folded" if folded else "alignment"
-        log(f"flow [{kind}]: Yosys synth_xilinx of the {level} RTL (minutes on big cores)")
-        r["resources"] = {level: yosys(out_dir / f"rtl_{level}")}
-        log(f"flow [{kind}]: measured energy of the {level} netlist (eatt power)")
-        skipped = too_many_weights(cfg, level)
-        if skipped:
-            log(f"flow: measured energy skipped: {skipped}")
-            r["power"] = {level: {"skipped": skipped}}
-        else:
-            r["power"] = {level: power_stage(out_dir / f"rtl_{level}", vectors, seed, captured)}
-    r["ok"] = bool(
-        r["golden"]["ok"]
-        and r["export"]["check"]["ok"]
-        and r["hls"]["ok"]
-        and all(not s["mismatches"] and not model_mismatches(s) for s in r["sim"].values())
-        and not any(model_mismatches(p) for p in r.get("power", {}).values())
-    )  # a netlist that differs from the golden model stops eatt power with an error
+    ctx = BuildContext(
+        cfg, weights, out_dir, seed, vectors, options, inputs=inputs, rtl_cfg=build_cfg,
+        tag=f"flow [{cfg.kind}]",
+    )  # fmt: skip
+    return _run_steps(ctx, flow_steps(CORE_STEPS, resources), span)
+
+
+def _run_steps(ctx: BuildContext, names: tuple, span: tuple) -> dict:
+    """The steps on ctx (eatt.steps.run_steps, each result kept in out_dir/steps.json); the
+    results with "ok" (every check passed) and "time_per_step"."""
+    ctx.out_dir.mkdir(parents=True, exist_ok=True)
+    r = dict(run_steps(ctx, names, *span, save=_jsonable))
+    r["ok"] = not ctx.failed
+    r["steps"] = select(names, *span)
+    r["time_per_step"] = ctx.times
     return r
-
-
-def power_stage(rtl_dir: Path, vectors: int, seed: int, captured) -> dict:
-    """eatt power on an RTL folder (at most POWER_VECTORS vectors): energy per call, area and
-    the clock the netlist closes on the OSU cells. Its tools (Debian's OpenSTA, the OSU Liberty,
-    Icarus) are optional for a flow: where one is missing the stage says so and is skipped."""
-    n = min(vectors, POWER_VECTORS)
-    given = None
-    if captured is not None:
-        x, y, masks, model = captured
-        model = None if model is None else {k: v[:n] for k, v in model.items()}
-        given = (x[:n], y[:n], {k: v[:n] for k, v in masks.items()}, model)
-    try:
-        return power(rtl_dir, vectors=n, seed=seed, inputs=given)
-    except ToolMissing as err:
-        log(f"flow: measured energy skipped: {err}")
-        return {"skipped": str(err)}
 
 
 def run_window(
@@ -220,34 +198,15 @@ def run_window(
     out_dir: Path,
     resources: bool,
     inputs: None = None,
+    span: tuple = (None, None),
 ) -> dict:
-    """Every stage for the windowed unit (kind window); returns {stage: result} and "ok"."""
-    from eatt.hls.project import write_project  # hls4ml
-    from eatt.quant import export  # qonnx/onnx
-
-    r: dict = {"config": cfg.to_dict()}
-    with step("flow [window]: golden model check"):
-        r["golden"] = golden_check(cfg, weights, vectors=vectors, seed=seed)
-    with step("flow [window]: QONNX export, qonnx execution"):
-        onnx_path = out_dir / "window.onnx"
-        r["export"] = export.export_core(cfg, weights, onnx_path)
-        r["export"]["check"] = export.check_export(onnx_path, vectors=vectors, seed=seed)
-    log("flow [window]: hls4ml project from the QONNX file, C simulation")
-    r["hls"] = write_project(onnx_path, out_dir / "hls", vectors=vectors)
-    log("flow [window]: sequential RTL, Verilator + cocotb simulation")
-    r["rtl"] = generate_rtl(cfg, weights, out_dir / "rtl")
-    r["sim"] = simulate(out_dir / "rtl", vectors=vectors, seed=seed)
-    if resources:
-        log("flow [window]: Yosys synth_xilinx of the windowed unit")
-        r["resources"] = yosys(out_dir / "rtl")
-    r["ok"] = bool(
-        r["golden"]["ok"]
-        and r["export"]["check"]["ok"]
-        and r["hls"]["ok"]
-        and not r["sim"]["mismatches"]
-        and r["sim"]["cycles_rule_holds"]
-    )
-    return r
+    """Every step of WINDOW_STEPS for the windowed unit (kind window): its sequential RTL, the
+    cycles rule checked on every step; returns {step: result}, "ok" and "time_per_step"."""
+    ctx = BuildContext(
+        cfg, weights, out_dir, seed, vectors, BuildOptions(levels=()), onnx_name="window.onnx",
+        tag="flow [window]",
+    )  # fmt: skip
+    return {"config": cfg.to_dict(), **_run_steps(ctx, flow_steps(WINDOW_STEPS, resources), span)}
 
 
 def run_flow(
@@ -259,12 +218,16 @@ def run_flow(
     resources: bool = True,
     window: bool = True,
     inputs: str | Path | None = None,
+    span: tuple = (None, None),
 ) -> dict:
     """The core and its peer, then the windowed unit (``window=False`` skips it). A window
     config runs the windowed unit alone. Ends with report.md, report.json and report.png in
     out_dir (their paths in ``result["report"]``). ``inputs``: a capture file of cfg's core
     (`eatt capture`), checked at every level of that core instead of random vectors (the peer
-    computes another function and keeps random ones).
+    computes another function and keeps random ones). ``span``: (--from-step, --to-step), the
+    first and last of the steps (eatt.steps; CORE_STEPS) to run, None for all: a flow that
+    starts later reads the earlier steps' results from the folder (each unit's steps.json).
+    Each unit's wall time and peak memory per step go into out_dir/time_per_step.json.
 
     Before any work: OutputError when out_dir is a folder eatt must not write to, ToolMissing
     ("nothing was written") when a tool is missing. A tool found missing later (it cannot be
@@ -274,11 +237,25 @@ def run_flow(
     check_output_dir(given, "flow", legacy=is_legacy_flow)
     open_flow_dir(given, resources)
     try:
-        result = _run(cfg, weights, seed, vectors, given, resources, window, inputs)
+        result = _run(cfg, weights, seed, vectors, given, resources, window, inputs, span)
     except ToolMissing as err:
         raise ToolMissing(f"{err} (the stages done so far are in {given})") from None
+    if any(span):
+        result["span"] = {"from": span[0], "to": span[1]}
+    write_times(result, given)
     result["report"] = write_report(result, given)
     return result
+
+
+def write_times(result: dict, out_dir: Path) -> dict:
+    """out_dir/time_per_step.json: each unit's wall time and peak memory per step."""
+    units = {
+        **result.get("cores", {}),
+        **({"window": result["window"]} if "window" in result else {}),
+    }
+    times = {name: u.get("time_per_step", {}) for name, u in units.items()}
+    atomic_write_text(out_dir / TIMES_FILE, json.dumps(times, indent=1) + "\n")
+    return times
 
 
 def _run(
@@ -290,18 +267,23 @@ def _run(
     resources: bool,
     window: bool,
     inputs: str | Path | None = None,
+    span: tuple = (None, None),
 ) -> dict:
     result = {"config": cfg.to_dict(), "seed": seed, "out_dir": str(out_dir)}
     if inputs is not None:
         result["inputs"] = str(inputs)
+    wunit = unit_for("window")
+    wcfg = default_config(wunit.kinds[0])
+    beside = window and cfg.kind not in wunit.kinds  # the default windowed unit beside the cores
+    if beside:  # --from-step: its earlier steps are there, before any work
+        earlier_results(out_dir / "window", wcfg, flow_steps(WINDOW_STEPS, resources), *span)
     # the unit's flow (eatt.units): run_cores for eatt/vanilla, run_window_unit for window
-    part = unit_for(cfg).load("flow")(cfg, weights, seed, vectors, out_dir, resources, inputs)
+    flow = unit_for(cfg).load("flow")
+    part = flow(cfg, weights, seed, vectors, out_dir, resources, inputs, span)
     result.update(part if "cores" in part else {"cores": {}, **part})
-    if window and "window" not in result:  # --window: the default windowed unit beside the cores
-        wunit = unit_for("window")
-        wcfg = default_config(wunit.kinds[0])
-        wweights = random_weights(wcfg, seed)
-        result.update(wunit.load("flow")(wcfg, wweights, seed, vectors, out_dir, resources))
+    if beside:
+        wflow, wweights = wunit.load("flow"), random_weights(wcfg, seed)
+        result.update(wflow(wcfg, wweights, seed, vectors, out_dir, resources, None, span))
     cores = result["cores"]
     result["ok"] = all(c["ok"] for c in cores.values()) and result.get("window", {}).get("ok", True)
     return result
@@ -315,16 +297,21 @@ def run_cores(
     out_dir: Path,
     resources: bool,
     inputs: str | Path | None = None,
+    span: tuple = (None, None),
 ) -> dict:
     """The core unit's flow: cfg's kind and its peer (E-ATT vs vanilla) with the same weights, each
     through run_core; returns the result's "energy", "comparison" and "cores" entries."""
     cores, result = {}, {}
     paper = energy.energy_report(length=max(cfg.len_q, cfg.len_k), dim=cfg.dim)
+    for kind in (cfg.kind, PEER[cfg.kind]):  # --from-step: both cores' earlier steps, first
+        core_cfg = cfg if kind == cfg.kind else cfg.replace(kind=kind)
+        earlier_results(out_dir / kind, core_cfg, flow_steps(CORE_STEPS, resources), *span)
     for kind in (cfg.kind, PEER[cfg.kind]):
         core_cfg = cfg if kind == cfg.kind else cfg.replace(kind=kind)
         # same integer weights for both: the comparison changes the mechanism, nothing else
         given = inputs if kind == cfg.kind else None  # the capture is of cfg's core
-        cores[kind] = run_core(core_cfg, weights, seed, vectors, out_dir / kind, resources, given)
+        out = out_dir / kind
+        cores[kind] = run_core(core_cfg, weights, seed, vectors, out, resources, given, span)
     result["energy"] = {"paper": paper, "core": core_energy(cfg)}
     result["comparison"] = compare(cores, core_energy(cfg))
     result["cores"] = cores
@@ -339,9 +326,11 @@ def run_window_unit(
     out_dir: Path,
     resources: bool,
     inputs: None = None,
+    span: tuple = (None, None),
 ) -> dict:
     """The window unit's flow: run_window in out_dir/window; returns the result's "window"."""
-    return {"window": run_window(cfg, weights, seed, vectors, out_dir / "window", resources)}
+    out = out_dir / "window"
+    return {"window": run_window(cfg, weights, seed, vectors, out, resources, None, span)}
 
 
 def compare(cores: dict, core_en: dict) -> list[dict]:
@@ -409,15 +398,33 @@ def format_window(w: dict, out_dir: str) -> list[str]:
     from eatt.quant.export import format_check  # qonnx/onnx
 
     c = w["config"]
-    s, cs = w["sim"], w["hls"]["csim"]
     lines = [
         "",
         f"=== windowed unit: {c['window_score']} scores, l_k {c['len_k']}, D {c['window_d']}, "
         f"position {c['position']} ({out_dir}/window) ===",
-        format_golden_check(w["golden"]),
-        format_check(w["export"]["check"]),
-        f"hls4ml C simulation vs golden: {cs['vectors']} random + {cs['edge_vectors']} edge "
-        f"steps, {cs['mismatches']} mismatching",
+    ]
+    if "golden" in w:
+        lines.append(format_golden_check(w["golden"]))
+    if "export" in w:
+        lines.append(format_check(w["export"]["check"]))
+    if "hls" in w:
+        cs = w["hls"]["csim"]
+        lines.append(
+            f"hls4ml C simulation vs golden: {cs['vectors']} random + {cs['edge_vectors']} edge "
+            f"steps, {cs['mismatches']} mismatching"
+        )
+    if "sim" in w:
+        lines += _window_sim_lines(w["sim"])
+    if "resources" in w:
+        res = w["resources"]
+        lines.append(
+            "Yosys xc7, windowed unit: " + ", ".join(f"{k} {res[k]}" for k in (*CELLS, "BRAM"))
+        )
+    return lines
+
+
+def _window_sim_lines(s: dict) -> list[str]:
+    lines = [
         f"RTL: Verilator + cocotb, {s['vectors']} steps over {s['memories']} memories, "
         f"{s['mismatches']} mismatching; {s['cycles_rule']} "
         f"({'holds' if s['cycles_rule_holds'] else 'DOES NOT HOLD'} on every step)",
@@ -432,11 +439,6 @@ def format_window(w: dict, out_dir: str) -> list[str]:
             for rows, v in sorted(by_rows.items(), key=lambda kv: int(kv[0]))
         )
     )
-    if "resources" in w:
-        res = w["resources"]
-        lines.append(
-            "Yosys xc7, windowed unit: " + ", ".join(f"{k} {res[k]}" for k in (*CELLS, "BRAM"))
-        )
     return lines
 
 
@@ -444,18 +446,25 @@ def _core_lines(c: dict) -> list[str]:
     """One core's stages, as format_flow prints them (no heading)."""
     from eatt.quant.export import format_check  # qonnx/onnx
 
-    lines = [format_golden_check(c["golden"]), format_check(c["export"]["check"])]
-    cs = c["hls"]["csim"]
-    lines.append(
-        f"hls4ml C simulation vs golden: {cs['vectors']} "
-        f"{'captured' if cs.get('captured') else 'random'} + {cs['edge_vectors']} edge "
-        f"vectors, {cs['mismatches']} mismatching"
-    )
-    if c["hls"].get("folding"):
+    lines = []
+    if "golden" in c:
+        lines.append(format_golden_check(c["golden"]))
+    if "export" in c:
+        lines.append(format_check(c["export"]["check"]))
+    cs = (c.get("hls") or {}).get("csim")
+    if cs:
+        lines.append(
+            f"hls4ml C simulation vs golden: {cs['vectors']} "
+            f"{'captured' if cs.get('captured') else 'random'} + {cs['edge_vectors']} edge "
+            f"vectors, {cs['mismatches']} mismatching"
+        )
+    if (c.get("hls") or {}).get("folding"):
         from eatt.hls.folding import format_folded  # hls4ml (registered on import)
 
         lines.append("  " + format_folded(c["hls"]))
-    for level, s in c["sim"].items():
+    for level, meta in c.get("rtl", {}).items() if "sim" not in c else ():
+        lines.append(f"RTL {level}: written ({meta.get('bytes', 0):,} bytes of SystemVerilog)")
+    for level, s in c.get("sim", {}).items():
         lines.append(
             f"RTL {level}: Verilator + cocotb, {s['vectors']} "
             f"{'captured ' if s.get('captured') else ''}vectors, {s['mismatches']} "
@@ -495,6 +504,14 @@ def _comparison_heading(r: dict) -> str:
     return f"E-ATT vs vanilla (same weights and formats{paired})"
 
 
+def _span_note(r: dict) -> str:
+    """ " (steps from X to Y)" for a flow run with --from-step / --to-step, else ""."""
+    span = r.get("span")
+    if not span:
+        return ""
+    return f" (steps {span['from'] or 'first'} to {span['to'] or 'last'} only)"
+
+
 def format_flow(r: dict) -> str:
     lines = []
     if "energy" in r:
@@ -514,7 +531,7 @@ def format_flow(r: dict) -> str:
             )
     if "window" in r:
         lines += format_window(r["window"], r["out_dir"])
-    lines += ["", "flow: " + ("PASS" if r["ok"] else "FAIL")]
+    lines += ["", "flow: " + ("PASS" if r["ok"] else "FAIL") + _span_note(r)]
     return "\n".join(lines)
 
 
@@ -539,7 +556,7 @@ def format_markdown(r: dict) -> str:
     Markdown tables."""
     c = r["config"]
     lines = [
-        f"# eatt flow: {'PASS' if r['ok'] else 'FAIL'}",
+        f"# eatt flow: {'PASS' if r['ok'] else 'FAIL'}{_span_note(r)}",
         "",
         f"Core: kind {c['kind']}, len_q {c['len_q']}, len_k {c['len_k']}, dim {c['dim']}, "
         f"heads {c['heads']}; seed {r['seed']}; artifacts in `{r['out_dir']}`.",
@@ -562,7 +579,9 @@ def format_markdown(r: dict) -> str:
         heading = text[1].strip("= ")  # "windowed unit: ... scores, l_k ..."
         lines += ["", f"## W{heading[1:]}", ""]
         lines += _text_block("\n".join(text[2:]).splitlines())
-        by_rows = sorted(w["sim"]["cycles_by_rows"].items(), key=lambda kv: int(kv[0]))
+        by_rows = sorted(
+            w.get("sim", {}).get("cycles_by_rows", {}).items(), key=lambda kv: int(kv[0])
+        )
         lines += [""]
         lines += _md_table(
             ["window rows", "latency (cycles)", "II (cycles)"],

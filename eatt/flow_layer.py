@@ -32,7 +32,6 @@ is report.md, report.json and report.png in the output folder (eatt.flow's repor
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -47,30 +46,31 @@ from eatt.flow import (
     folded_config,
     open_flow_dir,
     write_report,
+    write_times,
 )
 from eatt.model import energy, layers
 from eatt.model.evaluate import evaluate
 from eatt.outdir import check_output_dir
 from eatt.progress import say, step
-from eatt.quant.check import format_golden_check, golden_check
+from eatt.quant.check import format_golden_check
 from eatt.quant.golden import CoreWeights
 from eatt.quant.vectors import (
     capture_inputs,
     load_window_capture,
-    model_mismatches,
     window_step_inputs,
 )
 from eatt.quant.window import WindowGolden, window_bounds
-from eatt.rtl_sim.generate import generate_rtl
-from eatt.rtl_sim.resources import resources as yosys
-from eatt.rtl_sim.runner import simulate
 from eatt.rtl_sim.tools import ToolMissing
+from eatt.steps import BuildContext, BuildOptions, run_steps
 
 #: most estimated SystemVerilog (MB, CoreConfig.rtl_megabytes) of a layer's core that
 #: `eatt flow CHECKPOINT --layer` builds (EATT_MAX_FLOW_RTL_MB overrides). Measured on 2 cores:
 #: the attention level at 1 x 12 x dim 16 (0.57 MB estimated) took 46 s in Verilator and
 #: 340 s in Yosys (54,622 LUT, 3,238 DSP48E1); the time grows about linearly past that
 MAX_FLOW_RTL_MB = 1.0
+#: the layer's steps (eatt.steps) before its cores, and each core's (the layer's and its peer)
+LAYER_STEPS = ("golden", "export", "hls")
+CORE_RTL_STEPS = ("rtl", "sim", "sim_edges", "resources")
 
 
 def check_flow_size(cfg: CoreConfig, name: str, step_core: bool) -> None:
@@ -169,6 +169,7 @@ def run_layer_flow(
     except ToolMissing as err:
         raise ToolMissing(f"{err} (the stages done so far are in {given})") from None
     result["comparison"] = comparison(result)
+    write_times(result, given)
     result["report"] = write_report(result, given, format_layer_markdown, plot_layer_report)
     return result
 
@@ -177,8 +178,6 @@ def _run(
     checkpoint, layer, cfg, weights, out: Path, step_core, vectors, split, beam, seed, resources,
     peer,
 ) -> dict:  # fmt: skip
-    from eatt.hls.project import write_project  # hls4ml
-    from eatt.quant import export  # qonnx/onnx
 
     source = {"checkpoint": str(Path(checkpoint).resolve()), "layer": layer}
     if step_core:
@@ -202,17 +201,13 @@ def _run(
     n = r["capture"]["vectors"]
     window = isinstance(cfg, WindowConfig)
     captured = load_window_capture(acts, cfg)["steps"] if window else capture_inputs(acts, cfg)
-    with step(f"flow [{layer}]: golden model check"):
-        r["golden"] = golden_check(cfg, weights, vectors=n, seed=seed)
-    with step(f"flow [{layer}]: QONNX export, qonnx execution on {n} captured vectors"):
-        onnx_path = out / "layer.onnx"
-        r["export"] = export.export_core(cfg, weights, onnx_path, source)
-        r["export"]["check"] = export.check_export(onnx_path, vectors=n, seed=seed, inputs=acts)
-    say(f"flow [{layer}]: hls4ml project from the QONNX file, C simulation on captured vectors")
     _, folding = (None, None) if window else flow_folding(cfg)  # equal cycles with the peer
-    r["hls"] = write_project(
-        onnx_path, out / "hls", vectors=n, inputs=acts, reuse_factor=1, folding=folding
-    )
+    ctx = BuildContext(
+        cfg, weights, out, seed, n, _options(folding), inputs=acts, captured=captured,
+        onnx_name="layer.onnx", source=source, tag=f"flow [{layer}]",
+    )  # fmt: skip
+    r.update(run_steps(ctx, LAYER_STEPS))
+    r["time_per_step"] = ctx.times
     r["cores"] = {}
     configs = [cfg]
     if peer:
@@ -295,31 +290,28 @@ def _core_rtl(
     """The attention-level RTL of cfg (the folded engine where cfg.reuse_factor > 1, the window
     unit's RTL for a windowed layer): generated, simulated on the captured vectors and on
     random + edge vectors (every length and offset), and synthesized."""
-    tag = f"flow [{layer}, {core_label(cfg)}{'' if source else ' peer'}]"
     window = isinstance(cfg, WindowConfig)
     build_cfg, folding = (cfg, None) if window else flow_folding(cfg)
-    level = "attention" if folding is None else "folded"
-    c: dict = {}
-    what = "the sequential unit" if window else f"{level} level"
-    say(f"{tag}: RTL ({what})")
-    started = time.monotonic()
-    c["rtl"] = generate_rtl(
-        build_cfg, weights, rtl_dir, level=level, source=source, folding=folding
-    )
-    c["rtl"]["seconds"] = time.monotonic() - started
-    c["rtl"]["bytes"] = sum(p.stat().st_size for p in rtl_dir.rglob("*.sv"))
-    say(f"{tag}: Verilator + cocotb on {n} captured vectors")
-    c["sim"] = {"captured": simulate(rtl_dir, vectors=n, seed=seed, inputs=captured)}
-    edges = "windows at both edges, w = 0 and D" if window else "every length and offset"
-    say(f"{tag}: Verilator + cocotb on {n} random + edge vectors ({edges})")
-    c["sim"]["random + edge"] = simulate(rtl_dir, vectors=n, seed=seed)
+    ctx = BuildContext(
+        cfg, weights, rtl_dir.parent, seed, n, _options(folding), captured=captured,
+        rtl_cfg=build_cfg, source=source, rtl_name=rtl_dir.name,
+        tag=f"flow [{layer}, {core_label(cfg)}{'' if source else ' peer'}]",
+    )  # fmt: skip
+    names = CORE_RTL_STEPS if resources else CORE_RTL_STEPS[:-1]
+    c: dict = dict(run_steps(ctx, names))
+    c["sim"] = {"captured": c.pop("sim"), "random + edge": c.pop("sim_edges")}
     if resources:
-        say(f"{tag}: Yosys synth_xilinx of the RTL")
-        started = time.monotonic()
-        c["resources"] = yosys(rtl_dir)
-        c["resources"]["seconds"] = time.monotonic() - started
-    c["ok"] = all(not s["mismatches"] and not model_mismatches(s) for s in c["sim"].values())
+        c["resources"]["seconds"] = ctx.times["resources"]["wall_s"]
+    c["ok"] = not ctx.failed
+    c["time_per_step"] = ctx.times
     return c
+
+
+def _options(folding: dict | None) -> BuildOptions:
+    """A layer's core: the attention level (the folded engine where folding is given), its
+    hls4ml layer folded the same way."""
+    levels = ("attention",) if folding is None else ("folded",)
+    return BuildOptions(levels=levels, folding=folding, hls_reuse_factor=1)
 
 
 # -- the report -----------------------------------------------------------------------------------

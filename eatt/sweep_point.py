@@ -10,20 +10,9 @@ The sweep runs each point in its own process, ``python -m eatt.sweep_point SPEC.
 RESULT.json`` (see eatt.sweep.point_task): a timeout or an out-of-memory kill then ends that
 process and its tools (Yosys, Verilator), never the sweep.
 
-Stages (STAGES, in this order; each names the library function it calls):
-
-=========  ===============================================================================
-golden     eatt.quant.check.golden_check: the golden model's self-check
-hls        eatt.hls.project.write_project: the hls4ml project (``backend``), C simulation
-rtl        eatt.rtl_sim.generate.generate_rtl at the point's ``level`` (and ``folding``)
-sim        eatt.rtl_sim.runner.simulate: Verilator + cocotb, every output vs the golden model
-resources  eatt.rtl_sim.resources.resources: Yosys synth_xilinx (xc7) cell counts
-nodsp      the same with -nodsp (every product in fabric)
-power      eatt.rtl_sim.power.power: energy per call from the netlist's switching activity
-pnr        eatt.rtl_sim.pnr.pnr: Yosys synth_ecp5 + nextpnr-ecp5, Fmax
-da4ml      eatt.rtl_sim.da4ml_trace (alignment): da4ml's LUT estimate, check, Yosys on its RTL
-energy     eatt.model.energy: the paper's analytic energy of the point's core (App. A)
-=========  ===============================================================================
+Stages (STAGES, in this order): the build steps of eatt.steps (its table says what each
+runs), on a BuildContext made from the spec (point_context); a step's failed check ends the
+point (CheckFailed). The record keeps each step's result, less RECORD_KEEP / RECORD_DROP.
 
 A model sweep's point (the sweep's ``run``: an `eatt train` run config) has MODEL_STAGES
 instead: train (eatt.model.train.train_from_config) and bleu (eatt.model.evaluate.evaluate:
@@ -36,7 +25,6 @@ import hashlib
 import json
 import os
 import platform
-import resource
 import signal
 import sys
 import threading
@@ -45,21 +33,10 @@ import traceback
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from eatt.config import CoreConfig, atomic_write_text, first_line
-from eatt.model import energy
-from eatt.model.evaluate import evaluate
-from eatt.model.train import train_from_config
-from eatt.quant.check import golden_check
 from eatt.quant.golden import CoreWeights, random_weights
-from eatt.quant.vectors import capture_inputs
-from eatt.rtl_sim import da4ml_trace
-from eatt.rtl_sim.generate import generate_rtl
-from eatt.rtl_sim.pnr import pnr
-from eatt.rtl_sim.power import power
-from eatt.rtl_sim.resources import resources
-from eatt.rtl_sim.runner import simulate
+from eatt.steps import STEPS, BuildContext, BuildOptions, peak_mb, run_step
 from eatt.version import __version__
 
 STAGES = (
@@ -95,10 +72,12 @@ VOLATILE = {
 PARTIAL_FILE = "partial.json"
 #: the file each point writes its running stage to (the sweep names it in a timeout's record)
 STAGE_FILE = "stage"
-
-
-class CheckFailed(Exception):
-    """A stage ran and its check failed (simulation mismatches, golden self-check)."""
+#: what a point's record keeps of a step's result: only these keys ...
+RECORD_KEEP = {
+    "rtl": ("level", "top", "sources", "latency_cycles", "ii_cycles", "folding", "cycle_formula")
+}
+#: ... or all but these
+RECORD_DROP = {"golden": ("summary",), "power": ("by_type", "cells"), "bleu": ("examples",)}
 
 
 def _json_ready(value):
@@ -171,171 +150,50 @@ def point_core(spec: dict) -> tuple[CoreConfig, CoreWeights]:
     return cfg, random_weights(cfg, spec["weights_seed"])
 
 
-def _inputs(cfg: CoreConfig, spec: dict):
-    """The captured vectors the point simulates (the sweep's ``inputs``), or None."""
+def _check_inputs(spec: dict):
+    """A check that the sweep's captured vectors (its ``inputs``) have not changed since the
+    sweep was loaded, run before a step loads them."""
+    given = spec["inputs"]
+
+    def check() -> None:
+        if file_digest(given["path"]) != given["sha256"]:
+            raise ValueError(f"{given['path']}: changed since the sweep was loaded")
+
+    return check
+
+
+def point_context(spec: dict, work: Path) -> BuildContext:
+    """The build context of a point: its core (none for a model point), level, folding and
+    options, the sweep's captured vectors where it has them."""
+    cfg, weights = point_core(spec) if not spec.get("run") else (None, None)
     given = spec.get("inputs")
-    if not given:
-        return None
-    if file_digest(given["path"]) != given["sha256"]:
-        raise ValueError(f"{given['path']}: changed since the sweep was loaded")
-    return capture_inputs(given["path"], cfg, spec["vectors"])
-
-
-def _stage_golden(cfg, weights, spec, work, metrics) -> dict:
-    r = golden_check(cfg, weights, vectors=spec["vectors"], seed=spec["seed"])
-    metrics["golden_ok"] = bool(r["ok"])
-    if not r["ok"]:
-        raise CheckFailed("the golden model's self-check failed")
-    return {k: v for k, v in r.items() if k != "summary"}
-
-
-def _stage_hls(cfg, weights, spec, work, metrics) -> dict:
-    """The core's hls4ml project for the point's ``backend`` and its C simulation, every
-    output against the golden model (on the sweep's captured inputs where it has them)."""
-    from eatt.hls.project import write_project  # hls4ml
-
-    given = spec.get("inputs")
-    # a folded point's project is the folded layer, folded as its RTL (eatt.hls.folding)
-    folded = spec.get("level") == "folded"
-    r = write_project(
-        (cfg, weights),
-        work / "hls",
+    options = BuildOptions(  # a model point has none of the core's keys
+        levels=(spec.get("level") or "alignment",),
+        folding=spec.get("folding"),
+        adder_levels=spec.get("adder_levels") or 0,
         backend=spec.get("backend") or "vitis",
-        vectors=spec["vectors"],
-        inputs=given["path"] if given else None,
-        folding=(spec.get("folding") or {}) if folded else None,
+        abc_verify=spec.get("abc_verify", True),
+        power_vectors=POWER_VECTORS,
     )
-    csim = r.get("csim") or {}
-    metrics["hls_mismatches"] = csim.get("mismatches")
-    if not r["ok"]:
-        raise CheckFailed(f"C simulation: {csim.get('mismatches')} mismatching vectors")
-    return r
-
-
-def _stage_rtl(cfg, weights, spec, work, metrics) -> dict:
-    meta = generate_rtl(
+    return BuildContext(
         cfg,
         weights,
-        work / "rtl",
-        level=spec["level"],
-        adder_levels=spec["adder_levels"],
-        folding=spec["folding"],
+        work,
+        seed=spec.get("seed", 1),
+        vectors=spec.get("vectors", 1),
+        options=options,
+        inputs=given["path"] if given else None,
+        check_inputs=_check_inputs(spec) if given else None,
+        tag=f"sweep point {spec['id']}",
+        extra=spec,
     )
-    for key in ("latency_cycles", "ii_cycles"):
-        if key in meta:
-            metrics[key] = meta[key]
-    if "ii_cycles" in meta:
-        metrics["cycles"] = meta["ii_cycles"]
-    keep = ("level", "top", "sources", "latency_cycles", "ii_cycles", "folding", "cycle_formula")
-    return {k: meta[k] for k in keep if k in meta}
 
 
-def _stage_sim(cfg, weights, spec, work, metrics) -> dict:
-    inputs = _inputs(cfg, spec)
-    r = simulate(work / "rtl", vectors=spec["vectors"], seed=spec["seed"], inputs=inputs)
-    r["captured"] = inputs is not None
-    metrics["mismatches"] = int(r["mismatches"])
-    for key in ("latency_cycles", "ii_cycles"):
-        if r.get(key) is not None:
-            metrics[key] = r[key]
-    if r.get("ii_cycles") is not None:
-        metrics["cycles"] = r["ii_cycles"]
-    if r["mismatches"]:
-        first = (r.get("first_mismatch") or {}).get("message", "")
-        raise CheckFailed(f"{r['mismatches']} of {r['vectors']} vectors mismatch ({first})")
-    return r
-
-
-def _yosys(nodsp: bool):
-    def stage(cfg, weights, spec, work, metrics) -> dict:
-        r = resources(work / "rtl", nodsp=nodsp, abc_verify=spec.get("abc_verify", True))
-        suffix = "_nodsp" if nodsp else ""
-        for key in ("LUT", "FF", "CARRY4", "DSP48E1", "BRAM"):
-            metrics[key + suffix] = r[key]
-        return r
-
-    return stage
-
-
-def _stage_power(cfg, weights, spec, work, metrics) -> dict:
-    r = power(work / "rtl", vectors=min(spec["vectors"], POWER_VECTORS), seed=spec["seed"])
-    metrics["energy_pj"] = r["energy_per_call_pj"]["total"]
-    metrics["area_um2"] = r["area_um2"]
-    metrics["fmax_mhz"] = r["sta"]["fmax_mhz"]
-    return {k: v for k, v in r.items() if k not in ("by_type", "cells")}
-
-
-def _stage_pnr(cfg, weights, spec, work, metrics) -> dict:
-    r = pnr(work / "rtl")
-    fmax = r.get("fmax_mhz") or {}
-    if fmax:
-        metrics["pnr_fmax_mhz"] = min(fmax.values())
-    metrics["pnr_fits"] = bool(r.get("fits"))
-    return r
-
-
-def _stage_da4ml(cfg, weights, spec, work, metrics) -> dict:
-    """da4ml's trace of the alignment (constant products as shift-add): its LUT estimate, its
-    check against the golden model, and Yosys on the Verilog da4ml writes."""
-    if spec["level"] != "alignment":
-        raise ValueError(f"da4ml traces the alignment level, not {spec['level']}")
-    r: dict = {"estimate": da4ml_trace.estimate(cfg, weights)}
-    r["check"] = da4ml_trace.check(cfg, weights, vectors=spec["vectors"])
-    metrics["da4ml_LUT_estimate"] = r["estimate"]["LUT_estimate"]
-    metrics["da4ml_mismatches"] = r["check"]["mismatches"]
-    if r["check"]["mismatches"]:
-        raise CheckFailed(f"da4ml's trace differs from the golden model: {r['check']}")
-    meta = da4ml_trace.write_rtl(cfg, weights, work / "rtl_da4ml")
-    r["pipeline_stages"] = meta["latency_cycles"]
-    y = resources(work / "rtl_da4ml", abc_verify=spec.get("abc_verify", True))
-    for key in ("LUT", "FF", "CARRY4", "DSP48E1", "BRAM"):
-        metrics[f"da4ml_{key}"] = y[key]
-    r["yosys"] = y
-    return r
-
-
-def _stage_energy(cfg, weights, spec, work, metrics) -> dict:
-    counts = energy.core_counts(cfg.kind, cfg.len_q, cfg.len_k, cfg.dim, cfg.heads, "attention")
-    pj = energy.energy_pj(counts, energy.DEFAULT_TABLE, "asic")
-    metrics["energy_analytic_pj"] = pj
-    return {"adds": counts.adds, "muls": counts.muls, "energy_pj_asic": pj}
-
-
-def _stage_train(cfg, weights, spec, work, metrics) -> dict:
-    """`eatt train` of the point's run config (the sweep's, with its overrides)."""
-    path = work / "run.yaml"
-    atomic_write_text(path, yaml.safe_dump(spec["run"], sort_keys=False))
-    r = train_from_config(path, work / "train", progress=False)
-    metrics["dev_loss"] = r["dev_loss"]
-    metrics["train_steps"] = r["steps"]
-    return r
-
-
-def _stage_bleu(cfg, weights, spec, work, metrics) -> dict:
-    """`eatt evaluate` of the trained checkpoint: BLEU and the model's attention energy."""
-    checkpoint = work / "train" / "best.pt"
-    r = evaluate(checkpoint, beam=spec["beam"], split=spec["split"])
-    metrics["bleu"] = r["bleu"]
-    energy_pj = (r["energy"].get("energy_pj") or {}).get("asic")
-    if energy_pj is not None:
-        metrics["energy_analytic_pj"] = energy_pj
-    return {k: v for k, v in r.items() if k != "examples"}
-
-
-RUN = {
-    "golden": _stage_golden,
-    "hls": _stage_hls,
-    "rtl": _stage_rtl,
-    "sim": _stage_sim,
-    "resources": _yosys(nodsp=False),
-    "nodsp": _yosys(nodsp=True),
-    "power": _stage_power,
-    "pnr": _stage_pnr,
-    "da4ml": _stage_da4ml,
-    "energy": _stage_energy,
-    "train": _stage_train,
-    "bleu": _stage_bleu,
-}
+def record_of(step: str, result: dict) -> dict:
+    """What a point's record keeps of a step's result (RECORD_KEEP, RECORD_DROP)."""
+    if step in RECORD_KEEP:
+        return {k: result[k] for k in RECORD_KEEP[step] if k in result}
+    return {k: v for k, v in result.items() if k not in RECORD_DROP.get(step, ())}
 
 
 def split_volatile(report: dict) -> tuple[dict, dict]:
@@ -345,13 +203,6 @@ def split_volatile(report: dict) -> tuple[dict, dict]:
         is_path = isinstance(value, str) and value.startswith(os.sep)
         (volatile if key in VOLATILE or is_path else stable)[key] = value
     return stable, volatile
-
-
-def peak_mb() -> float:
-    """Peak resident memory of this process and of the largest tool it waited for, in MB."""
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    tools = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return round(max(own, tools) / 1024, 1)  # Linux: kB
 
 
 def tools() -> dict:
@@ -370,24 +221,23 @@ def run_point(spec: dict, work: str | Path) -> dict:
     start = time.perf_counter()
     stages: dict = {}
     volatile: dict = {}
-    metrics: dict = {}
+    ctx: BuildContext | None = None
     status, failed, error = "done", None, None
     stage = "config"
 
     def record() -> dict:
         run = {"wall_s": round(time.perf_counter() - start, 3), "peak_mb": peak_mb()}
+        measured = ctx.metrics if ctx is not None else {}
         return _json_ready(
-            point_record(spec, status, failed, error, stages, metrics, {**run, "stages": volatile})
+            point_record(spec, status, failed, error, stages, measured, {**run, "stages": volatile})
         )
 
     try:
-        cfg, weights = point_core(spec) if not spec.get("run") else (None, None)
+        ctx = point_context(spec, work)
         for stage in spec["stages"]:
             atomic_write_text(work / STAGE_FILE, stage + "\n")
-            print(f"eatt: sweep point {spec['id']}: {stage} ...", file=sys.stderr, flush=True)
-            stages[stage], volatile[stage] = split_volatile(
-                RUN[stage](cfg, weights, spec, work, metrics)
-            )
+            run_step(STEPS[stage], ctx, strict=True)
+            stages[stage], volatile[stage] = split_volatile(record_of(stage, ctx.results[stage]))
             # the stages so far: a point stopped later (timeout, kill) keeps them
             atomic_write_text(work / PARTIAL_FILE, json.dumps(record()) + "\n")
     except Exception as err:  # noqa: BLE001 - a point's failure is its record, not the sweep's

@@ -287,13 +287,16 @@ def test_cli_text_and_json(tmp_path):
 
 def test_flow_stage_is_skipped_without_its_tools(tmp_path, monkeypatch):
     """`eatt flow`'s measured-energy stage needs Debian's tools; without them it says so."""
-    from eatt.flow import power_stage
+    from eatt.steps import STEPS, BuildContext, BuildOptions
 
     cfg = CoreConfig.from_dict(dict(kind="eatt", **SMALL))
-    generate_rtl(cfg, random_weights(cfg), tmp_path / "rtl")
+    weights = random_weights(cfg)
+    generate_rtl(cfg, weights, tmp_path / "rtl")
     monkeypatch.setenv("EATT_DEBIAN_ROOT", str(tmp_path / "nothing"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    r = power_stage(tmp_path / "rtl", 10, 0, None)
+    options = BuildOptions(power_optional=True)  # a flow's: a missing tool skips the step
+    ctx = BuildContext(cfg, weights, tmp_path, seed=0, vectors=10, options=options)
+    r = STEPS["power"].run(ctx, "alignment")
     if os.path.exists("/usr/share/qflow/tech/osu018/osu018_stdcells.lib"):
         assert "skipped" in r and "opensta" in r["skipped"]
     else:
