@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 import yaml
 
+from eatt.mechanisms import MECHANISMS
 from eatt.units import UNITS, unit_for
 
 #: renamed keys and kinds: an old config gets one line naming the new word
@@ -231,7 +232,9 @@ class CoreConfig:
         if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not math.isfinite(tau):
             raise ConfigError(f"tau: must be a finite number, got {tau!r}")
         in_lo, in_hi = -(2 ** (self.in_bits - 1)), 2 ** (self.in_bits - 1) - 1
-        if self.score_kind == "eatt" and not in_lo - 1 <= tau * 2**self.in_frac <= in_hi:
+        mechanism = MECHANISMS.get(self.score_kind)  # tau is the binarization's threshold
+        binarized = mechanism is not None and mechanism.binarized
+        if binarized and not in_lo - 1 <= tau * 2**self.in_frac <= in_hi:
             # A threshold outside the input range makes every bit constant: surely a mistake.
             lo, hi = in_lo / 2**self.in_frac, in_hi / 2**self.in_frac
             raise ConfigError(f"tau: {tau} is outside the input range [{lo}, {hi}]")

@@ -17,11 +17,11 @@ import math
 import numpy as np
 
 from eatt.config import CoreConfig
+from eatt.mechanisms import mechanism_of
 from eatt.quant.float_check import compare_with_float
 from eatt.quant.golden import (
     CoreWeights,
     GoldenCore,
-    binarize_int,
     edge_inputs,
     random_inputs,
     vector_masks,
@@ -99,17 +99,18 @@ def window_float_forward(cfg: CoreConfig, weights: CoreWeights, steps: dict) -> 
     f = wf.core
     x = steps["x"]
     n = len(x)
-    if cfg.window_score == "eatt":
-        q = binarize_int(x, cfg.tau_int) @ weights.wq * 2.0**-cfg.weight_frac
-    else:
-        q = x @ weights.wq * 2.0 ** -(cfg.weight_frac + cfg.in_frac)
+    mech = mechanism_of(cfg)
+    _, acc_lsb = mech.q_accumulator(
+        cfg.dim, cfg.weight_max, cfg.in_bits, cfg.weight_frac, cfg.in_frac
+    )
+    q = mech.inputs_for_qk(x, cfg.tau_int) @ weights.wq * acc_lsb
     k = steps["keys"] * f.q_lsb
     v = steps["values"] * f.v_lsb
     qh = q.reshape(n, cfg.heads, 1, cfg.d_head)
     kh = k.reshape(n, cfg.len_k, cfg.heads, cfg.d_head).transpose(0, 2, 1, 3)
     vh = v.reshape(n, cfg.len_k, cfg.heads, cfg.d_head).transpose(0, 2, 1, 3)
     scale = 1.0 / np.sqrt(cfg.d_head)
-    s = (-np.abs(qh - kh).sum(-1) if cfg.window_score == "eatt" else (qh * kh).sum(-1)) * scale
+    s = mech.scores_real(qh, kh)[:, :, 0, :] * scale  # (n, heads, len_k)
     p = steps["p"]
     pos = np.arange(cfg.len_k)[None, :]
     lo, hi = window_bounds(p, steps["w"], steps["length"])
@@ -140,7 +141,7 @@ def window_float_bound(
     wf = derive_window_formats(cfg)
     f = wf.core
     scale = 1.0 / math.sqrt(cfg.d_head)
-    if cfg.window_score == "eatt":
+    if mechanism_of(cfg).binarized:  # the L1 score of binarized-input projections
         delta = (2**f.q_shift - 1) * 2.0**-cfg.weight_frac
         eps_qk = scale * cfg.d_head * delta  # the floor of Q moves |q - k| by < delta
     else:

@@ -14,17 +14,17 @@ import numpy as np
 import torch
 
 from eatt.config import CoreConfig
-from eatt.model.attention import DotProductAttention, EAttention
+from eatt.mechanisms import mechanism_of
 from eatt.quant.golden import CoreWeights, GoldenCore, derive_formats, visible_keys
 
 
 def to_float_module(cfg: CoreConfig, weights: CoreWeights, dtype=None):
     """The float twin of a core: same weights as real numbers, in float64 by default."""
     dtype = dtype or torch.float64
-    if cfg.kind == "eatt":
-        module = EAttention(cfg.dim, cfg.heads, tau=cfg.tau)
-    else:
-        module = DotProductAttention(cfg.dim, cfg.heads)
+    mech = mechanism_of(cfg)
+    module = mech.load("float_module")(
+        cfg.dim, cfg.heads, **({"tau": cfg.tau} if mech.binarized else {})
+    )
     lsb = 2.0**-cfg.weight_frac
     with torch.no_grad():
         for name, proj in (("wq", "q_proj"), ("wk", "k_proj"), ("wv", "v_proj"), ("wo", "o_proj")):
@@ -61,18 +61,12 @@ def float_error_bound(cfg: CoreConfig, weights: CoreWeights) -> float:
     m_vhat = m_v + f.v_lsb  # V-hat = floor(V / lsb) * lsb lies in (V - lsb, V]
 
     # Q, K requantization by floor: each element drops less than delta.
-    if cfg.kind == "eatt":
-        acc_lsb = w_lsb
-        delta = (2**f.q_shift - 1) * acc_lsb
-        # | |q - k| - |q^ - k^| | <= |dq - dk| <= delta, since dq, dk both lie in [0, delta]
-        eps_qk = scale * cfg.d_head * delta
-    else:
-        acc_lsb = w_lsb * 2.0**-cfg.in_frac
-        delta = (2**f.q_shift - 1) * acc_lsb
-        m_q = np.abs(weights.wq).sum(axis=0) * w_lsb * x_abs
-        m_k = np.abs(weights.wk).sum(axis=0) * w_lsb * x_abs
-        per_dim = delta * (m_q + m_k) + delta * delta  # |q k - q^ k^| per product
-        eps_qk = scale * per_dim.reshape(cfg.heads, cfg.d_head).sum(axis=1).max()
+    mech = mechanism_of(cfg)
+    _, acc_lsb = mech.q_accumulator(
+        cfg.dim, cfg.weight_max, cfg.in_bits, cfg.weight_frac, cfg.in_frac
+    )
+    delta = (2**f.q_shift - 1) * acc_lsb
+    eps_qk = scale * mech.qk_error(cfg, weights, delta)
 
     # The exp table reads the left edge of a bin of 2**exp_shift score units: a logit moves up
     # by at most (2**exp_shift - 1) score units. Logit shifts within [a, b] change each softmax

@@ -29,6 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from eatt.config import CoreConfig
+from eatt.mechanisms import (  # noqa: F401 - the integer helpers, re-exported
+    binarize_int,
+    l1_scores_int,
+    matmul_int,
+    mechanism_of,
+)
 
 #: vectors processed per numpy block (bounds the (block, heads, len_q, len_k, d_head) L1 temporary)
 _BLOCK_ELEMENTS = 1 << 22
@@ -146,13 +152,10 @@ def derive_formats(cfg: CoreConfig) -> Formats:
     """All widths from the config alone (worst case over every weight in range)."""
     wmax = cfg.weight_max
     x_abs = 2 ** (cfg.in_bits - 1)  # most negative input, in integer units
-    if cfg.kind == "eatt":
-        # Binarized inputs select rows of W_Q: at most dim rows of |w| <= wmax are added.
-        q_acc_bound = cfg.dim * wmax
-        q_acc_lsb = 2.0**-cfg.weight_frac
-    else:
-        q_acc_bound = cfg.dim * x_abs * wmax
-        q_acc_lsb = 2.0 ** -(cfg.weight_frac + cfg.in_frac)
+    mech = mechanism_of(cfg)
+    q_acc_bound, q_acc_lsb = mech.q_accumulator(
+        cfg.dim, wmax, cfg.in_bits, cfg.weight_frac, cfg.in_frac
+    )
     q_shift = max(0, signed_bits(q_acc_bound) - cfg.qk_bits)
     q_lsb = q_acc_lsb * 2.0**q_shift
 
@@ -162,13 +165,8 @@ def derive_formats(cfg: CoreConfig) -> Formats:
 
     qk_abs = 2 ** (cfg.qk_bits - 1)
     scale = 1.0 / math.sqrt(cfg.d_head)
-    if cfg.kind == "eatt":
-        score_bound = cfg.d_head * (2 * qk_abs - 1)  # |a - b| <= 2**qk_bits - 1
-        score_lsb = q_lsb * scale
-    else:
-        score_bound = cfg.d_head * qk_abs * qk_abs
-        score_lsb = q_lsb * q_lsb * scale
-
+    score_bound, score_lsb = mech.score_format(cfg.d_head, qk_abs, q_lsb)
+    score_lsb *= scale
     # The exp table must reach either past every possible -z (span 2 * score_bound), or far
     # enough that exp(-x) * 2**exp_frac < 1/2, where every further entry would round to 0.
     span = 2 * score_bound
@@ -398,42 +396,9 @@ def check_masks(cfg: CoreConfig, n: int, masks: dict | None) -> dict[str, np.nda
     return out
 
 
-def binarize_int(x: np.ndarray, tau_int: int) -> np.ndarray:
-    """Eq. 4 on the integer grid: 1 where x > tau (x_int > floor(tau * 2**in_frac)), else 0."""
-    return (x > tau_int).astype(np.int64)
-
-
 def requantize(acc: np.ndarray, shift: int) -> np.ndarray:
     """Drop `shift` LSBs with an arithmetic right shift (floor), as the hardware does."""
     return acc >> shift if shift else acc
-
-
-def matmul_int(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b`` of integer arrays, exact, as int64.
-
-    Through float64 (BLAS) when ``inner * max|a| * max|b| < 2**53``: every product and partial
-    sum is then an integer that float64 holds exactly, whatever the summation order; otherwise
-    numpy's int64 matmul (several times slower).
-    """
-    if a.size and b.size:
-        amax = max(abs(int(a.max())), abs(int(a.min())))
-        bmax = max(abs(int(b.max())), abs(int(b.min())))
-        if a.shape[-1] * amax * bmax < 2**53:
-            return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.int64)
-    return (a @ b).astype(np.int64, copy=False)
-
-
-def l1_scores_int(q: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """S[..., i, j] = -sum_d |q[..., i, d] - k[..., j, d]| (Eq. 10 without the scale).
-
-    Accumulated one feature d at a time (exact integers, so the order does not matter): no
-    (..., len_q, len_k, d_head) temporary, several times faster than one reduction over it.
-    """
-    s = np.zeros(np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2]))
-    s = s.astype(np.int64)
-    for d in range(q.shape[-1]):
-        s -= np.abs(q[..., :, d, None] - k[..., None, :, d])
-    return s
 
 
 def reciprocal(total: np.ndarray, table: np.ndarray, index_bits: int) -> tuple[np.ndarray, ...]:
@@ -465,10 +430,8 @@ class GoldenCore:
     # -- the stages, each on a block of vectors -----------------------------------------------
     def project_qk(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         cfg, w, f = self.cfg, self.weights, self.formats
-        if cfg.kind == "eatt":
-            xs, ys = binarize_int(x, cfg.tau_int), binarize_int(y, cfg.tau_int)
-        else:
-            xs, ys = x, y
+        mech = mechanism_of(cfg)
+        xs, ys = mech.inputs_for_qk(x, cfg.tau_int), mech.inputs_for_qk(y, cfg.tau_int)
         q = requantize(matmul_int(xs, w.wq), f.q_shift)
         return q, requantize(matmul_int(ys, w.wk), f.q_shift)
 
@@ -482,9 +445,7 @@ class GoldenCore:
 
     def scores(self, q: np.ndarray, k: np.ndarray) -> np.ndarray:
         qh, kh = self.split_heads(q), self.split_heads(k)
-        if self.cfg.kind == "eatt":
-            return l1_scores_int(qh, kh)
-        return matmul_int(qh, kh.transpose(0, 1, 3, 2))
+        return mechanism_of(self.cfg).scores_int(qh, kh)
 
     def softmax_weights(self, s: np.ndarray, visible: np.ndarray | None = None) -> np.ndarray:
         """Unnormalized softmax weights e = EXP[(max S - S) >> exp_shift] (0 past the table).

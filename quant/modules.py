@@ -46,6 +46,7 @@ from brevitas.quant import Int8ActPerTensorFixedPoint, Int8WeightPerTensorFixedP
 from torch import Tensor, nn
 
 from eatt.config import ConfigError, CoreConfig, atomic_write
+from eatt.mechanisms import mechanism_of
 from eatt.model import functional as F
 from eatt.model.attention import DotProductAttention, EAttention
 from eatt.quant.float_check import to_float_module
@@ -251,7 +252,8 @@ class QuantAttentionCore(nn.Module):
         self.input_quant = QuantIdentity(
             act_quant=fixed_point_act_quant(cfg.in_bits, cfg.in_frac), return_quant_tensor=False
         )
-        self.binarize = Binarize(cfg.tau) if cfg.kind == "eatt" else None
+        self.mechanism = mechanism_of(cfg)
+        self.binarize = Binarize(cfg.tau) if self.mechanism.binarized else None
         weight_quant = fixed_point_weight_quant(cfg.weight_bits, cfg.weight_frac)
         for _, proj in _PROJECTIONS:
             setattr(
@@ -354,7 +356,7 @@ class QuantAttentionCore(nn.Module):
         def split(t: Tensor) -> Tensor:
             return t.view(t.shape[0], t.shape[1], cfg.heads, cfg.d_head).transpose(1, 2)
 
-        attend = F.l1_attention if cfg.kind == "eatt" else F.dot_attention
+        attend = self.mechanism.load("attend")
         mask = visible_mask(cfg, xq.shape[0], masks, xq.device)
         o, _ = attend(split(q), split(k), split(v), mask=mask, scale=self.scale)
         return self.output(o.transpose(1, 2).reshape(xq.shape[0], xq.shape[1], cfg.dim))
@@ -446,7 +448,8 @@ def from_float(float_module: nn.Module, cfg: CoreConfig) -> QuantAttentionCore:
                 f"{key}: the config says {getattr(cfg, key)} but the float module has "
                 f"{getattr(float_module, key)}"
             )
-    if kind == "eatt" and not math.isclose(float_module.tau, cfg.tau, rel_tol=0, abs_tol=1e-12):
+    binarized = mechanism_of(cfg).binarized  # the float module has a tau then
+    if binarized and not math.isclose(float_module.tau, cfg.tau, rel_tol=0, abs_tol=1e-12):
         raise ValueError(
             f"tau: the config says {cfg.tau} but the float module has {float_module.tau}"
         )

@@ -32,12 +32,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from eatt.config import CoreConfig, WindowConfig
+from eatt.mechanisms import mechanism_of
 from eatt.quant.golden import (
     SOFTMAX_WIDTHS,
     CoreWeights,
     Formats,
     GoldenCore,
-    binarize_int,
     derive_formats,
     matmul_int,
     reciprocal,
@@ -223,7 +223,7 @@ class WindowGolden:
     def project_q(self, x: np.ndarray) -> np.ndarray:
         """Q (n, dim): binarized row selection (E-ATT) or multiply-accumulate (dot)."""
         cfg, f = self.cfg, self.formats.core
-        xs = binarize_int(x, cfg.tau_int) if cfg.window_score == "eatt" else x
+        xs = mechanism_of(cfg).inputs_for_qk(x, cfg.tau_int)
         return requantize(xs @ self.weights.wq, f.q_shift)
 
     def project_memory(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -232,7 +232,7 @@ class WindowGolden:
         ``K = (f(Y) W_K) >> q_shift`` (E-ATT: rows of W_K selected) or ``(Y W_K) >> q_shift``
         (dot), ``V = (Y W_V) >> v_shift``. Uses the weights' W_K and W_V."""
         y = np.asarray(y, dtype=np.int64)
-        ys = binarize_int(y, self.cfg.tau_int) if self.cfg.window_score == "eatt" else y
+        ys = mechanism_of(self.cfg).inputs_for_qk(y, self.cfg.tau_int)
         keys = requantize(matmul_int(ys, self.weights.wk), self.formats.core.q_shift)
         return keys, self.core.project_v(y)
 
@@ -240,9 +240,7 @@ class WindowGolden:
         """S (n, heads, len_k) over every memory row (the window mask comes later)."""
         qh = self.core.split_heads(q[:, None, :])[:, :, 0, :]  # (n, heads, d_head)
         kh = self.core.split_heads(keys)  # (n, heads, len_k, d_head)
-        if self.cfg.window_score == "eatt":
-            return -np.abs(qh[:, :, None, :] - kh).sum(axis=-1)
-        return (qh[:, :, None, :] * kh).sum(axis=-1)
+        return mechanism_of(self.cfg).scores_int(qh[:, :, None, :], kh)[:, :, 0, :]
 
     def forward(
         self,

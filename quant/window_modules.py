@@ -32,6 +32,7 @@ from brevitas.nn import QuantIdentity, QuantLinear
 from torch import Tensor, nn
 
 from eatt.config import CoreConfig, WindowConfig
+from eatt.mechanisms import mechanism_of
 from eatt.quant.golden import CoreWeights
 from eatt.quant.modules import (
     Binarize,
@@ -99,7 +100,7 @@ class QuantWindowAttention(nn.Module):
         self.input_quant = QuantIdentity(
             act_quant=fixed_point_act_quant(cfg.in_bits, cfg.in_frac), return_quant_tensor=False
         )
-        self.binarize = Binarize(cfg.tau) if cfg.window_score == "eatt" else None
+        self.binarize = Binarize(cfg.tau) if mechanism_of(cfg).binarized else None
         self.q_proj = QuantLinear(
             cfg.dim,
             cfg.dim,
@@ -163,10 +164,7 @@ class QuantWindowAttention(nn.Module):
         kh = keys.to(dev, q.dtype).view(n, cfg.len_k, cfg.heads, cfg.d_head).transpose(1, 2)
         vh = values.to(dev, q.dtype).view(n, cfg.len_k, cfg.heads, cfg.d_head).transpose(1, 2)
         scale = 1.0 / math.sqrt(cfg.d_head)
-        if cfg.window_score == "eatt":
-            s = -(qh - kh).abs().sum(-1) * scale
-        else:
-            s = (qh * kh).sum(-1) * scale
+        s = mechanism_of(cfg).scores_real(qh, kh).squeeze(-2) * scale  # (n, heads, len_k)
         p, w, length, g, counts = (t.to(dev) for t in (p, w, length, g, counts))
         pos = torch.arange(cfg.len_k, device=dev).unsqueeze(0)
         lo = torch.clamp(p - w, min=0).unsqueeze(1)
