@@ -202,14 +202,16 @@ MECHANISMS: dict[str, Mechanism] = {
 
 
 def mechanism_of(cfg) -> Mechanism:
-    """The mechanism of a config (its ``score_kind``), or of a score kind's name."""
+    """The mechanism of a config (its ``score_kind``), of a score kind's name or of a core
+    config's kind."""
     name = cfg if isinstance(cfg, str) else cfg.score_kind
-    try:
+    if name in MECHANISMS:
         return MECHANISMS[name]
-    except KeyError:
-        raise ValueError(
-            f"no attention mechanism {name!r} (known: {', '.join(MECHANISMS)})"
-        ) from None
+    for mechanism in MECHANISMS.values():  # a core config's kind (vanilla: dot)
+        if mechanism.kind == name:
+            return mechanism
+    known = ", ".join(MECHANISMS)
+    raise ValueError(f"no attention mechanism {name!r} (known: {known})")
 
 
 def scale_of(d_head: int) -> float:

@@ -37,6 +37,7 @@ from eatt.hls.layers import (
     mask_widths,
     window_datapath_widths,
 )
+from eatt.mechanisms import mechanism_of
 from eatt.quant.ops import (
     DOMAIN,
     OP_TYPE,
@@ -114,6 +115,7 @@ config_template = """struct config{index} : nnet::attention_core_config {{
     static const int v_max = {v_max};
     static const unsigned esum_bits = {esum_bits};
     static const unsigned reuse_factor = {reuse};
+    template <class C> using score = nnet::{score}_score<C>;
     typedef ap_fixed<{in_bits}, {in_int}> in_fixed_t;
     typedef ap_fixed<{out_bits}, {out_int}> out_fixed_t;
 {typedefs}
@@ -127,7 +129,7 @@ config_template = """struct config{index} : nnet::attention_core_config {{
 """
 
 function_template = (
-    "nnet::attention_core_{kind}<{x_t}, {y_t}, {output_t}, {config}>"
+    "nnet::attention_core<{x_t}, {y_t}, {output_t}, {config}>"
     "({x}, {y}, {output}, {wq}, {wk}, {wv}, {wo}, {exp_table}, {recip_table});"
 )
 #: the folded layer (lanes > 0; templates/nnet_folded_attention.h; CONFIG_T::eatt picks the kind):
@@ -139,9 +141,9 @@ folded_function_template = (
     "{recip_table});"
 )
 #: a core with masks: the length and offset of the call after X and Y (templates/
-#: nnet_attention_core.h attention_core_{kind}_masked)
+#: nnet_attention_core.h attention_core_masked)
 masked_function_template = (
-    "nnet::attention_core_{kind}_masked<{x_t}, {y_t}, {output_t}, {config}>"
+    "nnet::attention_core_masked<{x_t}, {y_t}, {output_t}, {config}>"
     "({x}, {y}, {length}, {offset}, {output}, {wq}, {wk}, {wv}, {wo}, {exp_table}, "
     "{recip_table});"
 )
@@ -172,6 +174,7 @@ class AttentionCoreConfigTemplate(LayerConfigTemplate):
 
     def format(self, node):
         params = self._default_config_params(node)
+        params["score"] = mechanism_of(node.get_attr("kind")).hls_score  # CONFIG_T::score
         widths = datapath_widths(params)
         params["typedefs"] = "\n".join(
             f"    typedef {ap_type(signed, width)} {name};"
@@ -214,7 +217,6 @@ class AttentionCoreFunctionTemplate(FunctionCallTemplate):
         x = node.get_input_variable(node.inputs[0])
         y = node.get_input_variable(node.inputs[1])
         params = {
-            "kind": node.get_attr("kind"),
             "config": f"config{node.index}",
             "x_t": x.type.name,
             "y_t": y.type.name,

@@ -30,6 +30,7 @@ from eatt.hls.project import (
     synth,
     write_project,
 )
+from eatt.mechanisms import mechanism_of
 from eatt.outdir import MARKER, OutputError
 from eatt.quant.export import build_model
 from eatt.quant.golden import random_weights
@@ -135,7 +136,12 @@ def test_csim_bit_exact(projects, name):
     assert len(preds[0].split()) == cfg.len_q * cfg.dim
     assert json.loads((project / METADATA).read_text())["csim"]["mismatches"] == 0
     call = (project / "firmware" / "myproject.cpp").read_text()
-    assert f"nnet::attention_core_{CORES[name].kind}<" in call
+    assert "nnet::attention_core<" in call
+    score = mechanism_of(cfg).hls_score  # the mechanism's kernel, by type in CONFIG_T
+    assert (
+        f"using score = nnet::{score}_score<C>;"
+        in (project / "firmware" / "parameters.h").read_text()
+    )
 
 
 def run_project_testbench(project: Path) -> tuple[np.ndarray, np.ndarray, str]:
@@ -193,11 +199,13 @@ def test_eatt_alignment_has_no_multiplication(projects):
     generated = (project / "firmware" / "nnet_utils" / HEADER).read_text()
     assert generated == (TEMPLATES / HEADER).read_text()
     # the generated top calls the E-ATT layer, whose alignment is the scanned function
-    assert "nnet::attention_core_eatt<" in (project / "firmware" / "myproject.cpp").read_text()
-    top = function_body(generated, "attention_core_eatt")
-    assert "attention_core_eatt_alignment<CONFIG_T>(" in top
-    assert "attention_core_vanilla_alignment" not in top
-    body = function_body(generated, "attention_core_eatt_alignment")
+    assert "nnet::attention_core<" in (project / "firmware" / "myproject.cpp").read_text()
+    params = (project / "firmware" / "parameters.h").read_text()
+    assert "using score = nnet::l1_score<C>;" in params  # the mechanism's kernel (CONFIG_T)
+    top = function_body(generated, "attention_core_front")
+    assert "CONFIG_T::template score<CONFIG_T>::alignment(" in top
+    assert "ALIGNMENT<CONFIG_T>(x, y, wq, wk, scores)" in generated  # l1_score -> l1_alignment
+    body = function_body(generated, "l1_alignment")
     assert "+=" in body and "-=" in body  # it does add and subtract
     assert multiplications(body) == []
 
@@ -206,9 +214,9 @@ def test_multiplication_scan_would_catch_a_product():
     source = (TEMPLATES / HEADER).read_text()
     mutated = source.replace("acc += wq[w];", "acc += x[i][r] * wq[w];", 1)
     assert mutated != source
-    assert multiplications(function_body(mutated, "attention_core_eatt_alignment"))
+    assert multiplications(function_body(mutated, "l1_alignment"))
     # and the dot-product alignment, which does multiply, is flagged
-    assert multiplications(function_body(source, "attention_core_vanilla_alignment"))
+    assert multiplications(function_body(source, "dot_alignment"))
 
 
 # -- conversion errors, regeneration, no stdout ------------------------------------------------

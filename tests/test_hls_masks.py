@@ -117,7 +117,7 @@ def test_csim_bit_exact_on_every_length_and_offset(projects, name):
     # the generated call passes this call's length / offset (L[0], O[0]) to the masked layer
     project = Path(result["project"])
     call = (project / "firmware" / "myproject.cpp").read_text()
-    assert f"nnet::attention_core_{cfg.kind}_masked<" in call
+    assert "nnet::attention_core_masked<" in call
     assert ("L[0]" in call) == cfg.key_padding and ("O[0]" in call) == cfg.causal
     params = (project / "firmware" / "parameters.h").read_text()
     assert f"static const bool key_padding = {str(cfg.key_padding).lower()};" in params
@@ -154,26 +154,26 @@ def test_an_unmasked_core_writes_the_call_and_struct_of_before(tmp_path):
     result = write_project(cfg, tmp_path / "plain", vectors=0, compile=False)
     firmware = Path(result["project"]) / "firmware"
     call = (firmware / "myproject.cpp").read_text()
-    assert "nnet::attention_core_eatt<" in call and "_masked" not in call
+    assert "nnet::attention_core<" in call and "_masked" not in call
     params = (firmware / "parameters.h").read_text()
     assert "key_padding" not in params and "length_t" not in params
     header = (TEMPLATES / HEADER).read_text()
-    for name in ("attention_core_eatt", "attention_core_vanilla", "attention_core_softmax_values"):
+    for name in ("attention_core", "attention_core_front", "attention_core_softmax_values"):
         body = function_body(header, name)
         assert "length" not in body and "offset" not in body and "_masked" not in body
 
 
 def test_masked_layers_reuse_the_stages_of_the_plain_ones():
-    """The masked E-ATT layer runs the multiplication-free alignment (tests/test_hls.py scans
-    it), the vanilla one the dot product; both the masked softmax, the rest as unmasked."""
+    """The masked layer runs the plain one's front (codes, the mechanism's alignment: E-ATT's
+    multiplication-free one, tests/test_hls.py scans it; V), then the masked softmax, the rest
+    as unmasked."""
     header = (TEMPLATES / HEADER).read_text()
-    for kind, other in (("eatt", "vanilla"), ("vanilla", "eatt")):
-        top = function_body(header, f"attention_core_{kind}_masked")
-        assert f"attention_core_{kind}_alignment<CONFIG_T>(" in top
-        assert f"attention_core_{other}_alignment" not in top
-        assert "attention_core_softmax_values_masked<CONFIG_T>(" in top
-        assert "attention_core_softmax_values<" not in top
-        assert "attention_core_output<res_T, CONFIG_T>(" in top
+    top = function_body(header, "attention_core_masked")
+    assert "attention_core_front<x_T, y_T, CONFIG_T>(" in top
+    assert "attention_core_softmax_values_masked<CONFIG_T>(" in top
+    assert "attention_core_softmax_values<" not in top
+    assert "attention_core_output<res_T, CONFIG_T>(" in top
+    assert "alignment" not in top  # the front asks CONFIG_T::score
 
 
 def test_wrong_number_of_inputs_names_the_node():
@@ -200,4 +200,4 @@ def test_cli_hls_json_on_a_masked_file(tmp_path):
     result = json.loads(r.stdout)
     assert result["csim"]["mismatches"] == 0 and result["csim"]["vectors"] == 40
     assert result["config"]["key_padding"] and result["config"]["causal"]
-    assert "attention_core_eatt_masked<" in (out / "firmware" / "myproject.cpp").read_text()
+    assert "attention_core_masked<" in (out / "firmware" / "myproject.cpp").read_text()

@@ -205,7 +205,7 @@ def test_hls_writes_a_masked_core(tmp_path):
     result = write_project(tmp_path / "core.onnx", tmp_path / "hls", vectors=5, compile=False)
     assert result["config"]["key_padding"] and result["csim"] is None
     call = (tmp_path / "hls" / "firmware" / "myproject.cpp").read_text()
-    assert "nnet::attention_core_eatt_masked<" in call and "L[0]" in call
+    assert "nnet::attention_core_masked<" in call and "L[0]" in call
 
 
 # -- RTL (Verilator and Icarus, cocotb) ------------------------------------------------------------

@@ -13,12 +13,15 @@
 //            N = sum_j e_j V_j;  n = leading one of E;  R = RECIP[K bits below the leading one]
 //            O = clamp(round_half_up(N R / 2^(recip_frac + n))) into v_bits
 //   out:     Z = (O W_O) >> out_shift, written as a real value with out_frac fraction bits
-//   masks:   (attention_core_{eatt,vanilla}_masked, a core with key_padding / causal) key j is
+//   masks:   (attention_core_masked, a core with key_padding / causal) key j is
 //            visible to query i when j < length (key_padding) and j <= i + offset (causal);
 //            the max runs over the visible keys, a hidden key's e is 0; widths unchanged
 //
-// The E-ATT alignment (attention_core_eatt_alignment) is its own function: its body holds no
-// multiplication (tests/test_hls.py scans it). Index arithmetic there uses running counters.
+// The score function is the layer's mechanism (eatt.mechanisms): CONFIG_T::score<CONFIG_T> is
+// l1_score (E-ATT) or dot_score (vanilla), written into the config by eatt.hls.handlers the way
+// hls4ml's dense_config picks its kernel; its alignment() runs l1_alignment or dot_alignment.
+// The E-ATT alignment (l1_alignment) holds no multiplication (tests/test_hls.py scans it);
+// index arithmetic there uses running counters.
 //
 // Pragmas: the layer function is pipelined with II = CONFIG_T::reuse_factor (the ReuseFactor of
 // the layer's hls4ml config); loops inside are unrolled, intermediate arrays completely
@@ -83,7 +86,7 @@ CodeRow:
 
 // -- E-ATT alignment: binarize, select-and-add, shift, L1 distance. Additions only. ----------------
 template <typename CONFIG_T>
-void attention_core_eatt_alignment(
+void l1_alignment(
     typename CONFIG_T::in_code_t x[CONFIG_T::len_q][CONFIG_T::dim],
     typename CONFIG_T::in_code_t y[CONFIG_T::len_k][CONFIG_T::dim],
     const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
@@ -188,7 +191,7 @@ L1Head:
 
 // -- dot-product alignment (for comparison): products ----------------------------------------------
 template <typename CONFIG_T>
-void attention_core_vanilla_alignment(
+void dot_alignment(
     typename CONFIG_T::in_code_t x[CONFIG_T::len_q][CONFIG_T::dim],
     typename CONFIG_T::in_code_t y[CONFIG_T::len_k][CONFIG_T::dim],
     const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
@@ -250,6 +253,22 @@ DotHead:
         }
     }
 }
+
+// -- the score kernels a config picks (CONFIG_T::score; eatt.mechanisms' hls_score) -------------
+#define NNET_ATTENTION_SCORE(NAME, ALIGNMENT)                                                      \
+    template <typename CONFIG_T> struct NAME {                                                     \
+        static void alignment(typename CONFIG_T::in_code_t x[CONFIG_T::len_q][CONFIG_T::dim],      \
+                              typename CONFIG_T::in_code_t y[CONFIG_T::len_k][CONFIG_T::dim],      \
+                              const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],     \
+                              const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],     \
+                              typename CONFIG_T::score_t                                           \
+                                  scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k]) {     \
+            _Pragma("HLS INLINE") ALIGNMENT<CONFIG_T>(x, y, wq, wk, scores);                       \
+        }                                                                                          \
+    };
+NNET_ATTENTION_SCORE(l1_score, l1_alignment)
+NNET_ATTENTION_SCORE(dot_score, dot_alignment)
+#undef NNET_ATTENTION_SCORE
 
 // -- values: V = (Y W_V) >> v_shift ---------------------------------------------------------------
 template <typename CONFIG_T>
@@ -463,68 +482,52 @@ OutRow:
 }
 
 // -- the layers -------------------------------------------------------------------------------------
-template <class x_T, class y_T, class res_T, typename CONFIG_T>
-void attention_core_eatt(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
-                         res_T res[CONFIG_T::len_q * CONFIG_T::dim],
-                         const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
-                         const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
-                         const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
-                         const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
-                         const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
-                         const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
-    #pragma HLS PIPELINE II=CONFIG_T::reuse_factor
+// attention_core_front: the codes of X and Y, the scores of the config's mechanism, V
+template <class x_T, class y_T, typename CONFIG_T>
+void attention_core_front(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
+                          const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
+                          const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+                          const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
+                          typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k],
+                          typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim]) {
+    #pragma HLS INLINE
     typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
     typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];
+    #pragma HLS ARRAY_PARTITION variable=xc complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=yc complete dim=0
+    attention_core_codes<x_T, CONFIG_T, CONFIG_T::len_q>(x, xc);
+    attention_core_codes<y_T, CONFIG_T, CONFIG_T::len_k>(y, yc);
+    CONFIG_T::template score<CONFIG_T>::alignment(xc, yc, wq, wk, scores);
+    attention_core_values<CONFIG_T>(yc, wv, v);
+}
+
+template <class x_T, class y_T, class res_T, typename CONFIG_T>
+void attention_core(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
+                    res_T res[CONFIG_T::len_q * CONFIG_T::dim],
+                    const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
+                    const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+                    const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
+                    const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
+                    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
+                    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
+    #pragma HLS PIPELINE II=CONFIG_T::reuse_factor
     typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k];
     typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim];
     typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim];
-    #pragma HLS ARRAY_PARTITION variable=xc complete dim=0
-    #pragma HLS ARRAY_PARTITION variable=yc complete dim=0
     #pragma HLS ARRAY_PARTITION variable=scores complete dim=0
     #pragma HLS ARRAY_PARTITION variable=v complete dim=0
     #pragma HLS ARRAY_PARTITION variable=attn complete dim=0
-    attention_core_codes<x_T, CONFIG_T, CONFIG_T::len_q>(x, xc);
-    attention_core_codes<y_T, CONFIG_T, CONFIG_T::len_k>(y, yc);
-    attention_core_eatt_alignment<CONFIG_T>(xc, yc, wq, wk, scores);
-    attention_core_values<CONFIG_T>(yc, wv, v);
+    attention_core_front<x_T, y_T, CONFIG_T>(x, y, wq, wk, wv, scores, v);
     attention_core_softmax_values<CONFIG_T>(scores, v, exp_table, recip_table, attn);
     attention_core_output<res_T, CONFIG_T>(attn, wo, res);
 }
 
-template <class x_T, class y_T, class res_T, typename CONFIG_T>
-void attention_core_vanilla(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
-                        res_T res[CONFIG_T::len_q * CONFIG_T::dim],
-                        const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
-                        const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
-                        const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
-                        const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
-                        const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
-                        const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
-    #pragma HLS PIPELINE II=CONFIG_T::reuse_factor
-    typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
-    typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];
-    typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k];
-    typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim];
-    typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim];
-    #pragma HLS ARRAY_PARTITION variable=xc complete dim=0
-    #pragma HLS ARRAY_PARTITION variable=yc complete dim=0
-    #pragma HLS ARRAY_PARTITION variable=scores complete dim=0
-    #pragma HLS ARRAY_PARTITION variable=v complete dim=0
-    #pragma HLS ARRAY_PARTITION variable=attn complete dim=0
-    attention_core_codes<x_T, CONFIG_T, CONFIG_T::len_q>(x, xc);
-    attention_core_codes<y_T, CONFIG_T, CONFIG_T::len_k>(y, yc);
-    attention_core_vanilla_alignment<CONFIG_T>(xc, yc, wq, wk, scores);
-    attention_core_values<CONFIG_T>(yc, wv, v);
-    attention_core_softmax_values<CONFIG_T>(scores, v, exp_table, recip_table, attn);
-    attention_core_output<res_T, CONFIG_T>(attn, wo, res);
-}
-
-// -- the layers of a masked core (key_padding / causal): the length and offset of this call ------
+// -- the layer of a masked core (key_padding / causal): the length and offset of this call ------
 // length in [1, len_k], offset in [0, len_k - 1] (the golden model's ranges; the QONNX inputs L,
 // O). An input the core does not take is passed as its "nothing hidden" value (len_k,
 // len_k - 1) and ignored (CONFIG_T::key_padding / causal are compile-time constants).
 template <class x_T, class y_T, class res_T, typename CONFIG_T>
-void attention_core_eatt_masked(
+void attention_core_masked(
     x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
     typename CONFIG_T::length_t length, typename CONFIG_T::offset_t offset,
     res_T res[CONFIG_T::len_q * CONFIG_T::dim],
@@ -535,51 +538,13 @@ void attention_core_eatt_masked(
     const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
     const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
     #pragma HLS PIPELINE II=CONFIG_T::reuse_factor
-    typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
-    typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];
     typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k];
     typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim];
     typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim];
-    #pragma HLS ARRAY_PARTITION variable=xc complete dim=0
-    #pragma HLS ARRAY_PARTITION variable=yc complete dim=0
     #pragma HLS ARRAY_PARTITION variable=scores complete dim=0
     #pragma HLS ARRAY_PARTITION variable=v complete dim=0
     #pragma HLS ARRAY_PARTITION variable=attn complete dim=0
-    attention_core_codes<x_T, CONFIG_T, CONFIG_T::len_q>(x, xc);
-    attention_core_codes<y_T, CONFIG_T, CONFIG_T::len_k>(y, yc);
-    attention_core_eatt_alignment<CONFIG_T>(xc, yc, wq, wk, scores);
-    attention_core_values<CONFIG_T>(yc, wv, v);
-    attention_core_softmax_values_masked<CONFIG_T>(scores, v, length, offset, exp_table,
-                                                   recip_table, attn);
-    attention_core_output<res_T, CONFIG_T>(attn, wo, res);
-}
-
-template <class x_T, class y_T, class res_T, typename CONFIG_T>
-void attention_core_vanilla_masked(
-    x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
-    typename CONFIG_T::length_t length, typename CONFIG_T::offset_t offset,
-    res_T res[CONFIG_T::len_q * CONFIG_T::dim],
-    const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
-    const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
-    const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
-    const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
-    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
-    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
-    #pragma HLS PIPELINE II=CONFIG_T::reuse_factor
-    typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
-    typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];
-    typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k];
-    typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim];
-    typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim];
-    #pragma HLS ARRAY_PARTITION variable=xc complete dim=0
-    #pragma HLS ARRAY_PARTITION variable=yc complete dim=0
-    #pragma HLS ARRAY_PARTITION variable=scores complete dim=0
-    #pragma HLS ARRAY_PARTITION variable=v complete dim=0
-    #pragma HLS ARRAY_PARTITION variable=attn complete dim=0
-    attention_core_codes<x_T, CONFIG_T, CONFIG_T::len_q>(x, xc);
-    attention_core_codes<y_T, CONFIG_T, CONFIG_T::len_k>(y, yc);
-    attention_core_vanilla_alignment<CONFIG_T>(xc, yc, wq, wk, scores);
-    attention_core_values<CONFIG_T>(yc, wv, v);
+    attention_core_front<x_T, y_T, CONFIG_T>(x, y, wq, wk, wv, scores, v);
     attention_core_softmax_values_masked<CONFIG_T>(scores, v, length, offset, exp_table,
                                                    recip_table, attn);
     attention_core_output<res_T, CONFIG_T>(attn, wo, res);
