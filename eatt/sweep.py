@@ -56,6 +56,7 @@ from eatt.jobs import ClusterError, Job, run_jobs
 from eatt.model.train import load_run_config
 from eatt.outdir import MARKER, check_output_dir, claim_dir
 from eatt.progress import say
+from eatt.rtl_sim.procs import try_lock
 from eatt.sweep_point import (
     MODEL_STAGES,
     NEEDS_RTL,
@@ -67,6 +68,8 @@ from eatt.sweep_point import (
 )
 from eatt.sweep_report import DSP_LUTS, write_report
 
+#: held (fcntl.flock) by the sweep running in a folder: a second one is refused
+LOCK_FILE = ".lock"
 #: per-point keys besides the core config's: where and how the point runs
 POINT_KEYS = (
     "backend",
@@ -584,6 +587,19 @@ def run_sweep(
         raise SweepError(f"--max-parallel: at least 1, got {max_parallel}")
     check_sweep_dir(out_dir, resume)
     out = claim_dir(out_dir, WHAT)
+    lock = try_lock(out / LOCK_FILE)  # one sweep at a time in a folder (as eatt sim's RTL folder)
+    if lock is None:
+        raise SweepError(
+            f"{out_dir}: another eatt sweep is running in this folder (it holds {LOCK_FILE}); "
+            "wait for it, or give a new folder"
+        )
+    try:
+        return _run_locked(sweep, out, address, resume, max_parallel)
+    finally:
+        os.close(lock)
+
+
+def _run_locked(sweep: dict, out: Path, address, resume: bool, max_parallel) -> dict:
     points = sweep["points"]
     atomic_write_text(out / "sweep.json", json.dumps(sweep, indent=1) + "\n")
     todo = [p for p in points if not (resume and _finished(out, p))]

@@ -265,6 +265,26 @@ def test_cli_errors_are_one_line(tmp_path, sweep_file):
     assert (notes / "mine.txt").read_text() == "keep" and len(list(notes.iterdir())) == 1
 
 
+def test_a_second_sweep_into_a_running_ones_folder_is_refused(tmp_path, sweep_file):
+    """The running sweep holds DIR/.lock (as eatt sim holds an RTL folder's): a second sweep
+    into DIR is refused in one line before any work, the folder left as it was (issue 39)."""
+    from eatt.outdir import claim_dir
+    from eatt.rtl_sim.procs import try_lock
+    from eatt.sweep import LOCK_FILE, WHAT
+
+    out = claim_dir(tmp_path / "out", WHAT)
+    before = sorted(p.name for p in out.iterdir())
+    held = try_lock(out / LOCK_FILE)  # the first sweep, still running
+    try:
+        run = eatt("sweep", str(sweep_file), "-o", str(out))
+    finally:
+        os.close(held)
+    assert run.returncode == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "another eatt sweep is running in this folder" in lines[0]
+    assert sorted(p.name for p in out.iterdir()) == before + [LOCK_FILE]
+
+
 def test_a_stopped_point_keeps_its_finished_stages(tmp_path):
     """A point stopped from outside (timeout, kill) keeps what its partial record holds."""
     from eatt.sweep import _stopped
