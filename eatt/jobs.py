@@ -9,7 +9,10 @@ failed, running or queued, elapsed, ETA) after every job and every ``every`` sec
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +40,18 @@ def _loopback(address: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
+#: the logger of Ray's "Token authentication is enabled for this Ray cluster" warning
+RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+def _not_token_default(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("Token authentication is enabled for this Ray")
+
+
+#: the signals a command handles itself (eatt.cli.main), kept through ray.init
+HELD_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
 def connect(address: str | None = None):
     """ray, initialized: a new local instance (``address`` None) or the cluster there."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # never report usage anywhere
@@ -49,6 +64,13 @@ def connect(address: str | None = None):
         import ray
     except ImportError as err:
         raise ToolMissing(f"ray is not installed ({err}); make install installs it") from None
+    # ray.init installs its own SIGTERM handler (a C++ stack dump, exit 134 or 15): the
+    # command's handlers (eatt.cli: SIGTERM, SIGHUP end it like Ctrl-C, 143 / 129 / 130) are put
+    # back, so a signal ends the command through its cleanups, run_jobs' ray.shutdown included
+    handlers = {sig: signal.getsignal(sig) for sig in HELD_SIGNALS}
+    # Ray's default for a new local instance, token authentication on, is not news on every
+    # sweep: its warning saying so is dropped (any other of its warnings still shows)
+    logging.getLogger(RAY_AUTH_LOGGER).addFilter(_not_token_default)
     try:
         if address is None:
             ray.init(include_dashboard=False, log_to_driver=False, logging_level="warning")
@@ -56,7 +78,24 @@ def connect(address: str | None = None):
             ray.init(address=address, log_to_driver=False, logging_level="warning")
     except (ConnectionError, RuntimeError, ValueError) as err:
         raise ClusterError(f"--address {address}: {first_line(err)}") from None
+    except BaseException as err:  # a signal while Ray starts: the processes it started go too
+        ray.shutdown()
+        # ray.init's own SIGTERM handler is sys.exit(signum): the command's handler instead
+        handler = handlers.get(err.code) if isinstance(err, SystemExit) else None
+        if callable(handler):
+            handler(err.code, None)
+        raise
+    finally:
+        _restore(handlers)
     return ray
+
+
+def _restore(handlers: dict) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return  # only the main thread sets handlers (and a command runs there)
+    for sig, handler in handlers.items():
+        if handler is not None:
+            signal.signal(sig, handler)
 
 
 def _duration(seconds: float) -> str:

@@ -41,6 +41,7 @@ METRIC_COLUMNS = (
     "energy_pj",
     "area_um2",
     "fmax_mhz",
+    "pnr_fmax_mhz",
     "energy_analytic_pj",
     "bleu",
     "dev_loss",

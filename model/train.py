@@ -363,8 +363,11 @@ def _train(
         encode_pairs(data.dev, data.src_vocab, data.tgt_vocab), train_cfg.max_tokens
     )
     batches = iterate_forever(encoded, train_cfg.max_tokens, train_cfg.seed)
+    stored = train_cfg.to_dict()
+    if stored.get("init_checkpoint"):  # relative to the run: a moved folder still matches
+        stored["init_checkpoint"] = os.path.relpath(stored["init_checkpoint"], out)
     extra = {
-        "train_config": train_cfg.to_dict(),
+        "train_config": stored,
         "data_config": dict(data.config),
         "data_fingerprint": data.fingerprint(),
     }

@@ -409,3 +409,10 @@ def test_experiment_quick(work):
     ]
     both_modes(["experiment", "ablation", "--quick", "--resume", *out], "--resume: only", code=2)
     assert not (work / "staged" / "ablation").exists()
+    # a moved folder resumes too: a fine-tuned run's init_checkpoint is stored relative to it
+    (work / "staged").rename(work / "moved")
+    moved = sorted((work / "moved" / "window-unit" / "runs").glob("*/best.pt"))
+    stamps = [p.stat().st_mtime_ns for p in moved]
+    again = eatt("experiment", "window-unit", "--quick", "--resume", "-o", str(work / "moved"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [p.stat().st_mtime_ns for p in moved] == stamps

@@ -105,6 +105,7 @@ def test_local_sweep_records_and_failures(local):
     out, recs, run = local
     assert run.returncode == 1, run.stderr[-3000:]  # two points failed: a failed check
     assert "Traceback" not in run.stderr
+    assert "Token authentication" not in run.stderr  # Ray's default said, not warned about
     result = json.loads(run.stdout)
     assert (result["points"], result["done"], result["failed"]) == (4, 2, 2)
     assert len(recs) == 4
@@ -283,6 +284,27 @@ def test_a_second_sweep_into_a_running_ones_folder_is_refused(tmp_path, sweep_fi
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and "another eatt sweep is running in this folder" in lines[0]
     assert sorted(p.name for p in out.iterdir()) == before + [LOCK_FILE]
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_signal_ends_the_sweep_and_its_ray_instance(tmp_path, sweep_file, sig, code):
+    """SIGTERM / SIGHUP while the local Ray instance starts: the command's exit code (not
+    Ray's sys.exit(15) or its stack dump), one line, and no Ray process left (issue 39 item 5)."""
+    ray_tmp = Path(tempfile.mkdtemp(prefix="rs", dir="/tmp"))  # short: Ray's socket paths
+    env = {**os.environ, "RAY_TMPDIR": str(ray_tmp)}
+    args = [sys.executable, "-m", "eatt.cli", "sweep", str(sweep_file), "-o", str(tmp_path / "o")]
+    run = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=env)
+    while (line := run.stderr.readline()) and "to run" not in line:
+        pass
+    time.sleep(2)
+    run.send_signal(sig)
+    rest = run.stderr.read()
+    assert run.wait(timeout=120) == code, rest[-3000:]
+    assert "Traceback" not in rest and rest.strip().splitlines()[-1] == "eatt: terminated"
+    time.sleep(5)
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert not [p for p in ps.splitlines() if str(ray_tmp) in p]
+    shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 def test_a_stopped_point_keeps_its_finished_stages(tmp_path):

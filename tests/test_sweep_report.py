@@ -107,6 +107,11 @@ def test_markdown_table():
     assert "1,320" in md and "60.5" in md
     assert f"LUT + {DSP_LUTS} x DSP48E1" in md
     assert "5 points: 4 done, 1 failed." in md
+    # the pnr stage's Fmax is a column where a point measured it (issue 39 item 10)
+    placed = [{**RECORDS[0], "metrics": {**RECORDS[0]["metrics"], "pnr_fmax_mhz": 123.4}}]
+    md = format_markdown(summarize(placed + RECORDS[1:]))
+    header = next(line for line in md.splitlines() if line.startswith("| id"))
+    assert header.rstrip(" |").endswith("pnr_fmax_mhz | bleu") and "123" in md
     assert "## Failures" in md and "`p004-vanilla-l2` (stage: resources)" in md
 
 

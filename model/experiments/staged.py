@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import os
 import pickle
 from pathlib import Path
 
@@ -52,7 +53,13 @@ def finished_run(
         return None
 
     def settings(cfg: TrainConfig) -> dict:
-        return {k: v for k, v in cfg.to_dict().items() if k != "progress"}
+        got = {k: v for k, v in cfg.to_dict().items() if k != "progress"}
+        init = got.get("init_checkpoint")
+        if init:  # as train() stores it: relative to the run (an older run's is absolute)
+            got["init_checkpoint"] = os.path.normpath(
+                os.path.relpath(init, run_dir) if os.path.isabs(init) else init
+            )
+        return got
 
     try:  # read as a checkpoint load reads them: a key added since takes its default
         stored_model = ModelConfig.from_dict(info.get("model_config"), upgrade=True)
