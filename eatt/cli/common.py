@@ -67,13 +67,13 @@ class BoundedInt(_CheckedValue):
 
     def problem(self, value: int) -> str | None:
         low, high = self.low, self.high
-        if high not in (None, INT32_MAX) and not low <= value <= high:
-            return f"must be in [{low}, {high}]"
-        if low is not None and value < low:
-            return f"must be >= {low}"
-        if high is not None and value > high:
-            return f"must be at most {high} (int32)"
-        return None
+        too_low = low is not None and value < low
+        too_high = high is not None and value > high
+        if not (too_low or too_high):
+            return None
+        if high in (None, INT32_MAX):
+            return f"must be >= {low}" if too_low else f"must be at most {high} (int32)"
+        return f"must be in [{low}, {high}]"
 
 
 class PositiveFloat(_CheckedValue):
