@@ -418,7 +418,7 @@ def test_a_bug_is_one_line_with_exit_70(monkeypatch, capsys):
     def broken(args):
         raise TypeError("unsupported operand")
 
-    monkeypatch.setattr(cli, "cmd_energy", broken)
+    monkeypatch.setattr(cli.energy, "run", broken)
     monkeypatch.delenv("EATT_DEBUG", raising=False)
     assert cli.main(["energy", "--length", "4", "--dim", "8"]) == 70
     err = capsys.readouterr().err.strip().splitlines()

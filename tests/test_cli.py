@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from eatt.cli import build_parser, main
+import eatt.cli
+from eatt.cli import COMMANDS, build_parser, main
 from eatt.model.experiments import REGISTRY
 
 
@@ -161,3 +163,42 @@ def test_experiment_help_names_every_registered_experiment():
     sub = next(a for a in build_parser()._actions if a.dest == "command" or a.choices)
     helptext = sub.choices["experiment"]._positionals._group_actions[0].help
     assert set(helptext.replace(",", " ").split()) == set(REGISTRY)
+
+
+def test_every_command_module_has_help_add_arguments_and_run():
+    """The package's layout (eatt/cli/__init__.py): a module per sub-command, each with HELP,
+    add_arguments(parser) and run(args); every module of the package short enough to read."""
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert list(sub.choices) == [m.__name__.rpartition(".")[2] for m in COMMANDS]
+    for module in COMMANDS:
+        assert isinstance(module.HELP, str) and module.HELP, module.__name__
+        assert callable(module.add_arguments) and callable(module.run), module.__name__
+    folder = Path(eatt.cli.__file__).parent
+    lengths = {p.name: len(p.read_text().splitlines()) for p in folder.glob("*.py")}
+    assert {f"{m.__name__.rpartition('.')[2]}.py" for m in COMMANDS} <= set(lengths)
+    long = {name: n for name, n in lengths.items() if n > 500}
+    assert not long, f"modules of eatt/cli over 500 lines: {long}"
+
+
+def test_a_bad_flag_value_stops_before_the_command_runs(monkeypatch, capsys):
+    """The checked argument types (eatt/cli/common.py) refuse a value while parsing: one line
+    naming the flag, exit 2, the command never runs."""
+    import eatt.cli.golden
+
+    def never(args):
+        raise AssertionError("ran")
+
+    monkeypatch.setattr(eatt.cli.golden, "run", never)
+    cases = [
+        (["golden", "--vectors", "0"], "--vectors: must be >= 1, got 0"),
+        (["golden", "--seed", "-1"], "--seed: must be >= 0, got -1"),
+        (["energy", "--length", "0", "--dim", "8"], "--length: must be in [1, 1000000000], got 0"),
+        (["hls", "-o", "p", "--pe", str(2**31)], "--pe: must be at most 2147483647 (int32)"),
+        (["hls", "-o", "p", "--clock", "nan"], "--clock: must be a period in ns > 0, got nan"),
+        (["evaluate", "x.pt", "--alpha", "11"], "--alpha: must be a number in [0, 10], got 11.0"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith(f"eatt: error: {message}"), err
+        assert err.count("\n") == 1, err

@@ -38,10 +38,16 @@ HEAVY = {
 }
 #: eatt modules that load a heavy dependency on import without an import statement saying so
 HEAVY_MODULES = {"eatt.hls": "registers its layers with hls4ml on import"}
-#: modules that keep torch out of their import too (torch itself, or an eatt module loading it)
+#: modules (a package: its modules too) that keep torch out of their import as well (torch
+#: itself, or an eatt module loading it)
 TORCH_FREE = {
     "eatt.cli": "`eatt --help`, rtl, sim start without torch (seconds to import)",
 }
+
+
+def _torch_free(name: str) -> bool:
+    return any(name == m or name.startswith(m + ".") for m in TORCH_FREE)
+
 
 #: Known cycles, each named by the edge (importer, imported) that closes it: the graph without
 #: these edges must have no cycle, every edge listed must exist and still close a cycle.
@@ -237,7 +243,7 @@ def test_function_level_imports():
     for name, line, module in _function_imports():
         packages, modules = (
             (HEAVY, heavy)
-            if name not in TORCH_FREE
+            if not _torch_free(name)
             else (
                 HEAVY | {"torch"},
                 heavy_or_torch,
@@ -262,6 +268,13 @@ def test_function_level_imports():
         )
     stale = sorted(set(FUNCTION_IMPORTS) - used)
     assert not stale, f"FUNCTION_IMPORTS lists imports that are gone, remove them: {stale}"
+
+
+def test_torch_free_modules_import_no_torch():
+    """What TORCH_FREE says: their module-level imports never load torch (only functions do)."""
+    loading_torch = _heavy_modules(_top_level_graph(), {"torch"})
+    bad = sorted(name for name in MODULES if _torch_free(name) and name in loading_torch)
+    assert not bad, f"these import torch (or a module that does) at the top: {bad}"
 
 
 #: the float reference: quant/ builds on it (float twins, QAT cores), so it never imports quant/

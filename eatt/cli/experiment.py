@@ -1,0 +1,72 @@
+"""`eatt experiment`: the paper's experiments on the bundled task (a table and figures)."""
+
+from __future__ import annotations
+
+import argparse
+
+from eatt.cli.common import BoundedInt, add_json, emit, set_torch_threads
+from eatt.cli.exits import EXIT_OK
+
+HELP = "the paper's experiments on the bundled task"
+
+
+def add_arguments(p) -> None:
+    p.add_argument(
+        "name",
+        metavar="NAME",
+        help="eatt-vs-vanilla, ablation, hybrids, energy-vs-quality, window, window-lstm, "
+        "flexible-train-window, window-eatt, window-unit, flexible-unit, l0drop, "
+        "l0drop-redundant, l0drop-scratch, l0drop-unit, qat",
+    )
+    p.add_argument("--quick", action="store_true", help="tiny version (seconds)")
+    p.add_argument("-o", "--output", default="results", metavar="DIR", help="results folder")
+    p.add_argument("--workers", type=int, default=1, help="runs trained at once (Ray tasks)")
+    p.add_argument("--threads", action=BoundedInt, default=1, help="torch intra-op threads")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="training updates per run (default: the plan's; results still go to -o DIR/NAME)",
+    )
+    p.add_argument(
+        "--seeds",
+        type=int_list,
+        default=None,
+        metavar="S,S,..",
+        help="seeds (default: the plan's)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="staged experiments: reuse the runs in -o DIR/NAME/runs that finished with the "
+        "same model, training settings and data",
+    )
+    add_json(p)
+
+
+def run(args) -> int:
+    from eatt.model.experiments import format_table, run_experiment  # torch, matplotlib
+
+    set_torch_threads(args.threads)
+    report = run_experiment(
+        args.name,
+        quick=args.quick,
+        out_dir=args.output,
+        workers=args.workers,
+        steps=args.steps,
+        seeds=args.seeds,
+        resume=args.resume,
+    )
+    emit(report, args.json, format_table)
+    return EXIT_OK
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """``1,2,3`` -> (1, 2, 3)."""
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers such as 1,2,3, got {text!r}"
+        ) from None

@@ -1,0 +1,101 @@
+"""`eatt power`: energy per call of a core from its synthesized netlist's switching activity
+(ASIC standard cells: Yosys, a gate-level simulation, OpenSTA)."""
+
+from __future__ import annotations
+
+from eatt.cli.common import BoundedInt, PositiveFloat, add_json, emit
+from eatt.cli.exits import EXIT_CHECK_FAILED, EXIT_OK, CommandError, tool_failures
+from eatt.config import CoreConfig, check_vectors
+from eatt.quant.vectors import capture_inputs, model_line, model_mismatches
+from eatt.rtl_sim.generate import load_metadata
+from eatt.rtl_sim.power import DEFAULT_LIBERTY, LIBERTIES, power
+
+HELP = "energy per call from the synthesized netlist's switching activity (ASIC cells)"
+#: the RTL levels eatt power measures: the cores (not the windowed unit)
+CORE_LEVELS = ("alignment", "attention", "folded")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("dir", metavar="DIR", help="a core folder written by `eatt rtl`")
+    p.add_argument(
+        "--vectors", action=BoundedInt, default=100, help="input vectors simulated (100)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the random vectors")
+    p.add_argument(
+        "--inputs", metavar="ACTS.npz", help="simulate these captured vectors (eatt capture)"
+    )
+    p.add_argument("--target", choices=("asic",), default="asic", help="asic (standard cells)")
+    p.add_argument(
+        "--liberty",
+        default=DEFAULT_LIBERTY,
+        metavar="LIB",
+        help=f"{' or '.join(LIBERTIES)} (Debian's OSU cells) or a .lib file ({DEFAULT_LIBERTY})",
+    )
+    p.add_argument(
+        "--clock",
+        action=PositiveFloat,
+        what="a period in ns",
+        default=10.0,
+        metavar="NS",
+        help="clock period (10)",
+    )
+    p.add_argument(
+        "--timeout", action=PositiveFloat, what="seconds", metavar="S", help="seconds for each tool"
+    )
+    add_json(p)
+
+
+def run(args) -> int:
+    meta = load_metadata(args.dir)  # a bad folder: one line, before any tool runs
+    if meta["level"] not in CORE_LEVELS:
+        raise CommandError(
+            f"{args.dir}: level {meta['level']!r}: eatt power measures the cores "
+            f"(alignment, attention, folded)"
+        )
+    cfg = CoreConfig.from_dict(meta["config"], source=f"{args.dir}/metadata.json")
+    check_vectors(cfg, args.vectors)  # the size estimate, before any tool runs
+    inputs = None if not args.inputs else capture_inputs(args.inputs, cfg, args.vectors)
+    with tool_failures():  # a tool failed or the netlist differs: the check failed
+        result = power(
+            args.dir,
+            vectors=args.vectors,
+            seed=args.seed,
+            inputs=inputs,
+            clock_ns=args.clock,
+            liberty=args.liberty,
+            timeout=args.timeout,
+        )
+    emit(result, args.json, lambda r: _text(r, args.dir))
+    ok = not result["mismatches"] and not model_mismatches(result)
+    return EXIT_OK if ok else EXIT_CHECK_FAILED
+
+
+def _text(r: dict, folder: str) -> str:
+    """The report of one power run, a line per measure."""
+    e, p, sta = r["energy_per_call_pj"], r["power_mw"], r["sta"]
+    lines = "\n".join(
+        [
+            f"{r['top']} on {r['liberty']} ({r['voltage']:g} V), {r['vectors']} vectors "
+            f"({r['inputs']}), {r['cycles']} cycles: netlist = golden model, "
+            f"{r['mismatches']} mismatches",
+            f"area         {r['area_um2']:,.0f} um^2, {r['cells']:,} cells",
+            f"energy/call  {e['total']:.4g} pJ (switching {e['switching']:.4g}, internal "
+            f"{e['internal']:.4g}, leakage {e['leakage']:.3g})",
+            "  dynamic    = flip-flops {flip_flops:.4g} + logic {logic:.4g} + nets of the "
+            "input ports (the clock among them) {input_ports:.4g} pJ".format(
+                **r["energy_split_per_call_pj"]
+            ),
+            "  by stage   "
+            + ", ".join(f"{k} {v['dynamic_pj']:.4g}" for k, v in r["by_stage"].items())
+            + " pJ (docs/power.md: logic counts for the registers it computes)",
+            f"power        {p['total']:.4g} mW at {r['clock_ns']:g} ns (dynamic "
+            f"{p['dynamic']:.4g}, leakage {p['leakage']:.3g})",
+            f"timing       worst slack {sta['worst_slack_ns']:g} ns at {r['clock_ns']:g} ns: "
+            f"closes at {sta['fmax_mhz']:g} MHz (OpenSTA, ideal clock, no wire load)",
+            f"vectorless   {sta['vectorless_energy_per_call_pj']:.4g} pJ/call (OpenSTA: input "
+            f"activity {r['input_activity']:.3g}/cycle propagated, not the simulation's)",
+            f"time         {r['seconds']:.0f} s; files in {folder}/power",
+        ]
+    )
+    fail = "\nresult: FAIL (the model's own outputs differ)" if model_mismatches(r) else ""
+    return lines + model_line(r.get("vs_model"), "the netlist") + fail

@@ -1,0 +1,35 @@
+"""`eatt train`: train a seq2seq model from a run config (model, train and data sections)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eatt.cli.common import BoundedInt, add_json, emit, set_torch_threads
+from eatt.cli.exits import EXIT_OK
+
+HELP = "train a seq2seq model from a run config (model/train/data)"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("config", metavar="CONFIG", help="YAML/JSON run config")
+    p.add_argument("-o", "--output", metavar="DIR", help="checkpoints folder (runs/<config>)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--threads", action=BoundedInt, default=1, help="torch intra-op threads")
+    add_json(p)
+
+
+def run(args) -> int:
+    from eatt.model.train import train_from_config  # torch
+
+    set_torch_threads(args.threads)
+    out = args.output or str(Path("runs") / Path(args.config).stem)
+    summary = train_from_config(args.config, out, progress=False if args.no_progress else None)
+    emit(
+        summary,
+        args.json,
+        lambda s: (
+            f"trained {s['steps']} steps in {s['seconds']:.0f} s, best dev loss "
+            f"{s['dev_loss']:.3f} (step {s['best_step']}): {s['checkpoint']}"
+        ),
+    )
+    return EXIT_OK
