@@ -144,6 +144,15 @@ WINDOW_STEPS = ("golden", "export", "hls", "rtl", "sim", "resources")
 SYNTH_STEPS = ("resources", "power")
 
 
+def window_span(span: tuple) -> tuple | None:
+    """The span of the windowed unit beside the cores for the cores' (from, to): a step it does
+    not have (power) as the stop means its last; as the start, nothing of it runs (None)."""
+    start, stop = span
+    if start is not None and start not in WINDOW_STEPS:
+        return None
+    return start, stop if stop is None or stop in WINDOW_STEPS else None
+
+
 def flow_steps(steps: tuple, resources: bool) -> tuple:
     return steps if resources else tuple(s for s in steps if s not in SYNTH_STEPS)
 
@@ -275,15 +284,17 @@ def _run(
     wunit = unit_for("window")
     wcfg = default_config(wunit.kinds[0])
     beside = window and cfg.kind not in wunit.kinds  # the default windowed unit beside the cores
+    wspan = window_span(span)
+    beside = beside and wspan is not None
     if beside:  # --from-step: its earlier steps are there, before any work
-        earlier_results(out_dir / "window", wcfg, flow_steps(WINDOW_STEPS, resources), *span)
+        earlier_results(out_dir / "window", wcfg, flow_steps(WINDOW_STEPS, resources), *wspan)
     # the unit's flow (eatt.units): run_cores for eatt/vanilla, run_window_unit for window
     flow = unit_for(cfg).load("flow")
     part = flow(cfg, weights, seed, vectors, out_dir, resources, inputs, span)
     result.update(part if "cores" in part else {"cores": {}, **part})
     if beside:
         wflow, wweights = wunit.load("flow"), random_weights(wcfg, seed)
-        result.update(wflow(wcfg, wweights, seed, vectors, out_dir, resources, None, span))
+        result.update(wflow(wcfg, wweights, seed, vectors, out_dir, resources, None, wspan))
     cores = result["cores"]
     result["ok"] = all(c["ok"] for c in cores.values()) and result.get("window", {}).get("ok", True)
     return result

@@ -60,6 +60,9 @@ def connect(address: str | None = None):
         # setting for single-machine use; without it Ray swaps 127.0.0.1 for the machine's
         # outside address). Ray reads it at import, so it is set before.
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    # Ray's C++ failure handler catches SIGTERM too (a stack dump, then abort: exit 134): the
+    # command handles its signals itself. Read when ray is imported, so set before.
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     try:
         import ray
     except ImportError as err:

@@ -7,6 +7,8 @@ through every stage (one g++ build, one Verilator build) and the report it leave
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -15,6 +17,7 @@ from eatt.flow import compare, flow_folding, format_flow, format_markdown, run_f
 from eatt.outdir import MARKER, OutputError, check_output_dir
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.tools import ToolMissing
+from eatt.steps import TIMES_FILE
 
 WINDOW = CoreConfig.from_dict(dict(kind="window", len_q=1, len_k=6, dim=4, heads=1, window_d=1))
 
@@ -161,3 +164,40 @@ def test_missing_compiler_is_reported_before_any_work(tmp_path, monkeypatch):
         run_flow(WINDOW, random_weights(WINDOW, 1), out_dir=out, resources=False)
     assert "\n" not in str(err.value)
     assert not out.exists()
+
+
+@pytest.mark.rtl
+@pytest.mark.hls
+def test_a_flow_stops_at_a_step_and_starts_again_from_the_next(tmp_path):
+    """`eatt flow --to-step rtl`: golden, export, hls and rtl only, each unit's wall time and
+    peak memory per step in time_per_step.json; then `--from-step sim` simulates that RTL,
+    reading the earlier steps' results from the folder (eatt/steps.py, issue 41 item 3)."""
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text("kind: eatt\nlen_q: 2\nlen_k: 2\ndim: 4\nheads: 1\n")
+    out = tmp_path / "flow"
+    common = ["flow", "--config", str(cfg), "--vectors", "6", "--no-resources", "--no-window"]
+    first = cli(*common, "-o", str(out), "--to-step", "rtl", "--json")
+    assert first.returncode == 0, first.stderr[-3000:]
+    r = json.loads(first.stdout)
+    steps = ["golden", "export", "hls", "rtl"]
+    for kind in ("eatt", "vanilla"):
+        assert r["cores"][kind]["steps"] == steps and "sim" not in r["cores"][kind], kind
+    times = json.loads((out / TIMES_FILE).read_text())
+    assert list(times["eatt"]) == steps and all(t["wall_s"] >= 0 for t in times["eatt"].values())
+    second = cli(*common, "-o", str(out), "--from-step", "sim")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "flow: PASS (steps sim to last only)" in second.stdout
+    assert list(json.loads((out / TIMES_FILE).read_text())["vanilla"]) == ["sim"]
+    saved = json.loads((out / "report.json").read_text())
+    assert saved["cores"]["eatt"]["golden"]["ok"]  # read back from the first run
+    assert saved["cores"]["eatt"]["sim"]["attention"]["mismatches"] == 0
+    bad = cli(*common, "-o", str(tmp_path / "other"), "--from-step", "sim")
+    assert bad.returncode == 2 and "holds no earlier run's results" in bad.stderr
+    wrong = cli(*common, "-o", str(out), "--to-step", "power")  # no power with --no-resources
+    assert wrong.returncode == 2 and "--to-step: 'power' is not a step of this flow" in wrong.stderr
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "eatt.cli", *args], capture_output=True, text=True, timeout=900
+    )

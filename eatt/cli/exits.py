@@ -72,10 +72,24 @@ def exit_code(command: Callable[[], int]) -> int:
         if threading.current_thread() is threading.main_thread()
         else {}
     )
+    _RECEIVED.clear()
     try:
         code = command()
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
+    except BaseException as err:  # noqa: BLE001 - every way out has its code
+        if _RECEIVED:  # the signal, whatever a library made of it (Ray: a lost worker, a
+            return _terminated(_RECEIVED[-1])  # plain KeyboardInterrupt): terminated
+        return _error_code(err)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _error_code(error: BaseException) -> int:
+    """The exit code of a command that raised ``error``, its one line said on stderr."""
+    try:
+        raise error
     except CommandError as err:
         print(f"eatt: error: {err}", file=sys.stderr)
         return err.code
@@ -97,8 +111,7 @@ def exit_code(command: Callable[[], int]) -> int:
         print("eatt: error: out of memory (a smaller core or fewer --vectors)", file=sys.stderr)
         return EXIT_BAD_INPUT
     except _Terminated as err:
-        print("eatt: terminated", file=sys.stderr)
-        return 128 + err.signum
+        return _terminated(err.signum)
     except KeyboardInterrupt:
         print("eatt: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -111,9 +124,6 @@ def exit_code(command: Callable[[], int]) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _one_line_os_error(err: OSError) -> str:
@@ -133,6 +143,23 @@ class _Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
+def _terminated(signum: int) -> int:
+    """Say the command was terminated; its exit code 128 + signum. A process that ran Ray
+    ends here (its cleanups have run, ray.shutdown among them): Ray's C++ teardown after an
+    interrupted call can crash the interpreter's exit (SIGSEGV, SIGABRT) and change the code."""
+    print("eatt: terminated", file=sys.stderr)
+    if "ray" in sys.modules:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(128 + signum)
+    return 128 + signum
+
+
+#: the termination signals the running command received (_terminate), latest last
+_RECEIVED: list[int] = []
+
+
 def _terminate(signum, frame) -> None:
     """SIGTERM / SIGHUP end a command like Ctrl-C: cleanups run, temporary files go."""
+    _RECEIVED.append(signum)
     raise _Terminated(signum)

@@ -68,6 +68,13 @@ def add_arguments(p) -> None:
     p.add_argument("--no-resources", action="store_true", help="skip Yosys (slow on big cores)")
     p.add_argument("--no-window", action="store_true", help="skip the windowed attention unit")
     p.add_argument("--no-peer", action="store_true", help="a layer's flow: skip the peer core")
+    for flag, what in (("--from-step", "start at"), ("--to-step", "stop after")):
+        p.add_argument(
+            flag,
+            metavar="STEP",
+            help=f"{what} this build step (golden, export, hls, rtl, sim, resources, power; "
+            "eatt/steps.py); a later start reads the earlier steps' results from the folder",
+        )
 
 
 def run(args) -> int:
@@ -89,7 +96,8 @@ def is_trained_model(source: str | None) -> bool:
 
 def _core_flow(args) -> int:
     """`eatt flow [CORE]`: a core and its peer through every stage."""
-    from eatt.flow import folded_config, format_flow, run_flow  # torch (the float twin)
+    from eatt.flow import CORE_STEPS, flow_steps, folded_config, format_flow, run_flow  # torch
+    from eatt.steps import select  # torch
 
     for flag, given in (("--layer", args.layer), ("--step", args.step)):
         if given and args.checkpoint is not None:
@@ -112,6 +120,8 @@ def _core_flow(args) -> int:
     else:
         check_rtl_size(cfg)
     check_vectors(cfg, args.vectors)
+    span = (args.from_step, args.to_step)
+    select(flow_steps(CORE_STEPS, not args.no_resources), *span)  # a step of this flow
     from eatt.hls.project import BuildError  # hls4ml
 
     try:
@@ -124,6 +134,7 @@ def _core_flow(args) -> int:
             resources=not args.no_resources,
             window=not args.no_window,
             inputs=args.inputs,
+            span=span,
         )
     except BuildError as err:  # g++ failed on the HLS project: its output is above
         raise CommandError(str(err), EXIT_CHECK_FAILED) from None
@@ -156,6 +167,9 @@ def _layer_flow(args) -> int:
         raise CommandError("--inputs: a layer's flow captures its own vectors; leave it out")
     if args.no_window:
         raise CommandError("--no-window: a layer's flow builds no windowed unit; leave it out")
+    for flag, given in (("--from-step", args.from_step), ("--to-step", args.to_step)):
+        if given:
+            raise CommandError(f"{flag}: a layer's flow runs every step (not yet a span)")
     from eatt.flow_layer import format_layer_flow, run_layer_flow  # torch
 
     if not args.layer:
