@@ -31,7 +31,6 @@ from typing import Any, ClassVar
 import yaml
 
 from eatt.mechanisms import MECHANISMS
-from eatt.units import UNITS, unit_for
 
 #: renamed keys and kinds: an old config gets one line naming the new word
 RENAMED_KEYS = {"half_width": "window_d", "sigma": "window_sigma", "score": "window_score"}
@@ -48,9 +47,14 @@ class ConfigError(ValueError):
     """A bad configuration value; the message is one line that names the key."""
 
 
+#: every config class by the kinds it describes: CoreConfig and each subclass register
+#: themselves (CoreConfig.__init_subclass__); the units name the same classes (eatt/units.py)
+CONFIG_CLASSES: dict[str, type] = {}
+
+
 def kinds() -> tuple[str, ...]:
-    """Every kind some registered unit serves (eatt/units.py)."""
-    return tuple(k for unit in UNITS.values() for k in unit.kinds)
+    """Every kind a config class describes (each a registered unit's, tests/test_units.py)."""
+    return tuple(CONFIG_CLASSES)
 
 
 def config_class(kind: Any) -> type[CoreConfig]:
@@ -59,7 +63,7 @@ def config_class(kind: Any) -> type[CoreConfig]:
         raise ConfigError(f"kind: {kind!r} is now called {RENAMED_KINDS[kind]!r}")
     if not isinstance(kind, str) or kind not in kinds():
         raise ConfigError(f"kind: must be one of {', '.join(kinds())}, got {kind!r}")
-    return unit_for(kind).load("config")
+    return CONFIG_CLASSES[kind]
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,11 @@ class CoreConfig:
 
     #: the kinds this class describes (the unit registers the same in eatt/units.py)
     KINDS: ClassVar[tuple[str, ...]] = ("eatt", "vanilla")
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _register(cls)
+
     #: the embedded default (`make flow`); a kind of the class other than the file's is
     #: the file with that kind
     DEFAULT_FILE: ClassVar[str] = "eatt_default.yaml"
@@ -264,6 +273,16 @@ class CoreConfig:
 WINDOW_KEYS = ("window_score", "window_d", "position", "window_sigma", "g_levels", "count_bits")
 
 
+def _register(cls: type) -> None:
+    """Record a config class under each of its KINDS (one class per kind)."""
+    for kind in cls.KINDS:
+        if CONFIG_CLASSES.setdefault(kind, cls) is not cls:
+            raise TypeError(f"kind {kind!r}: {cls.__name__} and {CONFIG_CLASSES[kind].__name__}")
+
+
+_register(CoreConfig)
+
+
 @dataclass(frozen=True)
 class WindowConfig(CoreConfig):
     """The windowed cross-attention unit of one decoding step (docs/window.md): a core's
@@ -357,11 +376,7 @@ class WindowConfig(CoreConfig):
 
 def _kind_with(key: str) -> str:
     """The kinds whose config class has this key ('' if none)."""
-    found = []
-    for unit in UNITS.values():
-        cls = unit.load("config")
-        if key in {f.name for f in fields(cls)}:
-            found += unit.kinds
+    found = [k for k, cls in CONFIG_CLASSES.items() if key in {f.name for f in fields(cls)}]
     return ", ".join(found)
 
 
