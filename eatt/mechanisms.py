@@ -103,6 +103,13 @@ class Mechanism:
         ``delta`` to their floor (the requantization), for cfg and its integer weights."""
         raise NotImplementedError
 
+    def alignment_ops(self, rows_in: int, dim: int, pairs: int, density: float) -> tuple:
+        """(additions, multiplications, selections) of the alignment as the hardware core
+        counts them (eatt.model.energy.core_counts): Q and K projected from ``rows_in`` input
+        rows of ``dim``, then ``pairs`` per-feature score terms; ``density``: the share of ones
+        in a binarized input row."""
+        raise NotImplementedError
+
     def inputs_for_qk(self, x: np.ndarray, tau_int: int) -> np.ndarray:
         """What Q and K are projected from: the binarized inputs, or the inputs themselves."""
         return binarize_int(x, tau_int) if self.binarized else x
@@ -150,6 +157,13 @@ class L1(Mechanism):
         # | |q - k| - |q^ - k^| | <= |dq - dk| <= delta, since dq, dk both lie in [0, delta]
         return cfg.d_head * delta
 
+    def alignment_ops(self, rows_in, dim, pairs, density):
+        selected = round(density * dim)  # expected ones per binarized input row
+        accumulate = rows_in * max(selected - 1, 0) * dim  # the selected rows of W, added
+        compare = rows_in * dim  # the binarization
+        l1 = 2 * pairs  # subtract, then abs-and-accumulate
+        return compare + accumulate + l1, 0, rows_in * dim * dim
+
 
 class Dot(Mechanism):
     """Vanilla: S = q . k (scaled dot-product attention, Vaswani et al. 2017)."""
@@ -165,6 +179,10 @@ class Dot(Mechanism):
 
     def scores_real(self, q, k):
         return q @ k.swapaxes(-1, -2)
+
+    def alignment_ops(self, rows_in, dim, pairs, density):
+        macs = rows_in * dim * dim + pairs  # projections, then the products of the scores
+        return macs, macs, 0
 
     def qk_error(self, cfg, weights, delta):
         x_abs = 2.0 ** (cfg.in_bits - 1) * 2.0**-cfg.in_frac

@@ -28,6 +28,8 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 
+from eatt.mechanisms import mechanism_of
+
 METHODS = ("vanilla", "dense", "randinit", "eatt")
 LEVELS = ("alignment", "attention", "block")
 CORE_KINDS = ("eatt", "vanilla")
@@ -242,15 +244,7 @@ def core_counts(
     pairs = h * lq * lk * d_h  # per-head score terms, summed over heads (= lq*lk*d)
     rows_in = lq + lk  # input rows that feed the Q and K projections
 
-    if kind == "vanilla":
-        proj = rows_in * d * d
-        align = OpCounts(proj + pairs, proj + pairs)
-    else:
-        selected = round(density * d)  # expected ones per binarized input row
-        accumulate = rows_in * max(selected - 1, 0) * d
-        compare = rows_in * d
-        l1 = 2 * pairs  # subtract, then abs-and-accumulate
-        align = OpCounts(compare + accumulate + l1, 0, rows_in * d * d)
+    align = OpCounts(*mechanism_of(kind).alignment_ops(rows_in, d, pairs, density))
     if level == "alignment":
         return align
     macs = lk * d * d + pairs + lq * d * d  # V projection, value weighting, output projection
