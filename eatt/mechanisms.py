@@ -130,6 +130,11 @@ class Mechanism:
         _LOADED[path] = got
         return got
 
+    def float_core(self, dim: int, heads: int, tau: float):
+        """The float reference module (torch) of this mechanism: ``tau`` where it binarizes."""
+        options = {"tau": tau} if self.binarized else {}
+        return self.load("float_module")(dim, heads, **options)
+
 
 #: facets loaded so far, by path
 _LOADED: dict = {}

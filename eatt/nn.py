@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from eatt.config import CoreConfig
-from eatt.model.attention import DotProductAttention, EAttention
+from eatt.mechanisms import mechanism_of
 from eatt.quant import brevitas_export
 from eatt.quant.golden import derive_formats
 from eatt.quant.modules import QuantAttentionCore
@@ -127,10 +127,8 @@ class MultiheadAttention(nn.Module):
             self.core: nn.Module = QuantAttentionCore(self.cfg)
             for line in coarse_formats(self.cfg):
                 warnings.warn(f"eatt.nn.MultiheadAttention: {line}", stacklevel=2)
-        elif kind == "eatt":
-            self.core = EAttention(embed_dim, num_heads, tau=tau)
-        else:
-            self.core = DotProductAttention(embed_dim, num_heads)
+        else:  # the float reference of the mechanism (E-ATT's binarizes at tau)
+            self.core = mechanism_of(kind).float_core(embed_dim, num_heads, tau)
         self.core.to(device=device, dtype=dtype)
         #: eatt.capture's recorder: called by each quantized call with (x codes (n, L, E),
         #: y codes (n, S, E), {"length": (n,), "offset": (n,)} numpy, output codes (n, L, E))

@@ -21,10 +21,7 @@ from eatt.quant.golden import CoreWeights, GoldenCore, derive_formats, visible_k
 def to_float_module(cfg: CoreConfig, weights: CoreWeights, dtype=None):
     """The float twin of a core: same weights as real numbers, in float64 by default."""
     dtype = dtype or torch.float64
-    mech = mechanism_of(cfg)
-    module = mech.load("float_module")(
-        cfg.dim, cfg.heads, **({"tau": cfg.tau} if mech.binarized else {})
-    )
+    module = mechanism_of(cfg).float_core(cfg.dim, cfg.heads, cfg.tau)
     lsb = 2.0**-cfg.weight_frac
     with torch.no_grad():
         for name, proj in (("wq", "q_proj"), ("wk", "k_proj"), ("wv", "v_proj"), ("wo", "o_proj")):
