@@ -78,8 +78,8 @@ from eatt.quant.golden import (
     random_masks,
 )
 from eatt.quant.vectors import compare_model, inputs_model, model_mismatches
-from eatt.rtl_sim.generate import RTL_DIR, load_metadata, load_weights
 from eatt.rtl_sim.procs import LockTimeout, file_lock, run_group, sigterm_as_interrupt, try_lock
+from eatt.rtl_sim.rtldir import RTL_DIR, load_metadata, load_weights
 from eatt.rtl_sim.tools import (
     ToolMissing,
     check_build_tools,
