@@ -46,7 +46,8 @@ from eatt.quant.golden import (
     recip_table,
 )
 from eatt.quant.vectors import compare_model, inputs_model
-from eatt.rtl_sim.generate import generate_core_rtl, load_metadata, load_weights, write_rtl_dir
+from eatt.rtl_sim.generate import generate_core_rtl
+from eatt.rtl_sim.rtldir import load_metadata, load_weights, write_rtl_dir
 from eatt.rtl_sim.runner import (
     compare_runs,
     core_vectors,

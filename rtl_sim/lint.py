@@ -22,7 +22,7 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from eatt.rtl_sim.generate import load_metadata
+from eatt.rtl_sim.rtldir import load_metadata
 from eatt.rtl_sim.tools import ToolMissing
 
 

@@ -56,8 +56,8 @@ from pathlib import Path
 from eatt.outdir import check_result_dir, result_dir
 from eatt.rtl_sim import yosys_native
 from eatt.rtl_sim.folded import weight_count
-from eatt.rtl_sim.generate import load_metadata
 from eatt.rtl_sim.resources import _tail, find_yosys, parse_stat, run_logged, tool_name
+from eatt.rtl_sim.rtldir import load_metadata
 from eatt.rtl_sim.tools import ToolMissing
 
 PNR_DIR = "pnr"

@@ -77,8 +77,8 @@ from eatt.rtl_sim import liberty as lib_mod
 from eatt.rtl_sim import stages as stages_mod
 from eatt.rtl_sim import yosys_native
 from eatt.rtl_sim.folded import weight_count
-from eatt.rtl_sim.generate import load_metadata, load_weights
 from eatt.rtl_sim.resources import _tail, find_yosys, run_logged, tool_name
+from eatt.rtl_sim.rtldir import load_metadata, load_weights
 from eatt.rtl_sim.runner import (
     check_simulator,
     compare_runs,

@@ -59,8 +59,8 @@ from pathlib import Path
 
 from eatt.progress import step
 from eatt.rtl_sim import yosys_native
-from eatt.rtl_sim.generate import load_metadata
 from eatt.rtl_sim.procs import kill_group, sigterm_as_interrupt
+from eatt.rtl_sim.rtldir import load_metadata, load_weights
 from eatt.rtl_sim.tools import ToolMissing
 
 SYNTH_DIR = "synth"
@@ -326,7 +326,6 @@ def resources_report(
     if meta["level"] == "alignment" and meta["config"].get("kind") in ("eatt", "vanilla"):
         from eatt.config import CoreConfig
         from eatt.rtl_sim.da4ml_trace import estimate
-        from eatt.rtl_sim.generate import load_weights
 
         cfg = CoreConfig.from_dict(meta["config"], source=str(Path(rtl_dir) / "metadata.json"))
         report["da4ml"] = estimate(cfg, load_weights(rtl_dir, meta))

@@ -78,8 +78,8 @@ from eatt.quant.golden import (
     random_masks,
 )
 from eatt.quant.vectors import compare_model, inputs_model, model_mismatches
-from eatt.rtl_sim.generate import RTL_DIR, load_metadata, load_weights
 from eatt.rtl_sim.procs import LockTimeout, file_lock, run_group, sigterm_as_interrupt, try_lock
+from eatt.rtl_sim.rtldir import RTL_DIR, load_metadata, load_weights
 from eatt.rtl_sim.tools import (
     ToolMissing,
     check_build_tools,
@@ -706,13 +706,18 @@ def run_leaf(
     parameters: dict[str, int],
     simulator: str = "verilator",
     seed: int = 0,
+    leaves: tuple[str, ...] = (),
+    files: dict[str, str] | None = None,
     **env: str,
 ) -> dict:
     """Build the hand-written leaf `top` (rtl_sim/rtl/<top>.sv) with `parameters` and run the
     cocotb tests of `tb_file` (rtl_sim/tb/<top>/test_<top>.py) on it; `env` reaches the
-    testbench as environment variables. The build is cached as a core's is (sim_cache, keyed by
-    the source, the parameters, the simulator and cocotb; LRU-pruned with them), so a second
-    run of the same parameter set only simulates. Returns {"tests", "build_dir",
+    testbench as environment variables. `leaves`: the other hand-written modules `top`
+    instantiates (their files in rtl_sim/rtl/, built with it); `files`: text files (name ->
+    text) written into the run's folder, where the simulator runs ($readmemh files). The
+    build is cached as a core's is (sim_cache, keyed by the sources, the parameters, the
+    simulator and cocotb; LRU-pruned with them), so a second run of the same parameter set
+    only simulates. Returns {"tests", "build_dir",
     "cached_build", "results_dir"}; RuntimeError (with the log's tail) when a test fails."""
     import cocotb
     import cocotb_tools.config
@@ -720,6 +725,7 @@ def run_leaf(
 
     check_simulator(simulator)
     source = RTL_DIR / f"{top}.sv"
+    sources = [source, *(RTL_DIR / f"{leaf}.sv" for leaf in leaves)]
     tb = Path(tb_file).resolve()
     h = hashlib.sha256()
     for part in (
@@ -732,7 +738,8 @@ def run_leaf(
         json.dumps(parameters, sort_keys=True),
     ):
         h.update(part.encode() + b"\0")
-    h.update(source.read_bytes())
+    for path in sources:
+        h.update(path.read_bytes())
     key = f"leaf-{top}-{h.hexdigest()[:16]}"
     root = sim_cache(simulator)
     root.mkdir(parents=True, exist_ok=True)
@@ -746,13 +753,17 @@ def run_leaf(
         else:
             shutil.rmtree(bdir, ignore_errors=True)
             (bdir / "src").mkdir(parents=True)
-            shutil.copyfile(source, bdir / "src" / source.name)
-            _cocotb_build(simulator, [bdir / "src" / source.name], top, bdir, parameters)
+            for path in sources:
+                shutil.copyfile(path, bdir / "src" / path.name)
+            copies = [bdir / "src" / path.name for path in sources]
+            _cocotb_build(simulator, copies, top, bdir, parameters)
             _slim(bdir, simulator)
             atomic_write_text(stamp, json.dumps({"top": top, "parameters": parameters}) + "\n")
             _prune(root, CACHE_KEEP, key)
         run = bdir / "run"
         _clear(run)
+        for name, text in (files or {}).items():
+            (run / name).write_text(text)
         log = run / "sim.log"
         with _sim_environ(simulator, tb.parent, **env):
             xml = _cocotb_test(simulator, tb.stem, top, bdir, run, seed, log)

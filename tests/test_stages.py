@@ -17,7 +17,7 @@ from eatt.rtl_sim.stages import cell_stages, register_names, register_stage, sta
         ("alignment", "k[0][0]", "projections"),
         ("alignment", "s[12]", "scores"),
         ("alignment", "s_vld", "control"),
-        # adder_levels >= 1: the inner registers of the trees (rtl_sim/generate.py _Pipe)
+        # adder_levels >= 1: the inner registers of the trees (rtl_sim/pipeline.py _Pipe)
         ("alignment", "qa_0_3l_r0[2]", "projections"),
         ("alignment", "score_h0_q1_k0l_r0[4]", "scores"),
         ("attention", "za_1_2r_r0[3]", "projections"),

@@ -29,7 +29,8 @@
 //
 // Every width is a golden width (eatt.quant.golden.Formats), passed down by the engine.
 //
-// Testbench: through the engine (rtl_sim/tb/test_folded.py, tests/test_folded.py).
+// Testbench: rtl_sim/tb/folded_proj_walk/test_folded_proj_walk.py (and through the engine:
+// rtl_sim/tb/test_folded.py, tests/test_folded.py).
 
 `default_nettype none
 

@@ -25,7 +25,7 @@ import pytest
 from cocotb.triggers import Timer
 
 from eatt.quant.golden import l1_scores_int
-from eatt.rtl_sim.generate import l1_score_row_parameters
+from eatt.rtl_sim.eatt_datapath import l1_score_row_parameters
 from eatt.rtl_sim.runner import run_leaf
 
 #: name -> (qk_bits, score_bits, q bounds per lane, k bounds per lane)
