@@ -37,3 +37,7 @@ def test_no_design_md_reference():
         if page.name != "test_docs.py" and "DESIGN" + ".md" in page.read_text(errors="ignore"):
             hits.append(str(page.relative_to(ROOT)))
     assert not hits, hits
+
+
+def test_readme_at_most_300_lines():
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 300
