@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from eatt.config import CoreConfig, atomic_write_text
+from eatt.mechanisms import MECHANISMS
 from eatt.model import energy
 from eatt.rtl_sim.folded import check_folding, folded_parameters
 from eatt.rtl_sim.resources import resources
@@ -63,7 +64,7 @@ def leaves_sv(p: dict[str, int]) -> str:
     """The alignment leaves of one kind as one module: E-ATT's binarization of the input
     (Eq. 4, as folded_proj_walk.sv: x > tau), the SIMD x SIMD projection tile and LANES score
     lanes, with the engine's parameters ``p`` (folded_parameters)."""
-    select = p["KIND_EATT"]
+    select = int(p["SCORE"] == MECHANISMS["eatt"].rtl_score)  # 1: E-ATT's select walk
     simd, lanes, qk, score = p["SIMD"], p["LANES"], p["QK_W"], p["SCORE_W"]
     a_w, w_w, acc, tau = p["IN_W"], p["W_W"], p["ACC_W"], p["TAU"]
     what = "E-ATT" if select else "dot"

@@ -132,7 +132,8 @@ function_template = (
     "nnet::attention_core<{x_t}, {y_t}, {output_t}, {config}>"
     "({x}, {y}, {output}, {wq}, {wk}, {wv}, {wo}, {exp_table}, {recip_table});"
 )
-#: the folded layer (lanes > 0; templates/nnet_folded_attention.h; CONFIG_T::eatt picks the kind):
+#: the folded layer (lanes > 0; templates/nnet_folded_attention.h; CONFIG_T::score picks the
+#: mechanism):
 #: the length and offset of the call after X and Y always (an input the core does not take hides
 #: nothing and is ignored); io_stream: folded_attention_stream, each mask read from its stream
 folded_function_template = (
@@ -156,7 +157,6 @@ def folded_constants(node) -> dict[str, int]:
     lanes, simd, pe = (int(node.get_attr(name)) for name in FOLDING_ATTRS)
     dc = int(node.get_attr("dim")) // simd
     return {
-        "eatt": int(node.get_attr("kind") == "eatt"),
         "lanes": lanes,
         "simd": simd,
         "pe": pe,
@@ -193,9 +193,7 @@ class AttentionCoreConfigTemplate(LayerConfigTemplate):
             params["typedefs"] += "\n" + "\n".join(lines)
         if node.get_attr("lanes", 0):  # the folded layer's parameters
             params["typedefs"] += "\n" + "\n".join(
-                f"    static const {'bool' if name == 'eatt' else 'unsigned'} {name} = "
-                + (str(bool(value)).lower() if name == "eatt" else str(value))
-                + ";"
+                f"    static const unsigned {name} = {value};"
                 for name, value in folded_constants(node).items()
             )
         params["esum_bits"] = widths["esum_t"][1]

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from eatt.config import CoreConfig
+from eatt.mechanisms import mechanism_of
 from eatt.quant.golden import (
     CoreWeights,
     GoldenCore,
@@ -229,7 +230,7 @@ def folded_parameters(cfg: CoreConfig, lanes: int, simd: int, pe: int) -> dict[s
     f = derive_formats(cfg)
     len_w, off_w = mask_fields(cfg)
     return {
-        "KIND_EATT": int(cfg.kind == "eatt"),
+        "SCORE": mechanism_of(cfg).rtl_score,  # the score leaf: 0 L1 (E-ATT), 1 dot
         "LEN_Q": cfg.len_q,
         "LEN_K": cfg.len_k,
         "DIM": cfg.dim,

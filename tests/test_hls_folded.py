@@ -19,6 +19,7 @@ from eatt.config import CoreConfig
 from eatt.hls import TEMPLATES
 from eatt.hls.folding import hls_iterations, resolve_folding
 from eatt.hls.project import METADATA, write_project
+from eatt.mechanisms import mechanism_of
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.folded import folded_cycles, folding_for_reuse, weight_tiles
 from tests.test_hls import function_body, multiplications, run_project_testbench
@@ -113,7 +114,8 @@ def test_folded_csim_is_bit_exact_and_takes_the_formula(projects, name):
     params = (project / "firmware" / "parameters.h").read_text()
     for key, value in (("lanes", lanes), ("simd", simd), ("pe", pe)):
         assert f"static const unsigned {key} = {value};" in params
-    assert f"static const bool eatt = {str(cfg.kind == 'eatt').lower()};" in params
+    score = mechanism_of(cfg).hls_score  # the mechanism's kernel picks the select walk
+    assert f"using score = nnet::{score}_score<C>;" in params and "bool eatt" not in params
     meta = json.loads((project / METADATA).read_text())
     assert meta["folding"] == r["folding"] and meta["iterations"]["formula"]
     # the weights: ap_int for synthesis, a plain integer of the same values for g++

@@ -494,7 +494,7 @@ AttendQuery:
                             typename CONFIG_T::oacc_t>(attn, wo, z);
 }
 
-// -- the layers hls4ml calls (eatt.hls.handlers); CONFIG_T::eatt picks the kind ---------------
+// -- the layers hls4ml calls (eatt.hls.handlers); CONFIG_T::score picks the mechanism -------
 // io_parallel: x, y, res arrays of real values (hls4ml's io_parallel ports)
 template <class x_T, class y_T, class res_T, typename CONFIG_T>
 void folded_attention(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
@@ -505,7 +505,7 @@ void folded_attention(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::le
                       const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
                       const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
                       const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
-    const bool EATT = CONFIG_T::eatt;
+    const bool EATT = CONFIG_T::template score<CONFIG_T>::l1;
     const unsigned COLS = EATT ? CONFIG_T::pe : CONFIG_T::simd;
     typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
     typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];
@@ -571,7 +571,7 @@ void folded_attention_stream(
     const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
     const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
     const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
-    const bool EATT = CONFIG_T::eatt;
+    const bool EATT = CONFIG_T::template score<CONFIG_T>::l1;
     typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
     typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];
     typename CONFIG_T::out_code_t z[CONFIG_T::len_q][CONFIG_T::dim];

@@ -47,7 +47,7 @@
 `default_nettype none
 
 module folded_attention #(
-    parameter int KIND_EATT   = 1,    // 1: E-ATT (binarize, L1 scores); 0: vanilla (dot)
+    parameter int SCORE       = 0,    // the mechanism (eatt.mechanisms rtl_score): 0 L1, 1 dot
     parameter int LEN_Q       = 2,    // query tokens
     parameter int LEN_K       = 4,    // key tokens
     parameter int DIM         = 8,    // model dimension
@@ -112,7 +112,9 @@ module folded_attention #(
     localparam int DC     = DIM / SIMD;       // SIMD-wide chunks of a token
     localparam int HC     = D_HEAD / SIMD;    // chunks of a head
     localparam int KB     = LEN_K / LANES;    // blocks of LANES keys
-    localparam int MUL_COLS = (KIND_EATT != 0) ? PE : SIMD;  // the multiply walk's columns
+    // 0: E-ATT's L1 (binarize, select rows of W_Q / W_K, L1 scores); 1: vanilla's dot product
+    localparam bit L1 = (SCORE == 0);
+    localparam int MUL_COLS = L1 ? PE : SIMD;  // the multiply walk's columns
     localparam int M      = SIMD / MUL_COLS;  // its pieces of a SIMD-wide V or Z word
     localparam int IN_BEATS  = (LEN_Q + LEN_K) * DC;
     localparam int OUT_BEATS = LEN_Q * DC;
@@ -197,9 +199,9 @@ module folded_attention #(
 
     folded_proj_walk #(
         .SIMD(SIMD), .COLS(MUL_COLS), .DIM(DIM), .LEN_Q(LEN_Q), .LEN_K(LEN_K), .LANES(LANES),
-        .SELECT(0), .N_PRE(KIND_EATT != 0 ? 1 : 3),
-        .PRE(KIND_EATT != 0 ? 6'b00_00_01 : 6'b10_01_00), .POST(1),
-        .USES(KIND_EATT != 0 ? 4'b1010 : 4'b1111),
+        .SELECT(0), .N_PRE(L1 ? 1 : 3),
+        .PRE(L1 ? 6'b00_00_01 : 6'b10_01_00), .POST(1),
+        .USES(L1 ? 4'b1010 : 4'b1111),
         .IN_W(IN_W), .TAU(TAU), .W_W(W_W), .ATTN_W(ATTN_W), .ACC_W(ACC_W),
         .Q_SHIFT(Q_SHIFT), .QK_W(QK_W), .V_SHIFT(V_SHIFT), .V_W(V_W), .O_SHIFT(O_SHIFT),
         .OUT_W(OUT_W), .WQ_FILE(WQ_FILE), .WK_FILE(WK_FILE), .WV_FILE(WV_FILE),
@@ -218,7 +220,7 @@ module folded_attention #(
         {m_valid, m_pass, m_tok, m_lane, m_blk, m_cc};
     assign post_done = m_fin;
 
-    if (KIND_EATT != 0) begin : g_select  // the select walk: K then Q, at the same time as V
+    if (L1) begin : g_select  // the select walk: K then Q, at the same time as V
         logic s_fin;
         logic [TOK_CW-1:0] s_rd_tok;
         logic [DC_CW-1:0] s_rd_rc;
@@ -317,7 +319,7 @@ module folded_attention #(
         assign k_word[l] = k_bank[jb*DC + hh*HC + dc];
         assign v_word[l] = v_cat;
 
-        folded_score_lane #(.SIMD(SIMD), .QK_W(QK_W), .SCORE_W(SCORE_W), .L1(KIND_EATT)) u_score (
+        folded_score_lane #(.SIMD(SIMD), .QK_W(QK_W), .SCORE_W(SCORE_W), .L1(L1)) u_score (
             .q(q_word), .k(k_word[l]), .part(part_l)
         );
         assign s_next[l] = ((dc == 0) ? SCORE_W'(0) : s_acc) + part_l;
