@@ -318,7 +318,7 @@ window_config_template = """struct config{index} : nnet::window_attention_config
     static const unsigned window_rows = {window_rows};
     static const unsigned penalty_levels = {penalty_levels};
     static const unsigned g_level = {g_level};
-    static const bool score_eatt = {score_eatt};
+    typedef nnet::{score}_mechanism mechanism;
     static const bool focus = {focus};
     static const int tau_int = {tau_int};
     static const unsigned q_shift = {q_shift};
@@ -356,7 +356,7 @@ class WindowAttentionConfigTemplate(LayerConfigTemplate):
             f"    typedef {ap_type(signed, width)} {name};"
             for name, (signed, width) in widths.items()
         )
-        params["score_eatt"] = "true" if params["window_score"] == "eatt" else "false"
+        params["score"] = mechanism_of(params["window_score"]).hls_score  # CONFIG_T::mechanism
         params["focus"] = "true" if params["position"] == "flexible" else "false"
         params["esum_bits"] = widths["esum_t"][1]
         params["v_min"] = -(2 ** (params["v_bits"] - 1))

@@ -255,11 +255,17 @@ DotHead:
 }
 
 // -- the score kernels a config picks (CONFIG_T::score; eatt.mechanisms' hls_score) -------------
-// l1: the mechanism binarizes its Q/K inputs and scores by L1 distance (the folded layer's
-// select walk, nnet_folded_attention.h); false: products
-#define NNET_ATTENTION_SCORE(NAME, ALIGNMENT, L1)                                                  \
-    template <typename CONFIG_T> struct NAME {                                                     \
-        static const bool l1 = L1;                                                                 \
+// What a unit without the core's types asks of a mechanism (the window unit's CONFIG_T::mechanism):
+// l1, the mechanism binarizes its Q/K inputs and scores by L1 distance (the folded layer's select
+// walk, nnet_folded_attention.h); false: products
+struct l1_mechanism {
+    static const bool l1 = true;
+};
+struct dot_mechanism {
+    static const bool l1 = false;
+};
+#define NNET_ATTENTION_SCORE(NAME, ALIGNMENT, MECHANISM)                                           \
+    template <typename CONFIG_T> struct NAME : MECHANISM {                                         \
         static void alignment(typename CONFIG_T::in_code_t x[CONFIG_T::len_q][CONFIG_T::dim],      \
                               typename CONFIG_T::in_code_t y[CONFIG_T::len_k][CONFIG_T::dim],      \
                               const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],     \
@@ -269,8 +275,8 @@ DotHead:
             _Pragma("HLS INLINE") ALIGNMENT<CONFIG_T>(x, y, wq, wk, scores);                       \
         }                                                                                          \
     };
-NNET_ATTENTION_SCORE(l1_score, l1_alignment, true)
-NNET_ATTENTION_SCORE(dot_score, dot_alignment, false)
+NNET_ATTENTION_SCORE(l1_score, l1_alignment, l1_mechanism)
+NNET_ATTENTION_SCORE(dot_score, dot_alignment, dot_mechanism)
 #undef NNET_ATTENTION_SCORE
 
 // -- values: V = (Y W_V) >> v_shift ---------------------------------------------------------------

@@ -46,7 +46,7 @@ struct window_attention_config {
     static const unsigned window_rows = 5;
     static const unsigned penalty_levels = 1;
     static const unsigned g_level = 0;  // level used when there is no G input (gaussian, none)
-    static const bool score_eatt = true;
+    typedef l1_mechanism mechanism;  // l1_mechanism or dot_mechanism (nnet_attention_core.h)
     // formats and shifts (docs/golden.md, docs/window.md)
     static const int tau_int = 16;
     static const unsigned q_shift = 0;
@@ -104,8 +104,8 @@ WinDotQCol:
 }
 
 // -- score of one memory row for head h: -sum|Q - K| (E-ATT) or Q . K (dot) ------------------------
-// score_eatt is a compile-time constant: an E-ATT unit has no multiplier here (the dot branch is
-// removed as dead code).
+// CONFIG_T::mechanism::l1 is a compile-time constant: an E-ATT unit has no multiplier here
+// (the dot branch is removed as dead code).
 template <class k_T, typename CONFIG_T>
 typename CONFIG_T::score_t window_attention_score(typename CONFIG_T::qk_t q[CONFIG_T::dim],
                                                   k_T k[CONFIG_T::len_k * CONFIG_T::dim],
@@ -120,7 +120,7 @@ WinScoreDim:
         typename CONFIG_T::k_fixed_t real = k[row * CONFIG_T::dim + col];
         typename CONFIG_T::qk_t code;
         code.range() = real.range();
-        if (CONFIG_T::score_eatt) {
+        if (CONFIG_T::mechanism::l1) {
             typename CONFIG_T::diff_t t = q[col] - code;
             if (t < 0) {
                 s += t;
@@ -173,7 +173,7 @@ void window_attention_step(
     #pragma HLS ARRAY_PARTITION variable=numer complete dim=0
 
     attention_core_codes<x_T, CONFIG_T, 1>(x, xc);
-    if (CONFIG_T::score_eatt) {
+    if (CONFIG_T::mechanism::l1) {
         window_attention_eatt_query<CONFIG_T>(xc, wq, q);
     } else {
         window_attention_dot_query<CONFIG_T>(xc, wq, q);
