@@ -19,6 +19,12 @@ Every record carries the dynamic energy by stage (projections, scores, softmax, 
 folded engine's token memories; control: rtl_sim/stages.py), tabled with E-ATT / vanilla per
 stage and plotted beside the totals.
 
+The paper's Table 7 rows, all four methods (its Table 2: vanilla, Dense, RandInit, E-ATT; the
+hardware mechanisms of eatt.mechanisms): at the unrolled levels every method is measured, and
+each one's energy over vanilla's is tabled beside the paper's analytic ratio and our core
+counts' (``methods``). The folded level has E-ATT and vanilla only (the folded engine's
+mechanisms).
+
 Writes bench/results/energy_compare.json (rewritten after every job: a run cut short keeps what
 finished), energy_compare.md (the table) and energy_compare.png (the plot).
 
@@ -39,7 +45,6 @@ import time
 from pathlib import Path
 
 from eatt.config import CoreConfig, atomic_write_text, default_config
-from eatt.flow import core_energy
 from eatt.model import energy
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.generate import generate_rtl
@@ -48,6 +53,9 @@ from eatt.rtl_sim.power import power
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "energy_compare.json"
 QUICK = dict(len_q=2, len_k=2, dim=2, heads=1, in_bits=4, in_frac=2, weight_bits=4, qk_bits=6)
 KINDS = ("eatt", "vanilla")
+#: every method measured at the unrolled levels, in the paper's Table 2 order
+METHODS = ("vanilla", "dense", "randinit", "eatt")
+NAMES = {"vanilla": "dot product", "dense": "Dense", "randinit": "RandInit", "eatt": "E-ATT"}
 LEVELS = ("alignment", "attention", "folded")
 #: the folded engine's folding per kind: equal cycles per call (docs/folded.md)
 FOLDING = {"eatt": {"lanes": 2, "simd": 2, "pe": 1}, "vanilla": {"lanes": 2, "simd": 2}}
@@ -95,6 +103,29 @@ def ratios(report: dict) -> dict:
     return out
 
 
+def methods(report: dict) -> dict:
+    """Each method over vanilla per unrolled level (the paper's Table 7 rows): measured energy,
+    dynamic energy and area, the paper's analytic ratio, our core counts' ratio."""
+    out = {}
+    cfg = report["config"]
+    paper = energy.energy_ratios(cfg["len_k"], cfg["dim"])
+    counts = report["core_counts_pj"]
+    for level, by_kind in report["levels"].items():
+        if level == "folded" or "vanilla" not in by_kind:
+            continue
+        v = by_kind["vanilla"]
+        for kind in (k for k in METHODS if k in by_kind and k != "vanilla"):
+            m = by_kind[kind]
+            out.setdefault(level, {})[kind] = {
+                "energy": m["energy_per_call_pj"]["total"] / v["energy_per_call_pj"]["total"],
+                "dynamic": m["energy_per_call_pj"]["dynamic"] / v["energy_per_call_pj"]["dynamic"],
+                "area": m["area_um2"] / v["area_um2"],
+                "paper_analytic": paper[kind][level]["asic"] / 100.0,
+                "core_counts": counts[kind][level] / counts["vanilla"][level],
+            }
+    return out
+
+
 def markdown(report: dict) -> str:
     cfg = report["config"]
     lines = [
@@ -125,6 +156,20 @@ def markdown(report: dict) -> str:
             f"| {level} | {q['energy']:.3f} | {q['dynamic']:.3f} | {q['area']:.3f} | "
             f"{q['paper_analytic']:.4f} | {q['core_counts']:.4f} |"
         )
+    if report.get("methods"):
+        lines += [
+            "",
+            "The paper's Table 7 rows: each method's energy over vanilla's (ASIC)",
+            "",
+            "| level | method | measured | dynamic | area | paper's analytic | our core counts |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for level, by_kind in report["methods"].items():
+            for kind, q in by_kind.items():
+                lines.append(
+                    f"| {level} | {NAMES[kind]} | {q['energy']:.3f} | {q['dynamic']:.3f} | "
+                    f"{q['area']:.3f} | {q['paper_analytic']:.4f} | {q['core_counts']:.4f} |"
+                )
     split = [
         (level, kind, r["energy_split_per_call_pj"])
         for level, by_kind in report["levels"].items()
@@ -171,7 +216,7 @@ def stage_table(report: dict) -> list[str]:
             "| kind | " + " | ".join(stages) + " |",
             "| --- |" + " --- |" * len(stages),
         ]
-        for kind in KINDS:
+        for kind in KINDS:  # the stage table of the pair (a Synthesizer's stages differ)
             row = by_kind[kind]["by_stage"]
             lines.append(
                 f"| {kind} | " + " | ".join(f"{row[s]['dynamic_pj']:.4g}" for s in stages) + " |"
@@ -194,14 +239,15 @@ def plot(report: dict, path: Path) -> bool:
     by_stage = stage_ratios(report)
     fig, axes = plt.subplots(1, 2 if by_stage else 1, figsize=(11.0 if by_stage else 6.0, 3.6))
     ax = axes[0] if by_stage else axes
-    width = 0.38
-    for i, kind in enumerate(KINDS):
+    kinds = [k for k in METHODS if any(k in by_kind for by_kind in report["levels"].values())]
+    width = 0.8 / len(kinds)
+    for i, kind in enumerate(kinds):
         values = [
             report["levels"][lv].get(kind, {}).get("energy_per_call_pj", {}).get("total", 0)
             for lv in levels
         ]
-        xs = [j + (i - 0.5) * width for j in range(len(levels))]
-        ax.bar(xs, values, width, label="E-ATT" if kind == "eatt" else "dot product")
+        xs = [j + (i - (len(kinds) - 1) / 2) * width for j in range(len(levels))]
+        ax.bar(xs, values, width, label=NAMES[kind])
     for j, lv in enumerate(levels):
         q = report["ratios"].get(lv)
         if q:
@@ -221,7 +267,7 @@ def plot(report: dict, path: Path) -> bool:
     )
     ax.set_ylim(100, top * 8)
     ax.set_ylabel("energy per call (pJ)")
-    ax.set_title(f"E-ATT vs dot product, measured on {report['liberty']}", fontsize=10)
+    ax.set_title(f"measured on {report['liberty']}", fontsize=10)
     ax.legend(loc="upper left", ncol=2, fontsize=8)
     if by_stage:
         bx = axes[1]
@@ -254,7 +300,6 @@ def main(argv: list[str] | None = None) -> int:
         if lv not in LEVELS:
             ap.error(f"--levels: {lv!r} is not one of {', '.join(LEVELS)}")
     cfg = _config("eatt", args.quick)
-    counts = core_energy(cfg)
     report = {
         "bench": "energy_compare",
         "quick": args.quick,
@@ -265,17 +310,26 @@ def main(argv: list[str] | None = None) -> int:
         "machine": platform.machine(),
         "levels": {},
         "core_counts_pj": {
-            k: {lv: counts[k][lv]["energy_pj"]["asic"] for lv in counts[k]} for k in KINDS
+            k: {
+                lv: energy.energy_pj(
+                    energy.core_counts(k, cfg.len_q, cfg.len_k, cfg.dim, cfg.heads, lv),
+                    energy.DEFAULT_TABLE,
+                    "asic",
+                )
+                for lv in energy.CORE_LEVELS
+            }
+            for k in METHODS
         },
         "ratios": {},
+        "methods": {},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="eatt-energy-") as tmp:
         for level in levels:
-            for kind in KINDS:
+            for kind in KINDS if level == "folded" else METHODS:  # the folded engine's two
                 kcfg = _config(kind, args.quick)
                 out = Path(tmp) / f"{level}_{kind}"
-                folding = (QUICK_FOLDING if args.quick else FOLDING)[kind]
+                folding = (QUICK_FOLDING if args.quick else FOLDING).get(kind)
                 extra = {"folding": folding} if level == "folded" else {}
                 generate_rtl(kcfg, random_weights(kcfg, seed=1), out, level=level, **extra)
                 t0 = time.perf_counter()
@@ -284,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
                 report["liberty"] = r["liberty"]
                 report["levels"].setdefault(level, {})[kind] = _record(r)
                 report["ratios"] = ratios(report)
+                report["methods"] = methods(report)
                 atomic_write_text(args.out, json.dumps(report, indent=1) + "\n")
     atomic_write_text(args.out.with_suffix(".md"), markdown(report))
     plot(report, args.out.with_suffix(".png"))

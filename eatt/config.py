@@ -1,6 +1,7 @@
 """The hardware units' configurations: typed, validated objects.
 
-A core (:class:`CoreConfig`, kinds eatt and vanilla: the E-ATT paper's words) is one
+A core (:class:`CoreConfig`, one kind per attention mechanism of eatt.mechanisms: eatt and
+vanilla in the E-ATT paper's words, the Synthesizer's dense and randinit) is one
 multi-head attention layer in hardware: ``len_q`` queries attend to ``len_k`` keys/values of
 width ``dim`` split into ``heads``. Every
 stage (golden model, Brevitas, QONNX, hls4ml, RTL) is driven by this object, so every check of
@@ -30,15 +31,16 @@ from typing import Any, ClassVar
 
 import yaml
 
-from eatt.mechanisms import MECHANISMS
+from eatt.mechanisms import MECHANISMS, core_kinds, query_key_scores
 
 #: renamed keys and kinds: an old config gets one line naming the new word
 RENAMED_KEYS = {"half_width": "window_d", "sigma": "window_sigma", "score": "window_score"}
 RENAMED_KINDS = {"dot": "vanilla"}
-#: score functions (Luong's names: "dot"; E-ATT's "eatt", -L1 of binarized-query projections)
-SCORES = ("eatt", "dot")
-#: the score function of each core kind, and back: vanilla attention scores with Q . K
-SCORE_OF_KIND = {"eatt": "eatt", "vanilla": "dot"}
+#: the window unit's score functions: the mechanisms scoring queries against keys (Luong's
+#: names: "dot"; E-ATT's "eatt", -L1 of binarized-query projections)
+SCORES = query_key_scores()
+#: the score function (mechanism) of each core kind, and back: vanilla scores with Q . K
+SCORE_OF_KIND = {m.kind: m.name for m in MECHANISMS.values()}
 KIND_OF_SCORE = {score: kind for kind, score in SCORE_OF_KIND.items()}
 POSITIONS = ("none", "gaussian", "flexible")
 
@@ -111,8 +113,9 @@ class CoreConfig:
     #: the same outputs (captures, a trained layer's weights, golden checks hold for all)
     HARDWARE_KEYS: ClassVar[tuple[str, ...]] = ("reuse_factor",)
 
-    #: the kinds this class describes (the unit registers the same in eatt/units.py)
-    KINDS: ClassVar[tuple[str, ...]] = ("eatt", "vanilla")
+    #: the kinds this class describes, one per attention mechanism (eatt.mechanisms; the unit
+    #: registers the same in eatt/units.py)
+    KINDS: ClassVar[tuple[str, ...]] = core_kinds()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -147,8 +150,9 @@ class CoreConfig:
 
     @property
     def score_kind(self) -> str:
-        """The score function (one of SCORES): eatt (-L1) or dot (vanilla's Q . K)."""
-        return SCORE_OF_KIND[self.kind]
+        """The score function (a mechanism's name): eatt (-L1), dot (vanilla's Q . K), dense,
+        randinit."""
+        return SCORE_OF_KIND.get(self.kind, self.kind)
 
     @property
     def window_rows(self) -> int:

@@ -26,6 +26,7 @@ import math
 from pathlib import Path
 
 from eatt.config import CoreConfig, atomic_write, atomic_write_text, default_config
+from eatt.mechanisms import mechanism_of
 from eatt.model import energy
 from eatt.outdir import check_output_dir, claim_dir
 from eatt.progress import say
@@ -45,7 +46,10 @@ from eatt.steps import (
 )
 from eatt.units import unit_for
 
+#: the core each foldable kind is compared with in a flow (every other kind's peer: vanilla)
 PEER = {"eatt": "vanilla", "vanilla": "eatt"}
+#: the kinds' names in a report's headings
+NAMES = {"eatt": "E-ATT", "dense": "Dense", "randinit": "RandInit"}
 CELLS = ("LUT", "FF", "CARRY4", "DSP48E1")
 #: vectors the flow's measured-energy stage simulates on the netlist (eatt power)
 POWER_VECTORS = 100
@@ -123,9 +127,10 @@ def flow_folding(cfg: CoreConfig) -> tuple[CoreConfig, dict | None]:
 
 
 def core_energy(cfg: CoreConfig, table: str = energy.DEFAULT_TABLE) -> dict:
-    """This core's operation counts and energy (hardware counting), E-ATT next to vanilla."""
+    """This core's operation counts and energy (hardware counting), E-ATT next to vanilla (and
+    cfg's kind where it is another)."""
     out: dict = {}
-    for kind in energy.CORE_KINDS:
+    for kind in dict.fromkeys((*energy.CORE_KINDS, cfg.kind)):
         for level in energy.CORE_LEVELS:
             counts = energy.core_counts(kind, cfg.len_q, cfg.len_k, cfg.dim, cfg.heads, level)
             out.setdefault(kind, {})[level] = {
@@ -155,6 +160,14 @@ def window_span(span: tuple) -> tuple | None:
 
 def flow_steps(steps: tuple, resources: bool) -> tuple:
     return steps if resources else tuple(s for s in steps if s not in SYNTH_STEPS)
+
+
+def mechanism_steps(cfg: CoreConfig, steps: tuple) -> tuple:
+    """The steps a core's mechanism has (eatt.mechanisms): all of them, or up to the QONNX
+    export where it has no HLS kernel yet (every registered mechanism has one today)."""
+    if mechanism_of(cfg).hls_score is None:
+        return steps[: steps.index("export") + 1]
+    return steps
 
 
 def run_core(
@@ -300,6 +313,16 @@ def _run(
     return result
 
 
+def shared_weights(cfg: CoreConfig, weights: CoreWeights, seed: int) -> CoreWeights:
+    """The weights of a peer core: the same integer weights where its mechanism takes the
+    same (the comparison changes the mechanism, nothing else), else its own alignment weights
+    drawn from the seed beside the same W_V and W_O."""
+    own = random_weights(cfg, seed).as_dict()
+    if set(own) == set(weights.names):
+        return weights
+    return CoreWeights(**{**own, "wv": weights.wv, "wo": weights.wo})
+
+
 def run_cores(
     cfg: CoreConfig,
     weights: CoreWeights,
@@ -314,15 +337,16 @@ def run_cores(
     through run_core; returns the result's "energy", "comparison" and "cores" entries."""
     cores, result = {}, {}
     paper = energy.energy_report(length=max(cfg.len_q, cfg.len_k), dim=cfg.dim)
-    for kind in (cfg.kind, PEER[cfg.kind]):  # --from-step: both cores' earlier steps, first
+    peer = PEER.get(cfg.kind, "vanilla")
+    for kind in (cfg.kind, peer):  # --from-step: both cores' earlier steps, first
         core_cfg = cfg if kind == cfg.kind else cfg.replace(kind=kind)
         earlier_results(out_dir / kind, core_cfg, flow_steps(CORE_STEPS, resources), *span)
-    for kind in (cfg.kind, PEER[cfg.kind]):
+    for kind in (cfg.kind, peer):
         core_cfg = cfg if kind == cfg.kind else cfg.replace(kind=kind)
-        # same integer weights for both: the comparison changes the mechanism, nothing else
         given = inputs if kind == cfg.kind else None  # the capture is of cfg's core
         out = out_dir / kind
-        cores[kind] = run_core(core_cfg, weights, seed, vectors, out, resources, given, span)
+        core_weights = shared_weights(core_cfg, weights, seed)
+        cores[kind] = run_core(core_cfg, core_weights, seed, vectors, out, resources, given, span)
     result["energy"] = {"paper": paper, "core": core_energy(cfg)}
     result["comparison"] = compare(cores, core_energy(cfg))
     result["cores"] = cores
@@ -344,35 +368,37 @@ def run_window_unit(
     return {"window": run_window(cfg, weights, seed, vectors, out, resources, None, span)}
 
 
+def compared_kinds(cores: dict) -> tuple[str, str]:
+    """The two kinds a flow compares, in the report's order: E-ATT before vanilla, else the
+    config's kind before its peer (vanilla)."""
+    return ("eatt", "vanilla") if {"eatt", "vanilla"} <= set(cores) else tuple(cores)[:2]
+
+
 def compare(cores: dict, core_en: dict) -> list[dict]:
-    """Rows of the report: metric, E-ATT, vanilla, E-ATT / vanilla."""
+    """Rows of the report: metric, the kind (E-ATT), its peer (vanilla), kind / peer; each
+    row's values under the kinds' names."""
     rows = []
+    a, b = compared_kinds(cores)
 
     def add(metric: str, get) -> None:
         try:
-            e, d = get(cores["eatt"]), get(cores["vanilla"])
+            e, d = get(cores[a]), get(cores[b])
         except KeyError:
             return
         ratio = e / d if isinstance(e, (int, float)) and d else None
-        rows.append({"metric": metric, "eatt": e, "vanilla": d, "ratio": ratio})
+        rows.append({"metric": metric, a: e, b: d, "ratio": ratio})
 
     for level in ("alignment", "attention"):
         for target in ("asic", "fpga"):
-            rows.append(
-                {
-                    "metric": f"{level} energy, {target} (pJ, analytic)",
-                    "eatt": core_en["eatt"][level]["energy_pj"][target],
-                    "vanilla": core_en["vanilla"][level]["energy_pj"][target],
-                    "ratio": core_en["eatt"][level]["energy_pj"][target]
-                    / core_en["vanilla"][level]["energy_pj"][target],
-                }
-            )
+            e, d = (core_en[k][level]["energy_pj"][target] for k in (a, b))
+            metric = f"{level} energy, {target} (pJ, analytic)"
+            rows.append({"metric": metric, a: e, b: d, "ratio": e / d if d else None})
     for level in ("alignment", "attention", "folded"):
         add(f"{level} RTL latency (cycles)", lambda c, lv=level: c["sim"][lv]["latency_cycles"])
         add(f"{level} RTL II (cycles)", lambda c, lv=level: c["sim"][lv]["ii_cycles"])
     add("folded HLS iterations per call", lambda c: (c["hls"].get("iterations") or {})["total"])
     # the synthesized level: the alignment (unrolled cores) or the folded engine
-    lv = next(iter(cores.get("eatt", {}).get("resources", {})), "alignment")
+    lv = next(iter(cores.get(a, {}).get("resources", {})), "alignment")
     for cell in (*CELLS, "BRAM") if lv == "folded" else CELLS:
         add(f"{lv} {cell} (Yosys xc7)", lambda c, k=cell: c["resources"][lv][k])
     add(
@@ -512,7 +538,9 @@ def _comparison_heading(r: dict) -> str:
         if reuse > 1
         else ""
     )
-    return f"E-ATT vs vanilla (same weights and formats{paired})"
+    a, b = compared_kinds(r["cores"])
+    shared = "same weights and formats" if a == "eatt" else "same W_V, W_O and formats"
+    return f"{NAMES.get(a, a)} vs {NAMES.get(b, b)} ({shared}{paired})"
 
 
 def _span_note(r: dict) -> str:
@@ -534,10 +562,11 @@ def format_flow(r: dict) -> str:
         lines += ["", f"=== core: {kind} ({r['out_dir']}/{kind}) ===", *_core_lines(c)]
     if "comparison" in r:
         lines += ["", f"=== {_comparison_heading(r)} ==="]
-        lines.append(f"{'metric':<40} {'eatt':>12} {'vanilla':>12} {'eatt/vanilla':>12}")
+        a, b = compared_kinds(r["cores"])
+        lines.append(f"{'metric':<40} {a:>12} {b:>12} {a + '/' + b:>12}")
         for row in r["comparison"]:
             lines.append(
-                f"{row['metric']:<40} {_fmt(row['eatt']):>12} {_fmt(row['vanilla']):>12} "
+                f"{row['metric']:<40} {_fmt(row[a]):>12} {_fmt(row[b]):>12} "
                 f"{_fmt(row['ratio']):>12}"
             )
     if "window" in r:
@@ -574,9 +603,10 @@ def format_markdown(r: dict) -> str:
     ]
     if "comparison" in r:
         lines += ["", f"## {_comparison_heading(r)}", ""]
+        a, b = compared_kinds(r["cores"])
         lines += _md_table(
-            ["metric", "eatt", "vanilla", "eatt/vanilla"],
-            [[row["metric"], row["eatt"], row["vanilla"], row["ratio"]] for row in r["comparison"]],
+            ["metric", a, b, f"{a}/{b}"],
+            [[row["metric"], row[a], row[b], row["ratio"]] for row in r["comparison"]],
         )
     if "energy" in r:
         lines += ["", f"## Energy: {_paper_heading(r)}", ""]
@@ -659,11 +689,12 @@ def plot_report(r: dict, path: Path) -> bool:
             ax.barh(names, values, color=colors)
             ax.set_xscale("log")
             ax.axvline(1.0, color="black", linewidth=0.8)
+            a, b = (NAMES.get(k, k) for k in compared_kinds(r["cores"]))
             ax.set_xlabel(
-                "E-ATT / vanilla (log scale; < 1: E-ATT smaller)"
-                + (f"\nE-ATT uses no {', '.join(zeros)} (ratio 0, not drawn)" if zeros else "")
+                f"{a} / {b} (log scale; < 1: {a} smaller)"
+                + (f"\n{a} uses no {', '.join(zeros)} (ratio 0, not drawn)" if zeros else "")
             )
-            ax.set_title("E-ATT vs vanilla, same weights and formats")
+            ax.set_title(_comparison_heading(r).split(" (")[0])
             ax.tick_params(axis="y", labelsize=8)
         else:
             rows = [int(k) for k, _ in cycles]

@@ -128,7 +128,7 @@ class MultiheadAttention(nn.Module):
             for line in coarse_formats(self.cfg):
                 warnings.warn(f"eatt.nn.MultiheadAttention: {line}", stacklevel=2)
         else:  # the float reference of the mechanism (E-ATT's binarizes at tau)
-            self.core = mechanism_of(kind).float_core(embed_dim, num_heads, tau)
+            self.core = mechanism_of(kind).float_core(self.cfg)
         self.core.to(device=device, dtype=dtype)
         #: eatt.capture's recorder: called by each quantized call with (x codes (n, L, E),
         #: y codes (n, S, E), {"length": (n,), "offset": (n,)} numpy, output codes (n, L, E))

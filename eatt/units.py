@@ -4,7 +4,8 @@ A unit (the attention core, the windowed unit; later the folded engine) is the s
 stages: config -> golden model -> Brevitas module -> QONNX op -> hls4ml layer -> RTL +
 cocotb testbench, plus the flow that runs it end to end. ``UNITS`` names, for each unit, the
 config kinds it serves and every stage's entry point as a dotted path ``"module:attribute"``,
-resolved only on use (``Unit.load``): importing this module imports no other eatt module and no
+resolved only on use (``Unit.load``): importing this module imports no other eatt module but
+the numpy-only registry of attention mechanisms (eatt.mechanisms: the core's kinds) and no
 heavy dependency (torch, brevitas, qonnx, hls4ml), and a stage may dispatch through the
 registry without an import cycle between the units' modules.
 
@@ -18,6 +19,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from typing import Any
+
+from eatt.mechanisms import core_kinds
 
 #: every stage a unit must declare (docs/architecture.md, "How to add a unit")
 STAGES = (
@@ -55,8 +58,9 @@ class Unit:
     rtl_levels: tuple[str, ...]  # the "level" of its RTL directories (metadata.json)
     testbenches: tuple[str, ...]  # cocotb testbenches, rtl_sim/tb/<name>.py, one per level
     stages: dict[str, str] = field(repr=False)  # stage -> "module:attribute"
-    #: the CoreWeights a unit holds (the rest are zero): the window unit only W_Q
-    weight_names: tuple[str, ...] = ("wq", "wk", "wv", "wo")
+    #: the CoreWeights a unit holds (the rest are zero): the window unit only W_Q; empty: all
+    #: of its kind's (eatt.quant.golden.weight_shapes: the mechanism's, then W_V and W_O)
+    weight_names: tuple[str, ...] = ()
 
     def path(self, stage: str) -> str:
         try:
@@ -110,7 +114,7 @@ def unit_for_level(level: str) -> Unit:
 register(
     Unit(
         name="core",
-        kinds=("eatt", "vanilla"),
+        kinds=core_kinds(),  # one per attention mechanism
         op_type="AttentionCore",
         rtl_levels=("alignment", "attention", "folded"),
         testbenches=("test_alignment", "test_attention", "test_folded"),

@@ -15,6 +15,7 @@ header) and the project's metadata.json carries both.
 from __future__ import annotations
 
 from eatt.config import CoreConfig
+from eatt.mechanisms import folded_kinds
 from eatt.rtl_sim.folded import check_folding, default_folding, folding_for_reuse
 
 #: the header of the folded layer (registered with the others, eatt.hls.register)
@@ -47,11 +48,11 @@ def resolve_folding(
         raise ValueError(
             f"--lanes/--simd/--pe: reuse_factor {reuse_factor} sets the folding; give one of them"
         )
-    if cfg.kind not in ("eatt", "vanilla"):
+    if cfg.kind not in folded_kinds():
         if folded or reuse_factor > 1:
             raise ValueError(
-                f"reuse_factor / --lanes/--simd/--pe: the folded layer is for kinds eatt and "
-                f"vanilla, not {cfg.kind}"
+                f"reuse_factor / --lanes/--simd/--pe: the folded layer is for kinds "
+                f"{' and '.join(folded_kinds())}, not {cfg.kind}"
             )
         return None
     if reuse_factor > 1:

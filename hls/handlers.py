@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import fields
 
+import numpy as np
 from hls4ml.backends.template import FunctionCallTemplate, LayerConfigTemplate
 
 from eatt.config import CoreConfig
@@ -37,10 +38,11 @@ from eatt.hls.layers import (
     mask_widths,
     window_datapath_widths,
 )
-from eatt.mechanisms import mechanism_of
+from eatt.mechanisms import MECHANISMS, mechanism_of
 from eatt.quant.ops import (
     DOMAIN,
     OP_TYPE,
+    WEIGHT_ATTRS,
     WINDOW_OP_TYPE,
     core_from_node,
     core_node_inputs,
@@ -69,13 +71,19 @@ def parse_attention_core(node, input_names, input_shapes, graph):
         cfg, weights = core_from_node(node)
     except ValueError as err:
         raise ConversionError(str(err)) from None
+    mechanism = mechanism_of(cfg)
+    if mechanism.hls_score is None:
+        raise ConversionError(
+            f"{where}: kind {cfg.kind}: its mechanism has no HLS kernel yet (golden model, "
+            "Brevitas and QONNX only)"
+        )
     labels = core_node_inputs(cfg)  # X, Y, then L (key_padding), O (causal)
     if len(input_names) != len(labels) or len(node.output) != 1:
         raise ConversionError(
             f"{where}: expected {len(labels)} inputs ({', '.join(labels)}) and 1 output"
         )
     derived = derived_attributes(cfg)
-    known = {"format_version", *(f.name for f in fields(CoreConfig)), *derived, *WEIGHT_NAMES}
+    known = {"format_version", *(f.name for f in fields(CoreConfig)), *derived, *WEIGHT_ATTRS}
     unknown = sorted({a.name for a in node.attribute} - known)
     if unknown:
         raise ConversionError(f"{where}: unsupported attribute '{unknown[0]}'")
@@ -90,11 +98,19 @@ def parse_attention_core(node, input_names, input_shapes, graph):
     }
     for key in INT_ATTRS:
         layer[key] = int(derived[key]) if key in derived else int(getattr(cfg, key))
-    for key, w in weights.as_dict().items():
+    for key, w in alignment_slots(mechanism, weights).items():
         layer[key + "_data"] = w
     for key in TABLE_NAMES:
         layer[key + "_data"] = derived[key].astype("int64")
     return layer
+
+
+def alignment_slots(mechanism, weights) -> dict:
+    """The layer's weights by slot: the mechanism's alignment weights in wq, wk (a one-entry
+    zero where it has one), then wv, wo."""
+    own = [weights.as_dict()[n] for n in mechanism.weight_names]
+    own += [np.zeros((1, 1), dtype=np.int64)] * (2 - len(own))
+    return {"wq": own[0], "wk": own[1], "wv": weights.wv, "wo": weights.wo}
 
 
 config_template = """struct config{index} : nnet::attention_core_config {{
@@ -115,6 +131,8 @@ config_template = """struct config{index} : nnet::attention_core_config {{
     static const int v_max = {v_max};
     static const unsigned esum_bits = {esum_bits};
     static const unsigned reuse_factor = {reuse};
+    static const unsigned n_wq = {n_wq};
+    static const unsigned n_wk = {n_wk};
     template <class C> using score = nnet::{score}_score<C>;
     typedef ap_fixed<{in_bits}, {in_int}> in_fixed_t;
     typedef ap_fixed<{out_bits}, {out_int}> out_fixed_t;
@@ -175,6 +193,8 @@ class AttentionCoreConfigTemplate(LayerConfigTemplate):
     def format(self, node):
         params = self._default_config_params(node)
         params["score"] = mechanism_of(node.get_attr("kind")).hls_score  # CONFIG_T::score
+        for name in ("wq", "wk"):  # the sizes of the mechanism's alignment weights
+            params[f"n_{name}"] = int(np.asarray(node.get_attr(name + "_data")).size)
         widths = datapath_widths(params)
         params["typedefs"] = "\n".join(
             f"    typedef {ap_type(signed, width)} {name};"
@@ -208,7 +228,8 @@ class AttentionCoreConfigTemplate(LayerConfigTemplate):
 
 class AttentionCoreFunctionTemplate(FunctionCallTemplate):
     def __init__(self):
-        super().__init__(AttentionCore, include_header=[HEADER, FOLDED_HEADER])
+        headers = [m.hls_header for m in MECHANISMS.values() if m.hls_header]
+        super().__init__(AttentionCore, include_header=[HEADER, FOLDED_HEADER, *headers])
         self.template = function_template
 
     def format(self, node):

@@ -31,6 +31,7 @@ from hls4ml.model.layers import Layer
 from hls4ml.model.types import FixedPrecisionType, IntegerPrecisionType
 
 from eatt.config import CoreConfig
+from eatt.mechanisms import core_kinds
 from eatt.quant.golden import derive_formats
 from eatt.quant.window import WindowFormats, derive_window_formats
 from eatt.rtl_sim.folded import weight_tiles
@@ -60,10 +61,12 @@ INT_ATTRS = (
     "recip_frac",
     "out_shift",
 )
-#: weight variables of the layer: name -> (signed, width attribute or None for weight_bits)
+#: weight variables of the layer: the mechanism's two alignment weights in the slots wq, wk
+#: (E-ATT, dot: W_Q, W_K; dense: W_1, W_2; randinit: R and a one-entry placeholder; the
+#: config's n_wq, n_wk their sizes), then W_V, W_O
 WEIGHT_NAMES = ("wq", "wk", "wv", "wo")
 TABLE_NAMES = ("exp_table", "recip_table")
-KINDS = ("eatt", "vanilla")
+KINDS = core_kinds()
 #: the folded layer's parameters (templates/nnet_folded_attention.h); lanes 0: unrolled
 FOLDING_ATTRS = ("lanes", "simd", "pe")
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 
-from eatt.mechanisms import mechanism_of
+from eatt.mechanisms import core_kinds, mechanism_of
 
 METHODS = ("vanilla", "dense", "randinit", "eatt")
 LEVELS = ("alignment", "attention", "block")
@@ -214,7 +214,9 @@ def core_counts(
 ) -> OpCounts:
     """Honest operation counts of the hardware core: one multi-head attention layer with
     ``len_q`` queries, ``len_k`` keys, model size ``dim``, ``heads`` heads, W_Q/W_K/W_V/W_O
-    all dim x dim. ``kind`` is "eatt" (binarized selection + L1) or "vanilla" (dot scores).
+    all dim x dim. ``kind`` is a core kind (eatt.mechanisms): "eatt" (binarized selection +
+    L1), "vanilla" (dot scores), "dense" or "randinit" (the Synthesizer's; each mechanism's
+    ``alignment_ops`` says its counts).
 
     Conventions (one add per multiply in a multiply-accumulate, as the paper does):
 
@@ -226,11 +228,13 @@ def core_counts(
       rows (Eq. 8) costs (k-1)*dim adds per input row, k = round(density*dim) the expected
       number of ones; density = 1 is the worst case, (len_q+len_k)*dim*(dim-1). L1 scores:
       len_q*len_k*dim subtractions + len_q*len_k*dim abs-and-accumulate adds. No multiplies.
+    * dense alignment: W_1 len_q*dim^2 and W_2 len_q*dim*heads*len_k mul+add (the paper's
+      l d^2 + l^2 d at one head); randinit: none (its scores are read, not computed).
     * attention (both kinds) adds V projection len_k*dim^2, value weighting len_q*len_k*dim and
       output projection len_q*dim^2, each mul+add. NB: unlike the paper's "attention" level
       this includes W_O (the paper puts W_O in its block level), because the core has W_O.
     """
-    _choice("kind", kind, CORE_KINDS)
+    _choice("kind", kind, core_kinds())
     _choice("level", level, CORE_LEVELS)
     lq, lk = _positive_int("len_q", len_q), _positive_int("len_k", len_k)
     d, h = _positive_int("dim", dim), _positive_int("heads", heads)
@@ -242,9 +246,8 @@ def core_counts(
         raise ValueError(f"energy: density must be in [0, 1], got {density!r}")
     d_h = d // h
     pairs = h * lq * lk * d_h  # per-head score terms, summed over heads (= lq*lk*d)
-    rows_in = lq + lk  # input rows that feed the Q and K projections
 
-    align = OpCounts(*mechanism_of(kind).alignment_ops(rows_in, d, pairs, density))
+    align = OpCounts(*mechanism_of(kind).alignment_ops(lq, lk, d, h, density))
     if level == "alignment":
         return align
     macs = lk * d * d + pairs + lq * d * d  # V projection, value weighting, output projection

@@ -78,8 +78,10 @@ class _Synthesizer(nn.Module):
         key_padding_mask: Tensor | None = None,
         causal: bool = False,
         need_weights: bool = False,
+        visible: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
-        """Same signature and conventions as :class:`eatt.model.attention.EAttention`."""
+        """Same signature and conventions as :class:`eatt.model.attention.EAttention`
+        (``visible``: ``(batch, len_q, len_k)`` bool, True = query i may attend to key j)."""
         y = x if y is None else y
         (batch, len_q), len_k = x.shape[:2], y.shape[1]
         mask = None
@@ -88,6 +90,13 @@ class _Synthesizer(nn.Module):
         if causal:
             keep = torch.ones(len_q, len_k, dtype=torch.bool, device=x.device).tril()
             mask = keep if mask is None else mask & keep
+        if visible is not None:
+            if visible.dtype != torch.bool or tuple(visible.shape) != (batch, len_q, len_k):
+                raise ValueError(
+                    f"visible must be bool (batch, len_q, len_k) = {(batch, len_q, len_k)}, "
+                    f"got {visible.dtype} {tuple(visible.shape)}"
+                )
+            mask = visible[:, None] if mask is None else mask & visible[:, None]
         v = self.v_proj(y).view(batch, len_k, self.heads, self.d_head).transpose(1, 2)
         out, weights = synthesized_attention(self.scores(x, len_k), v, mask)
         out = self.o_proj(out.transpose(1, 2).reshape(batch, len_q, self.dim))
@@ -97,11 +106,14 @@ class _Synthesizer(nn.Module):
 class DenseSynthesizer(_Synthesizer):
     """Dense Synthesizer: per-head scores over key positions from the query row alone."""
 
-    def __init__(self, dim: int, heads: int, max_len: int, bias: bool = False) -> None:
+    def __init__(
+        self, dim: int, heads: int, max_len: int, bias: bool = False, mlp_bias: bool = True
+    ) -> None:
         super().__init__(dim, heads, max_len, bias)
-        # F(x) = W_2 relu(W_1 x + b_1) + b_2; W_1 is d x d, W_2 maps d to heads * max_len
-        self.w1 = nn.Linear(dim, dim)
-        self.w2 = nn.Linear(dim, heads * max_len)
+        # F(x) = W_2 relu(W_1 x + b_1) + b_2; W_1 is d x d, W_2 maps d to heads * max_len;
+        # mlp_bias=False: no b_1, b_2 (the hardware core, eatt.mechanisms.dense)
+        self.w1 = nn.Linear(dim, dim, bias=mlp_bias)
+        self.w2 = nn.Linear(dim, heads * max_len, bias=mlp_bias)
 
     def scores(self, x: Tensor, len_k: int, q_offset: int = 0) -> Tensor:
         self.check_length(len_k)

@@ -38,8 +38,9 @@ def width_violations(golden: GoldenCore, stages: dict[str, np.ndarray]) -> list[
         return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
 
     limits = {
-        "q": signed(cfg.qk_bits),
+        "q": signed(cfg.qk_bits),  # the query-key mechanisms' projections
         "k": signed(cfg.qk_bits),
+        "hidden": signed(cfg.qk_bits),  # Dense's hidden layer
         "v": signed(cfg.v_bits),
         "scores": (-f.score_bound, f.score_bound),
         "exp": (0, 2**cfg.exp_frac),
@@ -48,7 +49,7 @@ def width_violations(golden: GoldenCore, stages: dict[str, np.ndarray]) -> list[
     }
     problems = []
     for name, (lo, hi) in limits.items():
-        t = stages[name]
+        t = stages.get(name, np.zeros(0))  # the stages the mechanism has
         if t.size and (t.min() < lo or t.max() > hi):
             problems.append(f"{name} in [{t.min()}, {t.max()}] exceeds [{lo}, {hi}]")
     return problems
@@ -100,9 +101,7 @@ def window_float_forward(cfg: CoreConfig, weights: CoreWeights, steps: dict) -> 
     x = steps["x"]
     n = len(x)
     mech = mechanism_of(cfg)
-    _, acc_lsb = mech.q_accumulator(
-        cfg.dim, cfg.weight_max, cfg.in_bits, cfg.weight_frac, cfg.in_frac
-    )
+    _, acc_lsb = mech.q_accumulator(cfg)
     q = mech.inputs_for_qk(x, cfg.tau_int) @ weights.wq * acc_lsb
     k = steps["keys"] * f.q_lsb
     v = steps["values"] * f.v_lsb

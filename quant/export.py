@@ -54,6 +54,7 @@ from eatt.quant.golden import (
     random_inputs,
     random_masks,
     vector_report,
+    weight_shapes,
 )
 from eatt.quant.ops import (
     DOMAIN,
@@ -116,12 +117,15 @@ def validate_exportable(cfg: CoreConfig, weights: CoreWeights | Mapping[str, Any
         arrays = weights.as_dict()
     elif isinstance(weights, Mapping):
         # the unit's own weights (the window unit holds only W_Q: the memory comes projected)
-        needed = unit.weight_names
+        shapes = weight_shapes(cfg)
+        needed = unit.weight_names or tuple(shapes)
         missing = [n for n in needed if n not in weights]
         if missing:
             raise ValueError(f"weights: missing '{missing[0]}'")
-        zero = np.zeros((cfg.dim, cfg.dim), dtype=np.int64)
-        arrays = {n: weights[n] if n in weights else zero for n in CoreWeights.NAMES}
+        arrays = {
+            n: weights[n] if n in weights else np.zeros(shape, dtype=np.int64)
+            for n, shape in shapes.items()
+        }
     else:
         raise ValueError(
             f"weights: expected CoreWeights or a mapping, got {type(weights).__name__}"

@@ -21,13 +21,15 @@ from eatt.quant.golden import CoreWeights, GoldenCore, derive_formats, visible_k
 def to_float_module(cfg: CoreConfig, weights: CoreWeights, dtype=None):
     """The float twin of a core: same weights as real numbers, in float64 by default."""
     dtype = dtype or torch.float64
-    module = mechanism_of(cfg).float_core(cfg.dim, cfg.heads, cfg.tau)
+    mechanism = mechanism_of(cfg)
+    module = mechanism.float_core(cfg).to(torch.float64)
     lsb = 2.0**-cfg.weight_frac
+    # golden weights are (in, out) as in Q = X W (Eq. 1); nn.Linear stores (out, in)
+    real = {k: torch.from_numpy(w.astype(np.float64) * lsb) for k, w in weights.as_dict().items()}
     with torch.no_grad():
-        for name, proj in (("wq", "q_proj"), ("wk", "k_proj"), ("wv", "v_proj"), ("wo", "o_proj")):
-            w = getattr(weights, name).astype(np.float64) * lsb
-            # golden weights are (in, out) as in Q = X W (Eq. 1); nn.Linear stores (out, in)
-            getattr(module, proj).weight.copy_(torch.from_numpy(w.T.copy()))
+        mechanism.set_float_weights(cfg, module, real)
+        for name, proj in (("wv", "v_proj"), ("wo", "o_proj")):
+            getattr(module, proj).weight.copy_(real[name].T)
     return module.to(dtype).eval()
 
 
@@ -51,7 +53,6 @@ def float_error_bound(cfg: CoreConfig, weights: CoreWeights) -> float:
     f = derive_formats(cfg)
     w_lsb = 2.0**-cfg.weight_frac
     x_abs = 2.0 ** (cfg.in_bits - 1) * 2.0**-cfg.in_frac
-    scale = 1.0 / math.sqrt(cfg.d_head)
 
     # |V| of the float model, per column (weights are constants, so use them), and of V-hat.
     m_v = (np.abs(weights.wv).sum(axis=0) * w_lsb * x_abs).max()
@@ -59,11 +60,9 @@ def float_error_bound(cfg: CoreConfig, weights: CoreWeights) -> float:
 
     # Q, K requantization by floor: each element drops less than delta.
     mech = mechanism_of(cfg)
-    _, acc_lsb = mech.q_accumulator(
-        cfg.dim, cfg.weight_max, cfg.in_bits, cfg.weight_frac, cfg.in_frac
-    )
+    _, acc_lsb = mech.q_accumulator(cfg)
     delta = (2**f.q_shift - 1) * acc_lsb
-    eps_qk = scale * mech.qk_error(cfg, weights, delta)
+    eps_qk = mech.scale(cfg.d_head) * mech.qk_error(cfg, weights, delta)
 
     # The exp table reads the left edge of a bin of 2**exp_shift score units: a logit moves up
     # by at most (2**exp_shift - 1) score units. Logit shifts within [a, b] change each softmax

@@ -34,6 +34,8 @@ from eatt.mechanisms import (  # noqa: F401 - the integer helpers, re-exported
     l1_scores_int,
     matmul_int,
     mechanism_of,
+    requantize,
+    split_heads,
 )
 
 #: vectors processed per numpy block (bounds the (block, heads, len_q, len_k, d_head) L1 temporary)
@@ -153,9 +155,7 @@ def derive_formats(cfg: CoreConfig) -> Formats:
     wmax = cfg.weight_max
     x_abs = 2 ** (cfg.in_bits - 1)  # most negative input, in integer units
     mech = mechanism_of(cfg)
-    q_acc_bound, q_acc_lsb = mech.q_accumulator(
-        cfg.dim, wmax, cfg.in_bits, cfg.weight_frac, cfg.in_frac
-    )
+    q_acc_bound, q_acc_lsb = mech.q_accumulator(cfg)
     q_shift = max(0, signed_bits(q_acc_bound) - cfg.qk_bits)
     q_lsb = q_acc_lsb * 2.0**q_shift
 
@@ -164,9 +164,8 @@ def derive_formats(cfg: CoreConfig) -> Formats:
     v_lsb = 2.0 ** -(cfg.weight_frac + cfg.in_frac) * 2.0**v_shift
 
     qk_abs = 2 ** (cfg.qk_bits - 1)
-    scale = 1.0 / math.sqrt(cfg.d_head)
-    score_bound, score_lsb = mech.score_format(cfg.d_head, qk_abs, q_lsb)
-    score_lsb *= scale
+    score_bound, score_lsb = mech.score_format(cfg, qk_abs, q_lsb)
+    score_lsb *= mech.scale(cfg.d_head)  # 1/sqrt(d_head), where the mechanism scales
     # The exp table must reach either past every possible -z (span 2 * score_bound), or far
     # enough that exp(-x) * 2**exp_frac < 1/2, where every further entry would round to 0.
     span = 2 * score_bound
@@ -242,24 +241,66 @@ def recip_table(cfg: CoreConfig) -> np.ndarray:
     return round_half_up(2.0**cfg.recip_frac / (1.0 + (i + 0.5) / 2.0**k))
 
 
-@dataclass
+def weight_shapes(cfg: CoreConfig) -> dict[str, tuple[int, int]]:
+    """The shapes of a core's integer weights by name: its mechanism's (E-ATT and dot: wq, wk;
+    dense: w1, w2; randinit: r), then the core's W_V and W_O (dim, dim)."""
+    shapes = mechanism_of(cfg).weight_shapes(cfg)
+    return {**shapes, "wv": (cfg.dim, cfg.dim), "wo": (cfg.dim, cfg.dim)}
+
+
 class CoreWeights:
-    """Integer weights, each (dim, dim) in input -> output order (Q = X @ wq, as in Eq. 1)."""
+    """Integer weights by name, each in input -> output order (Q = X @ wq, as in Eq. 1): the
+    mechanism's own (weight_shapes) and the core's wv, wo. ``CoreWeights(wq, wk, wv, wo)`` (the
+    query-key mechanisms' four, by position) or by name, ``CoreWeights(w1=.., w2=.., wv=..,
+    wo=..)``; each is an attribute (``weights.wq``)."""
 
-    wq: np.ndarray
-    wk: np.ndarray
-    wv: np.ndarray
-    wo: np.ndarray
-
+    #: the query-key mechanisms' weights, in the order CoreWeights(wq, wk, wv, wo) takes them
     NAMES = ("wq", "wk", "wv", "wo")
 
+    def __init__(self, *arrays: np.ndarray, **named: np.ndarray) -> None:
+        if len(arrays) > len(self.NAMES):
+            raise TypeError(f"CoreWeights takes at most {len(self.NAMES)} weights by position")
+        by_position = dict(zip(self.NAMES, arrays, strict=False))
+        if clash := set(by_position) & set(named):
+            raise TypeError(f"CoreWeights: {sorted(clash)[0]} given twice")
+        self.__dict__["_arrays"] = {**by_position, **named}
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        arrays = self.__dict__.get("_arrays", {})
+        if name in arrays:
+            return arrays[name]
+        raise AttributeError(f"CoreWeights has no weight {name!r} (it has {', '.join(arrays)})")
+
+    def __setattr__(self, name: str, value: np.ndarray) -> None:
+        self._arrays[name] = value
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{k}={tuple(np.shape(v))}" for k, v in self._arrays.items())
+        return f"CoreWeights({shapes})"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._arrays)
+
     def as_dict(self) -> dict[str, np.ndarray]:
-        return {name: getattr(self, name) for name in self.NAMES}
+        return dict(self._arrays)
+
+    def replace(self, **changes: np.ndarray) -> CoreWeights:
+        """A copy with the named weights replaced (the others shared)."""
+        return CoreWeights(**{**self._arrays, **changes})
 
     def check(self, cfg: CoreConfig) -> None:
-        for name, w in self.as_dict().items():
-            if w.shape != (cfg.dim, cfg.dim):
-                raise ValueError(f"weights: {name} has shape {w.shape}, expected {(cfg.dim,) * 2}")
+        wanted = weight_shapes(cfg)
+        takes = f"kind {cfg.kind} takes {', '.join(wanted)}"
+        for name in wanted:
+            if name not in self._arrays:
+                raise ValueError(f"weights: missing {name} ({takes})")
+        for name, w in self._arrays.items():
+            if name not in wanted:
+                raise ValueError(f"weights: {name} is not a weight of this core ({takes})")
+            if np.shape(w) != wanted[name]:
+                shape = wanted[name]
+                raise ValueError(f"weights: {name} has shape {np.shape(w)}, expected {shape}")
             if np.abs(w).max(initial=0) > cfg.weight_max:
                 raise ValueError(
                     f"weights: {name} exceeds the {cfg.weight_bits}-bit narrow range "
@@ -270,11 +311,11 @@ class CoreWeights:
 def random_weights(cfg: CoreConfig, seed: int = 0) -> CoreWeights:
     """Deterministic random integer weights (uniform over the narrow range) for a config."""
     rng = np.random.default_rng(seed)
-    w = [
-        rng.integers(-cfg.weight_max, cfg.weight_max + 1, size=(cfg.dim, cfg.dim), dtype=np.int64)
-        for _ in CoreWeights.NAMES
-    ]
-    return CoreWeights(*w)
+    w = {
+        name: rng.integers(-cfg.weight_max, cfg.weight_max + 1, size=shape, dtype=np.int64)
+        for name, shape in weight_shapes(cfg).items()
+    }
+    return CoreWeights(**w)
 
 
 def random_inputs(cfg: CoreConfig, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -396,11 +437,6 @@ def check_masks(cfg: CoreConfig, n: int, masks: dict | None) -> dict[str, np.nda
     return out
 
 
-def requantize(acc: np.ndarray, shift: int) -> np.ndarray:
-    """Drop `shift` LSBs with an arithmetic right shift (floor), as the hardware does."""
-    return acc >> shift if shift else acc
-
-
 def reciprocal(total: np.ndarray, table: np.ndarray, index_bits: int) -> tuple[np.ndarray, ...]:
     """Normalize total (>= 1) to 1.m * 2**n and look up 1/(1.m): returns (RECIP[idx], n)."""
     n = np.floor(np.log2(total.astype(np.float64))).astype(np.int64)
@@ -423,29 +459,26 @@ class GoldenCore:
         weights.check(cfg)
         self.cfg = cfg
         self.weights = weights
+        self.mechanism = mechanism_of(cfg)
         self.formats = derive_formats(cfg)
         self.exp_table = exp_table(cfg)
         self.recip_table = recip_table(cfg)
 
     # -- the stages, each on a block of vectors -----------------------------------------------
     def project_qk(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        cfg, w, f = self.cfg, self.weights, self.formats
-        mech = mechanism_of(cfg)
-        xs, ys = mech.inputs_for_qk(x, cfg.tau_int), mech.inputs_for_qk(y, cfg.tau_int)
-        q = requantize(matmul_int(xs, w.wq), f.q_shift)
-        return q, requantize(matmul_int(ys, w.wk), f.q_shift)
+        """Q and K of a query-key mechanism (E-ATT, dot)."""
+        return self.mechanism.project_qk(self.cfg, self.formats, self.weights, x, y)
 
     def project_v(self, y: np.ndarray) -> np.ndarray:
         return requantize(matmul_int(y, self.weights.wv), self.formats.v_shift)
 
     def split_heads(self, t: np.ndarray) -> np.ndarray:
         """(n, len, dim) -> (n, heads, len, d_head): head h owns columns h*d_head:(h+1)*d_head."""
-        n, length, _ = t.shape
-        return t.reshape(n, length, self.cfg.heads, self.cfg.d_head).transpose(0, 2, 1, 3)
+        return split_heads(t, self.cfg.heads)
 
     def scores(self, q: np.ndarray, k: np.ndarray) -> np.ndarray:
-        qh, kh = self.split_heads(q), self.split_heads(k)
-        return mechanism_of(self.cfg).scores_int(qh, kh)
+        """The scores of a query-key mechanism from Q and K."""
+        return self.mechanism.scores_int(self.split_heads(q), self.split_heads(k))
 
     def softmax_weights(self, s: np.ndarray, visible: np.ndarray | None = None) -> np.ndarray:
         """Unnormalized softmax weights e = EXP[(max S - S) >> exp_shift] (0 past the table).
@@ -512,24 +545,14 @@ class GoldenCore:
     def alignment(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """The alignment stage only (queries and keys in, integer scores (n, heads, lq, lk) out)."""
         x, y = self._check_inputs(x, y)
-        q, k = self.project_qk(x, y)
-        return self.scores(q, k)
+        return self.mechanism.align(self.cfg, self.formats, self.weights, x, y)["scores"]
 
     def _forward_block(self, x: np.ndarray, y: np.ndarray, masks: dict) -> dict[str, np.ndarray]:
-        q, k = self.project_qk(x, y)
+        stages = self.mechanism.align(self.cfg, self.formats, self.weights, x, y)
         v = self.project_v(y)
-        s = self.scores(q, k)
-        e = self.softmax_weights(s, visible_keys(self.cfg, len(x), masks))
+        e = self.softmax_weights(stages["scores"], visible_keys(self.cfg, len(x), masks))
         o = self.weighted_values(e, v)
-        return {
-            "q": q,
-            "k": k,
-            "v": v,
-            "scores": s,
-            "exp": e,
-            "attn": o,
-            "out": self.project_out(o),
-        }
+        return {**stages, "v": v, "exp": e, "attn": o, "out": self.project_out(o)}
 
     def _check_inputs(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         cfg = self.cfg

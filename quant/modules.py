@@ -46,9 +46,8 @@ from brevitas.quant import Int8ActPerTensorFixedPoint, Int8WeightPerTensorFixedP
 from torch import Tensor, nn
 
 from eatt.config import ConfigError, CoreConfig, atomic_write
-from eatt.mechanisms import mechanism_of
+from eatt.mechanisms import MECHANISMS, mechanism_of
 from eatt.model import functional as F
-from eatt.model.attention import DotProductAttention, EAttention
 from eatt.quant.float_check import to_float_module
 from eatt.quant.golden import (
     CoreWeights,
@@ -86,7 +85,15 @@ CHECKPOINT_VERSION = 1
 #: the graph): integer_forward refuses any other trace
 TRACE_OK: contextvars.ContextVar[bool] = contextvars.ContextVar("trace_ok", default=False)
 
-_PROJECTIONS = (("wq", "q_proj"), ("wk", "k_proj"), ("wv", "v_proj"), ("wo", "o_proj"))
+#: the core's own layers after the mechanism's (eatt.mechanisms: Mechanism.layers)
+_VALUE_LAYERS = (("wv", "v_proj"), ("wo", "o_proj"))
+
+
+def layer_names(cfg: CoreConfig) -> tuple[tuple[str, str], ...]:
+    """(weight name, module attribute) of every layer of a core: its mechanism's (E-ATT, dot:
+    wq q_proj, wk k_proj; dense: w1, w2; randinit: r random), then V's and O's."""
+    mechanism = mechanism_of(cfg).layers(cfg)
+    return tuple((name, attr) for name, attr, _, _ in mechanism) + _VALUE_LAYERS
 
 
 # -- Brevitas quantizers ---------------------------------------------------------------------------
@@ -200,7 +207,7 @@ def integer_forward(
 ) -> Tensor:
     """The golden model itself (GoldenCore.forward) on int64 tensors: codes in, codes out.
 
-    weights: {"wq", "wk", "wv", "wo"} integer (dim, dim) in input -> output order;
+    weights: integer weights by name (eatt.quant.golden.weight_shapes), input -> output order;
     x: (n, len_q, dim), y: (n, len_k, dim) integer input codes; masks: the core's mask inputs
     (length, offset: (n,) integers). Not on the gradient path: the codes go to numpy on the
     CPU and the (n, len_q, dim) int64 output codes come back there.
@@ -255,10 +262,10 @@ class QuantAttentionCore(nn.Module):
         self.mechanism = mechanism_of(cfg)
         self.binarize = Binarize(cfg.tau) if self.mechanism.binarized else None
         weight_quant = fixed_point_weight_quant(cfg.weight_bits, cfg.weight_frac)
-        for _, proj in _PROJECTIONS:
-            setattr(
-                self, proj, QuantLinear(cfg.dim, cfg.dim, bias=False, weight_quant=weight_quant)
-            )
+        sizes = [(attr, n_in, n_out) for _, attr, n_in, n_out in self.mechanism.layers(cfg)]
+        sizes += [(attr, cfg.dim, cfg.dim) for _, attr in _VALUE_LAYERS]
+        for attr, n_in, n_out in sizes:
+            setattr(self, attr, QuantLinear(n_in, n_out, bias=False, weight_quant=weight_quant))
 
     # -- codes ----------------------------------------------------------------------------------
     def input_codes(self, x: Tensor) -> Tensor:
@@ -266,10 +273,10 @@ class QuantAttentionCore(nn.Module):
         return torch.round(self.input_quant(x) * 2.0**self.cfg.in_frac).to(torch.int64)
 
     def weight_codes(self) -> dict[str, Tensor]:
-        """{"wq", ...}: int64 (dim, dim) codes in input -> output order (Q = X W)."""
+        """{"wq", ...}: int64 codes by weight name in input -> output order (Q = X W)."""
         return {
             name: getattr(self, proj).quant_weight().int().to(torch.int64).T.contiguous()
-            for name, proj in _PROJECTIONS
+            for name, proj in layer_names(self.cfg)
         }
 
     def forward_int(self, x: Tensor, y: Tensor, masks: dict[str, Tensor] | None = None) -> Tensor:
@@ -349,24 +356,19 @@ class QuantAttentionCore(nn.Module):
         (score * score_lsb, the 1/sqrt(d_head) scale included). ``cfg``: as in ``call``.
         """
         cfg = self.cfg if cfg is None else cfg
-        xs = self.select(xq)
-        ys = xs if self_attention else self.select(yq)
-        q, k, v = self.project("q", xs), self.project("k", ys), self.project("v", yq)
-
-        def split(t: Tensor) -> Tensor:
-            return t.view(t.shape[0], t.shape[1], cfg.heads, cfg.d_head).transpose(1, 2)
-
-        attend = self.mechanism.load("attend")
+        v = self.project("v", yq)
+        v = v.view(v.shape[0], v.shape[1], cfg.heads, cfg.d_head).transpose(1, 2)
         mask = visible_mask(cfg, xq.shape[0], masks, xq.device)
-        o, _ = attend(split(q), split(k), split(v), mask=mask, scale=self.scale)
+        o = self.mechanism.surrogate(self, xq, xq if self_attention else yq, v, mask)
         return self.output(o.transpose(1, 2).reshape(xq.shape[0], xq.shape[1], cfg.dim))
 
     # -- the surrogate's steps, also used one by one by the seq2seq model's quantized attention
     #    (eatt.model.seq2seq, kinds quant-eatt / quant-vanilla: masks and caches of its own)
     @property
     def scale(self) -> float:
-        """The score scale 1/sqrt(d_head) (it lives in the hardware's exp table)."""
-        return 1.0 / math.sqrt(self.cfg.d_head)
+        """The score scale, 1/sqrt(d_head) where the mechanism scales (it lives in the
+        hardware's exp table)."""
+        return self.mechanism.scale(self.cfg.d_head)
 
     def select(self, xq: Tensor) -> Tensor:
         """E-ATT's feature selection 1[x > tau] of quantized inputs; identity for dot."""
@@ -376,6 +378,12 @@ class QuantAttentionCore(nn.Module):
         """Q, K or V: the quantized projection requantized to its format (straight-through)."""
         lsb = self.formats.v_lsb if which == "v" else self.formats.q_lsb
         return requantize_ste(getattr(self, f"{which}_proj")(t), lsb)
+
+    def requantized(self, layer: str, t: Tensor, relu: bool = False) -> Tensor:
+        """A mechanism's projection (its layer's attribute), relu'd if asked, requantized to the
+        formats' q_lsb (straight-through): Dense's hidden layer."""
+        acc = getattr(self, layer)(t)
+        return requantize_ste(torch.relu(acc) if relu else acc, self.formats.q_lsb)
 
     def output(self, o: Tensor) -> Tensor:
         """Attention output (heads concatenated) -> rounded to V's grid -> W_O -> requantized."""
@@ -398,7 +406,7 @@ def integer_weights(module: QuantAttentionCore) -> CoreWeights:
         raise ValueError(f"expected a QuantAttentionCore, got {type(module).__name__}")
     with torch.no_grad():
         codes = module.weight_codes()
-    return CoreWeights(**{name: codes[name].cpu().numpy() for name, _ in _PROJECTIONS})
+    return CoreWeights(**{name: codes[name].cpu().numpy() for name, _ in layer_names(module.cfg)})
 
 
 def from_integer(cfg: CoreConfig, weights: CoreWeights) -> QuantAttentionCore:
@@ -407,25 +415,21 @@ def from_integer(cfg: CoreConfig, weights: CoreWeights) -> QuantAttentionCore:
     module = QuantAttentionCore(cfg)
     lsb = 2.0**-cfg.weight_frac
     with torch.no_grad():
-        for name, proj in _PROJECTIONS:
+        for name, proj in layer_names(cfg):
             w = np.asarray(getattr(weights, name), dtype=np.float64) * lsb
             getattr(module, proj).weight.copy_(torch.from_numpy(w.T.copy()))
     return module.eval()
 
 
 def _float_kind(module: nn.Module) -> str:
-    if isinstance(module, EAttention):
-        if (module.selection, module.score) == ("binary", "l1"):
-            return "eatt"
-        raise ValueError(
-            f"kind: EAttention(selection={module.selection!r}, score={module.score!r}) has no "
-            "hardware core (only selection='binary', score='l1' -> kind eatt)"
-        )
-    if isinstance(module, DotProductAttention):
-        return "vanilla"
-    raise ValueError(
-        f"kind: expected an EAttention or DotProductAttention, got {type(module).__name__}"
-    )
+    """The core kind of a float module: the mechanism whose float module it is."""
+    for mechanism in MECHANISMS.values():
+        if isinstance(module, mechanism.load("float_module")):
+            if why := mechanism.float_mismatch(module):
+                raise ValueError(f"kind: {why}")
+            return mechanism.kind
+    names = ", ".join(m.float_module.rpartition(":")[2] for m in MECHANISMS.values())
+    raise ValueError(f"kind: expected one of {names}, got {type(module).__name__}")
 
 
 def from_float(float_module: nn.Module, cfg: CoreConfig) -> QuantAttentionCore:
@@ -453,15 +457,18 @@ def from_float(float_module: nn.Module, cfg: CoreConfig) -> QuantAttentionCore:
         raise ValueError(
             f"tau: the config says {cfg.tau} but the float module has {float_module.tau}"
         )
-    for _, proj in _PROJECTIONS:
+    for _, proj in _VALUE_LAYERS:
         if getattr(float_module, proj).bias is not None:
             raise ValueError(f"bias: {proj} has a bias; the hardware core has none")
+    mechanism = mechanism_of(cfg)
+    weights = mechanism.float_weights(cfg, float_module)  # (in, out) by name
+    weights.update({name: getattr(float_module, proj).weight.T for name, proj in _VALUE_LAYERS})
     module = QuantAttentionCore(cfg)
     limit = (cfg.weight_max + 0.5) * 2.0**-cfg.weight_frac
     saturated = 0
     with torch.no_grad():
-        for _, proj in _PROJECTIONS:
-            w = getattr(float_module, proj).weight.detach()
+        for name, proj in layer_names(cfg):
+            w = weights[name].detach().T
             saturated += int((w.abs() > limit).sum())
             getattr(module, proj).weight.copy_(w.to(torch.float32).cpu())
     if saturated:
@@ -471,7 +478,7 @@ def from_float(float_module: nn.Module, cfg: CoreConfig) -> QuantAttentionCore:
             "weight_frac",
             stacklevel=2,
         )
-    device = float_module.q_proj.weight.device
+    device = next(float_module.parameters()).device
     return module.to(device).train(float_module.training)
 
 

@@ -30,7 +30,15 @@ from qonnx.core.datatype import DataType
 from qonnx.custom_op.base import CustomOp
 
 from eatt.config import CoreConfig
-from eatt.quant.golden import CoreWeights, GoldenCore, derive_formats, exp_table, recip_table
+from eatt.mechanisms import MECHANISMS, core_kinds
+from eatt.quant.golden import (
+    CoreWeights,
+    GoldenCore,
+    derive_formats,
+    exp_table,
+    recip_table,
+    weight_shapes,
+)
 from eatt.quant.window import (
     WindowGolden,
     core_config,
@@ -45,8 +53,9 @@ OP_TYPE = "AttentionCore"
 #: bumped whenever the node's attributes or semantics change; load_core refuses other versions
 FORMAT_VERSION = 2
 
-#: kinds of core the node represents (CoreConfig kinds the golden model implements)
-EXPORTABLE_KINDS = ("eatt", "vanilla")
+#: kinds of core the node represents (CoreConfig kinds the golden model implements: one per
+#: attention mechanism)
+EXPORTABLE_KINDS = core_kinds()
 
 #: the core node's mask inputs (CoreConfig.mask_inputs), after X and Y: integer graph inputs
 #: of shape (batch, 1), one value per call
@@ -104,8 +113,11 @@ _DERIVED_ATTRS: dict[str, str] = {
     "recip_table": "t",
 }
 
-#: weight attributes (int tensors, (dim, dim), input -> output order as in CoreWeights)
-WEIGHT_ATTRS = CoreWeights.NAMES
+#: weight attributes (int tensors, input -> output order as in CoreWeights): every mechanism's
+#: (a node carries its kind's, eatt.quant.golden.weight_shapes), then W_V and W_O
+WEIGHT_ATTRS = tuple(
+    dict.fromkeys(n for m in MECHANISMS.values() for n in m.weight_names + ("wv", "wo")).keys()
+)
 
 
 def lsb_frac(lsb: float) -> int:
@@ -186,7 +198,7 @@ def core_from_node(node: NodeProto) -> tuple[CoreConfig, CoreWeights]:
         raise CoreAttributeError(
             f"{where}: format_version is {version!r}, this eatt reads {FORMAT_VERSION}"
         )
-    for key in (*_CONFIG_ATTRS, *_DERIVED_ATTRS, *WEIGHT_ATTRS):
+    for key in (*_CONFIG_ATTRS, *_DERIVED_ATTRS):
         if key not in attrs:
             raise CoreAttributeError(f"{where}: missing attribute '{key}'")
     data: dict[str, Any] = {}
@@ -224,7 +236,9 @@ def core_from_node(node: NodeProto) -> tuple[CoreConfig, CoreWeights]:
                 "config (file written by another eatt version, or edited)"
             )
     weights = {}
-    for key in WEIGHT_ATTRS:
+    for key in weight_shapes(cfg):
+        if key not in attrs:
+            raise CoreAttributeError(f"{where}: missing attribute '{key}'")
         w = _to_array(attrs[key])
         if not np.issubdtype(w.dtype, np.integer):
             raise CoreAttributeError(f"{where}: weight '{key}' is {w.dtype}, expected integers")
@@ -257,8 +271,8 @@ class AttentionCore(CustomOp):
                 types[key] = (dtype, True, "" if dtype == "s" else 0)
         for key, dtype in _DERIVED_ATTRS.items():
             types[key] = (dtype, True, np.zeros(0, dtype=np.int32) if dtype == "t" else 0)
-        for key in WEIGHT_ATTRS:
-            types[key] = ("t", True, np.zeros((0, 0), dtype=np.int8))
+        for key in WEIGHT_ATTRS:  # the node's kind says which it needs
+            types[key] = ("t", False, np.zeros((0, 0), dtype=np.int8))
         return types
 
     def core(self) -> GoldenCore:

@@ -9,9 +9,19 @@ from __future__ import annotations
 import numpy as np
 
 from eatt.config import CoreConfig
+from eatt.mechanisms import mechanism_of
 from eatt.quant.golden import CoreWeights, derive_formats
 from eatt.rtl_sim.eatt_datapath import _eatt_projection, _eatt_scores
-from eatt.rtl_sim.emit_top import _const_matmul, _control, _header, _ports
+from eatt.rtl_sim.emit_synthesizer import FRONTS
+from eatt.rtl_sim.emit_top import (
+    _const_matmul,
+    _control,
+    _header,
+    _inputs,
+    _ports,
+    _stage0,
+    _values,
+)
 from eatt.rtl_sim.pipeline import _Pipe
 from eatt.rtl_sim.sv_writer import _lit, _loops, _Writer
 from eatt.rtl_sim.widths import alignment_widths
@@ -23,23 +33,20 @@ ALIGNMENT_LATENCY = 2
 def _front_end(
     out: _Writer, pipe: _Pipe, cfg: CoreConfig, weights: CoreWeights, with_v: bool, opts: dict
 ) -> None:
-    """Inputs, binarization (E-ATT), Q/K (and V) projections, stage 0 registers, scores sc."""
+    """Inputs, binarization (E-ATT), Q/K (and V) projections, stage 0 registers, scores sc
+    (a Synthesizer mechanism: its own front end, rtl_sim/emit_synthesizer.py)."""
+    mechanism = mechanism_of(cfg)
+    if mechanism.rtl_front is not None:
+        FRONTS[mechanism.rtl_front](out, pipe, cfg, weights, with_v, opts)
+        return
     f = derive_formats(cfg)
     w = alignment_widths(cfg, f)
     lq, lk, dim, heads, dh = cfg.len_q, cfg.len_k, cfg.dim, cfg.heads, cfg.d_head
-    ib, aw, qs, qb, sb = w["in_bits"], w["acc_bits"], w["q_shift"], w["qk_bits"], w["score_bits"]
-    eatt = cfg.kind == "eatt"
-    out("    // ---- inputs as signed elements")
-    out(f"    logic signed [{ib - 1}:0] xe [{lq}][{dim}];")
-    out(f"    logic signed [{ib - 1}:0] ye [{lk}][{dim}];")
-    for name, length in (("x", lq), ("y", lk)):
-        for i in range(length):
-            for d in range(dim):
-                lo = (i * dim + d) * ib
-                out(f"    assign {name}e[{i}][{d}] = {name}[{lo + ib - 1}:{lo}];")
-    out("")
+    aw, qs, qb, sb = w["acc_bits"], w["q_shift"], w["qk_bits"], w["score_bits"]
+    eatt = mechanism.binarized
+    _inputs(out, cfg)
     if eatt:
-        tau = cfg.tau_int
+        tau, ib = cfg.tau_int, w["in_bits"]
         out(f"    // ---- binarize (Eq. 4, strict): xb = x > tau_int = {tau}")
         out(f"    logic xb [{lq}][{dim}];")
         out(f"    logic yb [{lk}][{dim}];")
@@ -63,35 +70,13 @@ def _front_end(
     else:
         _const_matmul(out, pipe, "qa", "xe", lq, weights.wq, aw, "W_Q")
         _const_matmul(out, pipe, "ka", "ye", lk, weights.wk, aw, "W_K")
-    if with_v:
-        aw_v, vs = f.v_acc_bits, f.v_shift
-        vb = aw_v - vs
-        out(f"    // ---- values V = Y @ W_V: {aw_v}-bit accumulators (|acc| <= {f.v_acc_bound})")
-        out(f"    logic signed [{aw_v - 1}:0] va [{lk}][{dim}];")
-        _const_matmul(out, pipe, "va", "ye", lk, weights.wv, aw_v, "W_V")
+    values = _values(out, pipe, cfg, weights) if with_v else []
     out("")
     out(f"    // ---- stage 0: requantize, arithmetic right shift by {qs} (floor), into {qb} bits")
     out(f"    logic signed [{qb - 1}:0] q [{lq}][{dim}];")
     out(f"    logic signed [{qb - 1}:0] k [{lk}][{dim}];")
-    if with_v:
-        out(f"    //      V: shift by {vs} into {vb} bits")
-        out(f"    logic signed [{vb - 1}:0] v0 [{lk}][{dim}];")
-    stage = pipe.close("projection")
-    out("    always_ff @(posedge ap_clk) begin")
-    out(f"        if (stage_en[{stage}]) begin")
-    regs = [("q", "qa", lq, qb, qs), ("k", "ka", lk, qb, qs)]
-    if with_v:
-        regs.append(("v0", "va", lk, vb, vs))
-    for dst, src, length, bits, shift in regs:
-        _loops(
-            out,
-            12,
-            [("i", length), ("j", dim)],
-            [f"{dst}[i][j] <= {bits}'({src}[i][j] >>> {shift});"],
-        )
-    out("        end")
-    out("    end")
-    out("")
+    regs = [("q", "qa", lq, dim, qb, qs), ("k", "ka", lk, dim, qb, qs), *values]
+    _stage0(out, pipe, regs)
     if eatt:
         # the bounds of q = qa >>> qs (floor) per column; 'config': the whole qb-bit range
         if opts["widths"] == "config":

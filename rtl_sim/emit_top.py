@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 
 from eatt.config import CoreConfig
+from eatt.quant.golden import derive_formats
 from eatt.rtl_sim.pipeline import _Pipe
-from eatt.rtl_sim.sv_writer import _lit, _Writer
+from eatt.rtl_sim.sv_writer import _lit, _loops, _Writer
 
 
 def _header(out: _Writer, cfg: CoreConfig, top: str, what: str, widths: dict, pipe: _Pipe):
@@ -75,6 +76,53 @@ def _control(out: _Writer, latency: int, port: str) -> None:
     out("        .ap_idle(ap_idle), .ap_ready(ap_ready), .stage_en(stage_en)")
     out("    );")
     out(f"    assign {port}_vld = ap_done;")
+    out("")
+
+
+def _inputs(out: _Writer, cfg: CoreConfig, names: tuple = ("x", "y")) -> None:
+    """xe, ye: the inputs x, y (those named) as signed elements [len][dim]."""
+    dim, ib = cfg.dim, cfg.in_bits
+    lengths = {"x": cfg.len_q, "y": cfg.len_k}
+    out("    // ---- inputs as signed elements")
+    for name in names:
+        out(f"    logic signed [{ib - 1}:0] {name}e [{lengths[name]}][{dim}];")
+    for name in names:
+        length = lengths[name]
+        for i in range(length):
+            for d in range(dim):
+                lo = (i * dim + d) * ib
+                out(f"    assign {name}e[{i}][{d}] = {name}[{lo + ib - 1}:{lo}];")
+    out("")
+
+
+def _values(out: _Writer, pipe: _Pipe, cfg: CoreConfig, weights) -> list[tuple]:
+    """va = Y @ W_V (accumulators); returns stage 0's register of V for _stage0: v0 = va >>>
+    v_shift."""
+    f = derive_formats(cfg)
+    aw_v, vs = f.v_acc_bits, f.v_shift
+    vb = aw_v - vs
+    out(f"    // ---- values V = Y @ W_V: {aw_v}-bit accumulators (|acc| <= {f.v_acc_bound})")
+    out(f"    logic signed [{aw_v - 1}:0] va [{cfg.len_k}][{cfg.dim}];")
+    _const_matmul(out, pipe, "va", "ye", cfg.len_k, weights.wv, aw_v, "W_V")
+    out(f"    //      V: shift by {vs} into {vb} bits (stage 0)")
+    out(f"    logic signed [{vb - 1}:0] v0 [{cfg.len_k}][{cfg.dim}];")
+    return [("v0", "va", cfg.len_k, cfg.dim, vb, vs)]
+
+
+def _stage0(out: _Writer, pipe: _Pipe, regs: list[tuple], relu: tuple = ()) -> None:
+    """Close the projection segment: stage 0 registers dst[i][j] <= bits'(src[i][j] >>> shift)
+    for each (dst, src, rows, cols, bits, shift) of regs; a dst named in ``relu`` keeps
+    max(0, .)."""
+    stage = pipe.close("projection")
+    out("    always_ff @(posedge ap_clk) begin")
+    out(f"        if (stage_en[{stage}]) begin")
+    for dst, src, rows, cols, bits, shift in regs:
+        value = f"{bits}'({src}[i][j] >>> {shift})"
+        if dst in relu:
+            value = f"{src}[i][j] < 0 ? {bits}'(0) : {value}"
+        _loops(out, 12, [("i", rows), ("j", cols)], [f"{dst}[i][j] <= {value};"])
+    out("        end")
+    out("    end")
     out("")
 
 

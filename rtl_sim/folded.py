@@ -463,6 +463,11 @@ def generate_core_levels(
     """The core unit's generate_rtl stage: level folded here, the unrolled levels in
     rtl_sim/generate.py (generate_core_rtl)."""
     reuse = cfg.reuse_factor
+    if (level == LEVEL or reuse > 1) and not mechanism_of(cfg).folded:
+        raise ValueError(
+            f"kind: the folded engine has no {cfg.kind} mechanism yet (the unrolled levels "
+            "alignment and attention have it)"
+        )
     if level != LEVEL:
         if folding:
             raise ValueError("--lanes/--simd/--pe: only for --level folded")

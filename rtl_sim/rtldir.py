@@ -17,8 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
+from eatt.config import CoreConfig
+from eatt.mechanisms import core_kinds
 from eatt.outdir import OutputError, replaced_dir
-from eatt.quant.golden import CoreWeights
+from eatt.quant.golden import CoreWeights, weight_shapes
 from eatt.rtl_sim.procs import try_lock
 
 #: the hand-written SystemVerilog leaves, copied into every RTL directory that uses them
@@ -100,12 +102,15 @@ def load_metadata(out_dir: str | os.PathLike) -> dict:
 
 def load_weights(out_dir: str | os.PathLike, meta: dict) -> CoreWeights:
     path = Path(out_dir) / meta["weights"]
+    names = CoreWeights.NAMES  # the query-key cores' (and every folder written before)
+    if isinstance(meta.get("config"), dict) and meta["config"].get("kind") in core_kinds():
+        names = tuple(weight_shapes(CoreConfig.from_dict(meta["config"])))
     try:
         with np.load(path, allow_pickle=False) as data:
-            missing = [name for name in CoreWeights.NAMES if name not in data.files]
+            missing = [name for name in names if name not in data.files]
             if missing:
                 raise ValueError(f"{path}: no array {missing[0]!r} (has {', '.join(data.files)})")
-            return CoreWeights(*(data[name].astype(np.int64) for name in CoreWeights.NAMES))
+            return CoreWeights(**{name: data[name].astype(np.int64) for name in names})
     except (OSError, EOFError, ValueError, AttributeError) as err:
         if isinstance(err, ValueError) and str(err).startswith(str(path)):
             raise

@@ -32,12 +32,16 @@ def test_quick_alignment_writes_its_report(tmp_path):
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     report = json.loads(out.read_text())
-    for kind in ("eatt", "vanilla"):
+    for kind in ("eatt", "vanilla", "dense", "randinit"):  # the paper's four methods
         r = report["levels"]["alignment"][kind]
         assert r["mismatches"] == 0 and r["vectors"] == 6
         dynamic = sum(s["dynamic_pj"] for s in r["by_stage"].values())
         assert dynamic == pytest.approx(r["energy_per_call_pj"]["dynamic"], rel=1e-5)
     assert report["ratios"]["alignment"]["energy"] < 1.0
+    rows = report["methods"]["alignment"]  # Table 7's rows, each over vanilla
+    assert set(rows) == {"dense", "randinit", "eatt"}
+    assert rows["randinit"]["paper_analytic"] == 0.0 and rows["randinit"]["energy"] < 0.1
     md = out.with_suffix(".md").read_text()
     assert "alignment: dynamic pJ/call by stage" in md and "| E-ATT / vanilla |" in md
+    assert "| alignment | RandInit |" in md
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
@@ -45,7 +44,7 @@ def test_check_reports_a_wrong_trace(monkeypatch):
     """A trace of other weights than the golden model's must be caught and located."""
     cfg = _cfg("eatt", 3, 3, 8, 1)
     w = random_weights(cfg, seed=2)
-    other = dataclasses.replace(w, wq=np.roll(w.wq, 1, axis=0))
+    other = w.replace(wq=np.roll(w.wq, 1, axis=0))
     real_trace = da4ml_trace.trace_alignment
     monkeypatch.setattr(da4ml_trace, "trace_alignment", lambda c, _w: real_trace(c, other))
     result = da4ml_trace.check(cfg, w, vectors=200)

@@ -305,7 +305,7 @@ def test_cycle_report_names_the_path():
 
 
 #: a lazy hook: an entry point named by a "module:attribute" string (eatt/units.py,
-#: eatt/mechanisms.py), resolved on use
+#: eatt/mechanisms/), resolved on use
 HOOK = re.compile(r"^(eatt(?:\.\w+)+):\w+$")
 
 
@@ -330,5 +330,10 @@ def test_lazy_hooks_close_no_cycle_through_the_config_or_the_mechanisms():
     eatt.config or eatt.mechanisms (the bottom layers). The dispatchers that are also hook
     targets (generate_rtl, simulate, the flow) still close cycles through eatt.units: issue 41
     item 4, not done yet."""
-    through = [c for c in _cycles(_hook_edges()) if {"eatt.config", "eatt.mechanisms"} & set(c)]
+    bottom = ("eatt.config", "eatt.mechanisms")
+    through = [
+        c
+        for c in _cycles(_hook_edges())
+        if any(m in bottom or m.startswith("eatt.mechanisms.") for m in c)
+    ]
     assert not through, "\n".join(" -> ".join(c) for c in through)

@@ -96,7 +96,14 @@ def is_trained_model(source: str | None) -> bool:
 
 def _core_flow(args) -> int:
     """`eatt flow [CORE]`: a core and its peer through every stage."""
-    from eatt.flow import CORE_STEPS, flow_steps, folded_config, format_flow, run_flow  # torch
+    from eatt.flow import (  # torch
+        CORE_STEPS,
+        flow_steps,
+        folded_config,
+        format_flow,
+        mechanism_steps,
+        run_flow,
+    )
     from eatt.steps import select  # torch
 
     for flag, given in (("--layer", args.layer), ("--step", args.step)):
@@ -121,7 +128,13 @@ def _core_flow(args) -> int:
         check_rtl_size(cfg)
     check_vectors(cfg, args.vectors)
     span = (args.from_step, args.to_step)
-    select(flow_steps(CORE_STEPS, not args.no_resources), *span)  # a step of this flow
+    names = select(flow_steps(CORE_STEPS, not args.no_resources), *span)  # a step of this flow
+    if missing := [n for n in names if n not in mechanism_steps(cfg, CORE_STEPS)]:
+        have = mechanism_steps(cfg, CORE_STEPS)
+        raise CommandError(
+            f"kind {cfg.kind}: its mechanism has no {missing[0]} level yet (it has "
+            f"{', '.join(have)}): run those with --to-step {have[-1]}"
+        )
     from eatt.hls.project import BuildError  # hls4ml
 
     try:

@@ -18,8 +18,9 @@
 //            the max runs over the visible keys, a hidden key's e is 0; widths unchanged
 //
 // The score function is the layer's mechanism (eatt.mechanisms): CONFIG_T::score<CONFIG_T> is
-// l1_score (E-ATT) or dot_score (vanilla), written into the config by eatt.hls.handlers the way
-// hls4ml's dense_config picks its kernel; its alignment() runs l1_alignment or dot_alignment.
+// l1_score (E-ATT) or dot_score (vanilla) here, dense_score or randinit_score in their own
+// headers, written into the config by eatt.hls.handlers the way hls4ml's dense_config picks its
+// kernel; its alignment() runs the mechanism's alignment (l1_alignment, dot_alignment, ...).
 // The E-ATT alignment (l1_alignment) holds no multiplication (tests/test_hls.py scans it);
 // index arithmetic there uses running counters.
 //
@@ -264,12 +265,18 @@ struct l1_mechanism {
 struct dot_mechanism {
     static const bool l1 = false;
 };
+// A mechanism kept in a header of its own (nnet_dense_score.h, nnet_randinit_score.h) declares
+// its score type with the same macro: its alignment weights come in the slots wq (CONFIG_T::n_wq
+// entries) and wk (n_wk).
+struct synthesized_mechanism {
+    static const bool l1 = false;
+};
 #define NNET_ATTENTION_SCORE(NAME, ALIGNMENT, MECHANISM)                                           \
     template <typename CONFIG_T> struct NAME : MECHANISM {                                         \
         static void alignment(typename CONFIG_T::in_code_t x[CONFIG_T::len_q][CONFIG_T::dim],      \
                               typename CONFIG_T::in_code_t y[CONFIG_T::len_k][CONFIG_T::dim],      \
-                              const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],     \
-                              const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],     \
+                              const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],                    \
+                              const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],                    \
                               typename CONFIG_T::score_t                                           \
                                   scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k]) {     \
             _Pragma("HLS INLINE") ALIGNMENT<CONFIG_T>(x, y, wq, wk, scores);                       \
@@ -277,7 +284,6 @@ struct dot_mechanism {
     };
 NNET_ATTENTION_SCORE(l1_score, l1_alignment, l1_mechanism)
 NNET_ATTENTION_SCORE(dot_score, dot_alignment, dot_mechanism)
-#undef NNET_ATTENTION_SCORE
 
 // -- values: V = (Y W_V) >> v_shift ---------------------------------------------------------------
 template <typename CONFIG_T>
@@ -494,8 +500,8 @@ OutRow:
 // attention_core_front: the codes of X and Y, the scores of the config's mechanism, V
 template <class x_T, class y_T, typename CONFIG_T>
 void attention_core_front(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
-                          const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
-                          const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+                          const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
+                          const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],
                           const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
                           typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k],
                           typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim]) {
@@ -513,8 +519,8 @@ void attention_core_front(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T
 template <class x_T, class y_T, class res_T, typename CONFIG_T>
 void attention_core(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
                     res_T res[CONFIG_T::len_q * CONFIG_T::dim],
-                    const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
-                    const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+                    const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
+                    const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],
                     const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
                     const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
                     const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
@@ -540,8 +546,8 @@ void attention_core_masked(
     x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
     typename CONFIG_T::length_t length, typename CONFIG_T::offset_t offset,
     res_T res[CONFIG_T::len_q * CONFIG_T::dim],
-    const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
-    const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
+    const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],
     const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
     const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
     const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
