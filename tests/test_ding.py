@@ -8,6 +8,7 @@ pinned manifest of version 1.9-6 and the pieces of one sentence.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -18,8 +19,10 @@ from eatt.model.corpus import DingConfig, data_config_from_dict, detokenize, din
 from eatt.model.ding import find_ding, read_ding, sentence_pairs, split_pairs, strip_annotations
 from eatt.model.experiments import base, run_experiment
 from eatt.model.subword import join_pieces, train_subword
+from eatt.model.train import load_run_config
 from eatt.rtl_sim.tools import ToolMissing
 
+ROOT = Path(__file__).resolve().parent.parent
 LINES = [
     "# Version :: devel 2023-01-30",
     # kept: the third sub-entry pair; English annotation stripped; first alternative only
@@ -106,6 +109,11 @@ def test_ding_config_keys_and_kinds():
         data_config_from_dict({"kind": "wmt"})
     assert token_kind({"kind": "ding"}) == "pieces" and token_kind({"tokens": "char"}) == "char"
     assert detokenize(["\u2581Das", "\u2581Ha", "us", "."], "pieces") == "Das Haus."
+
+
+def test_the_example_run_config_reads():
+    _, train_cfg = load_run_config(ROOT / "examples" / "ding.yaml")
+    assert train_cfg.data == DingConfig()
 
 
 def test_ding_task_learns_pieces_on_the_training_split_only(tmp_path, monkeypatch):
