@@ -22,8 +22,10 @@ $(STAMP): pyproject.toml constraints.txt
 # into .venv/debian with `apt-get download` + `dpkg -x` (no root, the system untouched).
 # .venv/debian/bin gets iverilog and vvp wrappers that point them at their unpacked libraries
 # (-B, -M); eatt.rtl_sim.tools.use_local_icarus puts that folder on PATH where no iverilog is.
+# trans-de-en: the Ding German-English dictionary, the real-language task's corpus
+# (.venv/debian/usr/share/trans/de-en; eatt.model.ding, docs/models.md "The Ding task").
 # Where this cannot work (no apt-get, no package lists) the commands exit 3 naming the package.
-DEBIAN_PKGS := opensta qflow-tech-osu018 iverilog
+DEBIAN_PKGS := opensta qflow-tech-osu018 iverilog trans-de-en
 debian: $(VENV)/debian/.installed
 
 $(VENV)/debian/.installed: Makefile

@@ -32,15 +32,13 @@ import torch
 from torch import Tensor
 
 from .config import QUANT_KINDS, QUANT_WINDOW_KINDS
+from .corpus import data_config_from_dict, detokenize, load_data, token_kind
 from .data import (
     BOS,
     EOS,
     PAD,
     TranslationData,
-    data_config_from_dict,
-    detokenize,
     encode_pairs,
-    load_data,
     make_batches,
 )
 from .energy import CORE_LEVELS, core_counts, energy_pj, paper_counts
@@ -419,7 +417,7 @@ def evaluate(
     pairs = getattr(data, split)
     if limit:
         pairs = pairs[:limit]
-    kind = "char" if payload.get("data_config", {}).get("tokens") == "char" else "word"
+    kind = token_kind(payload.get("data_config", {}))
     encoded = encode_pairs(pairs, src_vocab, tgt_vocab)
     batches = make_batches(encoded, max_tokens, max_sentences=128)
     outputs, stats = translate_with_stats(model, batches, beam=beam, alpha=alpha, device=dev)
@@ -469,7 +467,7 @@ def evaluate(
             model, [(len(s) + 1, len(t) + 1) for s, t in pairs], level="attention"
         ),
         "examples": [
-            {"source": " ".join(pairs[i][0]), "reference": refs[i], "output": hyps[i]}
+            {"source": detokenize(pairs[i][0], kind), "reference": refs[i], "output": hyps[i]}
             for i in range(min(3, len(pairs)))
         ],
     }

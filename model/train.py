@@ -4,7 +4,8 @@ A run config is one YAML/JSON file with up to three sections, each optional::
 
     model: {dim: 128, attention: eatt, ...}     # ModelConfig (eatt.model.seq2seq)
     train: {steps: 3000, peak_lr: 0.001, ...}   # TrainConfig (below)
-    data:  {kind: synthetic, n_train: 20000}    # TaskConfig or FilesConfig (eatt.model.data)
+    data:  {kind: synthetic, n_train: 20000}    # TaskConfig, FilesConfig or DingConfig
+                                                # (eatt.model.data, eatt.model.corpus)
 
 :func:`train` runs Adam with the paper's schedule (Sec. 4.2)
 ``lr = peak_lr * min(t / warmup, 1, (decay / t) ** 0.5)``, label smoothing, dropout and
@@ -47,17 +48,16 @@ from eatt.config import ConfigError, atomic_write_text
 from eatt.outdir import check_output_dir, claim_dir
 from eatt.progress import enabled as progress_enabled
 
+from .corpus import DingConfig, data_config_from_dict, load_data
 from .data import (
     PAD,
     FilesConfig,
     TaskConfig,
     TranslationData,
     check_fields,
-    data_config_from_dict,
     dataclass_from_dict,
     encode_pairs,
     iterate_forever,
-    load_data,
     make_batches,
 )
 from .seq2seq import (
@@ -111,7 +111,7 @@ class TrainConfig:
     threads: int = 0
     #: start from this checkpoint's weights (same model config), e.g. to fine-tune; None = init
     init_checkpoint: str | None = None
-    data: TaskConfig | FilesConfig = field(default_factory=TaskConfig)
+    data: TaskConfig | FilesConfig | DingConfig = field(default_factory=TaskConfig)
 
     def __post_init__(self) -> None:
         check_fields(self, "train")
@@ -143,7 +143,7 @@ class TrainConfig:
             raise ConfigError(f"peak_lr: must be > 0, got {self.peak_lr}")
         if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
             raise ConfigError(f"device: must be auto, cpu, cuda or cuda:N, got {self.device!r}")
-        if not isinstance(self.data, (TaskConfig, FilesConfig)):
+        if not isinstance(self.data, (TaskConfig, FilesConfig, DingConfig)):
             object.__setattr__(self, "data", data_config_from_dict(self.data, "data"))
 
     def to_dict(self) -> dict[str, Any]:

@@ -390,6 +390,15 @@ def test_a_trained_flexible_model_on_the_unit(work):
     assert r["bleu"]["exported"]["hypotheses_differ"] == 0
 
 
+def test_data(work):
+    """`eatt data -o DIR`: the Ding task's pinned splits, written as text (tests/test_ding.py
+    checks the rules)."""
+    r = both_modes(["data", "-o", str(work / "ding")], "sentence pairs")
+    assert r["pinned"] == "same" and r["written"] == str(work / "ding")
+    lines = (work / "ding" / "test.de").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == r["splits"]["test"]["pairs"] == 1234
+
+
 def test_experiment_quick(work):
     r = both_modes(
         ["experiment", "eatt-vs-vanilla", "--quick", "-o", str(work / "results")], "vanilla"

@@ -17,6 +17,7 @@ import argparse
 
 from eatt.cli import (
     capture,
+    data,
     energy,
     evaluate,
     experiment,
@@ -50,6 +51,7 @@ COMMANDS = (
     pnr,
     power,
     sweep,
+    data,
     train,
     evaluate,
     experiment,

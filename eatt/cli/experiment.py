@@ -19,6 +19,14 @@ def add_arguments(p) -> None:
         "l0drop-redundant, l0drop-scratch, l0drop-unit, qat",
     )
     p.add_argument("--quick", action="store_true", help="tiny version (seconds)")
+    p.add_argument(
+        "--task",
+        choices=("synthetic", "ding"),
+        default="synthetic",
+        help="the data: the bundled synthetic task, or the Ding dictionary's German-English "
+        "sentences (Debian package trans-de-en; eatt-vs-vanilla, ablation, energy-vs-quality); "
+        "results go to -o DIR/NAME-ding",
+    )
     p.add_argument("-o", "--output", default="results", metavar="DIR", help="results folder")
     p.add_argument("--workers", type=int, default=1, help="runs trained at once (Ray tasks)")
     p.add_argument("--threads", action=BoundedInt, default=1, help="torch intra-op threads")
@@ -57,6 +65,7 @@ def run(args) -> int:
         steps=args.steps,
         seeds=args.seeds,
         resume=args.resume,
+        task=args.task,
     )
     emit(report, args.json, format_table)
     return EXIT_OK

@@ -63,8 +63,11 @@ import time
 from eatt.config import atomic_write_text
 from eatt.outdir import claim_dir
 
+from ..ding import find_ding
 from .base import (
     BLEU_TOLERANCE,
+    TASK,
+    TASKS,
     Experiment,
     _drop_results,
     _legacy_experiment_dir,
@@ -89,6 +92,7 @@ __all__ = [
     "QAT_BITS",
     "REGISTRY",
     "STAGED_EXPERIMENTS",
+    "TASKS",
     "TAUS",
     "WINDOW_D",
     "Experiment",
@@ -113,12 +117,15 @@ def run_experiment(
     steps: int | None = None,
     seeds: tuple[int, ...] | None = None,
     resume: bool = False,
+    task: str = "synthetic",
 ) -> dict:
     """Run experiment ``name``; returns what ``results.json`` holds (see the module doc).
 
     ``workers`` > 1 trains up to that many runs at once as Ray tasks (eatt.jobs: a local Ray
     instance, one CPU and one torch thread each, no progress bars); every run is
     deterministic, so the results do not depend on it.
+    ``task`` (:data:`TASKS`): ``ding`` runs it on the Ding dictionary's sentence pairs
+    (eatt.model.corpus; the experiments whose ``tasks`` name it) into ``out_dir/NAME-ding``.
     ``steps`` / ``seeds`` replace the plan's training length and seeds (not for the staged
     experiments, whose stages have their own lengths); the learning-rate schedule depends on
     the step only, so a longer run passes through the shorter one's model on the way (not in
@@ -132,13 +139,32 @@ def run_experiment(
         raise ValueError(f"unknown experiment {name!r}; choose from {', '.join(REGISTRY)}")
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+    if task not in TASKS:
+        raise ValueError(f"--task: must be one of {', '.join(TASKS)}, got {task!r}")
+    if task not in experiment.tasks:
+        able = [n for n, e in REGISTRY.items() if task in e.tasks]
+        raise ValueError(
+            f"--task {task}: {name} runs on the {' or '.join(experiment.tasks)} task only "
+            f"({task}: {', '.join(able)})"
+        )
+    if task == "ding":
+        find_ding()  # the package missing: exit 3 before any folder is claimed
+    task_token = TASK.set(task)
+    try:
+        return _run(experiment, name, quick, out_dir, quiet, workers, steps, seeds, resume, task)
+    finally:
+        TASK.reset(task_token)
+
+
+def _run(experiment, name, quick, out_dir, quiet, workers, steps, seeds, resume, task) -> dict:
     experiment.check(quick, steps, seeds)
     if resume and not experiment.staged:
         raise ValueError(f"--resume: only the staged experiments reuse runs; {name!r} is not one")
     # -o is a folder of experiments (or new, or empty): a user's folder, an RTL folder or a
     # training run is refused before any work, as every command's output folder is
     parent = claim_dir(out_dir, "experiments", legacy=_legacy_experiments_dir)
-    folder = claim_dir(parent / name, "experiment", legacy=_legacy_experiment_dir)
+    folder_name = name if task == "synthetic" else f"{name}-{task}"
+    folder = claim_dir(parent / folder_name, "experiment", legacy=_legacy_experiment_dir)
     _drop_results(folder)
     start = time.perf_counter()
     token = RESUME.set(resume)
@@ -146,7 +172,7 @@ def run_experiment(
         body = experiment.run(quick, folder, quiet, workers, steps, seeds)
     finally:
         RESUME.reset(token)
-    report = {"experiment": name, "quick": quick, **body}
+    report = {"experiment": name, "quick": quick, "task": task, **body}
     report["seconds"] = time.perf_counter() - start
     report["plot"] = experiment.plot(report, folder / f"{name}.png")
     atomic_write_text(folder / "results.md", format_table(report) + "\n")

@@ -17,6 +17,7 @@ LABELS = {
 
 class Ablation(SeededExperiment):
     name = "ablation"
+    tasks = ("synthetic", "ding")
 
     def plan(self, quick: bool) -> Plan:
         data, model, train_cfg = _sizes(quick)

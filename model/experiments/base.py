@@ -13,10 +13,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from contextvars import ContextVar
 from pathlib import Path
 
 from eatt.outdir import is_ours
 
+from ..corpus import DingConfig
 from ..data import TaskConfig
 from ..seq2seq import ModelConfig
 from ..train import TrainConfig
@@ -33,12 +35,26 @@ _QUICK_TRAIN = TrainConfig(
     steps=150, warmup=30, decay=150, peak_lr=3e-3, max_tokens=512, eval_every=0, progress=False
 )
 
+#: the tasks an experiment may run on (``eatt experiment --task``): the bundled synthetic one,
+#: and the Ding dictionary's sentences (eatt.model.corpus; the model and training sizes are
+#: the synthetic task's until the experiments on it are tuned, issue 44)
+TASKS = ("synthetic", "ding")
+_DING_DATA = DingConfig()
+_QUICK_DING_DATA = DingConfig(vocab_size=1000, n_train=3000, n_dev=100, n_test=200)
+#: the task of the experiment running now (run_experiment sets it); :func:`_sizes` reads it
+TASK: ContextVar[str] = ContextVar("task", default="synthetic")
+
 #: the papers' tolerance: within 0.5 BLEU (Flexible Sec. 5, footnote 2; L0Drop Sec. 6)
 BLEU_TOLERANCE = 0.5
 
 
-def _sizes(quick: bool) -> tuple[TaskConfig, ModelConfig, TrainConfig]:
-    return (_QUICK_DATA, _QUICK_MODEL, _QUICK_TRAIN) if quick else (_DATA, _MODEL, _TRAIN)
+def _sizes(quick: bool) -> tuple[TaskConfig | DingConfig, ModelConfig, TrainConfig]:
+    """The data, model and training sizes of :data:`TASK` (the quick ones with ``quick``)."""
+    if TASK.get() == "ding":
+        data = _QUICK_DING_DATA if quick else _DING_DATA
+    else:
+        data = _QUICK_DATA if quick else _DATA
+    return (data, _QUICK_MODEL, _QUICK_TRAIN) if quick else (data, _MODEL, _TRAIN)
 
 
 class Experiment:
@@ -48,6 +64,8 @@ class Experiment:
     name: str = ""
     #: later runs start from or depend on earlier ones (no ``steps`` / ``seeds`` overrides)
     staged: bool = False
+    #: the tasks of :data:`TASKS` it runs on (the others need the synthetic task's rules)
+    tasks: tuple[str, ...] = ("synthetic",)
 
     def check(self, quick: bool, steps: int | None, seeds: tuple[int, ...] | None) -> None:
         """Refuse bad overrides before any work (and before the folder is claimed)."""

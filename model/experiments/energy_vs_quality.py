@@ -9,6 +9,7 @@ from .seeded import Plan, SeededExperiment, Variant
 
 class EnergyVsQuality(SeededExperiment):
     name = "energy-vs-quality"
+    tasks = ("synthetic", "ding")
 
     def plan(self, quick: bool) -> Plan:
         data, model, train_cfg = _sizes(quick)

@@ -17,7 +17,8 @@ import torch
 
 from eatt.jobs import Job, run_jobs
 
-from ..data import TaskConfig, synthetic_task
+from ..corpus import DingConfig, load_data
+from ..data import TaskConfig
 from ..evaluate import evaluate
 from ..seq2seq import ModelConfig
 from ..train import TrainConfig, train
@@ -40,7 +41,7 @@ class Plan:
     variants: list[Variant]
     seeds: tuple[int, ...]
     train: TrainConfig
-    data: TaskConfig
+    data: TaskConfig | DingConfig
     beam: int = 4
     alpha: float = 0.6
 
@@ -51,7 +52,7 @@ def _run_one(
     """Train and evaluate one (variant, seed); in a worker process ``data`` is regenerated."""
     if data is None:
         torch.set_num_threads(1)
-        data = synthetic_task(plan.data)
+        data = load_data(plan.data)
     train_cfg = plan.train.replace(seed=seed, progress=progress)
     summary = train(variant.model, train_cfg, run_dir, data=data)
     result = evaluate(summary["checkpoint"], beam=plan.beam, alpha=plan.alpha, data=data)
@@ -60,6 +61,7 @@ def _run_one(
         "seed": seed,
         "attention": variant.model.kinds,
         "bleu": result["bleu"],
+        "signature": result["signature"],
         "exact_match": result["exact_match"],
         "dev_loss": summary["dev_loss"],
         "train_seconds": summary["seconds"],
@@ -119,7 +121,7 @@ class SeededExperiment(Experiment):
         ]
         runs = []
         if workers == 1:
-            data = synthetic_task(plan.data)
+            data = load_data(plan.data)
             for i, (variant, seed, run_dir) in enumerate(jobs, 1):
                 elapsed = time.perf_counter() - start
                 _log(
@@ -191,8 +193,10 @@ class SeededExperiment(Experiment):
 
     def table(self, report: dict) -> str:
         n = len(report["seeds"])
+        task = report.get("task", "synthetic")
         lines = [
-            f"{report['experiment']}{' (quick)' if report['quick'] else ''}: test BLEU over {n} "
+            f"{report['experiment']}{' (quick)' if report['quick'] else ''}"
+            f"{'' if task == 'synthetic' else f' on the {task} task'}: test BLEU over {n} "
             f"seed{'s' if n > 1 else ''} (beam {report['beam']}, alpha {report['alpha']}, "
             f"{report['train']['steps']} steps); "
             f"attention energy in % of {self.energy_reference_text(report)} "
@@ -210,6 +214,9 @@ class SeededExperiment(Experiment):
                 + f" | {'-' if fpga is None else f'{fpga:.2f}'}"
                 + f" | {row['train_seconds_mean']:.0f} |"
             )
+        signature = next((r["signature"] for r in report["runs"] if r.get("signature")), None)
+        if signature:
+            lines += ["", f"sacrebleu: {signature}"]
         return "\n".join(lines + self.extra_table_lines(report))
 
     def figure(self, report: dict, plt):
