@@ -15,7 +15,7 @@ header) and the project's metadata.json carries both.
 from __future__ import annotations
 
 from eatt.config import CoreConfig
-from eatt.mechanisms import folded_kinds
+from eatt.mechanisms import folded_kinds, mechanism_of
 from eatt.rtl_sim.folded import check_folding, default_folding, folding_for_reuse
 
 #: the header of the folded layer (registered with the others, eatt.hls.register)
@@ -79,7 +79,7 @@ def hls_iterations(
     pe = simd if pe is None else pe
     dc, hc, kb = cfg.dim // simd, cfg.d_head // simd, cfg.len_k // lanes
     tiles, m = dc * dc, simd // pe
-    if cfg.kind == "eatt":
+    if mechanism_of(cfg).binarized:  # E-ATT's select walk
         rest = max(0, cfg.len_q - (m - 1) * cfg.len_k)
         projections = (m * cfg.len_k + rest + m * cfg.len_q) * tiles
     else:

@@ -31,7 +31,7 @@ from hls4ml.model.layers import Layer
 from hls4ml.model.types import FixedPrecisionType, IntegerPrecisionType
 
 from eatt.config import CoreConfig
-from eatt.mechanisms import core_kinds
+from eatt.mechanisms import core_kinds, mechanism_of
 from eatt.quant.golden import derive_formats
 from eatt.quant.window import WindowFormats, derive_window_formats
 from eatt.rtl_sim.folded import weight_tiles
@@ -162,7 +162,8 @@ class AttentionCore(Layer):
         if not self.get_attr("lanes", 0):
             return data
         simd, pe = self.get_attr("simd"), self.get_attr("pe")
-        cols = pe if name in ("wv", "wo") and self.get_attr("kind") == "eatt" else simd
+        binarized = mechanism_of(self.get_attr("kind")).binarized  # E-ATT's select walk
+        cols = pe if name in ("wv", "wo") and binarized else simd
         dim = self.get_attr("dim")
         return weight_tiles(np.asarray(data).reshape(dim, dim), simd, cols).ravel()
 

@@ -456,12 +456,8 @@ def window_check_data(
 ) -> tuple[list[np.ndarray], np.ndarray, int, int]:
     """check_data of the window unit: random plus edge steps against WindowGolden.
     ``capture`` (eatt.quant.vectors.load_window_capture): its steps replace the random ones."""
-    from eatt.quant.export import (
-        WINDOW_STEP_NAMES,
-        core_input_names,
-        window_expected,
-        window_vectors,
-    )
+    from eatt.quant.export import core_input_names
+    from eatt.quant.window_export import WINDOW_STEP_NAMES, window_expected, window_vectors
 
     captured = None if capture is None else capture["steps"]
     steps, n_edge = window_vectors(cfg, vectors, seed, captured)

@@ -166,7 +166,7 @@ def window_golden_check(
 ) -> dict:
     """golden_check for kind window: widths of every intermediate, and O vs float64."""
     # qonnx/onnx: the window check's vectors come from export; the core's check needs neither
-    from eatt.quant.export import window_vectors
+    from eatt.quant.window_export import window_vectors
 
     golden = WindowGolden(cfg, weights)
     wf = golden.formats

@@ -18,7 +18,8 @@ Kind window (the windowed cross-attention unit, eatt.quant.window; docs/export.m
     export_core(cfg, weights, path)      validate, write atomically, read back; returns a summary
     load_core(path) -> (cfg, weights)    anything that is not one of our files: one-line ValueError
     execute_core(path, x, y) -> codes    integer codes in, qonnx execution, integer codes out
-    execute_window(path, steps) -> codes the same for a window file (steps: STEP_INPUTS arrays;
+    execute_window(path, steps) -> codes the same for a window file (quant/window_export.py;
+                                         steps: STEP_INPUTS arrays;
                                          O, then F for position flexible)
     check_export(path, vectors, seed)    qonnx execution vs GoldenCore (WindowGolden for kind
                                          window) on random + edge vectors
@@ -60,19 +61,20 @@ from eatt.quant.ops import (
     DOMAIN,
     FORMAT_VERSION,
     OP_TYPE,
-    WINDOW_OP_TYPE,
-    core_from_node,
     core_node_inputs,
     lsb_frac,
     make_core_node,
-    make_window_node,
     mask_datatypes,
-    window_derived_attributes,
-    window_focus_datatype,
-    window_from_node,
-    window_input_fracs,
-    window_input_names,
-    window_output_names,
+)
+from eatt.quant.reader import (  # noqa: F401 - re-exported: reading a file back
+    QONNX_DOMAIN,
+    _load,
+    _read_model,
+    _shape,
+    core_input_names,
+    load_core,
+    window_input_datatypes,
+    window_input_shapes,
 )
 from eatt.quant.vectors import (
     compare_model,
@@ -80,20 +82,10 @@ from eatt.quant.vectors import (
     load_window_capture,
     model_line,
     model_outputs,
-    window_step_inputs,
-)
-from eatt.quant.window import (
-    STEP_INPUTS,
-    WindowGolden,
-    compact_memory,
-    derive_window_formats,
-    has_focus,
-    random_window_inputs,
 )
 from eatt.units import UNITS, unit_for
 from eatt.version import __version__
 
-QONNX_DOMAIN = "qonnx.custom_op.general"
 #: vectors per qonnx execution call (bounds the float tensors of one batched run)
 _CHUNK = 2048
 
@@ -179,54 +171,6 @@ def _quant_node(
     )
 
 
-#: graph input of a window file -> its name in window.STEP_INPUTS
-WINDOW_STEP_NAMES = {
-    "X": "x",
-    "P": "p",
-    "W": "w",
-    "K": "keys",
-    "V": "values",
-    "C": "counts",
-    "L": "length",
-    "G": "g",
-}
-
-
-def window_input_shapes(cfg: CoreConfig) -> dict[str, list[int]]:
-    """Graph input name -> shape (batch 1) of a window file."""
-    shapes = {
-        "X": [1, cfg.dim],
-        "P": [1, 1],
-        "W": [1, 1],
-        "K": [1, cfg.len_k, cfg.dim],
-        "V": [1, cfg.len_k, cfg.dim],
-        "C": [1, cfg.len_k],
-        "L": [1, 1],
-        "G": [1, 1],
-    }
-    return {name: shapes[name] for name in window_input_names(cfg)}
-
-
-def window_input_datatypes(cfg: CoreConfig) -> dict[str, str]:
-    """qonnx datatype of each integer-coded graph input of a window file (X goes through Quant)."""
-    d = window_derived_attributes(cfg)
-    wf = derive_window_formats(cfg)
-
-    def fixed(bits: int, frac: int) -> str:
-        return f"FIXED<{bits},{bits - frac}>" if frac >= 1 else f"SCALEDINT<{bits}>"
-
-    types = {
-        "P": f"UINT{max(1, (cfg.len_k - 1).bit_length())}",
-        "W": f"UINT{max(1, cfg.window_d.bit_length())}",
-        "K": fixed(wf.qk_code_bits, d["key_frac"]),
-        "V": fixed(wf.v_code_bits, d["value_frac"]),
-        "C": f"UINT{cfg.count_bits}",
-        "L": f"UINT{cfg.len_k.bit_length()}",
-        "G": f"UINT{max(1, cfg.g_levels.bit_length())}",
-    }
-    return {name: types[name] for name in window_input_names(cfg) if name != "X"}
-
-
 def build_model(
     cfg: CoreConfig, weights: CoreWeights | Mapping[str, Any], source: dict | None = None
 ) -> onnx.ModelProto:
@@ -273,36 +217,6 @@ def core_float32_carried(cfg: CoreConfig) -> tuple[tuple[str, int, int], ...]:
     )
 
 
-def window_float32_carried(cfg: CoreConfig) -> tuple[tuple[str, int, int], ...]:
-    """(setting, fraction, bits) of every value a window file carries as float32."""
-    d = window_derived_attributes(cfg)
-    return (
-        ("in_frac", cfg.in_frac, cfg.in_bits),
-        ("qk_bits", d["key_frac"], d["qk_code_bits"]),
-        ("v_bits", d["value_frac"], max(d["v_code_bits"], cfg.v_bits)),
-        ("count_bits", 0, cfg.count_bits + 1),
-    )
-
-
-def window_graph(cfg: CoreConfig, w: CoreWeights, inputs: list, inits: list) -> tuple:
-    """build_model's graph of the window unit: (nodes, outputs, graph name, input datatypes);
-    fills the graph inputs and initializers. Outputs: O, and F for position flexible."""
-    nodes = [_quant_node(inputs, inits, "X", (1, cfg.dim), cfg)]
-    names = window_input_names(cfg)
-    for name, shape in window_input_shapes(cfg).items():
-        if name != "X":
-            inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
-    node_inputs = ["X_quant", *names[1:]]
-    outs = list(window_output_names(cfg))
-    nodes.append(make_window_node(cfg, w, node_inputs, outs, name=f"{WINDOW_OP_TYPE}_0"))
-    shapes = {"O": [1, cfg.dim], "F": [1, cfg.heads]}
-    outputs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, shapes[o]) for o in outs]
-    datatypes = window_input_datatypes(cfg)
-    if "F" in outs:
-        datatypes["F"] = window_focus_datatype(cfg).name
-    return nodes, outputs, "eatt_window_unit", datatypes
-
-
 def core_graph(cfg: CoreConfig, w: CoreWeights, inputs: list, inits: list) -> tuple:
     """build_model's graph of a core: (nodes, output, graph name, input datatypes: none, the
     Quant nodes carry them); fills the graph inputs and initializers."""
@@ -321,11 +235,6 @@ def core_graph(cfg: CoreConfig, w: CoreWeights, inputs: list, inits: list) -> tu
 def core_output_frac(cfg: CoreConfig) -> int:
     """Fraction bits of a core's output codes."""
     return lsb_frac(derive_formats(cfg).out_lsb)
-
-
-def window_output_frac(cfg: CoreConfig) -> int:
-    """Fraction bits of the window unit's output codes (O is on V's grid)."""
-    return window_derived_attributes(cfg)["value_frac"]
 
 
 def export_core(
@@ -374,158 +283,6 @@ def core_source(path: str | os.PathLike | onnx.ModelProto) -> dict | None:
             except ValueError:
                 return None
     return None
-
-
-def _shape(value_info: onnx.ValueInfoProto) -> list[int]:
-    return [d.dim_value for d in value_info.type.tensor_type.shape.dim]
-
-
-# -- reading --------------------------------------------------------------------------------------
-def _read_model(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
-    if isinstance(source, onnx.ModelProto):
-        return source, "model"
-    where = str(source)
-    if not Path(source).is_file():
-        raise ValueError(f"{where}: no such file")
-    try:
-        return onnx.load(str(source)), where
-    except Exception as err:  # protobuf decode errors are long: keep the first line
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"{where}: not an ONNX file ({first})") from None
-
-
-def _core_node(model: onnx.ModelProto, where: str) -> onnx.NodeProto:
-    ours = (OP_TYPE, WINDOW_OP_TYPE)
-    cores = [n for n in model.graph.node if n.domain == DOMAIN and n.op_type in ours]
-    if not cores:
-        raise ValueError(
-            f"{where}: not an eatt core file (no {DOMAIN} {OP_TYPE} or {WINDOW_OP_TYPE} node)"
-        )
-    if len(cores) > 1:
-        raise ValueError(f"{where}: holds {len(cores)} eatt nodes; one core per file")
-    return cores[0]
-
-
-def _input_quant(
-    model: onnx.ModelProto, core: onnx.NodeProto, cfg: CoreConfig, where: str
-) -> list[str]:
-    """Check the Quant node in front of each core input; return the graph input names (X, Y)."""
-    producers = {o: n for n in model.graph.node for o in n.output}
-    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    graph_inputs = {i.name: _shape(i) for i in model.graph.input}
-    names = []
-    if core.op_type == WINDOW_OP_TYPE:
-        return _window_inputs(core, cfg, where, producers, graph_inputs, inits)
-    labels = core_node_inputs(cfg)
-    if len(core.input) != len(labels):
-        raise ValueError(
-            f"{where}: {OP_TYPE} has {len(core.input)} inputs, expected {len(labels)} "
-            f"({', '.join(labels)})"
-        )
-    quants = zip("XY", core.input[:2], (cfg.len_q, cfg.len_k), strict=True)
-    for label, tensor, length in quants:
-        source = _check_quant(label, tensor, cfg, where, producers, inits, graph_inputs)
-        if graph_inputs[source][1:] != [length, cfg.dim]:
-            raise ValueError(
-                f"{where}: input {label} '{source}' has shape {graph_inputs[source]}, "
-                f"expected (batch, {length}, {cfg.dim})"
-            )
-        names.append(source)
-    for label, source in zip(labels[2:], core.input[2:], strict=True):  # the masks: direct
-        if source not in graph_inputs or graph_inputs[source][1:] != [1]:
-            raise ValueError(f"{where}: {OP_TYPE} input {label} is not a (batch, 1) graph input")
-        names.append(source)
-    return names
-
-
-def _window_inputs(core, cfg, where, producers, graph_inputs, inits) -> list[str]:
-    """Graph input names of a window file, in node order: X behind its Quant, the rest direct."""
-    labels = window_input_names(cfg)
-    if len(core.input) != len(labels):
-        raise ValueError(
-            f"{where}: {WINDOW_OP_TYPE} has {len(core.input)} inputs, expected {len(labels)} "
-            f"({', '.join(labels)})"
-        )
-    shapes = window_input_shapes(cfg)
-    names = []
-    for label, tensor in zip(labels, core.input, strict=True):
-        if label == "X":
-            source = _check_quant(label, tensor, cfg, where, producers, inits, graph_inputs)
-        else:
-            source = tensor
-            if source not in graph_inputs:
-                raise ValueError(f"{where}: {WINDOW_OP_TYPE} input {label} is not a graph input")
-        if graph_inputs[source][1:] != shapes[label][1:]:
-            raise ValueError(
-                f"{where}: input {label} '{source}' has shape {graph_inputs[source]}, "
-                f"expected (batch, {', '.join(map(str, shapes[label][1:]))})"
-            )
-        names.append(source)
-    return names
-
-
-def _check_quant(label, tensor, cfg, where, producers, inits, graph_inputs) -> str:
-    """The graph input behind the Quant node feeding `tensor` (checked: the input format)."""
-    q = producers.get(tensor)
-    if q is None or q.op_type != "Quant":
-        op = unit_for(cfg).op_type
-        raise ValueError(f"{where}: {op} input {label} does not come from a Quant node")
-    attrs = {a.name: helper.get_attribute_value(a) for a in q.attribute}
-    rounding = attrs.get("rounding_mode", b"ROUND")
-    params = [inits.get(name) for name in q.input[1:4]]
-    expected = (2.0**-cfg.in_frac, 0.0, float(cfg.in_bits))
-    ok = (
-        len(q.input) == 4
-        and all(p is not None and p.size == 1 for p in params)
-        and all(float(p.reshape(())) == e for p, e in zip(params, expected, strict=True))
-        and attrs.get("signed") == 1
-        and attrs.get("narrow") == 0
-        and (rounding.decode() if isinstance(rounding, bytes) else rounding).upper() == "ROUND"
-    )
-    if not ok:
-        raise ValueError(
-            f"{where}: Quant node '{q.name}' in front of input {label} is not the config's "
-            f"input format (signed <{cfg.in_bits}, {cfg.in_frac}>, zero point 0, ROUND)"
-        )
-    source = q.input[0]
-    if source not in graph_inputs:
-        raise ValueError(f"{where}: Quant node '{q.name}' is not fed by a graph input")
-    return source
-
-
-def load_core(path: str | os.PathLike | onnx.ModelProto) -> tuple[CoreConfig, CoreWeights]:
-    """(config, integer weights) of an exported core; a one-line ValueError for anything else."""
-    model, where = _read_model(path)
-    cfg, weights = _load(model, where)[:2]
-    return cfg, weights
-
-
-def core_input_names(source: str | os.PathLike | onnx.ModelProto) -> list[str]:
-    """The graph inputs feeding the core's node, in the node's input order (X, Y for a core;
-    X, P, W, K, V, C, L[, G] for a window unit)."""
-    model, where = _read_model(source)
-    return _load(model, where)[2]
-
-
-def _load(model: onnx.ModelProto, where: str) -> tuple[CoreConfig, CoreWeights, list[str], str]:
-    core = _core_node(model, where)
-    try:
-        read = window_from_node if core.op_type == WINDOW_OP_TYPE else core_from_node
-        cfg, weights = read(core)
-    except ValueError as err:
-        raise ValueError(f"{where}: {err}") from None
-    inputs = _input_quant(model, core, cfg, where)
-    outputs = [o.name for o in model.graph.output]
-    want = len(window_output_names(cfg)) if core.op_type == WINDOW_OP_TYPE else 1
-    if want == 2 and len(core.output) == 1:
-        raise ValueError(
-            f"{where}: a flexible window unit without the focus output F (written before eatt "
-            "had it); export it again"
-        )
-    if len(core.output) != want or outputs != list(core.output):
-        what = "outputs are not" if want > 1 else "output is not"
-        raise ValueError(f"{where}: the graph's {what} the {core.op_type} output{'s' * (want > 1)}")
-    return cfg, weights, inputs, outputs[0]
 
 
 # -- execution ------------------------------------------------------------------------------------
@@ -588,133 +345,6 @@ def execute_core(
     return codes.astype(np.int64)
 
 
-def window_edge_inputs(cfg: CoreConfig) -> dict[str, np.ndarray]:
-    """Deterministic window steps at the corners (a dict of STEP_INPUTS arrays).
-
-    Windows clipped at both sequence edges and inside, w = 0 and w = D, a one-row memory, the
-    largest codes everywhere with the largest counts (the widest sums), and L0Drop compacted
-    memories (Algorithm 1) with every gate open, one gate open and none but the first.
-    """
-    wf = derive_window_formats(cfg)
-    lk, dim, d = cfg.len_k, cfg.dim, cfg.window_d
-    rng = np.random.default_rng(12345)
-    kmax, vmax = 2 ** (wf.qk_code_bits - 1) - 1, 2 ** (wf.v_code_bits - 1) - 1
-    ilo, ihi = -(2 ** (cfg.in_bits - 1)), 2 ** (cfg.in_bits - 1) - 1
-    steps: list[dict] = []
-
-    def step(p, w, length=lk, keys=None, values=None, counts=None, x=None, g=None):
-        steps.append(
-            {
-                "x": rng.integers(ilo, ihi + 1, size=dim) if x is None else x,
-                "p": p,
-                "w": w,
-                "keys": rng.integers(-kmax - 1, kmax + 1, size=(lk, dim)) if keys is None else keys,
-                "values": rng.integers(-vmax - 1, vmax + 1, size=(lk, dim))
-                if values is None
-                else values,
-                "counts": np.ones(lk, dtype=np.int64) if counts is None else counts,
-                "length": length,
-                "g": cfg.g_levels if g is None else g,
-            }
-        )
-
-    for p in (0, lk - 1, lk // 2):
-        for w in sorted({0, d, max(d - 1, 0)}):
-            step(p, w)
-    step(0, d, length=1)
-    step(lk - 1, d, g=0)
-    full = np.full((lk, dim), kmax)
-    step(lk // 2, d, keys=full, values=np.full((lk, dim), vmax), counts=np.full(lk, wf.count_max))
-    step(lk // 2, d, keys=-full - 1, values=np.full((lk, dim), -vmax - 1), x=np.full(dim, ilo))
-    step(0, d, x=np.full(dim, ihi), counts=np.full(lk, wf.count_max))
-    # L0Drop compaction of a random gated memory: all kept, one kept, only row 0 kept
-    for kept in (lk, 1, 0):
-        gates = np.zeros(lk, dtype=np.int64)
-        gates[rng.permutation(lk)[: max(kept, 1)] if kept else [0]] = 1
-        keys = rng.integers(-kmax - 1, kmax + 1, size=(lk, dim))
-        values = rng.integers(-vmax - 1, vmax + 1, size=(lk, dim))
-        # the count of the zero row, N - N', must fit count_bits: N = the memory size
-        k, v, c, rows = compact_memory(keys * gates[:, None], values * gates[:, None], gates)
-        c = np.minimum(c, wf.count_max)
-        step(rows - 1, d, length=rows, keys=k, values=v, counts=c)
-    return {name: np.asarray([s[name] for s in steps], dtype=np.int64) for name in STEP_INPUTS}
-
-
-def window_vectors(
-    cfg: CoreConfig, vectors: int, seed: int, captured: dict | None = None
-) -> tuple[dict[str, np.ndarray], int]:
-    """random_window_inputs(vectors, seed) followed by window_edge_inputs; (steps, edge count).
-    ``captured``: a window capture's grouped steps (load_window_capture), its first ``vectors``
-    replace the random ones."""
-    if captured is not None:
-        rand = {k: v[:vectors] for k, v in window_step_inputs(captured).items()}
-    else:
-        rand = random_window_inputs(cfg, vectors, seed=seed)
-    edge = window_edge_inputs(cfg)
-    steps = {name: np.concatenate([rand[name], edge[name]]) for name in STEP_INPUTS}
-    return steps, len(edge["x"])
-
-
-def window_expected(golden: WindowGolden, steps: Mapping[str, np.ndarray]) -> np.ndarray:
-    """The golden outputs of steps (STEP_INPUTS arrays) as every level reports them: O (n, dim),
-    with position flexible followed by the focus F (n, dim + heads)."""
-    if not has_focus(golden.cfg):
-        return golden.forward(**steps)
-    return np.concatenate(golden.forward(**steps, with_focus=True), axis=1)
-
-
-def execute_window(
-    source: str | os.PathLike | onnx.ModelProto, steps: Mapping[str, np.ndarray]
-) -> np.ndarray:
-    """Run a window file with qonnx's execute_onnx on integer step inputs; integer outputs.
-
-    steps: arrays named as window.STEP_INPUTS (x (n, dim); p, w, length, g (n,); keys, values
-    (n, len_k, dim); counts (n, len_k)), g only read for position flexible. Returns O (n, dim),
-    with position flexible followed by the focus F: (n, dim + heads) (window_expected's layout).
-    """
-    from qonnx.core.onnx_exec import execute_onnx  # loads onnxruntime: only to execute
-
-    model, where = _read_model(source)
-    cfg, _, names, out_name = _load(model, where)
-    if not isinstance(cfg, WindowConfig):
-        raise ValueError(f"{where}: not a window unit file; run it with execute_core")
-    labels = window_input_names(cfg)
-    fracs = window_input_fracs(cfg)
-    shapes = window_input_shapes(cfg)
-    source_of = WINDOW_STEP_NAMES
-    missing = [source_of[label] for label in labels if source_of[label] not in steps]
-    if missing:
-        raise ValueError(f"inputs: missing '{missing[0]}'")
-    arrays = {label: np.asarray(steps[source_of[label]]) for label in labels}
-    n = len(arrays["X"])
-    for label, a in arrays.items():
-        want = (n, *shapes[label][1:])
-        if a.size != int(np.prod(want)):
-            raise ValueError(f"inputs: {source_of[label]} has shape {a.shape}, expected {want}")
-    parts = []
-    models: dict[int, ModelWrapper] = {}
-    for start in range(0, n, _CHUNK):
-        m = min(_CHUNK, n - start)
-        if m not in models:
-            models[m] = _batched(model, m)
-        feed = {}
-        for label, name in zip(labels, names, strict=True):
-            a = arrays[label].reshape(n, *shapes[label][1:])[start : start + m]
-            feed[name] = (a.astype(np.float64) * 2.0 ** -fracs[label]).astype(np.float32)
-        result = execute_onnx(models[m], feed)
-        real = np.asarray(result[out_name], dtype=np.float64).reshape(m, cfg.dim)
-        part = [real * 2.0 ** fracs["V"]]
-        if has_focus(cfg):  # F: integer rows, after O's elements
-            part.append(np.asarray(result[model.graph.output[1].name], np.float64).reshape(m, -1))
-        parts.append(np.concatenate(part, axis=1))
-    width = cfg.dim + (cfg.heads if has_focus(cfg) else 0)
-    out = np.concatenate(parts) if parts else np.zeros((0, width))
-    codes = np.rint(out)
-    if not np.array_equal(codes, out):
-        raise ValueError(f"{where}: qonnx output is not on the 2**-{fracs['V']} grid")
-    return codes.astype(np.int64)
-
-
 def _mismatch_report(expected, got, vectors, seed, seconds, captured: bool = False) -> dict:
     """golden.vector_report (random vectors first, then the edge ones) plus qonnx's speed."""
     report = vector_report(expected, got, vectors, seed, captured)
@@ -746,30 +376,12 @@ def check_export(
     if inputs is not None:
         if isinstance(cfg, WindowConfig):
             captured = load_window_capture(inputs, cfg, vectors)["steps"]
-            return check_window_export(path, cfg, weights, vectors, seed, captured)
+            check = unit_for(cfg).load("check_export")  # check_window_export
+            return check(path, cfg, weights, vectors, seed, captured)
         capture = load_capture(inputs, cfg)
         return check_core_export(path, cfg, weights, vectors, seed, capture)
     # the file's unit (eatt.units): check_core_export or check_window_export
     return unit_for(cfg).load("check_export")(path, cfg, weights, vectors, seed)
-
-
-def check_window_export(
-    path: str | os.PathLike,
-    cfg: CoreConfig,
-    weights: CoreWeights,
-    vectors: int,
-    seed: int,
-    captured: dict | None = None,
-) -> dict:
-    """check_export of a window unit file (cfg, weights: read from it): random steps (or a
-    capture's, ``captured``) plus the edge steps (window_vectors) against WindowGolden."""
-    steps, n_edge = window_vectors(cfg, vectors, seed, captured)
-    expected = window_expected(WindowGolden(cfg, weights), steps)
-    start = time.perf_counter()
-    got = execute_window(path, steps)
-    seconds = time.perf_counter() - start
-    n = len(expected) - n_edge  # a capture may hold fewer steps than asked
-    return _mismatch_report(expected, got, n, seed, seconds, captured is not None)
 
 
 def check_core_export(

@@ -52,6 +52,7 @@ from brevitas.nn import QuantIdentity, QuantLinear
 from torch import Tensor, nn
 
 from eatt.config import WindowConfig
+from eatt.mechanisms import mechanism_of
 from eatt.model.windowed import (
     WindowedAttention,
     gaussian_penalty,
@@ -137,7 +138,7 @@ class QuantWindowedAttention(nn.Module):
         self.input_quant = QuantIdentity(
             act_quant=fixed_point_act_quant(cfg.in_bits, cfg.in_frac), return_quant_tensor=False
         )
-        self.binarize = Binarize(cfg.tau) if self.score == "eatt" else None
+        self.binarize = Binarize(cfg.tau) if mechanism_of(self.score).binarized else None
         weight_quant = fixed_point_weight_quant(cfg.weight_bits, cfg.weight_frac)
         for _, proj in _PROJECTIONS:
             setattr(self, proj, QuantLinear(dim, dim, bias=False, weight_quant=weight_quant))
@@ -353,7 +354,7 @@ class QuantWindowedAttention(nn.Module):
         q = requantize_ste(self.q_proj(self._select(self.input_quant(h))), f.q_lsb)
         keys, values = state["keys"], state["values"]
         scale = 1.0 / math.sqrt(cfg.d_head)
-        if self.score == "eatt":
+        if mechanism_of(self.score).binarized:
             s = -torch.cdist(q[:, None, :], keys, p=1)[:, 0] * scale
         else:
             s = torch.einsum("bd,bsd->bs", q, keys) * scale
@@ -430,7 +431,7 @@ class QuantWindowedAttention(nn.Module):
         q = requantize_ste(self.q_proj(self._select(self.input_quant(h))), f.q_lsb)
         keys, values = state["keys"], state["values"]
         scale = 1.0 / math.sqrt(cfg.d_head)
-        if self.score == "eatt":
+        if mechanism_of(self.score).binarized:
             s = -torch.cdist(q, keys, p=1) * scale
         else:
             s = torch.matmul(q, keys.transpose(-1, -2)) * scale

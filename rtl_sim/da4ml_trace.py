@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from eatt.config import CoreConfig, atomic_write_text
+from eatt.mechanisms import QueryKey, core_kinds, mechanism_of
+from eatt.mechanisms.l1 import L1
 from eatt.quant.golden import (
     CoreWeights,
     GoldenCore,
@@ -66,8 +68,9 @@ def trace_alignment(cfg: CoreConfig, weights: CoreWeights):
     the <in_bits, in_frac> format; the outputs are the golden model's integer scores in the
     order of ``GoldenCore.scores(...)[i]`` flattened (head, query, key).
     """
-    if cfg.kind not in ("eatt", "vanilla"):
+    if cfg.kind not in core_kinds() or not isinstance(mechanism_of(cfg), QueryKey):
         raise ValueError(f"kind: da4ml traces the eatt and vanilla alignments, not {cfg.kind!r}")
+    l1 = isinstance(mechanism_of(cfg), L1)
     weights.check(cfg)
     array_input, hwconfig, comb_trace, quantize, _ = _da4ml()
     f = derive_formats(cfg)
@@ -76,7 +79,7 @@ def trace_alignment(cfg: CoreConfig, weights: CoreWeights):
     codes = quantize(inp, 1, cfg.in_bits - 1, 0)  # signed integers of in_bits bits
     x = codes[: cfg.len_q * cfg.dim].reshape(cfg.len_q, cfg.dim)
     y = codes[cfg.len_q * cfg.dim :].reshape(cfg.len_k, cfg.dim)
-    if cfg.kind == "eatt":
+    if l1:
         x, y = x > cfg.tau_int, y > cfg.tau_int  # Eq. 4: strict >, 1-bit
     down = 2.0**-f.q_shift  # the requantizing shift is wiring; quantize() floors (TRN)
     q = quantize((x @ weights.wq.astype(np.float64)) * down, 1, cfg.qk_bits - 1, 0)
@@ -85,7 +88,7 @@ def trace_alignment(cfg: CoreConfig, weights: CoreWeights):
     for h in range(cfg.heads):
         cols = slice(h * cfg.d_head, (h + 1) * cfg.d_head)
         qh, kh = q[:, cols], k[:, cols]
-        if cfg.kind == "eatt":
+        if l1:
             heads.append(-np.sum(np.abs(qh[:, None, :] - kh[None, :, :]), axis=-1))  # Eq. 10
         else:
             heads.append(qh @ kh.T)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from eatt.config import CoreConfig
+from eatt.mechanisms import mechanism_of
 from eatt.rtl_sim.sv_writer import _lit
 from eatt.rtl_sim.widths import _bits
 
@@ -277,7 +278,10 @@ def _l1_leaf(cfg: CoreConfig, opts: dict, levels: int) -> bool:
     """The E-ATT scores come from the l1_score_row leaf: the default datapath (xor terms, a
     balanced tree) with adder_levels 0; pipelined trees and the variants stay inline."""
     return (
-        cfg.kind == "eatt" and opts["scores"] == "xor" and opts["tree"] == "balanced" and not levels
+        mechanism_of(cfg).binarized
+        and opts["scores"] == "xor"
+        and opts["tree"] == "balanced"
+        and not levels
     )
 
 

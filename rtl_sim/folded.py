@@ -95,7 +95,7 @@ def check_folding(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None)
             raise ValueError(
                 f"{flag}: must divide {what} = {of} (allowed: {allowed}), got {value!r}"
             )
-    if pe is not None and pe != simd and cfg.kind != "eatt":
+    if pe is not None and pe != simd and not mechanism_of(cfg).binarized:
         raise ValueError(
             f"--pe: only E-ATT narrows its V/O tile (vanilla's one tile computes Q, K, V and O: "
             f"pe = simd = {simd}), got {pe}"
@@ -116,7 +116,7 @@ def datapath_cost(cfg: CoreConfig, lanes: int, simd: int, pe: int) -> int:
     select tile (adders), the S x PE multiply tile, P x S L1 lanes (a subtract and an add
     each) and the P x S numerator products."""
     s, p, w = simd, lanes, cfg.weight_bits
-    if cfg.kind == "eatt":
+    if mechanism_of(cfg).binarized:  # E-ATT's select tile
         return w * (s * pe + p * s) + s * s + s * pe + 2 * p * s + p * s
     return (w + 1) * (s * s + 2 * p * s)
 
@@ -129,7 +129,7 @@ def folding_for_reuse(cfg: CoreConfig, reuse: int) -> dict[str, int]:
     best = None
     for lanes in _divisors(cfg.len_k):
         for simd in _divisors(cfg.d_head):
-            for pe in _divisors(simd) if cfg.kind == "eatt" else [simd]:
+            for pe in _divisors(simd) if mechanism_of(cfg).binarized else [simd]:
                 ii = folded_cycles(cfg, lanes, simd, pe)["ii"]
                 cost = (datapath_cost(cfg, lanes, simd, pe), ii)
                 if ii <= reuse and (best is None or cost < best[0]):
@@ -180,7 +180,7 @@ def folded_cycles(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None)
     dc, hc, kb = cfg.dim // simd, cfg.d_head // simd, cfg.len_k // lanes
     tiles, m = dc * dc, simd // pe  # S x S tiles of one token; the narrower walk m times more
     load = (cfg.len_q + cfg.len_k) * dc
-    if cfg.kind == "eatt":  # Q tokens beyond the (m - 1) slots per key token: after them
+    if mechanism_of(cfg).binarized:  # Q tokens past the (m - 1) slots per key token: after
         rest = max(0, cfg.len_q - (m - 1) * cfg.len_k)
         before = (m * cfg.len_k + rest) * tiles + 1
         after = m * cfg.len_q * tiles + 1

@@ -69,6 +69,7 @@ import os
 from pathlib import Path
 
 from eatt.config import CoreConfig, atomic_write_text
+from eatt.mechanisms import mechanism_of
 from eatt.outdir import check_output_dir
 from eatt.quant.golden import CoreWeights, derive_formats
 from eatt.rtl_sim.eatt_datapath import (
@@ -182,7 +183,8 @@ def generate_core_rtl(
     if level not in LEVELS:
         raise ValueError(f"level: must be one of {', '.join(LEVELS)}, got {level!r}")
     opts = _eatt_datapath(eatt_datapath)
-    if adder_levels and cfg.kind == "eatt" and opts["scores"] == "min":
+    binarized = mechanism_of(cfg).binarized  # E-ATT's datapath options
+    if adder_levels and binarized and opts["scores"] == "min":
         raise ValueError("adder_levels: the 'min' scores have no pipelined form; use xor or abs")
     weights.check(cfg)
     out = Path(out_dir)
@@ -222,7 +224,7 @@ def generate_core_rtl(
     }
     if adder_levels:  # counted by _Pipe as it cuts the trees (<= adder_levels)
         meta["max_adder_levels_per_stage"] = pipe.max_levels
-    if cfg.kind == "eatt":
+    if binarized:
         meta["eatt_datapath"] = opts
     write_rtl_dir(out, {top_file: text}, hand_written, weights, meta)
     return meta

@@ -44,7 +44,7 @@ def test_the_step_core_is_the_full_cores_first_row(checkpoint, name):
     step, step_weights = checkpoint_layer_core(checkpoint, name, step=True)
     assert (step.len_q, step.len_k) == (1, full.len_k) and full.len_q == full.len_k
     assert step.replace(len_q=full.len_q) == full
-    for k, v in weights.__dict__.items():
+    for k, v in weights.as_dict().items():
         np.testing.assert_array_equal(v, getattr(step_weights, k))
     rng = np.random.default_rng(0)
     n, hi = 64, 2 ** (full.in_bits - 1)

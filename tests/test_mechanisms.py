@@ -29,6 +29,7 @@ from eatt.quant.golden import (
     weight_shapes,
 )
 from eatt.quant.modules import from_float, from_integer, integer_weights, to_float
+from tests.test_rtl import _assert_lint_clean
 
 KINDS = tuple(m.kind for m in MECHANISMS.values())
 SYNTHESIZERS = tuple(m.kind for m in MECHANISMS.values() if isinstance(m, Synthesized))
@@ -188,21 +189,6 @@ def test_hls4ml_csim_is_bit_exact_with_the_mechanisms_own_kernel(tmp_path, kind)
     assert (firmware / "nnet_utils" / f"nnet_{score}_score.h").is_file()
 
 
-def _lint_clean(out: Path, meta: dict) -> None:
-    import subprocess
-
-    from eatt.rtl_sim.tools import verilator_env
-
-    files = [str(out / rel) for rel in meta["sources"]]
-    proc = subprocess.run(
-        ["verilator", "--lint-only", "-Wall", "--top-module", meta["top"], *files],
-        env=verilator_env(),
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
-
-
 @pytest.mark.rtl
 @pytest.mark.parametrize("kind", SYNTHESIZERS)
 def test_unrolled_rtl_is_bit_exact_on_both_simulators(tmp_path, kind):
@@ -217,7 +203,7 @@ def test_unrolled_rtl_is_bit_exact_on_both_simulators(tmp_path, kind):
     for level, simulator in (("attention", "verilator"), ("alignment", "icarus")):
         out = tmp_path / level
         meta = generate_rtl(cfg, w, out, level=level)
-        _lint_clean(out, meta)
+        _assert_lint_clean(out, meta)
         result = simulate(out, vectors=300, seed=17, simulator=simulator)
         assert result["ok"] and result["mismatches"] == 0, result.get("first_mismatch")
     with pytest.raises(ValueError, match="folded engine has no"):

@@ -12,17 +12,9 @@ from qonnx.core.modelwrapper import ModelWrapper
 from qonnx.custom_op.registry import getCustomOp
 
 from eatt.config import CoreConfig, default_config
-from eatt.quant import export as export_mod
+from eatt.quant import window_export as window_export_mod
 from eatt.quant.check import format_golden_check, golden_check
-from eatt.quant.export import (
-    build_model,
-    check_export,
-    execute_core,
-    execute_window,
-    export_core,
-    load_core,
-    window_edge_inputs,
-)
+from eatt.quant.export import build_model, check_export, execute_core, export_core, load_core
 from eatt.quant.golden import random_weights
 from eatt.quant.ops import WindowAttention
 from eatt.quant.window import (
@@ -32,6 +24,7 @@ from eatt.quant.window import (
     derive_window_formats,
     random_window_inputs,
 )
+from eatt.quant.window_export import execute_window, window_edge_inputs
 
 BASE = dict(kind="window", len_q=1, len_k=12, dim=8, heads=2)
 CONFIGS = {
@@ -115,7 +108,7 @@ def test_execute_window_in_batches_matches_golden(tmp_path, monkeypatch):
     weights = random_weights(cfg, seed=5)
     path = tmp_path / "w.onnx"
     export_core(cfg, weights, path)
-    monkeypatch.setattr(export_mod, "_CHUNK", 64)  # several batch sizes, one remainder
+    monkeypatch.setattr(window_export_mod, "_CHUNK", 64)  # several batch sizes, one remainder
     steps = random_window_inputs(cfg, 150, seed=2)
     got = execute_window(path, steps)
     assert got.shape == (150, cfg.dim + cfg.heads)  # O, then the focus F (flexible)

@@ -14,9 +14,10 @@ import pytest
 from eatt.config import CoreConfig
 from eatt.hls import TEMPLATES
 from eatt.hls.project import write_project
-from eatt.quant.export import export_core, window_edge_inputs
+from eatt.quant.export import export_core
 from eatt.quant.golden import random_weights
 from eatt.quant.window import derive_window_formats
+from eatt.quant.window_export import window_edge_inputs
 from tests.test_hls import run_project_testbench
 
 pytestmark = pytest.mark.hls

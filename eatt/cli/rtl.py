@@ -7,6 +7,7 @@ from pathlib import Path
 from eatt.cli.common import add_core_arguments, add_folding_arguments, emit, folding, random_core
 from eatt.cli.exits import EXIT_OK, EXIT_TOOL_MISSING, CommandError
 from eatt.config import check_rtl_size
+from eatt.mechanisms import folded_kinds
 from eatt.rtl_sim.generate import generate_rtl
 
 HELP = "generate the core's RTL (SystemVerilog) and metadata.json"
@@ -56,8 +57,9 @@ def run(args) -> int:
     parallelism = folding(args)
     if parallelism and args.level != "folded":
         raise CommandError("--lanes/--simd/--pe: only with --level folded")
-    if args.level == "folded" and cfg.kind not in ("eatt", "vanilla"):
-        raise CommandError(f"--level folded: for kinds eatt and vanilla, not {cfg.kind}")
+    if args.level == "folded" and cfg.kind not in folded_kinds():
+        kinds = " and ".join(folded_kinds())
+        raise CommandError(f"--level folded: for kinds {kinds}, not {cfg.kind}")
     if args.level != "folded":  # the folded engine's size does not grow with the config
         check_rtl_size(cfg)
     # window: one level, a fixed pipeline (adder_levels must be 0)
