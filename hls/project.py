@@ -26,63 +26,65 @@ project holds one WindowAttention layer (templates/nnet_window_attention.h), its
 compared with eatt.quant.window.WindowGolden on random steps (quant.window.random_window_inputs)
 plus the edge steps (quant.export.window_edge_inputs: windows at both sequence edges, w = 0, a
 one-row memory, the widest sums, L0Drop compacted memories).
+
+Its pieces, their names importable from here too: eatt.hls.convert (the hls4ml conversion, its
+options, each unit's input types) and eatt.hls.csim (the checked vectors, the C simulation's run,
+tb_data/).
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import json
-import math
 import os
-import re
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
 import yaml
 
 from eatt.config import CoreConfig
-from eatt.hls import register
+
+# the names marked F401 live in eatt.hls.convert / eatt.hls.csim and are re-exported here, their
+# first home (callers, and the hooks eatt.units names, import them from eatt.hls.project)
+from eatt.hls.convert import (
+    BACKENDS,  # noqa: F401
+    IO_TYPES,  # noqa: F401
+    PART_PATTERN,  # noqa: F401
+    PROJECT_NAME,
+    _is_int,
+    check_options,
+    convert,
+    core_hls_finish,  # noqa: F401
+    core_hls_ports,  # noqa: F401
+    stdout_to_stderr,
+    window_hls_finish,  # noqa: F401
+    window_hls_ports,  # noqa: F401
+    window_port_types,  # noqa: F401
+)
+from eatt.hls.csim import (
+    _write_tb,
+    check_data,
+    compare,
+    core_check_data,  # noqa: F401
+    folded_iterations,
+    predict_codes,
+    run_csim,  # noqa: F401
+    window_check_data,  # noqa: F401
+    write_testbench_data,  # noqa: F401
+)
 from eatt.hls.folding import ITERATION_FORMULA, hls_iterations, resolve_folding
 from eatt.hls.handlers import ConversionError
-from eatt.hls.layers import WEIGHT_NAMES
 from eatt.outdir import check_output_dir, replaced_dir
 from eatt.progress import step
-from eatt.quant.golden import (
-    CoreWeights,
-    GoldenCore,
-    check_masks,
-    derive_formats,
-    edge_inputs,
-    random_inputs,
-    random_weights,
-    vector_masks,
-    vector_report,
-)
-from eatt.quant.ops import (
-    DOMAIN,
-    MASK_INPUT_NAMES,
-    OP_TYPE,
-    WINDOW_OP_TYPE,
-    core_node_inputs,
-    lsb_frac,
-    window_derived_attributes,
-    window_input_fracs,
-    window_input_names,
-)
+from eatt.quant.golden import CoreWeights, random_weights
+from eatt.quant.ops import DOMAIN, OP_TYPE, WINDOW_OP_TYPE
 from eatt.quant.vectors import compare_model, load_capture, load_window_capture, model_outputs
-from eatt.quant.window import WindowGolden
 from eatt.rtl_sim.tools import ToolMissing  # one class for every missing tool (CLI exit 3)
 from eatt.units import unit_for
 
-#: backend name (ours, lower case) -> hls4ml backend name
-BACKENDS = {"vitis": "Vitis", "vivado": "Vivado"}
 #: ONNX node types the extension converts (anything else is a ConversionError naming the node)
 SUPPORTED_NODES = {
     ("qonnx.custom_op.general", "Quant"),
@@ -92,9 +94,6 @@ SUPPORTED_NODES = {
 #: the file in every project directory that records what was built (and, in projects written
 #: before eatt.outdir's marker, the one that marks it as ours)
 METADATA = "eatt_hls.json"
-PROJECT_NAME = "myproject"
-#: Xilinx part names (letters, digits, "-", "_", "."): written into project.tcl between quotes
-PART_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 def is_legacy_project(path: Path) -> bool:
@@ -186,381 +185,13 @@ def load_source(source: Any, seed: int = 1) -> tuple[onnx.ModelProto, CoreConfig
     return model, cfg, weights, where
 
 
-# -- conversion --------------------------------------------------------------------------------
-@contextlib.contextmanager
-def stdout_to_stderr():
-    """Send fd 1 (hls4ml's prints, g++ output) to stderr: --json keeps stdout for the result."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
-def convert(
-    model: onnx.ModelProto,
-    cfg: CoreConfig,
-    out_dir: str | os.PathLike,
-    backend: str = "vitis",
-    part: str | None = None,
-    clock_ns: float = 5.0,
-    reuse_factor: int = 1,
-    folding: dict | None = None,
-    io_type: str = "io_parallel",
-):
-    """hls4ml ModelGraph of the core (not yet written): inputs typed exactly as the core's.
-
-    ``folding`` ({lanes, simd, pe}, eatt.hls.folding.resolve_folding) makes the layer the folded
-    core: the layer's config carries the folding, and the top is not pipelined as a whole
-    (which would unroll the folded loops) but a dataflow region whose loops pipeline.
-    ``io_type`` "io_stream" (the folded layer only): one token a beat on every port, hls4ml's
-    streams (AXI4-Stream at the top)."""
-    import hls4ml
-
-    register()
-    check_options(backend, part, clock_ns, reuse_factor, io_type)
-    from eatt.quant.export import core_input_names
-
-    unit = unit_for(cfg)
-    inputs = core_input_names(model)  # in the node's order: X, Y, then a core's masks L, O
-    # hls4ml's default input type is fixed<16,6>: give the inputs the unit's own grid
-    types, model_options = unit.load("hls_ports")(cfg, inputs)
-    hls_config = {
-        "Model": {"Precision": "fixed<16,6>", "ReuseFactor": reuse_factor, "Strategy": "Latency"},
-        "LayerName": {name: {"Precision": {"result": types[name]}} for name in inputs},
-    }
-    hls_config["Model"].update(model_options)
-    if folding:
-        hls_config["Model"]["PipelineStyle"] = "dataflow"
-        for node in model.graph.node:
-            if node.domain == DOMAIN and node.op_type == OP_TYPE:
-                hls_config["LayerName"][node.name] = {k.capitalize(): v for k, v in folding.items()}
-    kwargs: dict[str, Any] = {"clock_period": clock_ns}
-    if part:
-        kwargs["part"] = part
-    hls_model = hls4ml.converters.convert_from_onnx_model(
-        model,
-        output_dir=str(out_dir),
-        project_name=PROJECT_NAME,
-        backend=BACKENDS[backend],
-        io_type=io_type,
-        hls_config=hls_config,
-        # weights as initialized C arrays, not .txt files read at run time from an absolute
-        # path: the compiled library does not depend on where the project lies
-        write_weights_txt=False,
-        **kwargs,
-    )
-    unit.load("hls_finish")(cfg, hls_model)
-    return hls_model
-
-
-def core_hls_ports(cfg: CoreConfig, inputs: list[str]) -> tuple[dict[str, str], dict]:
-    """convert's settings for a core: X and Y on the core's input grid, the mask inputs (L, O,
-    after them in the node's order) unsigned integers (eatt.hls.layers.mask_widths: the QONNX
-    UINT datatypes), hls4ml's defaults."""
-    from eatt.hls.layers import mask_widths
-
-    in_type = f"fixed<{cfg.in_bits},{cfg.in_bits - cfg.in_frac}>"
-    types = dict.fromkeys(inputs[:2], in_type)
-    widths = mask_widths(cfg.len_k)
-    for mask, name in zip(cfg.mask_inputs, inputs[2:], strict=True):
-        types[name] = f"uint<{widths[mask + '_t']}>"
-    return types, {}
-
-
-def window_hls_ports(cfg: CoreConfig, inputs: list[str]) -> tuple[dict[str, str], dict]:
-    """convert's settings for the window unit: each input's own grid (window_port_types), and
-    not a pipelined top (which would unroll the window loops): the loops carry their own
-    PIPELINE II=1 (templates/nnet_window_attention.h)."""
-    return window_port_types(cfg), {"PipelineStyle": "dataflow"}
-
-
-def core_hls_finish(cfg: CoreConfig, hls_model) -> None:
-    """A folded layer's weight types: ``ap_int<weight_bits>`` under ``__SYNTHESIS__``, and for
-    g++ (the C simulation) a plain integer of the same values (signed char, short or int).
-    A dim x dim ``ap_int`` array is initialized element by element at run time, which g++
-    compiles with -O3 into more than 10 minutes and 6 GB for each 512 x 512 matrix (the
-    paper's size); a plain array is static data, compiled in seconds. The values, and so the
-    C simulation's outputs, are the same; the synthesized ROMs stay weight_bits wide."""
-    for layer in hls_model.get_layers():
-        if layer.class_name != "AttentionCore" or not layer.get_attr("lanes", 0):
-            continue
-        names = {layer.get_weights(w).type.name for w in WEIGHT_NAMES}
-        for type_var in layer.get_layer_precision().values():
-            if type_var.name in names:
-                type_var.definition_cpp = _csim_plain_type(type_var, cfg.weight_bits)
-
-
-def _csim_plain_type(type_var, bits: int):
-    """A definition_cpp for type_var: its own typedef for synthesis, a plain integer of the
-    same signed range (bits <= 32) for the C simulation."""
-    plain = "signed char" if bits <= 8 else "short" if bits <= 16 else "int"
-    synthesis = type_var.definition_cpp()
-
-    def definition_cpp(*args, **kwargs) -> str:
-        return (
-            f"#ifdef __SYNTHESIS__\n{synthesis}#else  // C simulation (eatt.hls.project."
-            f"core_hls_finish)\ntypedef {plain} {type_var.name};\n#endif\n"
-        )
-
-    return definition_cpp
-
-
-def window_hls_finish(cfg: CoreConfig, hls_model) -> None:
-    """The memory arrays: one row (dim codes) per word, so a window row is read per cycle."""
-    for var in hls_model.get_input_variables():
-        if var.name in ("K", "V"):
-            var.pragma = ("reshape", "cyclic", cfg.dim)
-
-
-def window_port_types(cfg: CoreConfig) -> dict[str, str]:
-    """hls4ml precision of each graph input of a window file (the grids of window_input_fracs)."""
-    from eatt.hls.handlers import window_layer_attributes
-    from eatt.hls.layers import fixed_port
-
-    d = window_derived_attributes(cfg)
-    ib = window_layer_attributes(cfg)["int_bits"]
-    bits = {"X": cfg.in_bits, "K": d["qk_code_bits"], "V": d["v_code_bits"]}
-    types = {}
-    for name, frac in window_input_fracs(cfg).items():
-        t = fixed_port(bits[name], frac) if name in bits else fixed_port(ib, 0)
-        types[name] = f"fixed<{t.width},{t.integer}>"
-    return types
-
-
-def _vectors(cfg: CoreConfig, vectors: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    x, y = random_inputs(cfg, vectors, seed=seed)
-    ex, ey = edge_inputs(cfg)
-    return np.concatenate([x, ex]), np.concatenate([y, ey])
-
-
-def run_csim(
-    hls_model,
-    cfg: CoreConfig,
-    x: np.ndarray,
-    y: np.ndarray,
-    masks: dict[str, np.ndarray] | None = None,
-) -> np.ndarray:
-    """Integer output codes of the compiled C simulation for integer input codes x, y (and a
-    masked core's length / offset per vector; a missing one hides nothing). The model's inputs
-    are in graph order as an exported file has them: X, Y, then L, O."""
-    scale = 2.0**-cfg.in_frac
-    n = len(x)
-    masks = check_masks(cfg, n, masks)
-    feed = [
-        np.ascontiguousarray((x.reshape(n, -1) * scale).astype(np.float64)),
-        np.ascontiguousarray((y.reshape(n, -1) * scale).astype(np.float64)),
-        *(np.ascontiguousarray(masks[m].reshape(n, 1).astype(np.float64)) for m in cfg.mask_inputs),
-    ]
-    out = np.asarray(hls_model.predict(feed), dtype=np.float64).reshape(n, cfg.len_q, cfg.dim)
-    codes = out * 2.0 ** lsb_frac(derive_formats(cfg).out_lsb)
-    rounded = np.rint(codes)
-    if not np.array_equal(rounded, codes):
-        raise RuntimeError("C simulation output is not on the core's output grid")
-    return rounded.astype(np.int64)
-
-
-def compare(
-    expected: np.ndarray, got: np.ndarray, vectors: int, seed: int, captured: bool = False
-) -> dict:
-    """{"vectors", "edge_vectors", "mismatches", "first_mismatch"} (golden.vector_report)."""
-    return vector_report(expected, got, vectors, seed, captured)
-
-
-def write_testbench_data(
-    project: Path,
-    cfg: CoreConfig,
-    x: np.ndarray,
-    y: np.ndarray,
-    expected: np.ndarray,
-    n: int,
-    masks: dict[str, np.ndarray] | None = None,
-) -> None:
-    """tb_data/tb_input_features.dat (X, Y, then a masked core's L, O per line) and
-    tb_output_predictions.dat (golden outputs), real values, edge vectors first: the files
-    hls4ml's myproject_test.cpp reads."""
-    in_scale = 2.0**-cfg.in_frac
-    out_frac = lsb_frac(derive_formats(cfg).out_lsb)
-    edges = len(edge_inputs(cfg)[0])
-    masks = check_masks(cfg, len(x), masks)
-    reals = [x * in_scale, y * in_scale, *(masks[m].astype(np.float64) for m in cfg.mask_inputs)]
-    _write_tb(project, reals, expected, out_frac, edges, n)
-
-
+# -- the project -------------------------------------------------------------------------------
 def _formats(cfg: CoreConfig) -> dict:
     return unit_for(cfg).load("formats")(cfg).to_dict()  # the unit's derived formats
 
 
-def check_data(
-    model: onnx.ModelProto,
-    cfg: CoreConfig,
-    weights: CoreWeights,
-    vectors: int,
-    seed: int,
-    capture: dict | None = None,
-) -> tuple[list[np.ndarray], np.ndarray, int, int]:
-    """The checked vectors: (real inputs, one (n, features) array per graph input in graph
-    order; golden output codes; output fraction; number of edge vectors, which come last).
-    ``capture``: the unit's captured vectors (load_capture / load_window_capture) replace the
-    random ones. Dispatches to the unit's (eatt.units: core_check_data, window_check_data)."""
-    return unit_for(cfg).load("hls_check_data")(model, cfg, weights, vectors, seed, capture)
-
-
-def core_check_data(
-    model: onnx.ModelProto,
-    cfg: CoreConfig,
-    weights: CoreWeights,
-    vectors: int,
-    seed: int,
-    capture: dict | None = None,
-) -> tuple[list[np.ndarray], np.ndarray, int, int]:
-    """check_data of a core: random plus edge (x, y) pairs against GoldenCore; a masked core's
-    vectors carry their length / offset (golden.vector_masks: every length and offset among
-    the first random vectors, the extremes on the edge ones), fed as integers. ``capture``
-    (eatt.quant.vectors.load_capture): its first ``vectors`` vectors replace the random ones."""
-    from eatt.quant.export import core_input_names
-
-    x, y = _vectors(cfg, vectors, seed)
-    n_edge = len(edge_inputs(cfg)[0])
-    masks = vector_masks(cfg, vectors, seed, n_edge)
-    if capture is not None:
-        ex, ey = x[vectors:], y[vectors:]
-        cx, cy = capture["x"][:vectors], capture["y"][:vectors]
-        x, y = np.concatenate([cx, ex]), np.concatenate([cy, ey])
-        masks = {
-            k: np.concatenate([capture["masks"][k][:vectors], m[vectors:]])
-            for k, m in masks.items()
-        }
-    n, scale = len(x), 2.0**-cfg.in_frac
-    by_label = {"X": x.reshape(n, -1) * scale, "Y": y.reshape(n, -1) * scale}
-    for mask in cfg.mask_inputs:
-        by_label[MASK_INPUT_NAMES[mask]] = masks[mask].reshape(n, 1).astype(np.float64)
-    by_graph_name = dict(zip(core_input_names(model), core_node_inputs(cfg), strict=True))
-    reals = [by_label[by_graph_name[vi.name]] for vi in model.graph.input]
-    expected = GoldenCore(cfg, weights).forward(x, y, masks=masks)
-    return reals, expected, lsb_frac(derive_formats(cfg).out_lsb), n_edge
-
-
-def window_check_data(
-    model: onnx.ModelProto,
-    cfg: CoreConfig,
-    weights: CoreWeights,
-    vectors: int,
-    seed: int,
-    capture: dict | None = None,
-) -> tuple[list[np.ndarray], np.ndarray, int, int]:
-    """check_data of the window unit: random plus edge steps against WindowGolden.
-    ``capture`` (eatt.quant.vectors.load_window_capture): its steps replace the random ones."""
-    from eatt.quant.export import core_input_names
-    from eatt.quant.window_export import WINDOW_STEP_NAMES, window_expected, window_vectors
-
-    captured = None if capture is None else capture["steps"]
-    steps, n_edge = window_vectors(cfg, vectors, seed, captured)
-    expected = window_expected(WindowGolden(cfg, weights), steps)  # O[, F]
-    n = len(expected)
-    fracs = window_input_fracs(cfg)
-    by_graph_name = dict(zip(core_input_names(model), window_input_names(cfg), strict=True))
-    reals = []
-    for vi in model.graph.input:
-        label = by_graph_name[vi.name]
-        codes = steps[WINDOW_STEP_NAMES[label]].reshape(n, -1).astype(np.float64)
-        reals.append(codes * 2.0 ** -fracs[label])
-    # per output column: O on V's grid, F (position flexible) integer rows
-    out_frac = np.r_[np.full(cfg.dim, fracs["V"]), np.zeros(expected.shape[1] - cfg.dim)]
-    return reals, expected, out_frac, n_edge
-
-
-def predict_codes(hls_model, reals: list[np.ndarray], shape: tuple, out_frac) -> np.ndarray:
-    """Integer output codes of the compiled C simulation for real inputs (check_data);
-    out_frac: one fraction, or one per output column (a model with several outputs gives them
-    side by side, in the graph's order)."""
-    feed = [np.ascontiguousarray(r, dtype=np.float64) for r in reals]
-    out = hls_model.predict(feed if len(feed) > 1 else feed[0])
-    if isinstance(out, list):  # several graph outputs: each (n, width)
-        out = np.concatenate([np.asarray(o, np.float64).reshape(shape[0], -1) for o in out], 1)
-    codes = np.asarray(out, dtype=np.float64).reshape(shape) * 2.0**out_frac
-    rounded = np.rint(codes)
-    if not np.array_equal(rounded, codes):
-        raise RuntimeError("C simulation output is not on the core's output grid")
-    return rounded.astype(np.int64)
-
-
-def _write_tb(
-    project: Path,
-    reals: list[np.ndarray],
-    expected: np.ndarray,
-    out_frac: int,
-    edges: int,
-    n: int,
-) -> None:
-    """tb_data/tb_input_features.dat (every input of a vector, in graph order, per line) and
-    tb_output_predictions.dat (golden outputs), real values, edge vectors first: the files
-    hls4ml's myproject_test.cpp reads."""
-    total = len(expected)
-    order = np.r_[np.arange(total - edges, total), np.arange(total - edges)][:n]
-    tb = project / "tb_data"
-    tb.mkdir(exist_ok=True)
-    with (
-        open(tb / "tb_input_features.dat", "w") as fin,
-        open(tb / "tb_output_predictions.dat", "w") as fpr,
-    ):
-        for i in order:
-            row = np.concatenate([r[i].ravel() for r in reals])
-            fin.write(" ".join(repr(float(v)) for v in row) + "\n")
-            out = expected[i].ravel() * 2.0**-out_frac
-            fpr.write(" ".join(repr(float(v)) for v in out) + "\n")
-
-
 def _slug(folding: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in folding.items())
-
-
-def folded_iterations(hls_model, reset: bool = False) -> int:
-    """The pipelined-loop iterations the compiled C simulation of a folded layer has counted
-    (templates/nnet_folded_attention.h eatt_folded_iterations); reset: start again at 0."""
-    fn = hls_model._top_function_lib.eatt_folded_iterations
-    fn.restype, fn.argtypes = ctypes.c_ulong, [ctypes.c_int]
-    return int(fn(1 if reset else 0))
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-#: hls4ml's io types this extension writes (io_stream: the folded layer only)
-IO_TYPES = ("io_parallel", "io_stream")
-
-
-def check_options(
-    backend: str, part: str | None, clock_ns: float, reuse_factor: int, io_type: str = "io_parallel"
-) -> None:
-    """One-line ValueError naming the option (as the CLI spells it) for a value hls4ml would
-    write into the project as given (a NaN or negative clock period, a part with quotes)."""
-    if backend not in BACKENDS:
-        raise ValueError(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")
-    if part is not None and (not isinstance(part, str) or not PART_PATTERN.fullmatch(part)):
-        raise ValueError(
-            f"--part: {part!r} is not a part name (letters, digits, '-', '_', '.'; "
-            "e.g. xcvu13p-flga2577-2-e)"
-        )
-    if (
-        isinstance(clock_ns, bool)
-        or not isinstance(clock_ns, (int, float, np.integer, np.floating))
-        or not math.isfinite(clock_ns)
-        or clock_ns <= 0
-    ):
-        raise ValueError(
-            f"--clock: the clock period must be a finite number of ns > 0, got {clock_ns!r}"
-        )
-    if not _is_int(reuse_factor) or reuse_factor < 1:
-        raise ValueError(f"reuse_factor: must be an integer >= 1, got {reuse_factor!r}")
-    if io_type not in IO_TYPES:
-        raise ValueError(f"--io-type: {io_type!r} is not one of {', '.join(IO_TYPES)}")
 
 
 def _final_paths(hls_model, tmp: Path, out_dir: Path) -> None:

@@ -24,8 +24,8 @@ SLOW_FILES = {
     "test_flow_layer.py": 180,
     "test_rtl.py": 150,
     "test_sweep.py": 130,
-    "test_window_cross.py": 100,
     "test_readme_paper.py": 100,
+    "test_window_cross_loop.py": 90,  # test_window_cross.py's loop half (the rest: ~10 s)
     "test_layers.py": 70,
     "test_hls_folded.py": 60,
     "test_flow.py": 50,

@@ -67,7 +67,7 @@ FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
     ("eatt.rtl_sim.procs", "eatt.progress"): _PENDING,
     ("eatt.rtl_sim.resources", "eatt.config"): _PENDING,
     ("eatt.rtl_sim.resources", "eatt.rtl_sim.da4ml_trace"): _PENDING,
-    ("eatt.rtl_sim.runner", "importlib.metadata"): _PENDING,
+    ("eatt.rtl_sim.sim_build", "importlib.metadata"): _PENDING,
     ("eatt.rtl_sim.tools", "importlib.metadata"): _PENDING,
     ("eatt.rtl_sim.yosys_native", "importlib.util"): _PENDING,
     ("eatt.rtl_sim.yosys_native", "importlib.metadata"): _PENDING,
