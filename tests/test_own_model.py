@@ -318,7 +318,7 @@ def test_brevitas_export_qonnx_whole_model(tmp_path, dynamo):
     from qonnx.core.onnx_exec import execute_onnx
     from qonnx.transformation.infer_shapes import InferShapes
 
-    from eatt.quant.export import core_from_node
+    from eatt.quant.ops import core_from_node
 
     model = _whole_model()
     x, pad = torch.randn(3, 4, 8) * 2, _padding([4, 2, 1], 4)
