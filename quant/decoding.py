@@ -17,8 +17,11 @@ all key rows), so :class:`DecodingGolden` runs the same stages, GoldenCore's own
 * only the query rows the call has. The exported core's shape (``exported``: len_q = len_k =
   max_len, the valid length and causal offset as mask inputs) pads the queries and the keys
   with zero codes: its padded query rows are not computed (their outputs are dropped anyway);
-  its padded key rows are (the projections of a zero row, hidden by the masks), so what the
-  exported shape checks, that hidden keys change nothing, is still computed.
+  its padded key rows are, up to the softmax weights (one zero row's scores, repeated: they
+  are all that row), so what the exported shape checks, that the masks hide them, is still
+  computed. When every padded key's weight is 0, as the masks make it, its terms of the sum
+  and the numerator are 0 and the weighted values run over the real keys (the same
+  integers); a padded key with weight runs them over the whole padded V.
 
 The output codes equal ``GoldenCore(cfg, weights).forward(x, y, masks=...)`` of the same call
 bit for bit; tests/test_decoding_golden.py compares them call by call and whole decodings.
@@ -111,17 +114,20 @@ class DecodingGolden:
         x = x_codes.cpu().numpy()
         q = golden.project_qk(x, x[:, :0])[0]
         s = golden.scores(q, k)
-        if cfg.len_k > len_k:  # the exported shape: zero rows up to its len_k, hidden
+        rows = cfg.len_k - len_k
+        if rows:  # the exported shape: zero rows up to its len_k, hidden by the masks
             pad_k, pad_v = self._padding(golden)
-            rows = cfg.len_k - len_k
             # the padded keys are one row repeated: its scores, repeated
             pad_s = golden.scores(q, np.broadcast_to(pad_k, (n, 1, cfg.dim)))
             s = np.concatenate([s, np.broadcast_to(pad_s, (*s.shape[:-1], rows))], axis=-1)
-            v = np.concatenate([v, np.broadcast_to(pad_v, (n, rows, cfg.dim))], axis=1)
         np_masks = check_masks(cfg, n, {k: t.cpu().numpy() for k, t in masks.items()})
         # key j visible to query i depends on i alone: the visible keys of the call's rows
         rows_cfg = self.config(core, len_q, cfg.len_k, cfg.key_padding, cfg.causal)
         e = golden.softmax_weights(s, visible_keys(rows_cfg, n, np_masks))
+        if rows and e[..., len_k:].any():  # a padded key weighs: the whole padded V
+            v = np.concatenate([v, np.broadcast_to(pad_v, (n, rows, cfg.dim))], axis=1)
+        elif rows:  # every padded key's weight is 0: its terms of sum_j e_j and sum_j e_j V_j
+            e = e[..., :len_k]  # are 0, the weighted values those of the real keys, exactly
         out = golden.project_out(golden.weighted_values(e, v))
         return torch.from_numpy(out)
 

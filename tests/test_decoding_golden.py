@@ -89,20 +89,22 @@ def test_a_weight_change_rebuilds_the_golden_core():
 
 def test_step_by_step_calls_equal_golden_core_forward():
     """DecodingGolden alone, as a decoder's self-attention calls it one query row at a time
-    (K and V appended) and as the exported core (max_len, masks): GoldenCore.forward of the
-    whole call, padded for the exported shape, row for row."""
+    (K and V appended) and as the exported core (max_len, masks; also with masks that leave the
+    padded keys visible, as a broken mask would): GoldenCore.forward of the whole call, padded
+    for the exported shape, row for row."""
     cfg = CoreConfig(kind="eatt", len_q=7, len_k=7, dim=8, heads=2, key_padding=True,
                      causal=True, tau=0.5)  # fmt: skip
     core = from_integer(cfg, random_weights(cfg, seed=6))
     golden = GoldenCore(cfg, integer_weights(core))
     x, _ = random_inputs(cfg, 6, seed=4)
     lengths = random_masks(cfg, 6, seed=5)["length"]
-    for exported in (False, True):
+    for exported, padding_shown in ((False, False), (True, False), (True, True)):
         decoding, cache = DecodingGolden(), {}
         for t in range(cfg.len_q):
             rows = torch.from_numpy(x[:, t : t + 1])
-            length = np.minimum(lengths, t + 1)
-            masks = {"length": torch.from_numpy(length), "offset": torch.full((6,), t)}
+            length = np.full(6, cfg.len_k) if padding_shown else np.minimum(lengths, t + 1)
+            offset = cfg.len_k - 1 if padding_shown else t
+            masks = {"length": torch.from_numpy(length), "offset": torch.full((6,), offset)}
             shape = (cfg.len_q, cfg.len_k) if exported else (1, t + 1)
             call_cfg = decoding.config(core, *shape, True, True)
             got = decoding.call(core, call_cfg, rows, rows, cache, True, masks, 1, t + 1)
@@ -110,6 +112,6 @@ def test_step_by_step_calls_equal_golden_core_forward():
             y[:, : t + 1] = x[:, : t + 1]
             q = np.zeros_like(x)
             q[:, 0] = x[:, t]
-            full = {"length": length, "offset": np.full(6, t)}
+            full = {"length": length, "offset": np.full(6, offset)}
             want = golden.forward(q, y, masks=full)[:, :1]
-            assert np.array_equal(got.numpy(), want), (exported, t)
+            assert np.array_equal(got.numpy(), want), (exported, padding_shown, t)
