@@ -108,6 +108,10 @@ class RoleAttention(nn.Module):
     wrapper runs them so that keys and values can be cached and extended step by step.
     """
 
+    #: hardware calls with K and V cached per key row (eatt.quant.decoding); False (on the
+    #: class or a module): GoldenCore.forward on each whole call, the reference of the tests
+    cached_golden = True
+
     def __init__(
         self,
         kind: str,
@@ -185,6 +189,7 @@ class RoleAttention(nn.Module):
         #: dim)) at this call's lengths (eatt.model.layers.capture_layer records them)
         self.probe: Callable[..., None] | None = None
         self.stat_name = ""
+        self.decoding_golden = None  # eatt.quant.decoding.DecodingGolden, made on first use
 
     def _split(self, t: Tensor) -> Tensor:
         batch, length, _ = t.shape
@@ -305,55 +310,15 @@ class RoleAttention(nn.Module):
         core computes, with its masks: the valid key length from ``key_padding_mask`` (padding
         is a suffix) and, when ``causal``, the offset of the first query (incremental
         decoding). The core's outputs do not depend on len_q / len_k beyond the masks, so it
-        runs at this call's lengths (docs/golden.md, "Lengths and masks")."""
-        from eatt.quant.modules import integer_forward  # Brevitas: as in __init__
+        runs at this call's lengths (docs/golden.md, "Lengths and masks");
+        eatt.quant.decoding.hardware_attention computes it."""
+        from eatt.quant.decoding import hardware_attention  # Brevitas: as in __init__
 
-        core = self.core
-        self._select(x, "", query_padding_mask)  # the binarization statistics, as in training
-        if memory is not None:
-            self._select(memory, "key", key_padding_mask)
-        x_codes = core.input_codes(x)
-        if memory is not None and cache is not None and "codes" in cache:
-            y_codes = cache["codes"]  # cross-attention: the memory's codes, once
-        else:
-            y_codes = x_codes if memory is None else core.input_codes(memory)
-            if memory is None and cache is not None and "codes" in cache:
-                y_codes = torch.cat([cache["codes"], y_codes], dim=1)  # self: earlier steps
-            if cache is not None:
-                cache["codes"] = y_codes
-        batch, len_q, _ = x.shape
-        len_k = y_codes.shape[1]
-        masks = {}
-        if key_padding_mask is not None:
-            length = (~key_padding_mask).sum(1)
-            suffix = torch.arange(len_k, device=x.device)[None, :] >= length[:, None]
-            if not torch.equal(suffix, key_padding_mask) or bool((length == 0).any()):
-                raise ValueError(
-                    "key_padding_mask: the hardware core takes a valid length (padding at the "
-                    "end, at least one key)"
-                )
-            masks["length"] = length.cpu()
-        if causal:
-            masks["offset"] = torch.full((batch,), len_k - len_q, dtype=torch.int64)
-        if self.arithmetic == "exported":  # the exported core's shape: pad, mask the rest
-            cfg = core.cfg.replace(key_padding=True, causal=True)
-            masks.setdefault("length", torch.full((batch,), len_k, dtype=torch.int64))
-            masks.setdefault("offset", torch.full((batch,), cfg.len_k - 1, dtype=torch.int64))
-            x_codes = nn.functional.pad(x_codes, (0, 0, 0, cfg.len_q - len_q))
-            y_codes = nn.functional.pad(y_codes, (0, 0, 0, cfg.len_k - len_k))
-        else:
-            cfg = core.cfg.replace(
-                len_q=len_q, len_k=len_k, key_padding="length" in masks, causal=causal
-            )
-        codes = integer_forward(cfg, core.weight_codes(), x_codes, y_codes, masks)[:, :len_q]
-        if self.probe is not None:
-            full = {
-                "length": torch.full((batch,), len_k),
-                "offset": torch.full((batch,), len_k - 1),
-            }
-            seen = {k: masks.get(k, v) for k, v in full.items()}
-            self.probe(x_codes[:, :len_q], y_codes[:, :len_k], seen, codes)
-        return (codes.to(torch.float64) * core.formats.out_lsb).to(x.device, x.dtype)
+        if self.recorder is not None:  # the binarization statistics, as in training
+            self._select(x, "", query_padding_mask)
+            if memory is not None:
+                self._select(memory, "key", key_padding_mask)
+        return hardware_attention(self, x, memory, key_padding_mask, causal, cache)
 
     def _project(self, which: str, t: Tensor) -> Tensor:
         """Q or K projection (quantized kinds: requantized to the core's Q/K format)."""

@@ -161,13 +161,15 @@ def _hardware_calls(monkeypatch):
     """Record every quantized attention call in eval: (role, inputs, output)."""
     calls = []
     original = RoleAttention._hardware
+    earlier = {}  # id(cache) -> (cache, the key rows' codes so far): self-attention's prefix
 
     def spy(self, x, memory, key_padding_mask, causal, cache, query_padding_mask):
         out = original(self, x, memory, key_padding_mask, causal, cache, query_padding_mask)
-        if cache is not None:  # the keys' codes as this call saw them (the cache grows later)
-            y_codes = cache["codes"].clone()
-        else:
-            y_codes = self.core.input_codes(x if memory is None else memory)
+        y_codes = self.core.input_codes(x if memory is None else memory)
+        if memory is None and cache is not None:  # the earlier steps' rows, then this one's
+            if id(cache) in earlier:
+                y_codes = torch.cat([earlier[id(cache)][1], y_codes], dim=1)
+            earlier[id(cache)] = (cache, y_codes)
         calls.append((self, x, y_codes, key_padding_mask, causal, out))
         return out
 
