@@ -74,22 +74,39 @@ def connect(address: str | None = None):
     # Ray's default for a new local instance, token authentication on, is not news on every
     # sweep: its warning saying so is dropped (any other of its warnings still shows)
     logging.getLogger(RAY_AUTH_LOGGER).addFilter(_not_token_default)
+    # While Ray starts, a signal is only noted: raised there, it can land in an at-fork hook
+    # of the processes Ray starts, where Python drops the exception ("Exception ignored") and
+    # the command would go on. Ray's own handler (sys.exit(signum)) is not installed at all.
+    pending: list[int] = []
+    own = threading.current_thread() is threading.main_thread()
+    if own:
+        for sig in HELD_SIGNALS:
+            signal.signal(sig, lambda signum, frame: pending.append(signum))
+    utils = ray._private.utils  # ray.init calls utils.set_sigterm_handler(sys.exit(signum))
+    set_handler = utils.set_sigterm_handler
+    utils.set_sigterm_handler = lambda handler: None
     try:
         if address is None:
             ray.init(include_dashboard=False, log_to_driver=False, logging_level="warning")
         else:
             ray.init(address=address, log_to_driver=False, logging_level="warning")
     except (ConnectionError, RuntimeError, ValueError) as err:
+        if pending:
+            raise KeyboardInterrupt from None  # the signal, below
         raise ClusterError(f"--address {address}: {first_line(err)}") from None
-    except BaseException as err:  # a signal while Ray starts: the processes it started go too
+    except BaseException:  # Ctrl-C while Ray starts: the processes it started go too
         ray.shutdown()
-        # ray.init's own SIGTERM handler is sys.exit(signum): the command's handler instead
-        handler = handlers.get(err.code) if isinstance(err, SystemExit) else None
-        if callable(handler):
-            handler(err.code, None)
         raise
     finally:
-        _restore(handlers)
+        utils.set_sigterm_handler = set_handler
+        if own:
+            _restore(handlers)
+        if pending:  # a signal while Ray started: Ray goes, then the command's handler
+            ray.shutdown()
+            handler = handlers.get(pending[-1])
+            if callable(handler):
+                handler(pending[-1], None)
+            raise KeyboardInterrupt
     return ray
 
 

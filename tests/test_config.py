@@ -37,7 +37,7 @@ def test_replace_rederives_weight_frac():
 BAD = [
     ({"colour": 1}, "unknown key 'colour'"),
     ({"kind": "dot"}, "kind: 'dot' is now called 'vanilla'"),
-    ({"kind": "conv"}, "kind: must be one of eatt, vanilla, window"),
+    ({"kind": "conv"}, "kind: must be one of eatt, vanilla, dense, randinit, window"),
     ({"dim": 10, "heads": 3}, "heads: dim=10 is not divisible by heads=3"),
     ({"len_q": 0}, "len_q: must be in [1, 4096], got 0"),
     ({"len_k": -2}, "len_k: must be in"),

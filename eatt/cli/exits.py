@@ -76,6 +76,8 @@ def exit_code(command: Callable[[], int]) -> int:
     try:
         code = command()
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        if _RECEIVED:  # a signal whose exception a library dropped (an at-fork hook of Ray's
+            return _terminated(_RECEIVED[-1])  # process starts): terminated all the same
         return code
     except BaseException as err:  # noqa: BLE001 - every way out has its code
         if _RECEIVED:  # the signal, whatever a library made of it (Ray: a lost worker, a
