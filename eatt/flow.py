@@ -48,7 +48,6 @@ from eatt.flow_report import (  # noqa: F401 - re-exported: the report's pieces
     plot_report,
     write_report,
 )
-from eatt.mechanisms import mechanism_of
 from eatt.model import energy
 from eatt.outdir import check_output_dir, claim_dir
 from eatt.progress import say
@@ -176,14 +175,6 @@ def window_span(span: tuple) -> tuple | None:
 
 def flow_steps(steps: tuple, resources: bool) -> tuple:
     return steps if resources else tuple(s for s in steps if s not in SYNTH_STEPS)
-
-
-def mechanism_steps(cfg: CoreConfig, steps: tuple) -> tuple:
-    """The steps a core's mechanism has (eatt.mechanisms): all of them, or up to the QONNX
-    export where it has no HLS kernel yet (every registered mechanism has one today)."""
-    if mechanism_of(cfg).hls_score is None:
-        return steps[: steps.index("export") + 1]
-    return steps
 
 
 def run_core(

@@ -101,7 +101,6 @@ def _core_flow(args) -> int:
         flow_steps,
         folded_config,
         format_flow,
-        mechanism_steps,
         run_flow,
     )
     from eatt.steps import select  # torch
@@ -128,13 +127,7 @@ def _core_flow(args) -> int:
         check_rtl_size(cfg)
     check_vectors(cfg, args.vectors)
     span = (args.from_step, args.to_step)
-    names = select(flow_steps(CORE_STEPS, not args.no_resources), *span)  # a step of this flow
-    if missing := [n for n in names if n not in mechanism_steps(cfg, CORE_STEPS)]:
-        have = mechanism_steps(cfg, CORE_STEPS)
-        raise CommandError(
-            f"kind {cfg.kind}: its mechanism has no {missing[0]} level yet (it has "
-            f"{', '.join(have)}): run those with --to-step {have[-1]}"
-        )
+    select(flow_steps(CORE_STEPS, not args.no_resources), *span)  # a step of this flow
     from eatt.hls.project import BuildError  # hls4ml
 
     try:
