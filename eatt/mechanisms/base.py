@@ -209,7 +209,11 @@ class Mechanism:
 #: facets loaded so far, by path
 _LOADED: dict = {}
 #: the leading parameters each lazily loaded facet must take
-FACET_PARAMETERS = {"float_module": ("dim", "heads"), "attend": ("q", "k", "v")}
+FACET_PARAMETERS = {
+    "float_module": ("dim", "heads"),
+    "attend": ("q", "k", "v"),  # QueryKey's
+    "softmax": ("scores", "v"),  # Synthesized's
+}
 
 
 @dataclass(frozen=True)
@@ -277,6 +281,3 @@ class Synthesized(Mechanism):
         scores = self.synthesized_scores(core, xq)
         o, _ = self.load("softmax")(scores, v, mask)
         return o
-
-
-FACET_PARAMETERS["softmax"] = ("scores", "v")
