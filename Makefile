@@ -11,10 +11,17 @@ STAMP  := $(VENV)/.installed
 
 install: $(STAMP) $(VENV)/debian/.installed
 
-$(STAMP): pyproject.toml constraints.txt
+# zigzag-dse: only for the CACTI 7 it bundles (eatt power prices the folded engine's memory
+# macros with it, rtl_sim/memory_energy.py); without its dependencies (nothing of it is
+# imported). Where it cannot be installed, eatt power falls back to Horowitz's table.
+ZIGZAG := zigzag-dse==3.9.1
+
+$(STAMP): pyproject.toml constraints.txt Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
 		-c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps '$(ZIGZAG)' \
+		|| echo "make: pip install $(ZIGZAG) failed: eatt power prices memories by Horowitz's table" >&2
 	@touch $(STAMP)
 
 # Debian's OpenSTA and the OSU 0.18 um standard cells (Liberty) for `eatt power`, and Icarus

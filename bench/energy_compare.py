@@ -47,6 +47,7 @@ from pathlib import Path
 from eatt.config import CoreConfig, atomic_write_text, default_config
 from eatt.model import energy
 from eatt.quant.golden import random_weights
+from eatt.rtl_sim.folded import MACRO_ROWS
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.power import power
 
@@ -72,6 +73,17 @@ def _record(r: dict) -> dict:
     keep = ("area_um2", "cells", "energy_per_call_pj", "power_mw", "vectors", "cycles")
     out = {k: r[k] for k in keep}
     out["energy_split_per_call_pj"] = r.get("energy_split_per_call_pj")
+    out["parts"] = {k: v["pj"] for k, v in r.get("parts", {}).items()}
+    if r.get("memories"):  # the folded engine's memory macros (rtl_sim/memory_energy.py)
+        mem = r["memories"]
+        out["memories"] = {
+            "macros": len(mem["macros"]),
+            "node_nm": mem["node_nm"],
+            "source": mem["source"],
+            "at_node_pj": mem["at_node_pj_per_call"]["total"],
+            "scaled_pj": mem["pj_per_call"]["total"],
+            "scaled_to": mem["scaled_to"],
+        }
     out["by_stage"] = r.get("by_stage")
     out["mismatches"] = r["mismatches"]
     out["fmax_mhz"] = r["sta"]["fmax_mhz"]
@@ -179,13 +191,17 @@ def markdown(report: dict) -> str:
     if split:
         lines += [
             "",
-            "| level | kind | dynamic pJ/call: flip-flops | logic | input-port nets (the clock) |",
-            "| --- | --- | --- | --- | --- |",
+            "| level | kind | dynamic pJ/call: flip-flops | logic | input-port nets (the clock) "
+            "| memory macros (scaled to the cells' node) |",
+            "| --- | --- | --- | --- | --- | --- |",
         ]
-        lines += [
-            f"| {lv} | {kind} | {q['flip_flops']:.4g} | {q['logic']:.4g} | {q['input_ports']:.4g} |"
-            for lv, kind, q in split
-        ]
+        for lv, kind, q in split:
+            mem = report["levels"][lv][kind].get("memories")
+            macros = f"{mem['scaled_pj']:.4g} ({mem['macros']})" if mem else "-"
+            lines.append(
+                f"| {lv} | {kind} | {q['flip_flops']:.4g} | {q['logic']:.4g} | "
+                f"{q['input_ports']:.4g} | {macros} |"
+            )
     lines += stage_table(report)
     return "\n".join(lines) + "\n"
 
@@ -294,6 +310,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vectors", type=int, default=100)
     ap.add_argument("--clock", type=float, default=10.0, help="clock period in ns")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument(
+        "--macro-rows",
+        type=int,
+        default=MACRO_ROWS,
+        help=f"folded: memories of at least this many words are macros ({MACRO_ROWS}; 1: all)",
+    )
     args = ap.parse_args(argv)
     levels = [lv for lv in args.levels.split(",") if lv]
     for lv in levels:
@@ -306,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         "config": {k: v for k, v in cfg.to_dict().items() if k != "kind"},
         "vectors": args.vectors,
         "clock_ns": args.clock,
+        "macro_rows": args.macro_rows,
         "liberty": None,
         "machine": platform.machine(),
         "levels": {},
@@ -330,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
                 kcfg = _config(kind, args.quick)
                 out = Path(tmp) / f"{level}_{kind}"
                 folding = (QUICK_FOLDING if args.quick else FOLDING).get(kind)
+                folding = {**(folding or {}), "macro_rows": args.macro_rows}
                 extra = {"folding": folding} if level == "folded" else {}
                 generate_rtl(kcfg, random_weights(kcfg, seed=1), out, level=level, **extra)
                 t0 = time.perf_counter()

@@ -58,6 +58,7 @@ from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.pnr import pnr
 from eatt.rtl_sim.power import power, too_many_weights
 from eatt.rtl_sim.resources import resources
+from eatt.rtl_sim.rtldir import load_metadata
 from eatt.rtl_sim.runner import simulate
 from eatt.rtl_sim.tools import ToolMissing
 
@@ -244,21 +245,35 @@ def _yosys(nodsp: bool):
     return run
 
 
+#: the most clock cycles a build's eatt power simulates at gate level (Icarus runs a folded
+#: engine's netlist at tens of cycles a second: the trained default layer's 105k-cycle call
+#: takes about an hour; `eatt power DIR --vectors 1` measures it on its own)
+POWER_CYCLES = 200_000
+
+
 def _power(ctx: BuildContext, level) -> dict:
-    """eatt power on the RTL (at most options.power_vectors vectors). A folded engine too big
-    for it, or (power_optional) a missing tool, is a result with "skipped" and a line."""
-    skipped = too_many_weights(ctx.cfg, level) if level else None
+    """eatt power on the RTL (at most options.power_vectors vectors, and vectors of at most
+    :data:`POWER_CYCLES` cycles in all). A folded engine too big for it, or (power_optional) a
+    missing tool, is a result with "skipped" and a line."""
+    rtl = ctx.rtl_dir(level)
+    skipped = too_many_weights(ctx.cfg, level, rtl) if level else None
+    ii = int(load_metadata(rtl).get("ii_cycles") or 1) if level else 1
+    if not skipped and ii > POWER_CYCLES:
+        skipped = (
+            f"a call takes {ii:,} cycles, more than the {POWER_CYCLES:,} a build simulates at "
+            f"gate level (run `eatt power {rtl} --vectors 1`)"
+        )
     if skipped:
         say(f"{ctx.tag}: measured energy skipped: {skipped}")
         return {"skipped": skipped}
-    n = min(ctx.vectors, ctx.options.power_vectors)
+    n = min(ctx.vectors, ctx.options.power_vectors, max(1, POWER_CYCLES // ii))
     given = ctx.capture()
     if given is not None:
         x, y, masks, model = given
         model = None if model is None else {k: v[:n] for k, v in model.items()}
         given = (x[:n], y[:n], {k: v[:n] for k, v in masks.items()}, model)
     try:
-        return power(ctx.rtl_dir(level), vectors=n, seed=ctx.seed, inputs=given)
+        return power(rtl, vectors=n, seed=ctx.seed, inputs=given)
     except ToolMissing as err:
         if not ctx.options.power_optional:
             raise

@@ -66,25 +66,28 @@ import shutil
 import time
 from pathlib import Path
 
-import numpy as np
-
 from eatt.config import CoreConfig, atomic_write_text
 from eatt.outdir import check_result_dir, result_dir
 from eatt.progress import step
 from eatt.quant.golden import GoldenCore
 from eatt.quant.vectors import compare_model, inputs_model
 from eatt.rtl_sim import liberty as lib_mod
+from eatt.rtl_sim import memory_energy as mem_mod
 from eatt.rtl_sim import stages as stages_mod
 from eatt.rtl_sim import yosys_native
 from eatt.rtl_sim.folded import weight_count
+from eatt.rtl_sim.gate_activity import (  # noqa: F401  (their home was this module)
+    DUMP_MODULE,
+    activity,
+    gate_folder,
+    parse_vcd,
+    toggles_by_bit,
+)
 from eatt.rtl_sim.resources import _tail, find_yosys, run_logged, tool_name
 from eatt.rtl_sim.rtldir import load_metadata, load_weights
 from eatt.rtl_sim.runner import (
     check_simulator,
-    compare_runs,
     core_vectors,
-    sim_run,
-    write_vectors_job,
 )
 from eatt.rtl_sim.tools import ToolMissing, debian_root
 
@@ -101,17 +104,19 @@ LIBERTIES = {
     "osu035": ("qflow-tech-osu035", "usr/share/qflow/tech/osu035/osu035_stdcells.lib"),
 }
 DEFAULT_LIBERTY = "osu018"
+#: the node of each library of LIBERTIES (nm): the memories' energies are scaled to it
+LIBERTY_NODES_NM = {"osu018": 180, "osu035": 350}
 #: the most weights a folded engine may have: eatt power bakes its weight ROMs into standard
 #: cells (no SRAM macros here); a 64 x 64 core's 16k weights take minutes
 MAX_FOLDED_WEIGHTS = 4 * 64 * 64
+#: defined for eatt power's Yosys read: folded_macro.sv becomes a black box
+BLACKBOX_DEFINE = "EATT_MACRO_BLACKBOX"
 #: the netlist with its nets' RTL names (read for the registers, then removed: it is large)
 NAMED_JSON = "named.json"
 #: ABC's mapping to the Liberty cells: structural choices, area-oriented mapping (&nf), then
 #: buffering and sizing against the cells' delay tables (no &fraig/scorr/dc2: hours on a dot
 #: core's product trees, see the module doc)
 ABC_SCRIPT = "strash\n&get -n\n&dch -f\n&nf\n&put\nbuffer -p\nupsize\ndnsize\nstime -p\n"
-# "$var wire 8 # x [7:0] $end", "$var wire 1 ! _12_ $end"
-_VCD_VAR = re.compile(r"\$var\s+\w+\s+(\d+)\s+(\S+)\s+(\S+?)(?:\s*\[(\d+)(?::(\d+))?\])?\s+\$end")
 _SIGNED = re.compile(r"^(\s*(?:input|output|inout|wire|reg))\s+signed\b", re.M)
 
 
@@ -167,20 +172,26 @@ def check_options(clock_ns: float, vectors: int | None) -> None:
 # -- 1. synthesis -------------------------------------------------------------------------------
 def synth_script(sources: list[str], top: str, rel: str) -> str:
     """The Yosys script (paths relative to the RTL folder; rel: the work folder in it)."""
-    reads = "; ".join(f"read_verilog -sv {s}" for s in sources)
+    # the memory macros (folded_macro.sv) are black boxes: kept as cells with their parameters
+    reads = "; ".join(f"read_verilog -sv -D{BLACKBOX_DEFINE} {s}" for s in sources)
     lib = f"{rel}/cells.lib"
     return (
         f"{reads}; synth -flatten -noabc -top {top}; "
         f"dfflibmap -liberty {lib}; abc -liberty {lib} -script {rel}/abc.script; "
         "opt_clean -purge; setundef -zero; "
-        # the cells' final names (_cN_), then the nets with their RTL names, for the split by
-        # stage (rtl_sim/stages.py: a flip-flop's output net names its register)
-        f"rename -enumerate -pattern _c%_ c:*; write_json {rel}/{NAMED_JSON}; "
+        # the cells' final names (_cN_; a macro keeps its instance path), then the nets with
+        # their RTL names, for the split by stage (rtl_sim/stages.py: a flip-flop's output net
+        # names its register)
+        f"rename -enumerate -pattern _c%_ c:* t:{mem_mod.MACRO} %d; "
+        f"write_json {rel}/{NAMED_JSON}; "
         # short names for every internal net: _N_ (the VCD and OpenSTA read them)
         "rename -hide w:* x:* %d; rename -enumerate; opt_clean; "
         f"tee -q -o {rel}/stat.txt stat -liberty {lib}; "
         f"write_verilog -noattr -noexpr -nohex -nodec -simple-lhs {rel}/netlist.v; "
         f"write_json {rel}/netlist.json; "
+        # OpenSTA's netlist: without the macros (no timing model: paths through them untimed)
+        f"delete t:{mem_mod.MACRO}; "
+        f"write_verilog -noattr -noexpr -nohex -nodec -simple-lhs {rel}/sta_netlist.v; "
         # the cells' simulation models, from the Liberty's functions
         f"design -reset; read_liberty -ignore_miss_func {lib}; proc; "
         f"write_verilog -noattr {rel}/cells.v"
@@ -208,127 +219,10 @@ def synthesize(out: Path, meta: dict, work: Path, liberty: Path, timeout: float 
         raise ToolMissing(_tail(log, 1))
     if code != 0 or not (work / "netlist.json").is_file() or not (work / "cells.v").is_file():
         raise RuntimeError(f"yosys: synthesis of {meta['top']} failed (exit {code}); see {log}")
-    netlist = work / "netlist.v"
+    netlist = work / "sta_netlist.v"
     netlist.write_text(_SIGNED.sub(r"\1", netlist.read_text()))  # OpenSTA 2019 reads no signed
     stat = (work / "stat.txt").read_text()
     return {"tool": tool_name(yosys), "seconds": seconds, "peak_mb": peak_mb, "area": _area(stat)}
-
-
-# -- 2. activity --------------------------------------------------------------------------------
-def parse_vcd(text: str) -> tuple[dict[str, int], float]:
-    """Toggle counts of a VCD (the dump of the top's nets): ({net: 0<->1 transitions}, duration
-    in ns). A bus bit is "name[i]"; a transition from or to x/z is not counted (a flip-flop's
-    first value after power-up is not switching)."""
-    scale_m = re.search(r"\$timescale\s+(\d+)\s*(\w+)\s+\$end", text)
-    units = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0, "ps": 1e-3, "fs": 1e-6}
-    scale = float(scale_m[1]) * units[scale_m[2]] if scale_m else 1.0
-    names: dict[str, list[tuple[str, int | None, int]]] = {}  # code -> [(name, msb, lsb)]
-    widths: dict[str, int] = {}
-    for m in _VCD_VAR.finditer(text):
-        width, code, name, msb, lsb = int(m[1]), m[2], m[3], m[4], m[5]
-        widths[code] = width
-        if msb is None:  # a scalar net: no index
-            names.setdefault(code, []).append((name, None, 0))
-        else:
-            lo = int(lsb) if lsb is not None else int(msb)
-            names.setdefault(code, []).append((name, int(msb), lo))
-    body = text[text.index("$enddefinitions") :]
-    value: dict[str, str] = {}
-    counts: dict[str, list[int]] = {code: [0] * w for code, w in widths.items()}
-    last_time = "0"
-    for line in body.splitlines()[1:]:
-        c = line[:1]
-        if c == "0" or c == "1":  # most lines: a scalar net's new value
-            code = line[1:]
-            if value.get(code, c) != c and value[code] in "01":
-                counts[code][0] += 1
-            value[code] = c
-        elif c and c in "xzXZ":
-            value[line[1:]] = "x"
-        elif c == "#":
-            last_time = line[1:]
-        elif c and c in "bB":
-            bits, code = line[1:].split()
-            width = widths[code]
-            new = bits.lower().rjust(width, "0" if bits[0] == "1" else bits[0].lower())
-            old = value.get(code)
-            value[code] = new
-            if old is not None and old != new:
-                row = counts[code]
-                for k, (a, b) in enumerate(zip(old, new, strict=False)):
-                    if a != b and a in "01" and b in "01":
-                        row[k] += 1
-    nets: dict[str, int] = {}
-    for code, decls in names.items():
-        got = counts[code]
-        for name, hi, lo in decls:
-            if hi is None:
-                nets[name] = got[0]
-                continue
-            step = -1 if hi >= lo else 1
-            for j, index in enumerate(range(hi, lo + step, step)):
-                nets[f"{name}[{index}]"] = got[j]
-    return nets, int(last_time) * scale
-
-
-def toggles_by_bit(module: dict, nets: dict[str, int]) -> dict[int, int]:
-    """Yosys JSON bit -> toggles, from the VCD's net names (a bus bit is "name[i]"); a bit with
-    no entry is left out."""
-    out: dict[int, int] = {}
-    for name, net in module["netnames"].items():
-        for bit, index in lib_mod.net_bits(net):
-            if bit in out:
-                continue
-            key = f"{name}[{index}]"
-            if len(net["bits"]) == 1 and key not in nets:
-                key = name
-            if key in nets:
-                out[bit] = nets[key]
-    return out
-
-
-DUMP_MODULE = "eatt_activity_dump"
-
-
-def gate_folder(work: Path, meta: dict) -> tuple[Path, dict]:
-    """work/gate: the netlist as an RTL folder the runner builds for Icarus, with a second
-    top-level module that dumps the top's nets (depth 1: the netlist's nets, not the cells'
-    insides) to dump.vcd in the run folder."""
-    gate = work / "gate"
-    gate.mkdir()
-    for name in ("netlist.v", "cells.v"):
-        shutil.copyfile(work / name, gate / name)
-    (gate / "dump.v").write_text(
-        f'module {DUMP_MODULE};\n  initial begin\n    $dumpfile("dump.vcd");\n'
-        f"    $dumpvars(1, {meta['top']});\n  end\nendmodule\n"
-    )
-    gmeta = {**meta, "sources": ["netlist.v", "cells.v", "dump.v"], "roots": [DUMP_MODULE]}
-    atomic_write_text(gate / "metadata.json", json.dumps(gmeta, indent=1) + "\n")
-    return gate, gmeta
-
-
-def activity(gate: Path, gmeta: dict, x, y, masks, expected) -> dict:
-    """Simulate the netlist on the vectors (Icarus, 4-state: an x reaching an output is a
-    mismatch); compare every output with `expected`; the VCD of its nets."""
-    folded = gmeta["level"] == "folded"  # the AXI4-Stream engine (rtl_sim/folded.py)
-    with sim_run(gate, gmeta, simulator="icarus") as sr:
-        run = sr.dir
-        extra = {"parameters": gmeta["parameters"]} if folded else {}
-        write_vectors_job(run, 0, gmeta, x, y, masks, **extra)
-        test = "test_activity_folded" if folded else "test_activity"
-        tb = sr.test(gmeta["top"], test, 0, f"netlist, {len(x)} vectors", vcd=True)
-        got = np.load(run / "got.npy").reshape(expected.shape)
-        compared, wrong, first = compare_runs({"netlist": (expected, got)}, len(x))
-        vcd = run / "dump.vcd"
-        if not vcd.is_file():
-            raise RuntimeError(f"the netlist simulation wrote no VCD; see {run}/sim.log")
-        return {
-            "mismatches": int(wrong.sum()),
-            "first_mismatch": first,
-            "cycles": tb.get("cycles"),
-            "vcd": vcd,
-            **sr.fields(),
-        }
 
 
 # -- 4. OpenSTA -----------------------------------------------------------------------------------
@@ -339,7 +233,7 @@ def sta_script(top: str, clock_ns: float, input_activity: float, clock: str = "a
     sta::set_power_pin_activity reaches only flip-flop outputs, after a first report_power;
     docs/power.md)."""
     return (
-        "read_liberty cells.lib\nread_verilog netlist.v\n"
+        "read_liberty cells.lib\nread_verilog sta_netlist.v\n"
         f"link_design {top}\n"
         f"create_clock -name {clock} -period {clock_ns:g} [get_ports {clock}]\n"
         f"set_input_delay 0 -clock {clock} [delete_from_list [all_inputs] [get_ports {clock}]]\n"
@@ -405,15 +299,28 @@ def _read(path: Path) -> str:
 
 
 # -- the whole measurement ------------------------------------------------------------------------
-def too_many_weights(cfg: CoreConfig, level: str) -> str | None:
+def too_many_weights(cfg: CoreConfig, level: str, rtl: Path | None = None) -> str | None:
     """Why eatt power does not measure cfg's core at ``level``, or None: a folded engine whose
-    weight ROMs would take more than :data:`MAX_FOLDED_WEIGHTS` standard cells' worth."""
+    weight ROMs are too shallow to be memory macros (fewer than memory_energy.MIN_ROWS words,
+    ``rtl``'s .mem files) and would take more than :data:`MAX_FOLDED_WEIGHTS` standard cells'
+    worth of weights."""
     n = weight_count(cfg.dim)
     if level != "folded" or n <= MAX_FOLDED_WEIGHTS:
         return None
+    rows = mem_mod.MIN_ROWS
+    if rtl is not None:
+        rows = load_metadata(rtl).get("parameters", {}).get("MACRO_ROWS", 0) or rows
+        words = [
+            len((rtl / f).read_text().split())
+            for f in ("wq.mem", "wk.mem", "wv.mem", "wo.mem")
+            if (rtl / f).is_file()
+        ]
+        if words and min(words) >= rows:
+            return None  # every weight ROM is a macro: priced per access, not synthesized
     return (
-        f"{n:,} weights would become standard cells (at most {MAX_FOLDED_WEIGHTS:,}: the OSU "
-        "libraries have no SRAM macros; docs/power.md)"
+        f"{n:,} weights would become standard cells (at most {MAX_FOLDED_WEIGHTS:,}): its "
+        f"weight ROMs have fewer than {rows} words, too few for a memory macro "
+        "(fold with a smaller --simd; docs/power.md)"
     )
 
 
@@ -426,10 +333,18 @@ def power(
     liberty: str = DEFAULT_LIBERTY,
     slew_ns: float | None = None,
     timeout: float | None = None,
+    memory_node: int = mem_mod.DEFAULT_NODE_NM,
+    weights: str = "sram",
 ) -> dict:
     """The module doc's measurement of rtl_dir (an alignment or attention core, or the folded
-    engine)."""
+    engine; its memory macros priced at ``memory_node`` nm, the weights on chip or in DRAM:
+    rtl_sim/memory_energy.py)."""
     check_options(clock_ns, None if inputs is not None else vectors)
+    if memory_node not in mem_mod.NODES_NM:
+        nodes = ", ".join(map(str, mem_mod.NODES_NM))
+        raise ValueError(f"--memory-node: one of {nodes} (nm, CACTI's), got {memory_node}")
+    if weights not in mem_mod.WEIGHT_PLACES:
+        raise ValueError(f"--weights: {' or '.join(mem_mod.WEIGHT_PLACES)}, got {weights!r}")
     for name, value in (("slew_ns", slew_ns), ("timeout", timeout)):
         if value is not None and not (
             isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -445,7 +360,7 @@ def power(
         )
     check_result_dir(out, POWER_DIR, WHAT, _legacy_power)  # before any work
     cfg = CoreConfig.from_dict(meta["config"], source=str(out / "metadata.json"))
-    too_big = too_many_weights(cfg, meta["level"])
+    too_big = too_many_weights(cfg, meta["level"], out)
     if too_big:
         raise ValueError(f"{out}: {too_big}")
     lib_path = check_tools(liberty)
@@ -462,8 +377,10 @@ def power(
     # DIR/power.failed and the last good result stays (eatt.outdir.result_dir)
     with result_dir(out, POWER_DIR, WHAT, _legacy_power) as work:
         synth = synthesize(out, meta, work, lib_path, timeout)
-        gate, gmeta = gate_folder(work, meta)
-        act = activity(gate, gmeta, x, y, masks, expected)
+        module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
+        macros = mem_mod.split_macros(module)  # priced per access below, not as cells
+        gate, gmeta = gate_folder(work, meta, out)
+        act = activity(gate, gmeta, x, y, masks, expected, out, macros)
         if act["mismatches"]:
             fm = act["first_mismatch"]
             raise RuntimeError(
@@ -473,7 +390,6 @@ def power(
             )
         with step(f"power: toggles from {act['vcd'].stat().st_size / 1e6:.1f} MB of VCD"):
             nets, duration_ns = parse_vcd(act["vcd"].read_text())
-        module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
         toggles = toggles_by_bit(module, nets)
         cell_stages = stage_map(work, meta, module, library)
         # energy is per toggle, so the testbench's clock (TB_PERIOD_NS) does not matter; leakage
@@ -503,6 +419,14 @@ def power(
             k: energy[f"{k}_pj"] / n
             for k in ("switching", "internal", "dynamic", "leakage", "total")
         }
+        node = LIBERTY_NODES_NM.get(liberty)
+        memories = None
+        if macros:
+            memories = mem_mod.price(
+                mem_mod.describe(macros, act["macro_counts"]), calls=n, run_ns=run_ns,
+                node_nm=memory_node, weights=weights, to_node_nm=node, to_vdd=library.voltage,
+            )  # fmt: skip
+        split = energy_split(energy["by_type"], library, n)
         sta_total_pj = sta["power_w"].get("total", float("nan")) * run_ns * 1e3  # W*ns = nJ
         result = {
             "top": meta["top"],
@@ -519,7 +443,8 @@ def power(
             **({"vs_model": vs_model} if vs_model else {}),
             "area_um2": energy["area"],
             "cells": energy["cells"],
-            "energy_per_call_pj": {k: round(v, 6) for k, v in per_call.items()},
+            "energy_per_call_pj": mem_mod.whole(per_call, memories),
+            "parts": mem_mod.parts(split, per_call, memories, lib_path.name, node),
             "power_mw": {
                 "dynamic": energy["dynamic_pj"] / run_ns,  # pJ/ns = mW
                 "leakage": energy["leakage_nw"] * 1e-6,
@@ -527,8 +452,13 @@ def power(
             },
             "slew_ns": energy["slew_ns"],
             "by_type": energy["by_type"],
-            "energy_split_per_call_pj": energy_split(energy["by_type"], library, n),
-            "by_stage": by_stage(energy["by_stage"], meta["level"], n),
+            "energy_split_per_call_pj": split,
+            "by_stage": mem_mod.stages_with_macros(
+                by_stage(energy["by_stage"], meta["level"], n),
+                memories,
+                lambda name: stages_mod.register_stage(meta["level"], name),
+            ),  # fmt: skip
+            **({"memories": memories} if memories else {}),
             "input_activity": round(input_activity, 6),
             "sta": {
                 "worst_slack_ns": sta["worst_slack_ns"],
@@ -555,7 +485,9 @@ def energy_split(by_type: dict, library, calls: int) -> dict:
         cell = library.cells.get(name)
         sequential = cell is not None and cell.sequential
         key = "input_ports" if name == "input ports" else "flip_flops" if sequential else "logic"
-        split[key] += (row["switching_pj"] + row["internal_pj"]) / calls
+        if name == "undriven":  # driven by no cell: a memory macro's read port
+            key = "macro_outputs"
+        split[key] = split.get(key, 0.0) + (row["switching_pj"] + row["internal_pj"]) / calls
     return {k: round(v, 6) for k, v in split.items()}
 
 

@@ -57,16 +57,18 @@ STAGES: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "folded": (
         # the walks (E-ATT's select walk: Q and K; the multiply walk: V and O, dot's Q and K
-        # too) with their own state and counters, their O partial sums, and the Q, K, V
-        # memories they fill
+        # too) with their own state, counters and weight ROMs, their O partial sums, and the Q,
+        # K, V memories they fill. A memory is an instance (folded_ram / folded_rom): its
+        # flip-flops (u_engine.x_mem.g_flops.mem[3]) or its macro (...x_mem.g_macro.u_macro)
         (
             "projections",
-            r"(^|\.)(u_select|u_multiply|g_select)\.|(^|\.)(z_sub|q_mem|k_bank|v_bank)\[\]",
+            r"(^|\.)(u_select|u_multiply|g_select)\.|(^|\.)(z_sub|q_mem|k_bank|v_bank)(\[\]|\.)",
         ),
-        ("scores", r"(^|\.)(s_bank|s_acc)(\[\]|$)"),  # the scores, a score's running sum
-        ("softmax", r"(^|\.)(e_read|e_bank|esum|smax)(\[\]|$)"),
-        ("values", r"(^|\.)(numer|a_mem)(\[\]|$)|(^|\.)u_normalize\."),  # N and O
-        ("memories", r"(^|\.)(x_mem|y_mem)\[\]"),  # the input tokens
+        ("scores", r"(^|\.)(s_bank|s_acc)(\[\]|$|\.)"),  # the scores, a score's running sum
+        ("softmax", r"(^|\.)(e_read|e_bank|esum|smax|exp_rom)(\[\]|$|\.)"),
+        # N and O, the reciprocal table
+        ("values", r"(^|\.)(numer|a_mem|recip_rom)(\[\]|$|\.)|(^|\.)u_normalize\."),
+        ("memories", r"(^|\.)(x_mem|y_mem)(\[\]|\.)"),  # the input tokens
     ),
 }
 #: the stage of the logic between the last registers and the output ports

@@ -169,12 +169,14 @@ def test_a_power_folder_it_did_not_write_is_left_alone(tmp_path):
 
 
 def test_a_folded_engine_too_big_for_cells_is_one_line(tmp_path):
-    """A folded engine whose weight ROMs would become more standard cells than eatt power takes
-    (dim 128: 65,536 weights; the paper's d 512 ran Yosys for hours before): refused at once,
-    one line, exit 2, nothing written into the RTL folder."""
+    """A folded engine whose weight ROMs are too shallow for memory macros (simd 32: 16 words)
+    and would become more standard cells than eatt power takes (dim 128: 65,536 weights; the
+    paper's d 512 ran Yosys for hours before): refused at once, one line, exit 2, nothing
+    written into the RTL folder. (With deeper ROMs the weights are macros:
+    tests/test_memory_macros.py.)"""
     cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=2, len_k=2, dim=128, heads=4))
     rtl = tmp_path / "rtl"
-    generate_rtl(cfg, random_weights(cfg), rtl, level="folded")
+    generate_rtl(cfg, random_weights(cfg), rtl, level="folded", folding={"simd": 32})
     before = sorted(p.name for p in rtl.iterdir())
     for extra in ([], ["--json"]):
         r = cli(str(rtl), *extra)
@@ -239,9 +241,10 @@ def test_small_cores_energy_eatt_below_dot(tmp_path):
 @pytest.mark.rtl
 @pytest.mark.slow
 def test_the_folded_engine_at_equal_cycles(tmp_path):
-    """The folded engine's netlist (AXI4-Stream, weights baked into cells from the .mem files)
-    equals the golden model; E-ATT with a V/O tile half as wide takes the cycles of vanilla's
-    one tile; the energy splits into flip-flops, logic and the input ports' nets."""
+    """The folded engine's netlist (AXI4-Stream, weights baked into cells from the .mem files,
+    the softmax tables memory macros) equals the golden model; E-ATT with a V/O tile half as
+    wide takes the cycles of vanilla's one tile; the energy splits into flip-flops, logic and
+    the input ports' nets."""
     _tools()
     results = {}
     for kind, pe in (("eatt", 1), ("vanilla", 2)):
@@ -252,13 +255,22 @@ def test_the_folded_engine_at_equal_cycles(tmp_path):
         r = power(out, vectors=6, seed=1, timeout=900)
         assert r["mismatches"] == 0 and r["vectors"] == 6 and r["level"] == "folded"
         split, e = r["energy_split_per_call_pj"], r["energy_per_call_pj"]
-        assert min(split.values()) > 0
+        assert min(split[k] for k in ("flip_flops", "logic", "input_ports")) > 0
         assert sum(split.values()) == pytest.approx(e["dynamic"], rel=1e-6)
         stages = r["by_stage"]
         assert set(stages) == {
             "projections", "scores", "softmax", "values", "memories", "control",
         }  # fmt: skip
-        assert sum(v["dynamic_pj"] for v in stages.values()) == pytest.approx(e["dynamic"])
+        # the exp and reciprocal tables (256 words) are memory macros, in their stages' energy
+        macros = r["memories"]["pj_per_call"]["dynamic"]
+        assert {m["name"].split(".")[1] for m in r["memories"]["macros"]} == {
+            "exp_rom",
+            "recip_rom",
+        }
+        assert e["total"] == pytest.approx(e["netlist"] + e["memories"])
+        assert sum(v["dynamic_pj"] for v in stages.values()) == pytest.approx(
+            e["dynamic"] + macros, rel=1e-6
+        )
         results[kind] = r
     cycles = {k: folded_cycles(CoreConfig.from_dict(dict(kind=k, **SMALL)), 1, 2, pe)["ii"]
               for k, pe in (("eatt", 1), ("vanilla", 2))}  # fmt: skip

@@ -42,6 +42,14 @@ from eatt.rtl_sim.stages import cell_stages, register_names, register_stage, sta
         ("folded", "u_engine.numer[1][7]", "values"),
         ("folded", "u_engine.a_mem[5][0]", "values"),
         ("folded", "u_engine.x_mem[1][0]", "memories"),
+        # memories as instances (folded_ram / folded_rom): their flip-flops, or the macro cell
+        ("folded", "u_engine.x_mem.g_flops.mem[1][0]", "memories"),
+        ("folded", "u_engine.g_lane[0].k_bank.g_macro.u_macro", "projections"),
+        ("folded", "u_engine.u_multiply.g_rom[1].g_used.rom.g_macro.u_macro", "projections"),
+        ("folded", "u_engine.g_lane[1].s_bank.g_flops.mem[0][3]", "scores"),
+        ("folded", "u_engine.exp_rom.g_macro.u_macro", "softmax"),
+        ("folded", "u_engine.recip_rom.g_macro.u_macro", "values"),
+        ("folded", "u_engine.a_mem.g_macro.u_macro", "values"),
         ("folded", "u_engine.state[2]", "control"),
         ("folded", "m_axis_tvalid", "control"),
         ("window", "anything", "control"),  # a level with no table: all control

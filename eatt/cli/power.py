@@ -8,6 +8,7 @@ from eatt.cli.exits import EXIT_CHECK_FAILED, EXIT_OK, CommandError, tool_failur
 from eatt.config import CoreConfig, check_vectors
 from eatt.quant.vectors import capture_inputs, model_line, model_mismatches
 from eatt.rtl_sim.generate import load_metadata
+from eatt.rtl_sim.memory_energy import DEFAULT_NODE_NM, NODES_NM, WEIGHT_PLACES
 from eatt.rtl_sim.power import DEFAULT_LIBERTY, LIBERTIES, power
 
 HELP = "energy per call from the synthesized netlist's switching activity (ASIC cells)"
@@ -42,6 +43,21 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--timeout", action=PositiveFloat, what="seconds", metavar="S", help="seconds for each tool"
     )
+    p.add_argument(
+        "--memory-node",
+        type=int,
+        choices=NODES_NM,
+        default=DEFAULT_NODE_NM,
+        metavar="NM",
+        help=f"the folded engine's memory macros priced by CACTI at this node ({DEFAULT_NODE_NM}; "
+        f"{', '.join(map(str, NODES_NM))}) and scaled to the Liberty's",
+    )
+    p.add_argument(
+        "--weights",
+        choices=WEIGHT_PLACES,
+        default="sram",
+        help="the folded engine's weights on chip (sram) or read from DRAM per bit (dram)",
+    )
     add_json(p)
 
 
@@ -64,10 +80,38 @@ def run(args) -> int:
             clock_ns=args.clock,
             liberty=args.liberty,
             timeout=args.timeout,
+            memory_node=args.memory_node,
+            weights=args.weights,
         )
     emit(result, args.json, lambda r: _text(r, args.dir))
     ok = not result["mismatches"] and not model_mismatches(result)
     return EXIT_OK if ok else EXIT_CHECK_FAILED
+
+
+def _memory_lines(r: dict) -> list[str]:
+    """The memory macros' lines of the report: the model, the node, the biggest spenders."""
+    mem = r.get("memories")
+    if not mem:
+        return []
+    scaled = mem["scaled_to"]
+    lines = [
+        f"  memories   {len(mem['macros'])} macros priced by {mem['source']} at "
+        f"{mem['node_nm']} nm: {mem['at_node_pj_per_call']['total']:.4g} pJ"
+        + (
+            f", x {scaled['factor']:.3g} to {scaled['node_nm']:g} nm ({scaled['rule']})"
+            if scaled
+            else " (the Liberty's node is unknown: not scaled)"
+        )
+        + f"; weights in {mem['weights']}"
+    ]
+    top = sorted(mem["macros"], key=lambda m: -m["dynamic_pj_per_call"])[:4]
+    lines += [
+        f"             {m['name']}: {m['kind']} {m['depth']} x {m['width']} b, "
+        f"{m['reads'] / r['vectors']:.4g} reads + {m['writes'] / r['vectors']:.4g} writes/call, "
+        f"{m['dynamic_pj_per_call']:.4g} pJ at {mem['node_nm']} nm"
+        for m in top
+    ]
+    return lines
 
 
 def _text(r: dict, folder: str) -> str:
@@ -79,8 +123,15 @@ def _text(r: dict, folder: str) -> str:
             f"({r['inputs']}), {r['cycles']} cycles: netlist = golden model, "
             f"{r['mismatches']} mismatches",
             f"area         {r['area_um2']:,.0f} um^2, {r['cells']:,} cells",
-            f"energy/call  {e['total']:.4g} pJ (switching {e['switching']:.4g}, internal "
-            f"{e['internal']:.4g}, leakage {e['leakage']:.3g})",
+            f"energy/call  {e['total']:.4g} pJ"
+            + (
+                f" = netlist {e['netlist']:.4g} + memory macros {e['memories']:.4g}"
+                if "memories" in e
+                else ""
+            )
+            + f" (netlist: switching {e['switching']:.4g}, internal {e['internal']:.4g}, "
+            f"leakage {e['leakage']:.3g})",
+            *_memory_lines(r),
             "  dynamic    = flip-flops {flip_flops:.4g} + logic {logic:.4g} + nets of the "
             "input ports (the clock among them) {input_ports:.4g} pJ".format(
                 **r["energy_split_per_call_pj"]

@@ -29,11 +29,13 @@
 //   compute = proj + LEN_Q HEADS (2 KB HC + KB) + post
 //   II      = (LEN_Q + LEN_K) DC + compute + LEN_Q DC     (no stalls on either stream)
 //
-// Memories: the weights are synchronous ROMs in the walks (one SIMD x SIMD tile per word, or
-// SIMD x PE for E-ATT's V and O; folded_proj_walk.sv has the order), read from the $readmemh
-// files WQ_FILE..WO_FILE written next to the RTL; EXP_FILE and RECIP_FILE hold the softmax
-// tables. K and V are banked by key (key j in bank j mod LANES) so that LANES keys are read in one cycle; the
-// token memories are written one SIMD-wide word per cycle and read asynchronously.
+// Memories, each an instance (folded_ram: written here, asynchronous reads; folded_rom: the
+// $readmemh files next to the RTL), a memory macro from MACRO_ROWS words (folded_macro: priced
+// per access by eatt power), flip-flops below: the weights are synchronous ROMs in the walks
+// (one SIMD x SIMD tile per word, or SIMD x PE for E-ATT's V and O; folded_proj_walk.sv has the
+// order; WQ_FILE..WO_FILE); EXP_FILE and RECIP_FILE hold the softmax tables. K and V are banked
+// by key (key j in bank j mod LANES) so that LANES keys are read in one cycle; the token
+// memories are written one SIMD-wide word per cycle.
 //
 // Streams (AXI4-Stream, tready backpressure on both sides): a vector is LEN_Q*DC beats of x
 // then LEN_K*DC beats of y on s_axis (token by token, SIMD elements of IN_W bits per beat,
@@ -85,7 +87,8 @@ module folded_attention #(
     parameter     WV_FILE     = "wv.mem",
     parameter     WO_FILE     = "wo.mem",
     parameter     EXP_FILE    = "exp.mem",
-    parameter     RECIP_FILE  = "recip.mem"
+    parameter     RECIP_FILE  = "recip.mem",
+    parameter int MACRO_ROWS  = 32    // memories of at least this many words are macros
 ) (
     input  wire logic                     clk,
     input  wire logic                     rst,  // synchronous, active high
@@ -141,19 +144,14 @@ module folded_attention #(
 
     state_t     state;
 
-    // -- memories ---------------------------------------------------------------------------------
-    logic [EXP_W-1:0]         exp_rom [EXP_SIZE];
-    logic [RECIP_W-1:0]       recip_rom [2**RIDX_W];
-
-    initial begin
-        $readmemh(EXP_FILE, exp_rom);
-        $readmemh(RECIP_FILE, recip_rom);
-    end
-
-    logic [SIMD*IN_W-1:0]   x_mem [LEN_Q*DC];  // query tokens, chunk c of token i at i*DC + c
-    logic [SIMD*IN_W-1:0]   y_mem [LEN_K*DC];  // key tokens
-    logic [SIMD*QK_W-1:0]   q_mem [LEN_Q*DC];  // Q codes
-    logic [SIMD*ATTN_W-1:0] a_mem [LEN_Q*DC];  // attention outputs O (heads concatenated)
+    // -- memories (folded_ram / folded_rom: macros from MACRO_ROWS words, else flip-flops) -------
+    // x_mem: query tokens, chunk c of token i at i*DC + c; y_mem: key tokens; q_mem: Q codes;
+    // a_mem: attention outputs O (heads concatenated). The K, V banks, the scores and softmax
+    // weights are per lane (g_lane), Z in M pieces (g_zsub).
+    localparam int QA_W = ((LEN_Q * DC) > 1) ? $clog2(LEN_Q * DC) : 1;  // x, q, a, z addresses
+    localparam int KA_W = ((LEN_K * DC) > 1) ? $clog2(LEN_K * DC) : 1;  // y addresses
+    localparam int BA_W = ((KB * DC) > 1) ? $clog2(KB * DC) : 1;        // K, V bank addresses
+    localparam int SA_W = (KB > 1) ? $clog2(KB) : 1;                    // score, weight banks
 
     // -- load: s_axis into x_mem, y_mem -----------------------------------------------------------
     logic [IN_CW-1:0]  in_cnt;   // beats of this vector so far
@@ -163,12 +161,14 @@ module folded_attention #(
 
     assign s_axis_tready = (state == S_LOAD);
 
-    always_ff @(posedge clk) begin
-        if (s_axis_tvalid && s_axis_tready) begin
-            if (in_cnt < LEN_Q * DC) x_mem[in_cnt] <= s_axis_tdata;
-            else y_mem[in_cnt - LEN_Q * DC] <= s_axis_tdata;
-        end
-    end
+    logic in_beat;
+    assign in_beat = s_axis_tvalid && s_axis_tready;
+    // the words the walks read: x (Q) and y (K, V) at (rd_tok, rd_rc), O for the O pass
+    logic [SIMD*IN_W-1:0]   x_word, y_word;
+    logic [SIMD*ATTN_W-1:0] a_word;
+    logic                   x_re, y_re, a_re;
+    logic [TOK_CW-1:0]      x_rd_tok;
+    logic [DC_CW-1:0]       x_rd_rc;
 
     // -- projections: the walks (folded_proj_walk), one weight tile per cycle each ----------------
     // vanilla: one multiply walk (K, V, Q; O after attention). E-ATT: a select walk (K, Q) and a
@@ -196,6 +196,7 @@ module folded_attention #(
     logic [KB_CW-1:0] m_blk;
     logic [DC_CW-1:0] m_cc, m_rd_rc;
     logic [MUL_COLS*QK_W-1:0] m_qk;  // vanilla's K and Q (E-ATT's come from the select walk)
+    logic m_rd_x;  // vanilla: the multiply walk reads x (its Q pass)
 
     folded_proj_walk #(
         .SIMD(SIMD), .COLS(MUL_COLS), .DIM(DIM), .LEN_Q(LEN_Q), .LEN_K(LEN_K), .LANES(LANES),
@@ -205,13 +206,13 @@ module folded_attention #(
         .IN_W(IN_W), .TAU(TAU), .W_W(W_W), .ATTN_W(ATTN_W), .ACC_W(ACC_W),
         .Q_SHIFT(Q_SHIFT), .QK_W(QK_W), .V_SHIFT(V_SHIFT), .V_W(V_W), .O_SHIFT(O_SHIFT),
         .OUT_W(OUT_W), .WQ_FILE(WQ_FILE), .WK_FILE(WK_FILE), .WV_FILE(WV_FILE),
-        .WO_FILE(WO_FILE)
+        .WO_FILE(WO_FILE), .MACRO_ROWS(MACRO_ROWS)
     ) u_multiply (
         .clk(clk), .rst(rst), .start_pre(start_pre), .start_post(start_post),
         .finishing(m_fin),
         .rd_tok(m_rd_tok), .rd_rc(m_rd_rc),
-        .x_word(x_mem[m_rd_tok*DC + m_rd_rc]), .y_word(y_mem[m_rd_tok*DC + m_rd_rc]),
-        .o_word(a_mem[m_rd_tok*DC + m_rd_rc]),
+        .x_word(x_word), .y_word(y_word), .o_word(a_word),
+        .rd_x(m_rd_x), .rd_y(y_re), .rd_o(a_re),
         .wr_valid(m_valid), .wr_pass(m_pass), .wr_tok(m_tok), .wr_lane(m_lane),
         .wr_blk(m_blk), .wr_cc(m_cc), .wr_sub(vo_sub), .wr_qk(m_qk),
         .wr_v(v_code), .wr_z(z_code)
@@ -229,6 +230,7 @@ module folded_attention #(
         logic [SIMD*V_W-1:0] s_v;
         logic [SIMD*OUT_W-1:0] s_z;
         logic [MUL_COLS*QK_W-1:0] m_qk_unused;
+        logic s_rd_y, s_rd_o, m_rd_x_unused;
         /* verilator lint_on UNUSEDSIGNAL */
 
         folded_proj_walk #(
@@ -237,38 +239,50 @@ module folded_attention #(
             .IN_W(IN_W), .TAU(TAU), .W_W(W_W), .ATTN_W(ATTN_W), .ACC_W(ACC_W),
             .Q_SHIFT(Q_SHIFT), .QK_W(QK_W), .V_SHIFT(V_SHIFT), .V_W(V_W), .O_SHIFT(O_SHIFT),
             .OUT_W(OUT_W), .WQ_FILE(WQ_FILE), .WK_FILE(WK_FILE), .WV_FILE(WV_FILE),
-            .WO_FILE(WO_FILE)
+            .WO_FILE(WO_FILE), .MACRO_ROWS(MACRO_ROWS)
         ) u_select (
             .clk(clk), .rst(rst), .start_pre(start_pre), .start_post(start_post),
             .finishing(s_fin),
             .rd_tok(s_rd_tok), .rd_rc(s_rd_rc),
             // K of token t is read in step with the multiply walk's V of token t: one y port
-            .x_word(x_mem[s_rd_tok*DC + s_rd_rc]), .y_word(y_mem[m_rd_tok*DC + m_rd_rc]),
-            .o_word('0),
+            .x_word(x_word), .y_word(y_word), .o_word('0),
+            .rd_x(x_re), .rd_y(s_rd_y), .rd_o(s_rd_o),
             .wr_valid(qk_valid), .wr_pass(qk_pass), .wr_tok(qk_tok), .wr_lane(qk_lane),
             .wr_blk(qk_blk), .wr_cc(qk_cc), .wr_sub(s_sub), .wr_qk(qk_code),
             .wr_v(s_v), .wr_z(s_z)
         );
         assign m_qk_unused = m_qk;
+        assign m_rd_x_unused = m_rd_x;
+        assign {x_rd_tok, x_rd_rc} = {s_rd_tok, s_rd_rc};
         // the select walk ends last: (M LEN_K + the Q tokens left) slots, against V's M LEN_K
         assign pre_done = s_fin;
     end else begin : g_one_walk  // vanilla: K and Q from the multiply walk too
         assign {qk_valid, qk_pass, qk_tok, qk_lane, qk_blk, qk_cc, qk_code} =
             {m_valid, m_pass, m_tok, m_lane, m_blk, m_cc, m_qk};
         assign pre_done = m_fin;
+        assign {x_re, x_rd_tok, x_rd_rc} = {m_rd_x, m_rd_tok, m_rd_rc};
     end
 
-    always_ff @(posedge clk) begin
-        if (qk_valid && qk_pass == PASS_Q) q_mem[qk_tok*DC + qk_cc] <= qk_code;
-    end
+    // the token memories: x (written first) and y, from the stream
+    folded_ram #(.WIDTH(SIMD*IN_W), .DEPTH(LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)) x_mem (
+        .clk(clk), .we(in_beat && in_cnt < LEN_Q * DC), .waddr(QA_W'(in_cnt)),
+        .wdata(s_axis_tdata), .re(x_re), .raddr(QA_W'(x_rd_tok*DC + x_rd_rc)), .rdata(x_word)
+    );
+    folded_ram #(.WIDTH(SIMD*IN_W), .DEPTH(LEN_K*DC), .MACRO_ROWS(MACRO_ROWS), .AW(KA_W)) y_mem (
+        .clk(clk), .we(in_beat && in_cnt >= LEN_Q * DC), .waddr(KA_W'(in_cnt - LEN_Q * DC)),
+        .wdata(s_axis_tdata), .re(y_re), .raddr(KA_W'(m_rd_tok*DC + m_rd_rc)), .rdata(y_word)
+    );
     // Z in M pieces of PE columns, read back as SIMD-wide beats
     wire [SIMD*OUT_W-1:0] z_word;
     for (genvar m = 0; m < M; m++) begin : g_zsub
-        logic [MUL_COLS*OUT_W-1:0] z_sub [LEN_Q*DC];
-        always_ff @(posedge clk) begin
-            if (vo_valid && vo_pass == PASS_O && vo_sub == m) z_sub[vo_tok*DC + vo_cc] <= z_code;
-        end
-        assign z_word[m*MUL_COLS*OUT_W +: MUL_COLS*OUT_W] = z_sub[out_cnt];
+        folded_ram #(
+            .WIDTH(MUL_COLS*OUT_W), .DEPTH(LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)
+        ) z_sub (
+            .clk(clk), .we(vo_valid && vo_pass == PASS_O && vo_sub == m),
+            .waddr(QA_W'(vo_tok*DC + vo_cc)), .wdata(z_code),
+            .re(m_axis_tvalid && m_axis_tready), .raddr(QA_W'(out_cnt)),
+            .rdata(z_word[m*MUL_COLS*OUT_W +: MUL_COLS*OUT_W])
+        );
     end
 
     // -- attention: per query qi and head hh, scores, exp, numerators -----------------------------
@@ -292,31 +306,47 @@ module folded_attention #(
     logic [RIDX_W-1:0]       recip_index;
     logic [SIMD*ATTN_W-1:0]  o_word;
 
-    assign q_word = q_mem[qi*DC + hh*HC + dc];
+    folded_ram #(.WIDTH(SIMD*QK_W), .DEPTH(LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)) q_mem (
+        .clk(clk), .we(qk_valid && qk_pass == PASS_Q), .waddr(QA_W'(qk_tok*DC + qk_cc)),
+        .wdata(qk_code), .re(state == S_SCORE), .raddr(QA_W'(qi*DC + hh*HC + dc)),
+        .rdata(q_word)
+    );
+
+    // the softmax tables: exp, one read port a lane; the reciprocal, one port
+    logic [LANES*EXP_A-1:0] exp_addr;
+    logic [LANES-1:0]       exp_re;
+    logic [LANES*EXP_W-1:0] exp_data;
+    logic [RECIP_W-1:0]     recip;
+    folded_rom #(
+        .WIDTH(EXP_W), .DEPTH(EXP_SIZE), .READS(LANES), .SYNC(0), .FILE(EXP_FILE),
+        .MACRO_ROWS(MACRO_ROWS), .AW(EXP_A)
+    ) exp_rom (.clk(clk), .re(exp_re), .addr(exp_addr), .data(exp_data));
 
     for (genvar l = 0; l < LANES; l++) begin : g_lane
-        logic [SIMD*QK_W-1:0]      k_bank [KB*DC];  // K of keys j = b*LANES + l, chunk at b*DC + c
-        wire  [SIMD*V_W-1:0]       v_cat;           // V, read from M pieces of PE columns
-        logic signed [SCORE_W-1:0] s_bank [KB];     // scores of this query and head
-        logic [EXP_W-1:0]          e_bank [KB];     // their softmax weights
+        // k_bank: K of keys j = b*LANES + l, chunk at b*DC + c; v_bank: V in M pieces of PE
+        // columns; s_bank: the scores of this query and head; e_bank: their softmax weights
+        wire  [SIMD*V_W-1:0]       v_cat;
         logic signed [SCORE_W-1:0] s_acc;
         logic signed [SCORE_W-1:0] part_l;
         logic signed [SCORE_W:0]   zdiff;           // max S - S (>= 0 for a visible key)
         logic signed [SCORE_W:0]   exp_index;
         int unsigned               key;
 
-        always_ff @(posedge clk) begin
-            if (qk_valid && qk_pass == PASS_K && qk_lane == l) k_bank[qk_blk*DC + qk_cc] <= qk_code;
-        end
+        folded_ram #(.WIDTH(SIMD*QK_W), .DEPTH(KB*DC), .MACRO_ROWS(MACRO_ROWS), .AW(BA_W)) k_bank (
+            .clk(clk), .we(qk_valid && qk_pass == PASS_K && qk_lane == l),
+            .waddr(BA_W'(qk_blk*DC + qk_cc)), .wdata(qk_code),
+            .re(state == S_SCORE), .raddr(BA_W'(jb*DC + hh*HC + dc)), .rdata(k_word[l])
+        );
         for (genvar m = 0; m < M; m++) begin : g_vsub
-            logic [MUL_COLS*V_W-1:0] v_bank [KB*DC];
-            always_ff @(posedge clk) begin
-                if (vo_valid && vo_pass == PASS_V && vo_lane == l && vo_sub == m)
-                    v_bank[vo_blk*DC + vo_cc] <= v_code;
-            end
-            assign v_cat[m*MUL_COLS*V_W +: MUL_COLS*V_W] = v_bank[jb*DC + hh*HC + tc];
+            folded_ram #(
+                .WIDTH(MUL_COLS*V_W), .DEPTH(KB*DC), .MACRO_ROWS(MACRO_ROWS), .AW(BA_W)
+            ) v_bank (
+                .clk(clk), .we(vo_valid && vo_pass == PASS_V && vo_lane == l && vo_sub == m),
+                .waddr(BA_W'(vo_blk*DC + vo_cc)), .wdata(v_code),
+                .re(state == S_NUMER), .raddr(BA_W'(jb*DC + hh*HC + tc)),
+                .rdata(v_cat[m*MUL_COLS*V_W +: MUL_COLS*V_W])
+            );
         end
-        assign k_word[l] = k_bank[jb*DC + hh*HC + dc];
         assign v_word[l] = v_cat;
 
         folded_score_lane #(.SIMD(SIMD), .QK_W(QK_W), .SCORE_W(SCORE_W), .L1(L1)) u_score (
@@ -327,20 +357,23 @@ module folded_attention #(
         assign key = jb * LANES + l;
         assign visible[l] = (KEY_PADDING == 0 || key < 32'(length))
                          && (CAUSAL == 0 || key <= qi + 32'(offset));
-        assign s_read[l] = s_bank[jb];
+        folded_ram #(.WIDTH(SCORE_W), .DEPTH(KB), .MACRO_ROWS(MACRO_ROWS), .AW(SA_W)) s_bank (
+            .clk(clk), .we(state == S_SCORE && dc == HC - 1), .waddr(SA_W'(jb)),
+            .wdata(s_next[l]), .re(state == S_EXP), .raddr(SA_W'(jb)), .rdata(s_read[l])
+        );
         assign zdiff = (SCORE_W + 1)'(smax) - (SCORE_W + 1)'(s_read[l]);
         assign exp_index = zdiff >>> EXP_SHIFT;
-        assign e_next[l] = (visible[l] && 32'(exp_index) < EXP_SIZE)
-                         ? exp_rom[exp_index[EXP_A-1:0]] : EXP_W'(0);
-        assign e_read[l] = e_bank[jb];
+        assign exp_addr[l*EXP_A +: EXP_A] = exp_index[EXP_A-1:0];
+        assign exp_re[l] = (state == S_EXP) && visible[l] && 32'(exp_index) < EXP_SIZE;
+        assign e_next[l] = exp_re[l] ? exp_data[l*EXP_W +: EXP_W] : EXP_W'(0);
+        folded_ram #(.WIDTH(EXP_W), .DEPTH(KB), .MACRO_ROWS(MACRO_ROWS), .AW(SA_W)) e_bank (
+            .clk(clk), .we(state == S_EXP), .waddr(SA_W'(jb)), .wdata(e_next[l]),
+            .re(state == S_NUMER), .raddr(SA_W'(jb)), .rdata(e_read[l])
+        );
 
         always_ff @(posedge clk) begin
             if (rst) s_acc <= '0;
             else if (state == S_SCORE) s_acc <= s_next[l];
-        end
-        always_ff @(posedge clk) begin
-            if (state == S_SCORE && dc == HC - 1) s_bank[jb] <= s_next[l];
-            if (state == S_EXP) e_bank[jb] <= e_next[l];
         end
     end
 
@@ -390,12 +423,19 @@ module folded_attention #(
         .RECIP_FRAC(RECIP_FRAC), .PROD_W(PROD_W), .OUT_W(ATTN_W)
     ) u_normalize (
         .e_sum(esum), .numer(numer_packed), .recip_index(recip_index),
-        .recip(recip_rom[recip_index]), .o(o_word)
+        .recip(recip), .o(o_word)
+    );
+    folded_rom #(
+        .WIDTH(RECIP_W), .DEPTH(2**RIDX_W), .SYNC(0), .FILE(RECIP_FILE),
+        .MACRO_ROWS(MACRO_ROWS), .AW(RIDX_W)
+    ) recip_rom (
+        .clk(clk), .re(state == S_NUMER && jb == KB - 1), .addr(recip_index), .data(recip)
     );
 
-    always_ff @(posedge clk) begin
-        if (state == S_NUMER && jb == KB - 1) a_mem[qi*DC + hh*HC + tc] <= o_word;
-    end
+    folded_ram #(.WIDTH(SIMD*ATTN_W), .DEPTH(LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)) a_mem (
+        .clk(clk), .we(state == S_NUMER && jb == KB - 1), .waddr(QA_W'(qi*DC + hh*HC + tc)),
+        .wdata(o_word), .re(a_re), .raddr(QA_W'(m_rd_tok*DC + m_rd_rc)), .rdata(a_word)
+    );
 
     // -- out: the Z pieces on m_axis --------------------------------------------------------------
     assign m_axis_tvalid = (state == S_OUT);

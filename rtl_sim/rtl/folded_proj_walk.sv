@@ -21,7 +21,8 @@
 // (SELECT = 1) has its own order (g_interleave) and one drain cycle at the end. `finishing`
 // is high in the drain cycle that ends the phase.
 //
-// Stage 0: the counters address the ROMs (synchronous read, block RAM). Stage 1 (p1_*): the
+// Stage 0: the counters address the ROMs (folded_rom: synchronous read, block RAM; the pass's
+// ROM reads only while the walk walks it). Stage 1 (p1_*): the
 // token chunk at (rd_tok, rd_rc) comes in from the engine's memories, the tile's partial sums
 // are added into acc, and the last row chunk raises wr_valid with the codes of columns
 // (wr_cc * M + wr_sub) * COLS .. + COLS-1, M = SIMD / COLS: wr_cc is the SIMD-wide chunk (the
@@ -64,6 +65,7 @@ module folded_proj_walk #(
     parameter     WK_FILE = "wk.mem",
     parameter     WV_FILE = "wv.mem",
     parameter     WO_FILE = "wo.mem",
+    parameter int MACRO_ROWS = 32,  // ROMs of at least this many words are memory macros
     // derived (not set by the engine)
     parameter int DC      = DIM / SIMD,
     parameter int M       = SIMD / COLS,
@@ -86,6 +88,9 @@ module folded_proj_walk #(
     input  wire logic [SIMD*IN_W-1:0]     x_word,
     input  wire logic [SIMD*IN_W-1:0]     y_word,
     input  wire logic [SIMD*ATTN_W-1:0]   o_word,
+    output logic                          rd_x,     // stage 1 uses x_word / y_word / o_word
+    output logic                          rd_y,
+    output logic                          rd_o,
 
     // a finished column chunk
     output logic                          wr_valid,
@@ -118,21 +123,25 @@ module folded_proj_walk #(
     logic [M_CW-1:0]    sub;
 
 
-    // -- the weight ROMs (synchronous reads) ------------------------------------------------------
+    // -- the weight ROMs (synchronous reads, folded_rom: a macro at MACRO_ROWS words) ----------
+    logic walk_valid;  // stage 0 reads a tile of a pass this cycle
     logic [SIMD*COLS*W_W-1:0] w_word;  // the tile of stage 1's pass
-    logic [$clog2(WORDS > 1 ? WORDS : 2)-1:0] waddr;
+    localparam int WA_W = $clog2(WORDS > 1 ? WORDS : 2);
+    logic [WA_W-1:0] waddr;
     assign waddr = (cc * M + sub) * DC + rc;
 
     localparam int TILE_W = SIMD * COLS * W_W;
     wire [4*TILE_W-1:0] rom_words;  // the word read for pass p at [p*TILE_W +: TILE_W]
     for (genvar p = 0; p < 4; p++) begin : g_rom
         if (USES[p]) begin : g_used
-            logic [TILE_W-1:0] rom [WORDS];
-            logic [TILE_W-1:0] word;
-            initial $readmemh(p == PASS_K ? WK_FILE : p == PASS_V ? WV_FILE
-                            : p == PASS_Q ? WQ_FILE : WO_FILE, rom);
-            always_ff @(posedge clk) word <= rom[waddr];
-            assign rom_words[p*TILE_W +: TILE_W] = word;
+            folded_rom #(
+                .WIDTH(TILE_W), .DEPTH(WORDS), .SYNC(1), .MACRO_ROWS(MACRO_ROWS), .AW(WA_W),
+                .FILE(p == PASS_K ? WK_FILE : p == PASS_V ? WV_FILE
+                      : p == PASS_Q ? WQ_FILE : WO_FILE)
+            ) rom (
+                .clk(clk), .re(walk_valid && pass == 2'(p)), .addr(waddr),
+                .data(rom_words[p*TILE_W +: TILE_W])
+            );
         end else begin : g_unused
             assign rom_words[p*TILE_W +: TILE_W] = '0;
         end
@@ -149,6 +158,9 @@ module folded_proj_walk #(
 
     assign rd_tok  = p1_tok;
     assign rd_rc   = p1_rc;
+    assign rd_x    = p1_valid && USES[PASS_Q] && p1_pass == PASS_Q;
+    assign rd_y    = p1_valid && (p1_pass == PASS_K || p1_pass == PASS_V);
+    assign rd_o    = p1_valid && USES[PASS_O] && p1_pass == PASS_O;
     // the pass's word by constant part-selects: Verilator 5.049 stopped with an internal error
     // on the variable one (rom_words[p1_pass*TILE_W +: TILE_W]) at the paper's 32k-bit tiles
     always_comb begin
@@ -208,7 +220,6 @@ module folded_proj_walk #(
     assign wr_sub   = p1_sub;
 
     // -- stage 0 -> stage 1 ------------------------------------------------------------------------
-    logic walk_valid;  // stage 0 reads a tile of a pass this cycle
 
     always_ff @(posedge clk) begin
         if (rst) begin

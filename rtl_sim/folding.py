@@ -1,0 +1,149 @@
+"""The folded engine's folding (rtl_sim/folded.py): LANES keys scored per cycle, SIMD features
+per cycle, PE columns of E-ATT's V/O tile; the foldings a reuse factor selects, the peer kinds'
+foldings at equal cycles, and the cycles per call each folding takes (docs/folded.md).
+"""
+
+from __future__ import annotations
+
+from eatt.config import CoreConfig
+from eatt.mechanisms import mechanism_of
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def check_folding(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None) -> None:
+    """ValueError (one line, naming the flag and what is allowed) for a bad folding."""
+    for flag, value, of, what in (
+        ("--lanes", lanes, cfg.len_k, "len_k"),
+        ("--simd", simd, cfg.d_head, "d_head = dim / heads"),
+        ("--pe", simd if pe is None else pe, simd, "simd"),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1 or of % value:
+            allowed = ", ".join(str(d) for d in _divisors(of))
+            raise ValueError(
+                f"{flag}: must divide {what} = {of} (allowed: {allowed}), got {value!r}"
+            )
+    if pe is not None and pe != simd and not mechanism_of(cfg).binarized:
+        raise ValueError(
+            f"--pe: only E-ATT narrows its V/O tile (vanilla's one tile computes Q, K, V and O: "
+            f"pe = simd = {simd}), got {pe}"
+        )
+
+
+def default_folding(cfg: CoreConfig) -> dict[str, int]:
+    """lanes: the largest divisor of len_k up to 4; simd: the largest divisor of d_head up to 4;
+    pe = simd."""
+    simd = max(d for d in _divisors(cfg.d_head) if d <= 4)
+    return {"lanes": max(d for d in _divisors(cfg.len_k) if d <= 4), "simd": simd, "pe": simd}
+
+
+def datapath_cost(cfg: CoreConfig, lanes: int, simd: int, pe: int) -> int:
+    """A size estimate of the folded datapath in adder-equivalents, for choosing a folding: a
+    multiplier counts as weight_bits adders (an array multiplier's rows). vanilla: the S x S
+    multiply tile, P x S dot-product lanes and P x S numerator products; E-ATT: the S x S
+    select tile (adders), the S x PE multiply tile, P x S L1 lanes (a subtract and an add
+    each) and the P x S numerator products."""
+    s, p, w = simd, lanes, cfg.weight_bits
+    if mechanism_of(cfg).binarized:  # E-ATT's select tile
+        return w * (s * pe + p * s) + s * s + s * pe + 2 * p * s + p * s
+    return (w + 1) * (s * s + 2 * p * s)
+
+
+def folding_for_reuse(cfg: CoreConfig, reuse: int) -> dict[str, int]:
+    """The folding a ``reuse_factor`` selects: of every (lanes, simd, pe) whose cycles per call
+    (II, :func:`folded_cycles`) are at most ``reuse``, the one with the least datapath
+    (:func:`datapath_cost`), fewer cycles among equals. ValueError (one line) when even the
+    widest folding needs more cycles."""
+    best = None
+    for lanes in _divisors(cfg.len_k):
+        for simd in _divisors(cfg.d_head):
+            for pe in _divisors(simd) if mechanism_of(cfg).binarized else [simd]:
+                ii = folded_cycles(cfg, lanes, simd, pe)["ii"]
+                cost = (datapath_cost(cfg, lanes, simd, pe), ii)
+                if ii <= reuse and (best is None or cost < best[0]):
+                    best = (cost, lanes, simd, pe)
+    if best is None:
+        fewest = folded_cycles(cfg, cfg.len_k, cfg.d_head)["ii"]
+        raise ValueError(
+            f"reuse_factor: {reuse} is below the folded engine's fewest cycles per call, "
+            f"{fewest} (lanes {cfg.len_k}, simd {cfg.d_head}); 1 is the unrolled core"
+        )
+    return {"lanes": best[1], "simd": best[2], "pe": best[3]}
+
+
+def peer_foldings(cfg: CoreConfig, reuse: int) -> dict[str, dict[str, int]]:
+    """The E-ATT engine and its dot-product peer at equal cycles per call, as the flows compare
+    them: vanilla takes the folding ``reuse`` selects for it (:func:`folding_for_reuse`), E-ATT
+    the same lanes and simd with the narrowest multiply walk (the least pe) whose II is at most
+    vanilla's: pe = simd / 2 where len_q <= len_k (two cycles fewer than vanilla; docs/folded.md,
+    "Two projection walks"), else pe = simd. ValueError (one line) as folding_for_reuse."""
+    peer = cfg.replace(kind="vanilla")
+    try:
+        dot = folding_for_reuse(peer, reuse)
+    except ValueError as err:  # the pair needs the peer: say whose fewest cycles these are
+        raise ValueError(f"{err} (the vanilla peer's, which the pair needs)") from None
+    bound = folded_cycles(peer, **dot)["ii"]
+    eatt = cfg.replace(kind="eatt")
+    lanes, simd = dot["lanes"], dot["simd"]
+    pe = min(
+        p for p in _divisors(simd) if folded_cycles(eatt, lanes, simd, p)["ii"] <= bound
+    )  # pe = simd always qualifies: E-ATT's two walks take fewer cycles than vanilla's one
+    return {"eatt": {"lanes": lanes, "simd": simd, "pe": pe}, "vanilla": dot}
+
+
+def folded_cycles(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None) -> dict[str, int]:
+    """The engine's cycles per vector with no stall on either stream (folded_attention.sv).
+
+    load: one input beat per cycle; projections: each walk (folded_proj_walk.sv) takes one
+    weight tile per cycle plus one cycle per pass to write the last chunk; vanilla's one walk
+    does K, V, Q before attention; E-ATT's multiply walk (simd / pe = m times narrower) does V,
+    m x DC^2 cycles a key token, while the select walk does that token's K in the first DC^2
+    (the same y chunks) and a Q token in each of the other m - 1, the Q tokens left after the
+    last key token following; O comes after attention, on the multiply walk; per query and
+    head: scores (KB x HC), exp (KB), numerators (HC x KB); out: one output beat per cycle.
+    latency: first input beat accepted -> first output beat; II: first input beat of one vector
+    -> first input beat of the next (the phases do not overlap, so II = latency + the output
+    beats)."""
+    pe = simd if pe is None else pe
+    dc, hc, kb = cfg.dim // simd, cfg.d_head // simd, cfg.len_k // lanes
+    tiles, m = dc * dc, simd // pe  # S x S tiles of one token; the narrower walk m times more
+    load = (cfg.len_q + cfg.len_k) * dc
+    if mechanism_of(cfg).binarized:  # Q tokens past the (m - 1) slots per key token: after
+        rest = max(0, cfg.len_q - (m - 1) * cfg.len_k)
+        before = (m * cfg.len_k + rest) * tiles + 1
+        after = m * cfg.len_q * tiles + 1
+    else:
+        before = (2 * cfg.len_k + cfg.len_q) * tiles + 3
+        after = cfg.len_q * tiles + 1
+    attention = cfg.len_q * cfg.heads * (2 * kb * hc + kb)
+    out = cfg.len_q * dc
+    compute = before + attention + after
+    return {
+        "load": load,
+        "projections": before + after,
+        "projections_before": before,
+        "projections_after": after,
+        "attention": attention,
+        "out": out,
+        "compute": compute,
+        "latency": load + compute,
+        "ii": load + compute + out,
+    }
+
+
+#: the formula folded_cycles evaluates, as written in metadata.json and docs/folded.md
+CYCLE_FORMULA = {
+    "symbols": "DC = dim/simd, HC = d_head/simd, KB = len_k/lanes, M = simd/pe",
+    "load": "(len_q + len_k) * DC",
+    "projections": (
+        "vanilla: (2*len_k + len_q) * DC^2 + 3 before attention, len_q * DC^2 + 1 after; "
+        "eatt: (M * len_k + max(0, len_q - (M - 1) * len_k)) * DC^2 + 1 before (the select "
+        "and multiply walks at once), M * len_q * DC^2 + 1 after"
+    ),
+    "attention": "len_q * heads * (2*KB*HC + KB)",
+    "out": "len_q * DC",
+    "latency": "load + projections + attention  (first input beat -> first output beat)",
+    "ii": "latency + out  (first input beat -> next vector's first input beat)",
+}
