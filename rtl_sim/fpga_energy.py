@@ -106,7 +106,8 @@ def load_coefficients(path: str | os.PathLike | None = None) -> dict:
     return out
 
 
-_BASIS_KEY = {
+#: the primitive table's key of each basis (the transitions a coefficient multiplies)
+BASIS_KEY = {
     "output": "toggles_per_call",
     "input": "input_toggles_per_call",
     "clock": "clock_toggles_per_call",
@@ -119,9 +120,9 @@ def proxy_energy(primitives: dict, coefficients: dict) -> tuple[dict | None, lis
     by_class, without = {}, []
     for name in CLASSES:
         pj, row = coefficients["pj"][name], primitives[name]
-        toggles = row[_BASIS_KEY[coefficients["basis"][name]]]
+        toggles = row[BASIS_KEY[coefficients["basis"][name]]]
         by_class[name] = None if pj is None else round(pj * toggles, 6)
-        if pj is None and any(row[k] for k in _BASIS_KEY.values()):
+        if pj is None and any(row[k] for k in BASIS_KEY.values()):
             without.append(name)
     known = [v for v in by_class.values() if v is not None]
     if not known:

@@ -8,7 +8,7 @@ from eatt.cli.common import BoundedInt, PositiveFloat, add_json, emit
 from eatt.cli.exits import EXIT_CHECK_FAILED, EXIT_OK, CommandError, tool_failures
 from eatt.config import CoreConfig, check_vectors
 from eatt.quant.vectors import capture_inputs, model_line, model_mismatches
-from eatt.rtl_sim.fpga_energy import CLASSES
+from eatt.rtl_sim.fpga_energy import BASIS_KEY, CLASSES
 from eatt.rtl_sim.generate import load_metadata
 from eatt.rtl_sim.power import DEFAULT_LIBERTY, LIBERTIES, power
 
@@ -148,23 +148,26 @@ def _fpga_text(r: dict, folder: str) -> str:
         f"{r['top']} mapped to ECP5 primitives (Yosys synth_ecp5{bram}), {r['vectors']} vectors "
         f"({r['inputs']}), {r['cycles']} cycles: netlist = golden model, {r['mismatches']} "
         "mismatches",
-        f"{'class':<7}{'cells':>8}{'toggles/call':>15}{'proxy pJ/call':>16}  (basis)",
+        f"{'class':<7}{'cells':>8}{'toggles/call':>14}{'proxy pJ/call':>15}  "
+        "(pJ per transition x transitions/call of)",
     ]
     cells = 0
     for name in CLASSES:
-        row, pj = r["primitives"][name], proxy.get(name)
+        row, pj, basis = r["primitives"][name], proxy.get(name), coeffs["basis"][name]
         cells += row["cells"]
-        energy = "-" if pj is None else f"{pj:.4g}"
+        of = row[BASIS_KEY[basis]]
+        how = "no coefficient" if coeffs["pj"][name] is None else f"{coeffs['pj'][name]:g} x"
         lines.append(
-            f"{name:<7}{row['cells']:>8,}{row['toggles_per_call']:>15,.1f}{energy:>16}  "
-            f"({coeffs['basis'][name]})"
+            f"{name:<7}{row['cells']:>8,}{row['toggles_per_call']:>14,.1f}"
+            f"{'-' if pj is None else f'{pj:.4g}':>15}  ({how} {basis}s {of:,.1f})"
         )
     total = "-" if not proxy else f"{proxy['total']:.4g}"
-    lines.append(f"{'total':<7}{cells:>8,}{'':>15}{total:>16}")
+    lines.append(f"{'total':<7}{cells:>8,}{'':>14}{total:>15}")
     without = f"; no coefficient for {', '.join(coeffs['without'])}" if coeffs["without"] else ""
     lines += [
-        f"proxy        pJ per call = transitions x pJ per transition of {coeffs['summary'] or '?'}"
-        f" ({coeffs['file']}){without}: a proxy, not a measurement of a real part",
+        "proxy        a proxy, not a measurement of a real part: toggles x the pJ per transition "
+        f"of {coeffs['summary'] or '?'}{without}",
+        f"             coefficients and their sources: {coeffs['file']}",
         f"vivado       a real number for a Xilinx part: cd {folder}/power_fpga && vivado -mode "
         "batch -source vivado_power.tcl (reads activity.saif, writes power.rpt)",
         f"time         {r['seconds']:.0f} s; files in {folder}/power_fpga",
