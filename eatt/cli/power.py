@@ -8,7 +8,8 @@ from eatt.cli.common import BoundedInt, PositiveFloat, add_json, emit
 from eatt.cli.exits import EXIT_CHECK_FAILED, EXIT_OK, CommandError, tool_failures
 from eatt.config import CoreConfig, check_vectors
 from eatt.quant.vectors import capture_inputs, model_line, model_mismatches
-from eatt.rtl_sim.fpga_energy import BASIS_KEY, CLASSES
+from eatt.rtl_sim.fpga_energy import BASIS_KEY, CLASSES, load_coefficients
+from eatt.rtl_sim.fpga_power import fpga_power
 from eatt.rtl_sim.generate import load_metadata
 from eatt.rtl_sim.power import DEFAULT_LIBERTY, LIBERTIES, power
 
@@ -78,9 +79,6 @@ def run(args) -> int:
     check_vectors(cfg, args.vectors)  # the size estimate, before any tool runs
     inputs = None if not args.inputs else capture_inputs(args.inputs, cfg, args.vectors)
     if args.target == "fpga":
-        from eatt.rtl_sim.fpga_energy import load_coefficients
-        from eatt.rtl_sim.fpga_power import fpga_power
-
         load_coefficients(args.fpga_coefficients)  # a bad file: one line, before any tool runs
         with tool_failures():
             result = fpga_power(
