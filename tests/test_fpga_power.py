@@ -341,3 +341,36 @@ def test_multipliers_and_the_folded_engine(tmp_path, kind, level, rows):
         assert row["cells"] > 0 and row["toggles_per_call"] > 0, name
         assert r["proxy_energy_per_call_pj"][name] > 0, name
     assert r["primitives"]["DSP"]["types"].keys() == {"MULT18X18D"}
+
+
+def test_a_power_fpga_folder_it_did_not_write_is_left_alone(tmp_path):
+    from eatt.rtl_sim.fpga_power import fpga_power
+
+    cfg = CoreConfig.from_dict(dict(kind="eatt", **SMALL))
+    generate_rtl(cfg, random_weights(cfg), tmp_path / "rtl")
+    mine = tmp_path / "rtl" / "power_fpga"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine\n")
+    with pytest.raises(ValueError, match="not written by eatt power --target fpga"):
+        fpga_power(tmp_path / "rtl", vectors=4)
+    assert (mine / "notes.txt").read_text() == "mine\n"
+
+
+@pytest.mark.rtl
+def test_block_ram_is_mapped_again_as_lut_ram(rtl, monkeypatch):
+    """Yosys' DP16KD model is a blackbox: a netlist with one is synthesized again with
+    synth_ecp5 -nobram, and the result and the text say so."""
+    _tools()
+    import eatt.rtl_sim.fpga_power as fp
+    from eatt.cli.power import _fpga_text
+
+    real, calls = fp.without_model, []
+
+    def first_has_bram(module, models):
+        calls.append(module)
+        return ["DP16KD"] if len(calls) == 1 else real(module, models)
+
+    monkeypatch.setattr(fp, "without_model", first_has_bram)
+    r = fp.fpga_power(rtl, vectors=4, seed=1)
+    assert r["yosys"]["nobram"] and r["mismatches"] == 0 and len(calls) == 2
+    assert "block RAM mapped as LUT RAM" in _fpga_text(r, "DIR")
