@@ -17,12 +17,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from eatt.rtl_sim.power import _VCD_VAR
 from eatt.version import __version__
 
 #: the Xilinx part of the Vivado script (a Zynq-7020, as on the PYNQ-Z2 and Zybo Z7-20 boards)
 DEFAULT_PART = "xc7z020clg400-1"
 _STATE = {"0": 0, "1": 1}  # anything else (x, z) is TX
+#: a VCD $var line, read as rtl_sim/power.py's parse_vcd reads it (width, code, name, msb, lsb):
+#: "$var wire 8 # x [7:0] $end", "$var wire 1 ! _12_ $end"
+VCD_VAR = re.compile(r"\$var\s+\w+\s+(\d+)\s+(\S+)\s+(\S+?)(?:\s*\[(\d+)(?::(\d+))?\])?\s+\$end")
 
 
 def vcd_durations(text: str) -> tuple[list[tuple[str, int | None, list[int]]], int, str]:
@@ -32,7 +34,7 @@ def vcd_durations(text: str) -> tuple[list[tuple[str, int | None, list[int]]], i
     timescale = f"{scale[1]} {scale[2]}" if scale else "1 ns"
     decls: dict[str, list[tuple[str, int | None, int]]] = {}
     widths: dict[str, int] = {}
-    for m in _VCD_VAR.finditer(text):
+    for m in VCD_VAR.finditer(text):
         width, code, name, msb, lsb = int(m[1]), m[2], m[3], m[4], m[5]
         widths[code] = width
         name = name[1:] if name.startswith("\\") else name
