@@ -24,7 +24,7 @@ from eatt.rtl_sim.runner import compare_runs, sim_run, write_vectors_job
 #: defined in the gate-level simulation's copy of folded_macro.sv: it counts its accesses
 COUNT_DEFINE = "EATT_MEMORY_COUNT"
 # "$var wire 8 # x [7:0] $end", "$var wire 1 ! _12_ $end"
-_VCD_VAR = re.compile(r"\$var\s+\w+\s+(\d+)\s+(\S+)\s+(\S+?)(?:\s*\[(\d+)(?::(\d+))?\])?\s+\$end")
+VCD_VAR = re.compile(r"\$var\s+\w+\s+(\d+)\s+(\S+)\s+(\S+?)(?:\s*\[(\d+)(?::(\d+))?\])?\s+\$end")
 
 
 def parse_vcd(text: str) -> tuple[dict[str, int], float]:
@@ -36,7 +36,7 @@ def parse_vcd(text: str) -> tuple[dict[str, int], float]:
     scale = float(scale_m[1]) * units[scale_m[2]] if scale_m else 1.0
     names: dict[str, list[tuple[str, int | None, int]]] = {}  # code -> [(name, msb, lsb)]
     widths: dict[str, int] = {}
-    for m in _VCD_VAR.finditer(text):
+    for m in VCD_VAR.finditer(text):
         width, code, name, msb, lsb = int(m[1]), m[2], m[3], m[4], m[5]
         widths[code] = width
         if msb is None:  # a scalar net: no index

@@ -139,3 +139,15 @@ def test_power_prices_every_macro(tmp_path):
     bad = subprocess.run([*cli, "--memory-node", "180"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--memory-node" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "flags", [["--memory-node", "45"], ["--weights", "dram"]], ids=["node", "weights"]
+)
+def test_memory_flags_are_asic_only(flags, tmp_path):
+    """The memory macros' flags price the ASIC netlist's memories: with --target fpga they are
+    refused in one line (exit 2) before the folder is read."""
+    cmd = [sys.executable, "-m", "eatt.cli", "power", str(tmp_path), "--target", "fpga", *flags]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and f"{flags[0]}: only for --target asic" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

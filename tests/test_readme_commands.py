@@ -210,6 +210,24 @@ def test_power(rtl_dirs):
 
 
 @pytest.mark.rtl
+def test_power_fpga(rtl_dirs):
+    """`eatt power DIR --target fpga` (docs/power.md, "FPGA energy"): the tiny alignment mapped
+    to ECP5 primitives, its toggles per class, the SAIF and the Vivado script, the proxy."""
+    from eatt.rtl_sim.fpga_power import find_ecp5_models
+    from eatt.rtl_sim.runner import check_simulator
+    from eatt.rtl_sim.tools import ToolMissing
+
+    try:
+        find_ecp5_models(), check_simulator("icarus")
+    except ToolMissing as err:
+        pytest.skip(str(err))
+    args = ["power", str(rtl_dirs["alignment"]), "--target", "fpga", "--vectors", "10"]
+    r = both_modes(args, "proxy")
+    assert r["mismatches"] == 0 and r["primitives"]["LUT"]["cells"] > 0
+    assert Path(r["saif"]).is_file() and Path(r["vivado_script"]).is_file()
+
+
+@pytest.mark.rtl
 def test_resources(rtl_dirs):
     r = both_modes(["resources", str(rtl_dirs["alignment"]), "--no-nodsp"], "LUT")
     assert r["yosys"]["LUT"] > 0

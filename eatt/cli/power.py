@@ -1,5 +1,6 @@
 """`eatt power`: energy per call of a core from its synthesized netlist's switching activity
-(ASIC standard cells: Yosys, a gate-level simulation, OpenSTA)."""
+(--target asic: standard cells, Yosys, a gate-level simulation, OpenSTA; --target fpga: the
+ECP5-mapped netlist's toggles per primitive class, a SAIF and a Vivado script, a proxy energy)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from eatt.cli.common import BoundedInt, PositiveFloat, add_json, emit
 from eatt.cli.exits import EXIT_CHECK_FAILED, EXIT_OK, CommandError, tool_failures
 from eatt.config import CoreConfig, check_vectors
 from eatt.quant.vectors import capture_inputs, model_line, model_mismatches
+from eatt.rtl_sim.fpga_energy import BASIS_KEY, CLASSES, load_coefficients
+from eatt.rtl_sim.fpga_power import fpga_power
 from eatt.rtl_sim.generate import load_metadata
 from eatt.rtl_sim.memory_energy import DEFAULT_NODE_NM, NODES_NM, WEIGHT_PLACES
 from eatt.rtl_sim.power import DEFAULT_LIBERTY, LIBERTIES, power
 
-HELP = "energy per call from the synthesized netlist's switching activity (ASIC cells)"
+HELP = "energy per call from the synthesized netlist's switching activity (ASIC cells or FPGA)"
 #: the RTL levels eatt power measures: the cores (not the windowed unit)
 CORE_LEVELS = ("alignment", "attention", "folded")
 
@@ -25,12 +28,24 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--inputs", metavar="ACTS.npz", help="simulate these captured vectors (eatt capture)"
     )
-    p.add_argument("--target", choices=("asic",), default="asic", help="asic (standard cells)")
+    p.add_argument(
+        "--target",
+        choices=("asic", "fpga"),
+        default="asic",
+        help="asic (standard cells, the default) or fpga (ECP5 primitives' toggles, a SAIF and a "
+        "Vivado script, a proxy energy; docs/power.md)",
+    )
     p.add_argument(
         "--liberty",
-        default=DEFAULT_LIBERTY,
         metavar="LIB",
-        help=f"{' or '.join(LIBERTIES)} (Debian's OSU cells) or a .lib file ({DEFAULT_LIBERTY})",
+        help=f"asic: {' or '.join(LIBERTIES)} (Debian's OSU cells) or a .lib file "
+        f"({DEFAULT_LIBERTY})",
+    )
+    p.add_argument(
+        "--fpga-coefficients",
+        metavar="FILE",
+        help="fpga: the proxy's pJ per transition per primitive class (YAML/JSON; default "
+        "eatt/configs/fpga_energy.yaml, VTR's academic 45 nm FPGA)",
     )
     p.add_argument(
         "--clock",
@@ -47,21 +62,32 @@ def add_arguments(p) -> None:
         "--memory-node",
         type=int,
         choices=NODES_NM,
-        default=DEFAULT_NODE_NM,
         metavar="NM",
-        help=f"the folded engine's memory macros priced by CACTI at this node ({DEFAULT_NODE_NM}; "
-        f"{', '.join(map(str, NODES_NM))}) and scaled to the Liberty's",
+        help="asic: the folded engine's memory macros priced by CACTI at this node "
+        f"({DEFAULT_NODE_NM}; {', '.join(map(str, NODES_NM))}) and scaled to the Liberty's",
     )
     p.add_argument(
         "--weights",
         choices=WEIGHT_PLACES,
-        default="sram",
-        help="the folded engine's weights on chip (sram) or read from DRAM per bit (dram)",
+        help="asic: the folded engine's weights on chip (sram, the default) or read from DRAM "
+        "per bit (dram)",
     )
     add_json(p)
 
 
 def run(args) -> int:
+    only = {  # the flags of the other target, given
+        "asic": [("--fpga-coefficients", args.fpga_coefficients)],
+        "fpga": [
+            ("--liberty", args.liberty),
+            ("--memory-node", args.memory_node),
+            ("--weights", args.weights),
+        ],
+    }
+    for flag, value in only[args.target]:
+        if value is not None:
+            other = "asic" if args.target == "fpga" else "fpga"
+            raise CommandError(f"{flag}: only for --target {other}, not --target {args.target}")
     meta = load_metadata(args.dir)  # a bad folder: one line, before any tool runs
     if meta["level"] not in CORE_LEVELS:
         raise CommandError(
@@ -71,19 +97,33 @@ def run(args) -> int:
     cfg = CoreConfig.from_dict(meta["config"], source=f"{args.dir}/metadata.json")
     check_vectors(cfg, args.vectors)  # the size estimate, before any tool runs
     inputs = None if not args.inputs else capture_inputs(args.inputs, cfg, args.vectors)
-    with tool_failures():  # a tool failed or the netlist differs: the check failed
-        result = power(
-            args.dir,
-            vectors=args.vectors,
-            seed=args.seed,
-            inputs=inputs,
-            clock_ns=args.clock,
-            liberty=args.liberty,
-            timeout=args.timeout,
-            memory_node=args.memory_node,
-            weights=args.weights,
-        )
-    emit(result, args.json, lambda r: _text(r, args.dir))
+    if args.target == "fpga":
+        load_coefficients(args.fpga_coefficients)  # a bad file: one line, before any tool runs
+        with tool_failures():
+            result = fpga_power(
+                args.dir,
+                vectors=args.vectors,
+                seed=args.seed,
+                inputs=inputs,
+                clock_ns=args.clock,
+                timeout=args.timeout,
+                coefficients=args.fpga_coefficients,
+            )
+        emit(result, args.json, lambda r: _fpga_text(r, args.dir))
+    else:
+        with tool_failures():  # a tool failed or the netlist differs: the check failed
+            result = power(
+                args.dir,
+                vectors=args.vectors,
+                seed=args.seed,
+                inputs=inputs,
+                clock_ns=args.clock,
+                liberty=args.liberty or DEFAULT_LIBERTY,
+                timeout=args.timeout,
+                memory_node=args.memory_node or DEFAULT_NODE_NM,
+                weights=args.weights or "sram",
+            )
+        emit(result, args.json, lambda r: _text(r, args.dir))
     ok = not result["mismatches"] and not model_mismatches(result)
     return EXIT_OK if ok else EXIT_CHECK_FAILED
 
@@ -150,3 +190,39 @@ def _text(r: dict, folder: str) -> str:
     )
     fail = "\nresult: FAIL (the model's own outputs differ)" if model_mismatches(r) else ""
     return lines + model_line(r.get("vs_model"), "the netlist") + fail
+
+
+def _fpga_text(r: dict, folder: str) -> str:
+    """The report of one --target fpga run: the primitive table, the proxy and its sources."""
+    proxy, coeffs = r["proxy_energy_per_call_pj"] or {}, r["coefficients"]
+    bram = " (block RAM mapped as LUT RAM: no DP16KD model)" if r["yosys"]["nobram"] else ""
+    lines = [
+        f"{r['top']} mapped to ECP5 primitives (Yosys synth_ecp5{bram}), {r['vectors']} vectors "
+        f"({r['inputs']}), {r['cycles']} cycles: netlist = golden model, {r['mismatches']} "
+        "mismatches",
+        f"{'class':<7}{'cells':>8}{'toggles/call':>14}{'proxy pJ/call':>15}  "
+        "(pJ per transition x transitions/call of)",
+    ]
+    cells = 0
+    for name in CLASSES:
+        row, pj, basis = r["primitives"][name], proxy.get(name), coeffs["basis"][name]
+        cells += row["cells"]
+        of = row[BASIS_KEY[basis]]
+        how = "no coefficient" if coeffs["pj"][name] is None else f"{coeffs['pj'][name]:g} x"
+        lines.append(
+            f"{name:<7}{row['cells']:>8,}{row['toggles_per_call']:>14,.1f}"
+            f"{'-' if pj is None else f'{pj:.4g}':>15}  ({how} {basis}s {of:,.1f})"
+        )
+    total = "-" if not proxy else f"{proxy['total']:.4g}"
+    lines.append(f"{'total':<7}{cells:>8,}{'':>14}{total:>15}")
+    without = f"; no coefficient for {', '.join(coeffs['without'])}" if coeffs["without"] else ""
+    lines += [
+        "proxy        a proxy, not a measurement of a real part: toggles x the pJ per transition "
+        f"of {coeffs['summary'] or '?'}{without}",
+        f"             coefficients and their sources: {coeffs['file']}",
+        f"vivado       a real number for a Xilinx part: cd {folder}/power_fpga && vivado -mode "
+        "batch -source vivado_power.tcl (reads activity.saif, writes power.rpt)",
+        f"time         {r['seconds']:.0f} s; files in {folder}/power_fpga",
+    ]
+    fail = "\nresult: FAIL (the model's own outputs differ)" if model_mismatches(r) else ""
+    return "\n".join(lines) + model_line(r.get("vs_model"), "the netlist") + fail

