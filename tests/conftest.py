@@ -36,6 +36,9 @@ SLOW_FILES = {
     "test_bench_rtl_compare.py": 30,
     "test_cli.py": 30,
     "test_own_model.py": 60,
+    "test_fpga_power.py": 150,
+    "test_power.py": 150,
+    "test_memory_macros.py": 55,
 }
 
 
