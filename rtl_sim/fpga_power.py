@@ -62,13 +62,12 @@ from eatt.outdir import check_result_dir, result_dir
 from eatt.progress import step
 from eatt.quant.golden import GoldenCore
 from eatt.quant.vectors import compare_model, inputs_model
-from eatt.rtl_sim import yosys_native
 from eatt.rtl_sim.fpga_energy import load_coefficients, primitive_table, proxy_energy
 from eatt.rtl_sim.fpga_saif import vivado_script, write_saif
 from eatt.rtl_sim.gate_activity import activity, gate_folder, parse_vcd, toggles_by_bit
 from eatt.rtl_sim.pnr import weights_beyond_part
 from eatt.rtl_sim.power import DEFAULT_CLOCK_NS, DEFAULT_VECTORS, TB_PERIOD_NS, check_options
-from eatt.rtl_sim.resources import _tail, find_yosys, parse_stat, run_logged, tool_name
+from eatt.rtl_sim.resources import _tail, find_yosys, parse_stat, run_yosys, tool_name
 from eatt.rtl_sim.rtldir import load_metadata, load_weights
 from eatt.rtl_sim.runner import check_simulator, core_vectors
 from eatt.rtl_sim.tools import ToolMissing
@@ -238,12 +237,7 @@ def synthesize(
     )
     log = work / "yosys.log"
     what = f"Yosys synth_ecp5{' -nobram' if nobram else ''} of {out} ({tool_name(yosys)})"
-    try:
-        code, seconds, peak_mb = run_logged([*yosys, "-q", "-p", script], out, log, what, timeout)
-    except FileNotFoundError:
-        raise ToolMissing(f"yosys not found ({yosys[0]})") from None
-    if yosys[-1] == yosys_native.NATIVE_CODE and code == yosys_native.EXIT_NO_PYOSYS:
-        raise ToolMissing(_tail(log, 1))
+    code, seconds, peak_mb = run_yosys(yosys, script, out, log, what, timeout)
     if code != 0 or not (work / "netlist.json").is_file() or not (work / "netlist.v").is_file():
         raise RuntimeError(
             f"yosys: synth_ecp5 of {meta['top']} failed (exit {code}); see {log}:\n" + _tail(log)

@@ -54,9 +54,8 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 
 from eatt.outdir import check_result_dir, result_dir
-from eatt.rtl_sim import yosys_native
 from eatt.rtl_sim.folded import weight_count
-from eatt.rtl_sim.resources import _tail, find_yosys, parse_stat, run_logged, tool_name
+from eatt.rtl_sim.resources import _tail, find_yosys, parse_stat, run_logged, run_yosys, tool_name
 from eatt.rtl_sim.rtldir import load_metadata
 from eatt.rtl_sim.tools import ToolMissing
 
@@ -323,19 +322,15 @@ def pnr(
             f"tee -q -o {rel}/stat.txt stat"
         )
         ylog = tmp / "yosys.log"
-        try:
-            code, y_sec, y_mb = run_logged(
-                [*yosys, "-q", "-p", script],
-                out,
-                ylog,
-                f"Yosys synth_ecp5{' -nodsp' if nodsp else ''} of {out} ({tool_name(yosys)})",
-                _left(deadline),
-                ylog,
-            )
-        except FileNotFoundError:
-            raise ToolMissing(f"yosys not found ({yosys[0]})") from None
-        if yosys[-1] == yosys_native.NATIVE_CODE and code == yosys_native.EXIT_NO_PYOSYS:
-            raise ToolMissing(_tail(ylog, 1))
+        code, y_sec, y_mb = run_yosys(
+            yosys,
+            script,
+            out,
+            ylog,
+            f"Yosys synth_ecp5{' -nodsp' if nodsp else ''} of {out} ({tool_name(yosys)})",
+            _left(deadline),
+            ylog,
+        )
         if code != 0 or not (tmp / "netlist.json").is_file() or not (tmp / "stat.txt").is_file():
             raise RuntimeError(
                 f"yosys: synth_ecp5 of {top} failed (exit {code}); see {ylog}:\n" + _tail(ylog)

@@ -74,7 +74,6 @@ from eatt.quant.vectors import compare_model, inputs_model
 from eatt.rtl_sim import liberty as lib_mod
 from eatt.rtl_sim import memory_energy as mem_mod
 from eatt.rtl_sim import stages as stages_mod
-from eatt.rtl_sim import yosys_native
 from eatt.rtl_sim.folded import weight_count
 from eatt.rtl_sim.gate_activity import (  # noqa: F401  (their home was this module)
     DUMP_MODULE,
@@ -83,7 +82,7 @@ from eatt.rtl_sim.gate_activity import (  # noqa: F401  (their home was this mod
     parse_vcd,
     toggles_by_bit,
 )
-from eatt.rtl_sim.resources import _tail, find_yosys, run_logged, tool_name
+from eatt.rtl_sim.resources import find_yosys, run_logged, run_yosys, tool_name
 from eatt.rtl_sim.rtldir import load_metadata, load_weights
 from eatt.rtl_sim.runner import (
     check_simulator,
@@ -211,12 +210,7 @@ def synthesize(out: Path, meta: dict, work: Path, liberty: Path, timeout: float 
     script = synth_script(list(meta["sources"]), meta["top"], work.name)
     log = work / "yosys.log"
     what = f"Yosys to {liberty.name} cells of {out} ({tool_name(yosys)})"
-    try:
-        code, seconds, peak_mb = run_logged([*yosys, "-q", "-p", script], out, log, what, timeout)
-    except FileNotFoundError:
-        raise ToolMissing(f"yosys not found ({yosys[0]})") from None
-    if yosys[-1] == yosys_native.NATIVE_CODE and code == yosys_native.EXIT_NO_PYOSYS:
-        raise ToolMissing(_tail(log, 1))
+    code, seconds, peak_mb = run_yosys(yosys, script, out, log, what, timeout)
     if code != 0 or not (work / "netlist.json").is_file() or not (work / "cells.v").is_file():
         raise RuntimeError(f"yosys: synthesis of {meta['top']} failed (exit {code}); see {log}")
     netlist = work / "sta_netlist.v"

