@@ -132,12 +132,12 @@ def cacti(width: int, rows: int, node_nm: int, reads: int = 1, rom: bool = False
     if folder is None:
         raise RuntimeError("CACTI is missing: the PyPI package zigzag-dse (make install)")
     w, r = priced_shape(width, rows)
-    for _ in range(6):  # a narrow, shallow array CACTI finds no organization for: twice the rows
+    for doubling in range(7):  # a narrow, shallow array CACTI finds no organization for: 2x rows
         try:
-            return _cacti_run(folder, w, r, node_nm, reads, rom)
+            return _cacti_run(folder, w, r << doubling, node_nm, reads, rom)
         except RuntimeError:
-            r *= 2
-    return _cacti_run(folder, w, r, node_nm, reads, rom)
+            if doubling == 6:
+                raise
 
 
 def _cacti_run(folder: Path, w: int, r: int, node_nm: int, reads: int, rom: bool) -> dict:

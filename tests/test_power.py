@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -118,13 +119,24 @@ def test_missing_library_and_sta_are_tool_missing(tmp_path, monkeypatch):
 
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "eatt.cli", "power", *args],
-        capture_output=True,
+    """eatt power in a session of its own: a timeout ends the whole group (its Yosys and
+    Icarus children too, which a kill of the command alone would leave running)."""
+    cmd = [sys.executable, "-m", "eatt.cli", "power", *args]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=900,
+        start_new_session=True,
         env=None if env is None else {**os.environ, **env},
     )
+    try:
+        out, err = proc.communicate(timeout=900)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 @pytest.mark.parametrize(

@@ -97,31 +97,26 @@ def run(args) -> int:
     cfg = CoreConfig.from_dict(meta["config"], source=f"{args.dir}/metadata.json")
     check_vectors(cfg, args.vectors)  # the size estimate, before any tool runs
     inputs = None if not args.inputs else capture_inputs(args.inputs, cfg, args.vectors)
+    common = dict(
+        vectors=args.vectors,
+        seed=args.seed,
+        inputs=inputs,
+        clock_ns=args.clock,
+        timeout=args.timeout,
+    )
     if args.target == "fpga":
         load_coefficients(args.fpga_coefficients)  # a bad file: one line, before any tool runs
         with tool_failures():
-            result = fpga_power(
-                args.dir,
-                vectors=args.vectors,
-                seed=args.seed,
-                inputs=inputs,
-                clock_ns=args.clock,
-                timeout=args.timeout,
-                coefficients=args.fpga_coefficients,
-            )
+            result = fpga_power(args.dir, coefficients=args.fpga_coefficients, **common)
         emit(result, args.json, lambda r: _fpga_text(r, args.dir))
     else:
         with tool_failures():  # a tool failed or the netlist differs: the check failed
             result = power(
                 args.dir,
-                vectors=args.vectors,
-                seed=args.seed,
-                inputs=inputs,
-                clock_ns=args.clock,
                 liberty=args.liberty or DEFAULT_LIBERTY,
-                timeout=args.timeout,
                 memory_node=args.memory_node or DEFAULT_NODE_NM,
                 weights=args.weights or "sram",
+                **common,
             )
         emit(result, args.json, lambda r: _text(r, args.dir))
     ok = not result["mismatches"] and not model_mismatches(result)
