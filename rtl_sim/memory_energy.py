@@ -18,7 +18,8 @@ access:
 - without CACTI, **Horowitz** (ISSCC 2014, 45 nm): 10 / 20 / 100 pJ per 64-bit read of an 8 KB /
   32 KB / 1 MB SRAM, interpolated in log-log and scaled per bit; a write priced as a read.
 - weights off chip (``weights="dram"``): the weight ROMs' reads at Horowitz's DRAM figure,
-  1.3-2.6 nJ per 64 bits (the middle, 1.95 nJ: 30.5 pJ a bit).
+  1.3-2.6 nJ per 64 bits (the middle, 1.95 nJ: 30.5 pJ a bit), an off-chip part's energy that
+  the node scaling below leaves as it is.
 
 The logic is measured at the Liberty's node (OSU 0.18 um): the memories' energies are scaled
 from the memory model's node to it by the classical rule, energy ~ C V^2 with C ~ feature size
@@ -205,7 +206,7 @@ def price(
     model_node = node_nm if use_cacti else HOROWITZ_NODE_NM
     vdd = node_vdd(node_nm) if use_cacti else HOROWITZ_VDD
     scale = 1.0 if to_node_nm is None else (to_node_nm / model_node) * (to_vdd / vdd) ** 2
-    rows, dynamic, leakage = [], 0.0, 0.0
+    rows, dynamic, leakage, off_chip = [], 0.0, 0.0, 0.0
     for m in macros:
         if weights == "dram" and is_weight(m["name"]):
             source = "dram"
@@ -220,6 +221,7 @@ def price(
         leak = cost["leakage_mw"] * run_ns  # mW x ns = pJ
         dynamic += dyn
         leakage += leak
+        off_chip += dyn if source == "dram" else 0.0
         rows.append({
             **m, "source": source,
             "read_pj": round(cost["read_pj"], 6), "write_pj": round(cost["write_pj"], 6),
@@ -246,10 +248,11 @@ def price(
             "factor": round(scale, 6),
             "rule": SCALING,
         },  # fmt: skip
+        # DRAM's access energy is the off-chip part's own: it is not scaled with the logic's node
         "pj_per_call": {
-            "dynamic": round(scale * dynamic / calls, 6),
+            "dynamic": round((scale * (dynamic - off_chip) + off_chip) / calls, 6),
             "leakage": round(scale * leakage / calls, 6),
-            "total": round(scale * (dynamic + leakage) / calls, 6),
+            "total": round((scale * (dynamic - off_chip + leakage) + off_chip) / calls, 6),
         },
     }
 
@@ -345,10 +348,11 @@ def stages_with_macros(rows: dict, memories: dict | None, stage_of) -> dict:
         return rows
     factor = memories["scaled_to"]["factor"] if memories["scaled_to"] else 1.0
     for m in memories["macros"]:
+        scale = 1.0 if m["source"] == "dram" else factor  # off chip: not scaled (price())
         row = rows.setdefault(
             stage_of(m["name"]), {"cells": 0, "area_um2": 0.0, "dynamic_pj": 0.0, "leakage_pj": 0.0}
         )
-        pj = factor * m["dynamic_pj_per_call"]
+        pj = scale * m["dynamic_pj_per_call"]
         row["macro_pj"] = round(row.get("macro_pj", 0.0) + pj, 6)
         row["dynamic_pj"] = round(row["dynamic_pj"] + pj, 6)
     return rows

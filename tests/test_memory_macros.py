@@ -54,6 +54,13 @@ def test_cacti_and_its_fallback(monkeypatch):
     priced = mem.price(rows, calls=1, run_ns=100.0)
     assert priced["node_nm"] == 45 and "Horowitz" in priced["source"]
     assert priced["at_node_pj_per_call"]["dynamic"] == pytest.approx(150.0)
+    # weights in DRAM: an off-chip access, not scaled to the logic's node like the SRAM
+    rom = dict(rows[0], name="u_engine.u_multiply.g_rom[1].g_used.rom.g_macro.u_macro",
+               kind="rom", writes=0)  # fmt: skip
+    dram = mem.price([rows[0], rom], calls=1, run_ns=100.0, weights="dram")
+    factor = dram["scaled_to"]["factor"]
+    off_chip = 10 * 64 * mem.DRAM_PJ_PER_BIT
+    assert factor > 1 and dram["pj_per_call"]["dynamic"] == pytest.approx(factor * 150.0 + off_chip)
 
 
 def test_weights_that_are_macros_are_not_refused(tmp_path):
