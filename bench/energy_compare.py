@@ -29,7 +29,8 @@ Writes bench/results/energy_compare.json (rewritten after every job: a run cut s
 finished), energy_compare.md (the table) and energy_compare.png (the plot).
 
 Usage: ``python bench/energy_compare.py [--quick] [--levels alignment,attention,folded]
-[--vectors N] [--clock NS] [--out PATH]`` (the committed results: the two unrolled levels in
+[--vectors N] [--clock NS] [--macro-rows N] [--clock-gating N] [--out PATH]`` (the committed
+results: the two unrolled levels in
 energy_compare.json, ``--levels folded --vectors 20 --out
 bench/results/energy_compare_folded.json`` for the folded engine).
 """
@@ -85,6 +86,8 @@ def _record(r: dict) -> dict:
             "scaled_to": mem["scaled_to"],
         }
     out["by_stage"] = r.get("by_stage")
+    out["clock_gating"] = r.get("clock_gating")
+    out["simulator"] = r["sim"].get("simulator")
     out["mismatches"] = r["mismatches"]
     out["fmax_mhz"] = r["sta"]["fmax_mhz"]
     out["yosys_seconds"] = r["yosys"]["seconds"]
@@ -316,6 +319,12 @@ def main(argv: list[str] | None = None) -> int:
         default=MACRO_ROWS,
         help=f"folded: memories of at least this many words are macros ({MACRO_ROWS}; 1: all)",
     )
+    ap.add_argument(
+        "--clock-gating",
+        type=int,
+        metavar="N",
+        help="gate the clocks of enables of at least N flip-flops (eatt power --clock-gating)",
+    )
     args = ap.parse_args(argv)
     levels = [lv for lv in args.levels.split(",") if lv]
     for lv in levels:
@@ -329,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         "vectors": args.vectors,
         "clock_ns": args.clock,
         "macro_rows": args.macro_rows,
+        "clock_gating": args.clock_gating,
         "liberty": None,
         "machine": platform.machine(),
         "levels": {},
@@ -357,7 +367,10 @@ def main(argv: list[str] | None = None) -> int:
                 extra = {"folding": folding} if level == "folded" else {}
                 generate_rtl(kcfg, random_weights(kcfg, seed=1), out, level=level, **extra)
                 t0 = time.perf_counter()
-                r = power(out, vectors=args.vectors, seed=0, clock_ns=args.clock)
+                r = power(
+                    out, vectors=args.vectors, seed=0, clock_ns=args.clock,
+                    clock_gating=args.clock_gating,
+                )  # fmt: skip
                 print(f"{level} {kind}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
                 report["liberty"] = r["liberty"]
                 report["levels"].setdefault(level, {})[kind] = _record(r)

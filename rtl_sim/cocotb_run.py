@@ -1,6 +1,6 @@
 """cocotb's runner as eatt sim drives it: builds and testbench runs of one top level.
 
-    _cocotb_build(simulator, sources, top, bdir, parameters, roots)
+    _cocotb_build(simulator, sources, top, bdir, parameters, roots, trace)
         cocotb's build of ``top`` in ``bdir`` (Verilator: only the top's signals public)
     _cocotb_test(simulator, test_module, top, bdir, run, seed, log, vcd)
         cocotb's run of one testbench module (rtl_sim/tb/) on a built top
@@ -37,6 +37,11 @@ LABEL = {"verilator": "Verilator", "icarus": "Icarus Verilog"}
 #: -> 1.1 s).
 _BUILD_ARGS = {"verilator": ["-Wno-fatal", "--no-public-flat-rw"], "icarus": []}
 PUBLIC_TOP_VLT = "eatt_public_top.vlt"
+#: a build with ``trace="saif"`` (Verilator; eatt power's netlist simulation): dump.saif in the
+#: run folder with the toggle count of every net of the top module (a synthesized netlist's
+#: nets are named _123_, which Verilator leaves out of a trace without --trace-underscore; depth
+#: 1 leaves out the cells' insides, which would double the build time)
+TRACE_ARGS = {"saif": ["--trace-saif", "--trace-underscore", "--trace-depth", "1"]}
 
 
 def _public_top(bdir: Path, top: str) -> Path:
@@ -108,13 +113,17 @@ def _cocotb_build(
     bdir: Path,
     parameters: dict | None = None,
     roots: list[str] | None = None,
+    trace: str | None = None,
 ) -> None:
     """cocotb's build of `top`; ``roots`` (Icarus): more top-level modules elaborated beside it
-    (eatt power's VCD dumper)."""
+    (eatt power's VCD dumper); ``trace`` (Verilator): "saif", a build whose runs with waves
+    write dump.saif (:data:`TRACE_ARGS`)."""
     log = bdir / "build.log"
     if roots and simulator != "icarus":
         raise ValueError(f"extra top-level modules {roots}: Icarus only")
-    extra = [a for r in roots or () for a in ("-s", r)]
+    if trace and (simulator != "verilator" or trace not in TRACE_ARGS):
+        raise ValueError(f"trace {trace!r}: Verilator's {', '.join(TRACE_ARGS)} only")
+    extra = [a for r in roots or () for a in ("-s", r)] + TRACE_ARGS.get(trace or "", [])
     if simulator == "verilator":
         bdir.mkdir(parents=True, exist_ok=True)
         sources = [*sources, _public_top(bdir, top)]
@@ -125,6 +134,7 @@ def _cocotb_build(
                 hdl_toplevel=top,
                 build_dir=bdir,
                 build_args=_BUILD_ARGS[simulator] + extra,
+                waves=bool(trace),
                 parameters=parameters or {},
                 timescale=("1ns", "1ps"),
                 log_file=log,
@@ -137,10 +147,13 @@ def _cocotb_build(
 def _cocotb_test(
     simulator: str, test_module: str, top: str, bdir, run: Path, seed: int, log, vcd=False
 ):
-    """cocotb's runner.test of one testbench module on a built top; its results.xml path. A
-    failure to run is a RuntimeError naming the log and its tail."""
+    """cocotb's runner.test of one testbench module on a built top; its results.xml path.
+    ``vcd``: the run writes its activity (Icarus: the design's $dumpfile; Verilator: the
+    build's trace, dump.saif). A failure to run is a RuntimeError naming the log and its tail."""
     try:
-        return _runner(simulator, vcd).test(
+        waves = {"waves": True} if vcd and simulator == "verilator" else {}
+        return _runner(simulator, vcd and simulator == "icarus").test(
+            **waves,
             test_module=test_module,
             hdl_toplevel=top,
             hdl_toplevel_lang="verilog",

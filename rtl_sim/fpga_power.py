@@ -317,8 +317,8 @@ def fpga_power(
                 f"{act['mismatches']} of {len(x)} vectors (first: vector {fm['vector']}, "
                 f"index {fm['index']}: expected {fm['expected']}, got {fm['got']})"
             )
-        with step(f"power: toggles from {act['vcd'].stat().st_size / 1e6:.1f} MB of VCD"):
-            text = act["vcd"].read_text()
+        with step(f"power: toggles from {act['trace'].stat().st_size / 1e6:.1f} MB of VCD"):
+            text = act["trace"].read_text()
             nets, duration_ns = parse_vcd(text)
             # Icarus writes an escaped RTL name (\u_row.acc) with its backslash
             nets = {k[1:] if k.startswith("\\") else k: v for k, v in nets.items()}

@@ -392,8 +392,12 @@ def netlist_energy(
     slew_ns: float = DEFAULT_SLEW_NS,
     output_load_pf: float = 0.0,
     stages: dict[str, dict[str, float]] | None = None,
+    groups: dict[str, str] | None = None,
 ) -> dict:
     """Energy (pJ) of ``cycles`` clock cycles of a Yosys JSON module; see the module docstring.
+
+    ``groups`` ({cell: name}): those cells, and the nets they drive, are booked in ``by_type``
+    under the name instead of their cell type (the clock gates, rtl_sim/clock_gating.py).
 
     With ``stages`` ({cell: {stage: weight}}, rtl_sim/stages.py) the result also has
     ``by_stage``: each cell's area, leakage and input-pin energy, and each net's switching and
@@ -425,7 +429,8 @@ def netlist_energy(
             cell = lib.cell(c["type"])
         except ValueError as e:
             raise ValueError(f"cell {inst}: {e}") from None
-        e = entry(cell.name)
+        kind = groups.get(inst, cell.name) if groups else cell.name
+        e = entry(kind)
         e["count"] += 1
         leakage_nw += cell.leakage_nw
         e["area"] += cell.area
@@ -448,7 +453,7 @@ def netlist_energy(
                         to_stages(inst, "internal_pj", internal)
                         loads.setdefault(b, []).append((inst, pin.capacitance_pf))
                 if pin.direction in ("output", "inout"):
-                    driver[b] = (cell.name, pin)
+                    driver[b] = (kind, pin)
                     driver_cell[b] = inst
     for port in module.get("ports", {}).values():
         for b in _bits(port["bits"]):

@@ -322,6 +322,12 @@ def parts(split: dict, per_call: dict, memories: dict | None, liberty: str, node
         },
         "leakage": {"pj": round(per_call["leakage"], 6), "source": liberty, "node_nm": node},
     }
+    if "clock_gating" in split:
+        out["clock_gating"] = {
+            "pj": split["clock_gating"],
+            "source": where + ": the clock gates (latch, inverter, AND) and the gated clock nets",
+            "node_nm": node,
+        }
     if split.get("macro_outputs"):
         out["macro_outputs"] = {
             "pj": split["macro_outputs"],

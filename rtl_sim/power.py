@@ -71,6 +71,7 @@ from eatt.outdir import check_result_dir, result_dir
 from eatt.progress import step
 from eatt.quant.golden import GoldenCore
 from eatt.quant.vectors import compare_model, inputs_model
+from eatt.rtl_sim import clock_gating as gating_mod
 from eatt.rtl_sim import liberty as lib_mod
 from eatt.rtl_sim import memory_energy as mem_mod
 from eatt.rtl_sim import stages as stages_mod
@@ -80,6 +81,7 @@ from eatt.rtl_sim.gate_activity import (  # noqa: F401  (their home was this mod
     activity,
     gate_folder,
     parse_vcd,
+    read_toggles,
     toggles_by_bit,
 )
 from eatt.rtl_sim.resources import find_yosys, run_logged, run_yosys, tool_name
@@ -95,6 +97,11 @@ POWER_DIR = "power"
 WHAT = "eatt power"
 DEFAULT_CLOCK_NS = 10.0
 DEFAULT_VECTORS = 100
+#: --simulator auto: the netlist runs in Icarus up to this many cycles in all (about two minutes
+#: of a folded engine's netlist there), in Verilator beyond (its build takes minutes, its run
+#: thousands of cycles a second: rtl_sim/gate_activity.py)
+ICARUS_CYCLES = 20_000
+SIMULATORS = ("auto", "icarus", "verilator")
 #: the cocotb testbenches' clock period (rtl_sim/tb/test_alignment.py PERIOD_NS)
 TB_PERIOD_NS = 10.0
 #: Liberty libraries by name: (Debian package, path inside it)
@@ -169,13 +176,16 @@ def check_options(clock_ns: float, vectors: int | None) -> None:
 
 
 # -- 1. synthesis -------------------------------------------------------------------------------
-def synth_script(sources: list[str], top: str, rel: str) -> str:
-    """The Yosys script (paths relative to the RTL folder; rel: the work folder in it)."""
+def synth_script(sources: list[str], top: str, rel: str, gating: int | None = None) -> str:
+    """The Yosys script (paths relative to the RTL folder; rel: the work folder in it);
+    ``gating``: clock gates for every enable of at least that many flip-flops
+    (rtl_sim/clock_gating.py)."""
     # the memory macros (folded_macro.sv) are black boxes: kept as cells with their parameters
     reads = "; ".join(f"read_verilog -sv -D{BLACKBOX_DEFINE} {s}" for s in sources)
     lib = f"{rel}/cells.lib"
+    gate = "" if gating is None else gating_mod.yosys_commands(rel, top, lib, gating)
     return (
-        f"{reads}; synth -flatten -noabc -top {top}; "
+        f"{reads}; synth -flatten -noabc -top {top}; {gate}"
         f"dfflibmap -liberty {lib}; abc -liberty {lib} -script {rel}/abc.script; "
         "opt_clean -purge; setundef -zero; "
         # the cells' final names (_cN_; a macro keeps its instance path), then the nets with
@@ -202,12 +212,24 @@ def _area(stat: str) -> float:
     return float(m[1]) if m else float("nan")
 
 
-def synthesize(out: Path, meta: dict, work: Path, liberty: Path, timeout: float | None) -> dict:
-    """Yosys to the Liberty's cells in work/ (inside out): netlist.v, netlist.json, cells.v."""
+def synthesize(
+    out: Path,
+    meta: dict,
+    work: Path,
+    liberty: Path,
+    timeout: float | None,
+    gating: tuple[dict, int] | None = None,
+) -> dict:
+    """Yosys to the Liberty's cells in work/ (inside out): netlist.v, netlist.json, cells.v;
+    ``gating``: (the clock gate's cells, the fewest flip-flops a gate serves)."""
     shutil.copyfile(liberty, work / "cells.lib")
     (work / "abc.script").write_text(ABC_SCRIPT)
     yosys = find_yosys()
-    script = synth_script(list(meta["sources"]), meta["top"], work.name)
+    if gating:
+        gating_mod.write_icg(work, gating[0])
+    script = synth_script(
+        list(meta["sources"]), meta["top"], work.name, gating[1] if gating else None
+    )
     log = work / "yosys.log"
     what = f"Yosys to {liberty.name} cells of {out} ({tool_name(yosys)})"
     code, seconds, peak_mb = run_yosys(yosys, script, out, log, what, timeout)
@@ -329,10 +351,16 @@ def power(
     timeout: float | None = None,
     memory_node: int = mem_mod.DEFAULT_NODE_NM,
     weights: str = "sram",
+    simulator: str = "auto",
+    clock_gating: int | None = None,
 ) -> dict:
     """The module doc's measurement of rtl_dir (an alignment or attention core, or the folded
     engine; its memory macros priced at ``memory_node`` nm, the weights on chip or in DRAM:
-    rtl_sim/memory_energy.py)."""
+    rtl_sim/memory_energy.py); the netlist simulated in ``simulator`` (auto: :func:`pick`);
+    ``clock_gating``: the clocks of enabled registers gated, a gate for every enable of at
+    least that many flip-flops (rtl_sim/clock_gating.py)."""
+    if simulator not in SIMULATORS:
+        raise ValueError(f"--simulator: one of {', '.join(SIMULATORS)}, got {simulator!r}")
     check_options(clock_ns, None if inputs is not None else vectors)
     if memory_node not in mem_mod.NODES_NM:
         nodes = ", ".join(map(str, mem_mod.NODES_NM))
@@ -365,15 +393,22 @@ def power(
         if meta["level"] == "alignment"
         else golden.forward(x, y, masks=masks)
     )
+    sim = pick(meta, len(x)) if simulator == "auto" else simulator
+    check_simulator(sim)
     library = lib_mod.read_liberty(lib_path)
+    gating = None
+    if clock_gating is not None:
+        if isinstance(clock_gating, bool) or not isinstance(clock_gating, int) or clock_gating < 1:
+            raise ValueError(f"--clock-gating: a number of flip-flops >= 1, got {clock_gating!r}")
+        gating = (gating_mod.cells_for(liberty, library.cells), clock_gating)
     t0 = time.perf_counter()
     # DIR/power: replaced whole when the run ends well; a failed tool's logs go to
     # DIR/power.failed and the last good result stays (eatt.outdir.result_dir)
     with result_dir(out, POWER_DIR, WHAT, _legacy_power) as work:
-        synth = synthesize(out, meta, work, lib_path, timeout)
+        synth = synthesize(out, meta, work, lib_path, timeout, gating)
         module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
         macros = mem_mod.split_macros(module)  # priced per access below, not as cells
-        gate, gmeta = gate_folder(work, meta, out)
+        gate, gmeta = gate_folder(work, meta, out, sim)
         act = activity(gate, gmeta, x, y, masks, expected, out, macros)
         if act["mismatches"]:
             fm = act["first_mismatch"]
@@ -382,16 +417,19 @@ def power(
                 f"{act['mismatches']} of {len(x)} vectors (first: vector {fm['vector']}, "
                 f"index {fm['index']}: expected {fm['expected']}, got {fm['got']})"
             )
-        with step(f"power: toggles from {act['vcd'].stat().st_size / 1e6:.1f} MB of VCD"):
-            nets, duration_ns = parse_vcd(act["vcd"].read_text())
+        trace = act["trace"]
+        with step(f"power: toggles from {trace.stat().st_size / 1e6:.1f} MB of {trace.suffix}"):
+            nets, duration_ns = read_toggles(trace, meta["top"])
         toggles = toggles_by_bit(module, nets)
         cell_stages = stage_map(work, meta, module, library)
         # energy is per toggle, so the testbench's clock (TB_PERIOD_NS) does not matter; leakage
         # and power are at clock_ns
-        cycles = int(round(duration_ns / TB_PERIOD_NS)) or int(act["cycles"] or 1)
+        # (Verilator's SAIF ends half a period before Icarus' VCD: the last falling edge)
+        cycles = math.ceil(duration_ns / TB_PERIOD_NS - 1e-6) or int(act["cycles"] or 1)
         energy = lib_mod.netlist_energy(
             module, toggles, library, cycles=cycles, period_ns=clock_ns,
-            stages=cell_stages, **({} if slew_ns is None else {"slew_ns": slew_ns}),
+            stages=cell_stages, groups=gating_mod.groups(module),
+            **({} if slew_ns is None else {"slew_ns": slew_ns}),
         )  # fmt: skip
         clock = meta["interface"].get("clock", "ap_clk")
         in_bits = [
@@ -453,6 +491,9 @@ def power(
                 lambda name: stages_mod.register_stage(meta["level"], name),
             ),  # fmt: skip
             **({"memories": memories} if memories else {}),
+            "clock_gating": (
+                gating_mod.summary(module, library, *gating) if gating else {"gates": 0}
+            ),
             "input_activity": round(input_activity, 6),
             "sta": {
                 "worst_slack_ns": sta["worst_slack_ns"],
@@ -463,11 +504,21 @@ def power(
             "nets": sum(1 for b in _bits(module) if isinstance(b, int)),
             "nets_with_activity": len(toggles),
             "yosys": synth,
-            "sim": {k: act[k] for k in ("build_seconds", "sim_seconds", "cached_build")},
+            "sim": {
+                k: act[k] for k in ("simulator", "build_seconds", "sim_seconds", "cached_build")
+            },
             "seconds": round(time.perf_counter() - t0, 3),
         }
         atomic_write_text(work / "result.json", json.dumps(result, indent=1) + "\n")
     return result
+
+
+def pick(meta: dict, calls: int) -> str:
+    """--simulator auto: Icarus for runs of at most :data:`ICARUS_CYCLES` cycles (the folded
+    engine's metadata gives its cycles a call; the unrolled cores take a few), else
+    Verilator."""
+    per_call = int(meta.get("ii_cycles") or 1) if meta["level"] == "folded" else 1
+    return "icarus" if per_call * calls <= ICARUS_CYCLES else "verilator"
 
 
 def energy_split(by_type: dict, library, calls: int) -> dict:
@@ -479,6 +530,8 @@ def energy_split(by_type: dict, library, calls: int) -> dict:
         cell = library.cells.get(name)
         sequential = cell is not None and cell.sequential
         key = "input_ports" if name == "input ports" else "flip_flops" if sequential else "logic"
+        if name == gating_mod.GROUP:  # the clock gates and the gated clock nets they drive
+            key = "clock_gating"
         if name == "undriven":  # driven by no cell: a memory macro's read port
             key = "macro_outputs"
         split[key] = split.get(key, 0.0) + (row["switching_pj"] + row["internal_pj"]) / calls

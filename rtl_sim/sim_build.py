@@ -139,6 +139,8 @@ def build_key(out: Path, meta: dict, simulator: str) -> str:
     ]
     if meta.get("roots"):
         parts.append(f"roots {json.dumps(meta['roots'])}")
+    if meta.get("trace"):
+        parts.append(f"trace {meta['trace']}")
     for part in parts:
         h.update(part.encode() + b"\0")
     for rel in _sources(out, meta):
@@ -206,7 +208,14 @@ def _built(
         with file_lock(bdir / ".eatt-build.lock", f"another eatt sim using {bdir}", lock_timeout):
             with step(f"{label} build of {out}") as s:
                 sources = [out / rel for rel in _sources(out, meta)]
-                _cocotb_build(simulator, sources, meta["top"], bdir, roots=meta.get("roots"))
+                _cocotb_build(
+                    simulator,
+                    sources,
+                    meta["top"],
+                    bdir,
+                    roots=meta.get("roots"),
+                    trace=meta.get("trace"),
+                )
             yield bdir, False, s.seconds
         return
     root = sim_cache(simulator)
@@ -228,7 +237,9 @@ def _built(
             shutil.copyfile(out / rel, bdir / "src" / rel)
         with step(f"{label} build of {out}") as s:
             srcs = [bdir / "src" / rel for rel in rels]
-            _cocotb_build(simulator, srcs, meta["top"], bdir, roots=meta.get("roots"))
+            _cocotb_build(
+                simulator, srcs, meta["top"], bdir, roots=meta.get("roots"), trace=meta.get("trace")
+            )
         _slim(bdir, simulator)
         info = {
             "top": meta["top"],

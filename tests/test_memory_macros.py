@@ -102,7 +102,8 @@ def test_power_prices_every_macro(tmp_path):
     """eatt power on the engine with every memory a macro: the netlist (logic and registers)
     equals the golden model; each macro's reads and writes follow the schedule; the energy is
     the netlist's plus the macros' (scaled to the Liberty's 180 nm), split into parts that add
-    up; the same vectors give the same numbers; weights in DRAM cost more; the CLI's text and
+    up; the same vectors give the same numbers; Verilator's SAIF gives the same counts and the
+    netlist's energy within its power-up toggles; weights in DRAM cost more; the CLI's text and
     --json report them."""
     _tools()
     cfg = CoreConfig.from_dict(dict(kind="vanilla", **TINY))
@@ -132,6 +133,15 @@ def test_power_prices_every_macro(tmp_path):
     assert "macro_pj" in r["by_stage"]["projections"]  # the weight ROMs, the Q, K, V memories
     again = power(out, vectors=VECTORS, seed=1, timeout=900)
     assert again["energy_per_call_pj"] == e and again["memories"] == r["memories"]
+    ver = power(out, vectors=VECTORS, seed=1, timeout=900, simulator="verilator")
+    assert ver["mismatches"] == 0 and ver["sim"]["simulator"] == "verilator"
+    assert r["sim"]["simulator"] == "icarus"  # auto: a short run
+    assert ver["cycles"] == r["cycles"]
+    assert [(m["reads"], m["writes"]) for m in ver["memories"]["macros"]] == [
+        (m["reads"], m["writes"]) for m in r["memories"]["macros"]
+    ]
+    # Verilator starts every net at 0 and counts its first rise (gate_activity's module doc)
+    assert ver["energy_per_call_pj"]["netlist"] == pytest.approx(e["netlist"], rel=0.03)
     dram = power(out, vectors=VECTORS, seed=1, timeout=900, weights="dram")
     assert dram["memories"]["pj_per_call"]["total"] > r["memories"]["pj_per_call"]["total"]
     assert _names(dram)[wq["name"]]["source"] == "dram"
@@ -149,7 +159,9 @@ def test_power_prices_every_macro(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "flags", [["--memory-node", "45"], ["--weights", "dram"]], ids=["node", "weights"]
+    "flags",
+    [["--memory-node", "45"], ["--weights", "dram"], ["--simulator", "verilator"]],
+    ids=["node", "weights", "simulator"],
 )
 def test_memory_flags_are_asic_only(flags, tmp_path):
     """The memory macros' flags price the ASIC netlist's memories: with --target fpga they are

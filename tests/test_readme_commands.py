@@ -207,6 +207,13 @@ def test_power(rtl_dirs):
         pytest.skip(str(err))
     r = both_modes(["power", str(rtl_dirs["alignment"]), "--vectors", "30"], "energy/call")
     assert r["mismatches"] == 0 and r["energy_per_call_pj"]["total"] > 0
+    # the README's flags: the folded engine with gated clocks, the netlist in Verilator
+    args = ["power", str(rtl_dirs["folded"]), "--vectors", "3", "--clock-gating"]
+    r = both_modes(args, "clock gates")
+    assert r["mismatches"] == 0 and r["clock_gating"]["gates"] > 0
+    args = ["power", str(rtl_dirs["alignment"]), "--vectors", "10", "--simulator", "verilator"]
+    r = both_modes(args, "in Verilator")
+    assert r["mismatches"] == 0 and r["sim"]["simulator"] == "verilator"
 
 
 @pytest.mark.rtl

@@ -8,11 +8,12 @@ from eatt.cli.common import BoundedInt, PositiveFloat, add_json, emit
 from eatt.cli.exits import EXIT_CHECK_FAILED, EXIT_OK, CommandError, tool_failures
 from eatt.config import CoreConfig, check_vectors
 from eatt.quant.vectors import capture_inputs, model_line, model_mismatches
+from eatt.rtl_sim.clock_gating import DEFAULT_MIN_FLIP_FLOPS
 from eatt.rtl_sim.fpga_energy import BASIS_KEY, CLASSES, load_coefficients
 from eatt.rtl_sim.fpga_power import fpga_power
 from eatt.rtl_sim.generate import load_metadata
 from eatt.rtl_sim.memory_energy import DEFAULT_NODE_NM, NODES_NM, WEIGHT_PLACES
-from eatt.rtl_sim.power import DEFAULT_LIBERTY, LIBERTIES, power
+from eatt.rtl_sim.power import DEFAULT_LIBERTY, ICARUS_CYCLES, LIBERTIES, SIMULATORS, power
 
 HELP = "energy per call from the synthesized netlist's switching activity (ASIC cells or FPGA)"
 #: the RTL levels eatt power measures: the cores (not the windowed unit)
@@ -72,6 +73,21 @@ def add_arguments(p) -> None:
         help="asic: the folded engine's weights on chip (sram, the default) or read from DRAM "
         "per bit (dram)",
     )
+    p.add_argument(
+        "--simulator",
+        choices=SIMULATORS,
+        help="asic: the netlist's simulation: icarus (4-state, VCD), verilator (SAIF; a build "
+        f"of minutes, then fast) or auto (the default: icarus up to {ICARUS_CYCLES:,} cycles)",
+    )
+    p.add_argument(
+        "--clock-gating",
+        action=BoundedInt,
+        nargs="?",
+        const=DEFAULT_MIN_FLIP_FLOPS,
+        metavar="N",
+        help="asic: gate the clock of every enable that loads at least N flip-flops "
+        f"({DEFAULT_MIN_FLIP_FLOPS}) with a latch-based clock gate of the library's cells",
+    )
     add_json(p)
 
 
@@ -82,6 +98,8 @@ def run(args) -> int:
             ("--liberty", args.liberty),
             ("--memory-node", args.memory_node),
             ("--weights", args.weights),
+            ("--simulator", args.simulator),
+            ("--clock-gating", args.clock_gating),
         ],
     }
     for flag, value in only[args.target]:
@@ -116,6 +134,8 @@ def run(args) -> int:
                 liberty=args.liberty or DEFAULT_LIBERTY,
                 memory_node=args.memory_node or DEFAULT_NODE_NM,
                 weights=args.weights or "sram",
+                simulator=args.simulator or "auto",
+                clock_gating=args.clock_gating,
                 **common,
             )
         emit(result, args.json, lambda r: _text(r, args.dir))
@@ -149,14 +169,34 @@ def _memory_lines(r: dict) -> list[str]:
     return lines
 
 
+def _gating_part(r: dict) -> str:
+    pj = r["energy_split_per_call_pj"].get("clock_gating")
+    return "" if pj is None else f" + clock gates {pj:.4g}"
+
+
+def _gating_lines(r: dict) -> list[str]:
+    g = r.get("clock_gating") or {}
+    if not g.get("gates"):
+        return []
+    return [
+        f"  gating     {g['gates']} clock gates ({' + '.join(g['cells'])}) clock "
+        f"{g['gated_flip_flops']:,} of {g['flip_flops']:,} flip-flops (enables of >= "
+        f"{g['min_flip_flops']})"
+    ]
+
+
+def _simulator(r: dict) -> str:
+    return {"icarus": "Icarus", "verilator": "Verilator"}.get(r["sim"].get("simulator"), "?")
+
+
 def _text(r: dict, folder: str) -> str:
     """The report of one power run, a line per measure."""
     e, p, sta = r["energy_per_call_pj"], r["power_mw"], r["sta"]
     lines = "\n".join(
         [
             f"{r['top']} on {r['liberty']} ({r['voltage']:g} V), {r['vectors']} vectors "
-            f"({r['inputs']}), {r['cycles']} cycles: netlist = golden model, "
-            f"{r['mismatches']} mismatches",
+            f"({r['inputs']}), {r['cycles']:,} cycles in {_simulator(r)}: netlist = golden "
+            f"model, {r['mismatches']} mismatches",
             f"area         {r['area_um2']:,.0f} um^2, {r['cells']:,} cells",
             f"energy/call  {e['total']:.4g} pJ"
             + (
@@ -168,9 +208,12 @@ def _text(r: dict, folder: str) -> str:
             f"leakage {e['leakage']:.3g})",
             *_memory_lines(r),
             "  dynamic    = flip-flops {flip_flops:.4g} + logic {logic:.4g} + nets of the "
-            "input ports (the clock among them) {input_ports:.4g} pJ".format(
+            "input ports (the clock among them) {input_ports:.4g}".format(
                 **r["energy_split_per_call_pj"]
-            ),
+            )
+            + _gating_part(r)
+            + " pJ",
+            *_gating_lines(r),
             "  by stage   "
             + ", ".join(f"{k} {v['dynamic_pj']:.4g}" for k, v in r["by_stage"].items())
             + " pJ (docs/power.md: logic counts for the registers it computes)",

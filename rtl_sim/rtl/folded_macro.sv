@@ -12,8 +12,8 @@
 // netlist's logic and registers are measured gate by gate and the macros priced per access
 // (rtl_sim/memory_energy.py). With EATT_MEMORY_COUNT defined (the gate-level simulation's copy
 // of this file) each instance counts the cycles it is written (we) and read (each port's re)
-// in `writes` and `reads`, which the activity testbench reads at the end of its run
-// (rtl_sim/tb/test_activity_folded.py).
+// in `writes` and `reads` and appends them to memories.txt in the run folder when the
+// simulation ends ("<instance path> <reads> <writes>"; rtl_sim/gate_activity.py reads it).
 //
 // Testbench: through the engine (rtl_sim/tb/test_folded.py) and tests/test_memory_macros.py.
 
@@ -67,6 +67,12 @@ module folded_macro #(
     always @(posedge clk) begin
         if (!ROM && we === 1'b1) writes <= writes + 1;
         reads <= reads + 64'($countones(re));  // the ports reading (an x bit is none)
+    end
+    integer count_fd;
+    final begin  // one line an instance, at the simulation's end, in either simulator
+        count_fd = $fopen("memories.txt", "a");
+        $fwrite(count_fd, "%m %0d %0d\n", reads, writes);
+        $fclose(count_fd);
     end
 `endif
 `endif

@@ -1,0 +1,275 @@
+"""Measured energy per call at the sizes users build: E-ATT against its dot-product peer, folded.
+
+The rows energy_compare.py cannot reach in a minute (issue 42 items 4 and 6), each a folded
+engine at equal cycles per call (E-ATT's V/O multiply tile half as wide as its select tile,
+pe = simd / 2), measured with ``eatt.rtl_sim.power.power`` (docs/power.md): Yosys on the
+logic (the memories are macros, priced per access by CACTI and scaled to the cells' 180 nm),
+the netlist simulated in Verilator with a SAIF trace (bit-exact with the golden model on every
+vector), OSU 0.18 um cells:
+
+- ``paper``: the E-ATT paper's size, l 22, d 512, 8 heads, lanes 2 / simd 8, seed-1 random
+  weights, the first ``--vectors`` edge + random vectors (seed 0);
+- ``layer``: a trained model's layer (``--onnx``, eatt export: by default the trained default
+  model's decoder.0.cross, 64 x 64, d 128, 4 heads) on its captured activations (``--inputs``,
+  eatt capture), lanes 4 / simd 8; its peer the same integer weights as dot. The default files
+  come from ``eatt train examples/default_quant.yaml -o runs/default_quant`` (11 minutes on one
+  thread), ``eatt capture runs/default_quant/best.pt --layer decoder.0.cross --max 50 -o
+  runs/default_quant/acts.npz`` and ``eatt export runs/default_quant/best.pt --layer
+  decoder.0.cross -o runs/default_quant/layer.onnx``.
+
+Each point is measured with the clocks ungated and gated (``--clock-gating``: eatt power's
+latch-based gates for enables of at least 4 flip-flops), so the table shows what clock gating
+changes, and the E-ATT / dot ratio beside the paper's analytic attention ratio for the same
+(l, d) and our operation counts' ratio.
+
+Writes bench/results/energy_real_size.json after every point (``--resume`` skips the points it
+has), .md and .png. Each point's Verilator build takes minutes (its time and the simulation's
+are in the record); docs/power.md gives the run times on this 2-core machine.
+
+Usage: ``python bench/energy_real_size.py [--sizes paper,layer] [--vectors 2] [--gating both|on|
+off] [--onnx runs/default_quant/layer.onnx --inputs runs/default_quant/acts.npz]
+[--resume] [--out PATH]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from eatt.config import CoreConfig, atomic_write_text
+from eatt.model import energy
+from eatt.quant.golden import random_weights
+from eatt.quant.vectors import capture_inputs
+from eatt.rtl_sim.clock_gating import DEFAULT_MIN_FLIP_FLOPS
+from eatt.rtl_sim.generate import generate_rtl
+from eatt.rtl_sim.power import power
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "energy_real_size.json"
+KINDS = ("eatt", "vanilla")
+PAPER = dict(len_q=22, len_k=22, dim=512, heads=8)
+#: (lanes, simd) per size; E-ATT's pe = simd / 2 (equal cycles with the dot peer)
+FOLDING = {"paper": (2, 8), "layer": (4, 8)}
+PARTS = ("logic", "registers", "clock_and_inputs", "clock_gating", "macro_outputs", "memories",
+         "leakage")  # fmt: skip
+
+
+def folding(size: str, kind: str) -> dict:
+    lanes, simd = FOLDING[size]
+    return {"lanes": lanes, "simd": simd, **({"pe": simd // 2} if kind == "eatt" else {})}
+
+
+def _record(r: dict) -> dict:
+    return {
+        "energy_per_call_pj": r["energy_per_call_pj"],
+        "parts": {k: v["pj"] for k, v in r["parts"].items()},
+        "by_stage": {k: v.get("dynamic_pj") for k, v in r["by_stage"].items()},
+        "clock_gating": r["clock_gating"],
+        "cells": r["cells"],
+        "area_um2": r["area_um2"],
+        "cycles": r["cycles"],
+        "vectors": r["vectors"],
+        "inputs": r["inputs"],
+        "mismatches": r["mismatches"],
+        **({"vs_model": r["vs_model"]} if r.get("vs_model") else {}),
+        "memories": {
+            "macros": len(r["memories"]["macros"]),
+            "source": r["memories"]["source"],
+            "node_nm": r["memories"]["node_nm"],
+            "scaled_to": r["memories"]["scaled_to"],
+        }
+        if r.get("memories")
+        else None,
+        "fmax_mhz": r["sta"]["fmax_mhz"],
+        "simulator": r["sim"]["simulator"],
+        "yosys_seconds": r["yosys"]["seconds"],
+        "build_seconds": r["sim"]["build_seconds"],
+        "sim_seconds": r["sim"]["sim_seconds"],
+        "seconds": r["seconds"],
+    }
+
+
+def ratios(report: dict) -> dict:
+    """E-ATT / dot per size and gating: the total, each part, the paper's and our counts'."""
+    out = {}
+    for key, by_kind in report["points"].items():
+        if not all(k in by_kind for k in KINDS):
+            continue
+        e, v = by_kind["eatt"], by_kind["vanilla"]
+        cfg = report["configs"][key.split("/")[0]]
+        counts = [
+            energy.energy_pj(
+                energy.core_counts(
+                    k, cfg["len_q"], cfg["len_k"], cfg["dim"], cfg["heads"], "attention"
+                ),
+                energy.DEFAULT_TABLE,
+                "asic",
+            )  # fmt: skip
+            for k in KINDS
+        ]
+        out[key] = {
+            "energy": e["energy_per_call_pj"]["total"] / v["energy_per_call_pj"]["total"],
+            "parts": {
+                p: e["parts"][p] / v["parts"][p]
+                for p in PARTS
+                if v["parts"].get(p) and p in e["parts"]
+            },
+            "paper_analytic": energy.energy_ratios(cfg["len_k"], cfg["dim"])["eatt"]["attention"][
+                "asic"
+            ]
+            / 100.0,
+            "core_counts": counts[0] / counts[1],
+        }
+    return out
+
+
+def markdown(report: dict) -> str:
+    lines = [
+        "# Measured energy at real sizes: E-ATT vs dot, folded engine (bench/energy_real_size.py)",
+        "",
+        f"OSU 0.18 um cells, memories by CACTI scaled to 180 nm; {report['date']}, "
+        f"{report['machine']}. nJ per call; ratios are E-ATT / dot.",
+        "",
+        "| size | clocks | kind | energy/call | logic | registers | clock + inputs | clock gates "
+        "| memories | cells | cycles/call | mismatches | build + sim s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for key, by_kind in report["points"].items():
+        size, gating = key.split("/")
+        for kind in KINDS:
+            r = by_kind.get(kind)
+            if not r:
+                continue
+            p = r["parts"]
+            lines.append(
+                f"| {size} | {gating} | {kind} | {r['energy_per_call_pj']['total'] / 1e3:,.1f} | "
+                + " | ".join(
+                    f"{p.get(k, 0) / 1e3:,.1f}"
+                    for k in ("logic", "registers", "clock_and_inputs", "clock_gating", "memories")
+                )
+                + f" | {r['cells']:,} | {r['cycles'] // max(r['vectors'], 1):,} | "
+                f"{r['mismatches']} | {r['build_seconds']:.0f} + {r['sim_seconds']:.0f} |"
+            )
+        q = report["ratios"].get(key)
+        if q:
+            pq = q["parts"]
+            lines.append(
+                f"| {size} | {gating} | **E-ATT / dot** | **{q['energy']:.3f}** | "
+                + " | ".join(
+                    f"{pq[k]:.2f}" if k in pq else "-"
+                    for k in ("logic", "registers", "clock_and_inputs", "clock_gating", "memories")
+                )
+                + f" | paper {q['paper_analytic']:.3f}, counts {q['core_counts']:.3f} | | | |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict, path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    keys = [k for k in report["points"] if all(kind in report["points"][k] for kind in KINDS)]
+    if not keys:
+        return False
+    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(keys), 3.6))
+    parts = ("logic", "registers", "clock_and_inputs", "clock_gating", "memories")
+    for j, key in enumerate(keys):
+        for i, kind in enumerate(KINDS):
+            r = report["points"][key][kind]
+            bottom = 0.0
+            for n, part in enumerate(parts):
+                v = r["parts"].get(part, 0.0) / 1e3
+                ax.bar(j + (i - 0.5) * 0.38, v, 0.36, bottom=bottom, color=f"C{n}",
+                       label=part if j == 0 and i == 0 else None)  # fmt: skip
+                bottom += v
+        q = report["ratios"][key]
+        label = f"{q['energy']:.2f}\n(paper {q['paper_analytic']:.2f})"
+        ax.annotate(label, (j, 0), xytext=(0, -28), textcoords="offset points", ha="center",
+                    fontsize=7)  # fmt: skip
+    ax.set_xticks(range(len(keys)), [k.replace("/", "\n") + "\n\n" for k in keys], fontsize=7)
+    ax.set_ylabel("nJ per call (left E-ATT, right dot)")
+    ax.set_title("E-ATT / dot measured at real sizes", fontsize=10)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def _cores(size: str, args, tmp: Path):
+    """(kind, RTL folder, inputs) of one size: both kinds, the same weights."""
+    if size == "paper":
+        for kind in KINDS:
+            cfg = CoreConfig.from_dict(dict(kind=kind, **PAPER))
+            out = tmp / f"{size}_{kind}"
+            generate_rtl(cfg, random_weights(cfg.replace(kind="eatt"), seed=1), out,
+                         level="folded", folding=folding(size, kind))  # fmt: skip
+            yield kind, out, None, cfg
+        return
+    from eatt.quant.reader import load_core  # onnx: heavy
+
+    cfg, weights = load_core(args.onnx)
+    inputs = capture_inputs(args.inputs, cfg, args.vectors)
+    for kind in KINDS:
+        kcfg = cfg.replace(kind=kind)
+        out = tmp / f"{size}_{kind}"
+        generate_rtl(kcfg, weights, out, level="folded", folding=folding(size, kind))
+        yield kind, out, inputs, kcfg
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="paper,layer")
+    ap.add_argument("--vectors", type=int, default=2)
+    ap.add_argument("--gating", choices=("both", "on", "off"), default="both")
+    ap.add_argument("--onnx", default="runs/default_quant/layer.onnx")
+    ap.add_argument("--inputs", default="runs/default_quant/acts.npz")
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = ap.parse_args(argv)
+    sizes = [s for s in args.sizes.split(",") if s]
+    for s in sizes:
+        if s not in FOLDING:
+            ap.error(f"--sizes: {s!r} is not one of {', '.join(FOLDING)}")
+    gatings = {"both": ("ungated", "gated"), "on": ("gated",), "off": ("ungated",)}[args.gating]
+    report = {"bench": "energy_real_size", "points": {}, "configs": {}, "ratios": {}}
+    if args.resume and args.out.is_file():
+        report = json.loads(args.out.read_text())
+    report.update(date=time.strftime("%Y-%m-%d"), machine=platform.machine())
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="eatt-real-size-") as tmp:
+        for size in sizes:
+            for kind, rtl, inputs, cfg in _cores(size, args, Path(tmp)):
+                shape = ("len_q", "len_k", "dim", "heads")
+                report["configs"][size] = {k: cfg.to_dict()[k] for k in shape} | {
+                    "folding": FOLDING[size]
+                }
+                for gating in gatings:
+                    key = f"{size}/{gating}"
+                    if kind in report["points"].get(key, {}):
+                        continue
+                    t0 = time.perf_counter()
+                    r = power(
+                        rtl, vectors=args.vectors, seed=0, inputs=inputs, simulator="verilator",
+                        clock_gating=DEFAULT_MIN_FLIP_FLOPS if gating == "gated" else None,
+                    )  # fmt: skip
+                    print(f"{key} {kind}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+                    report["points"].setdefault(key, {})[kind] = _record(r)
+                    report["ratios"] = ratios(report)
+                    atomic_write_text(args.out, json.dumps(report, indent=1) + "\n")
+    atomic_write_text(args.out.with_suffix(".md"), markdown(report))
+    plot(report, args.out.with_suffix(".png"))
+    print(markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
