@@ -245,9 +245,10 @@ def _yosys(nodsp: bool):
     return run
 
 
-#: the most clock cycles a build's eatt power simulates at gate level (Icarus runs a folded
-#: engine's netlist at tens of cycles a second: the trained default layer's 105k-cycle call
-#: takes about an hour; `eatt power DIR --vectors 1` measures it on its own)
+#: the most clock cycles a build's eatt power simulates at gate level (past 20,000 cycles the
+#: netlist runs in Verilator, whose C++ build of a big netlist takes long: 28 minutes for the
+#: paper-size folded E-ATT engine's 75k cells on 2 shared cores, docs/power.md); `eatt power
+#: DIR --vectors 1` measures a longer call
 POWER_CYCLES = 200_000
 
 

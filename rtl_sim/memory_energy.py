@@ -22,10 +22,10 @@ access:
   the node scaling below leaves as it is.
 
 The logic is measured at the Liberty's node (OSU 0.18 um): the memories' energies are scaled
-from the memory model's node to it by the classical rule, energy ~ C V^2 with C ~ feature size
-(``(L / L_mem) (V / V_mem)^2``, V_mem from CACTI's tech_params). That rule is known to drift
-at deep-submicron nodes (Stillmaker & Baas, Integration 58, 2017, fit polynomials instead);
-the report states both numbers and the rule.
+from the memory model's node (V_mem from CACTI's tech_params) to it by Stillmaker & Baas'
+scaling equations (rtl_sim/node_scaling.py; x 6.72 from CACTI's 90 nm / 1.3 V to 180 nm /
+1.8 V), or by the classical rule, energy ~ feature size x V^2, where the paper has no equation
+(OSU 0.35 um); the report states the rule, both factors and both totals.
 
 Why our own code: ZigZag's CACTI wrapper writes its config and a memory pool into its own
 installed package folder; this runs the same binary and config in a temporary folder.
@@ -39,6 +39,8 @@ import subprocess
 import tempfile
 from functools import cache
 from pathlib import Path
+
+from eatt.rtl_sim import node_scaling as scaling
 
 #: the black-box cell type of a memory macro in eatt power's netlist
 MACRO = "folded_macro"
@@ -64,8 +66,6 @@ SOURCES = {
     "horowitz": "Horowitz, ISSCC 2014, 45 nm SRAM reads (log-log interpolation; write = read)",
     "dram": "Horowitz, ISSCC 2014, DRAM 1.3-2.6 nJ per 64 bits (1.95 nJ)",
 }
-#: the classical scaling between nodes (module doc)
-SCALING = "classical: energy ~ feature size x Vdd^2"
 
 
 def cacti_folder() -> Path | None:
@@ -198,14 +198,19 @@ def price(
 ) -> dict:
     """The energy of the counted macros (rows of :func:`describe`) per call: each macro's
     accesses priced at node_nm (CACTI, else Horowitz; the weights at DRAM cost with
-    weights="dram"), summed, and scaled to (to_node_nm, to_vdd) by :data:`SCALING` (not
+    weights="dram"), summed, and scaled to (to_node_nm, to_vdd) by the module doc's rule (not
     scaled where to_node_nm is None: a Liberty of unknown node)."""
     if weights not in WEIGHT_PLACES:
         raise ValueError(f"weights: {' or '.join(WEIGHT_PLACES)}, got {weights!r}")
     use_cacti = cacti_folder() is not None
     model_node = node_nm if use_cacti else HOROWITZ_NODE_NM
     vdd = node_vdd(node_nm) if use_cacti else HOROWITZ_VDD
-    scale = 1.0 if to_node_nm is None else (to_node_nm / model_node) * (to_vdd / vdd) ** 2
+    rule, scale, classical = None, 1.0, 1.0
+    if to_node_nm is not None:
+        classical = scaling.classical_factor(model_node, vdd, to_node_nm, to_vdd)
+        rule, scale = scaling.CLASSICAL, classical
+        if scaling.has_equation(model_node) and scaling.has_equation(to_node_nm):
+            rule, scale = scaling.SOURCE, scaling.factor(model_node, vdd, to_node_nm, to_vdd)
     rows, dynamic, leakage, off_chip = [], 0.0, 0.0, 0.0
     for m in macros:
         if weights == "dram" and is_weight(m["name"]):
@@ -246,7 +251,8 @@ def price(
             "node_nm": to_node_nm,
             "vdd": to_vdd,
             "factor": round(scale, 6),
-            "rule": SCALING,
+            "rule": rule,
+            "classical_factor": round(classical, 6),
         },  # fmt: skip
         # DRAM's access energy is the off-chip part's own: it is not scaled with the logic's node
         "pj_per_call": {
