@@ -146,7 +146,18 @@ def markdown(report: dict) -> str:
     lines = [
         f"Energy per call on {report['liberty']} ({cfg['len_q']} x {cfg['len_k']}, dim "
         f"{cfg['dim']}, {cfg['heads']} heads; {report['vectors']} vectors, the same for both "
-        f"kinds; clock {report['clock_ns']:g} ns)",
+        f"kinds; clock {report['clock_ns']:g} ns"
+        + (
+            f"; clocks gated for enables of >= {report['clock_gating']} flip-flops"
+            if report.get("clock_gating")
+            else ""
+        )
+        + (
+            f"; memories of >= {report['macro_rows']} words are macros"
+            if report.get("macro_rows") not in (None, MACRO_ROWS) and "folded" in report["levels"]
+            else ""
+        )
+        + ")",
         "",
         "| level | kind | energy/call pJ | switching | internal | leakage | area um^2 | cells "
         "| closes at MHz | synthesis s |",
@@ -195,15 +206,16 @@ def markdown(report: dict) -> str:
         lines += [
             "",
             "| level | kind | dynamic pJ/call: flip-flops | logic | input-port nets (the clock) "
-            "| memory macros (scaled to the cells' node) |",
-            "| --- | --- | --- | --- | --- | --- |",
+            "| clock gates (gated clock nets) | memory macros (scaled to the cells' node) |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
         ]
         for lv, kind, q in split:
             mem = report["levels"][lv][kind].get("memories")
             macros = f"{mem['scaled_pj']:.4g} ({mem['macros']})" if mem else "-"
+            gates = f"{q['clock_gating']:.4g}" if "clock_gating" in q else "-"
             lines.append(
                 f"| {lv} | {kind} | {q['flip_flops']:.4g} | {q['logic']:.4g} | "
-                f"{q['input_ports']:.4g} | {macros} |"
+                f"{q['input_ports']:.4g} | {gates} | {macros} |"
             )
     lines += stage_table(report)
     return "\n".join(lines) + "\n"

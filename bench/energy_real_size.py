@@ -45,6 +45,7 @@ from eatt.config import CoreConfig, atomic_write_text
 from eatt.model import energy
 from eatt.quant.golden import random_weights
 from eatt.quant.vectors import capture_inputs
+from eatt.rtl_sim import node_scaling as scaling
 from eatt.rtl_sim.clock_gating import DEFAULT_MIN_FLIP_FLOPS
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.power import power
@@ -68,7 +69,7 @@ def _record(r: dict) -> dict:
         "energy_per_call_pj": r["energy_per_call_pj"],
         "parts": {k: v["pj"] for k, v in r["parts"].items()},
         "by_stage": {k: v.get("dynamic_pj") for k, v in r["by_stage"].items()},
-        "clock_gating": r["clock_gating"],
+        "clock_gating": r.get("clock_gating", {"gates": 0}),
         "cells": r["cells"],
         "area_um2": r["area_um2"],
         "cycles": r["cycles"],
@@ -90,7 +91,32 @@ def _record(r: dict) -> dict:
         "build_seconds": r["sim"]["build_seconds"],
         "sim_seconds": r["sim"]["sim_seconds"],
         "seconds": r["seconds"],
+        **({"rescaled": r["rescaled"]} if r.get("rescaled") else {}),
     }
+
+
+def rescaled(r: dict) -> dict:
+    """An `eatt power --json` result from before Stillmaker & Baas' scaling (its memories scaled
+    by the classical rule) with its memories rescaled by the equations (the same counts, the
+    same prices at CACTI's node): the totals and parts follow."""
+    mem = r.get("memories")
+    if not mem or mem["scaled_to"]["rule"] == scaling.SOURCE:
+        return r
+    to = mem["scaled_to"]
+    f = scaling.factor(mem["node_nm"], mem["vdd"], to["node_nm"], to["vdd"])
+    at = mem["at_node_pj_per_call"]
+    total = at["total"] * f  # SRAM weights: nothing off chip
+    mem["scaled_to"] = {**to, "factor": f, "rule": scaling.SOURCE, "classical_factor": to["factor"]}
+    mem["pj_per_call"] = {
+        "dynamic": at["dynamic"] * f,
+        "leakage": at["leakage"] * f,
+        "total": total,
+    }
+    e = r["energy_per_call_pj"]
+    e["memories"], e["total"] = total, e["netlist"] + total
+    r["parts"]["memories"]["pj"] = total
+    r["rescaled"] = f"memories x {f:.3f} (Stillmaker & Baas) instead of x {to['factor']:.3f}"
+    return r
 
 
 def ratios(report: dict) -> dict:
@@ -132,7 +158,7 @@ def markdown(report: dict) -> str:
         "# Measured energy at real sizes: E-ATT vs dot, folded engine (bench/energy_real_size.py)",
         "",
         f"OSU 0.18 um cells, memories by CACTI scaled to 180 nm; {report['date']}, "
-        f"{report['machine']}. nJ per call; ratios are E-ATT / dot.",
+        f"{report['machine']}. uJ per call; ratios are E-ATT / dot.",
         "",
         "| size | clocks | kind | energy/call | logic | registers | clock + inputs | clock gates "
         "| memories | cells | cycles/call | mismatches | build + sim s |",
@@ -146,9 +172,9 @@ def markdown(report: dict) -> str:
                 continue
             p = r["parts"]
             lines.append(
-                f"| {size} | {gating} | {kind} | {r['energy_per_call_pj']['total'] / 1e3:,.1f} | "
+                f"| {size} | {gating} | {kind} | {r['energy_per_call_pj']['total'] / 1e6:,.1f} | "
                 + " | ".join(
-                    f"{p.get(k, 0) / 1e3:,.1f}"
+                    f"{p.get(k, 0) / 1e6:,.1f}"
                     for k in ("logic", "registers", "clock_and_inputs", "clock_gating", "memories")
                 )
                 + f" | {r['cells']:,} | {r['cycles'] // max(r['vectors'], 1):,} | "
@@ -186,7 +212,7 @@ def plot(report: dict, path: Path) -> bool:
             r = report["points"][key][kind]
             bottom = 0.0
             for n, part in enumerate(parts):
-                v = r["parts"].get(part, 0.0) / 1e3
+                v = r["parts"].get(part, 0.0) / 1e6
                 ax.bar(j + (i - 0.5) * 0.38, v, 0.36, bottom=bottom, color=f"C{n}",
                        label=part if j == 0 and i == 0 else None)  # fmt: skip
                 bottom += v
@@ -195,7 +221,7 @@ def plot(report: dict, path: Path) -> bool:
         ax.annotate(label, (j, 0), xytext=(0, -28), textcoords="offset points", ha="center",
                     fontsize=7)  # fmt: skip
     ax.set_xticks(range(len(keys)), [k.replace("/", "\n") + "\n\n" for k in keys], fontsize=7)
-    ax.set_ylabel("nJ per call (left E-ATT, right dot)")
+    ax.set_ylabel("uJ per call (left E-ATT, right dot)")
     ax.set_title("E-ATT / dot measured at real sizes", fontsize=10)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -233,6 +259,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--onnx", default="runs/default_quant/layer.onnx")
     ap.add_argument("--inputs", default="runs/default_quant/acts.npz")
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument(
+        "--add",
+        nargs=3,
+        metavar=("RESULT.json", "SIZE/GATING", "KIND"),
+        help="add an `eatt power --json` result made by hand as a point (no measurement)",
+    )
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = ap.parse_args(argv)
     sizes = [s for s in args.sizes.split(",") if s]
@@ -245,6 +277,16 @@ def main(argv: list[str] | None = None) -> int:
         report = json.loads(args.out.read_text())
     report.update(date=time.strftime("%Y-%m-%d"), machine=platform.machine())
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.add:
+        path, key, kind = args.add
+        r = rescaled(json.loads(Path(path).read_text()))
+        size = key.split("/")[0]
+        shape = ("len_q", "len_k", "dim", "heads")
+        report["configs"][size] = {k: r["config"][k] for k in shape} | {"folding": FOLDING[size]}
+        report["points"].setdefault(key, {})[kind] = _record(r)
+        report["ratios"] = ratios(report)
+        atomic_write_text(args.out, json.dumps(report, indent=1) + "\n")
+        sizes = []
     with tempfile.TemporaryDirectory(prefix="eatt-real-size-") as tmp:
         for size in sizes:
             for kind, rtl, inputs, cfg in _cores(size, args, Path(tmp)):
