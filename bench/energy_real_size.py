@@ -48,6 +48,7 @@ from eatt.quant.golden import random_weights
 from eatt.quant.vectors import capture_inputs
 from eatt.rtl_sim import node_scaling as scaling
 from eatt.rtl_sim.clock_gating import DEFAULT_MIN_FLIP_FLOPS
+from eatt.rtl_sim.folding import folded_cycles
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.power import power
 
@@ -87,6 +88,7 @@ def _record(r: dict) -> dict:
         if r.get("memories")
         else None,
         "fmax_mhz": r["sta"]["fmax_mhz"],
+        **({"calls_per_s": r["throughput"]["calls_per_s"]} if r.get("throughput") else {}),
         "simulator": r["sim"]["simulator"],
         "yosys_seconds": r["yosys"]["seconds"],
         "build_seconds": r["sim"]["build_seconds"],
@@ -120,6 +122,21 @@ def rescaled(r: dict) -> dict:
     return r
 
 
+def calls_per_s(report: dict, key: str, kind: str) -> float:
+    """A point's calls a second at its Fmax: Fmax / the engine's II (the cycle formula of its
+    size and folding, which the netlist's simulation matched; points from before the
+    throughput was recorded get it here)."""
+    r = report["points"][key][kind]
+    if r.get("calls_per_s"):
+        return r["calls_per_s"]
+    cfg = report["configs"][key.split("/")[0]]
+    shape = {k: cfg[k] for k in ("len_q", "len_k", "dim", "heads")}
+    lanes, simd = cfg["folding"]
+    fold = folding(key.split("/")[0], kind)
+    ii = folded_cycles(CoreConfig.from_dict(dict(kind=kind, **shape)), lanes, simd, fold.get("pe"))
+    return r["fmax_mhz"] * 1e6 / ii["ii"]
+
+
 def ratios(report: dict) -> dict:
     """E-ATT / dot per size and gating: the total, each part, the paper's and our counts'."""
     out = {}
@@ -150,6 +167,7 @@ def ratios(report: dict) -> dict:
             ]
             / 100.0,
             "core_counts": counts[0] / counts[1],
+            "calls_per_s": calls_per_s(report, key, "eatt") / calls_per_s(report, key, "vanilla"),
         }
     return out
 
@@ -162,8 +180,9 @@ def markdown(report: dict) -> str:
         f"{report['machine']}. uJ per call; ratios are E-ATT / dot.",
         "",
         "| size | clocks | kind | energy/call | logic | registers | clock + inputs | clock gates "
-        "| memories | cells | cycles/call | mismatches | build + sim s |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| memories | cells | cycles/call | Fmax MHz | calls/s | mismatches | build + sim s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+        "| --- |",
     ]
     for key, by_kind in report["points"].items():
         size, gating = key.split("/")
@@ -179,7 +198,8 @@ def markdown(report: dict) -> str:
                     for k in ("logic", "registers", "clock_and_inputs", "clock_gating", "memories")
                 )
                 + f" | {r['cells']:,} | {r['cycles'] // max(r['vectors'], 1):,} | "
-                f"{r['mismatches']} | {r['build_seconds']:.0f} + {r['sim_seconds']:.0f} |"
+                f"{r['fmax_mhz']:g} | {calls_per_s(report, key, kind):,.1f} | {r['mismatches']} | "
+                f"{r['build_seconds']:.0f} + {r['sim_seconds']:.0f} |"
             )
         q = report["ratios"].get(key)
         if q:
@@ -190,7 +210,8 @@ def markdown(report: dict) -> str:
                     f"{pq[k]:.2f}" if k in pq else "-"
                     for k in ("logic", "registers", "clock_and_inputs", "clock_gating", "memories")
                 )
-                + f" | paper {q['paper_analytic']:.3f}, counts {q['core_counts']:.3f} | | | |"
+                + f" | paper {q['paper_analytic']:.3f}, counts {q['core_counts']:.3f} | | | "
+                f"{q['calls_per_s']:.2f} | | |"
             )
     return "\n".join(lines) + "\n"
 

@@ -18,9 +18,15 @@ Sweeps:
   RTL + Yosys with DSPs, all-fabric (-nodsp) at lanes 2 / simd 8 only (no simulation: 200
   vectors take 15 minutes a point, docs/folded.md): 16-20 minutes and 1.3 GB a point here.
 
-Usage: ``python bench/folded_compare.py [--sweep small|paper|FILE.yaml] [-o DIR] [--resume]
-[--out PATH]``. The sweep folder (default runs/sweeps/folded_compare_<sweep>) keeps every
-record, so ``--resume`` after a stop runs only what is missing.
+- ``rates``: bench/sweep_folded_rates.yaml, 6 points at 8 x 8, dim 16: the small sweep's
+  stages plus ``power`` (OpenSTA's Fmax at OSU 0.18 um) and ``pnr`` (nextpnr's on an
+  ECP5-85k), so the rows give each kind's Fmax and calls per second there
+  (rtl_sim/throughput.py: Fmax / cycles a call), E-ATT / dot at equal cycles.
+
+Usage: ``python bench/folded_compare.py [--sweep small|paper|rates|FILE.yaml] [-o DIR]
+[--resume] [--max-parallel N] [--out PATH]``. The sweep folder (default
+runs/sweeps/folded_compare_<sweep>) keeps every record, so ``--resume`` after a stop runs only
+what is missing.
 """
 
 from __future__ import annotations
@@ -43,8 +49,10 @@ RESULTS = ROOT / "bench" / "results"
 SWEEPS = {
     "small": ROOT / "examples" / "sweep_folded.yaml",
     "paper": ROOT / "bench" / "sweep_paper.yaml",
+    "rates": ROOT / "bench" / "sweep_folded_rates.yaml",
 }
 CELLS = ("LUT", "FF", "CARRY4", "DSP48E1", "BRAM")
+RATES = ("pnr_fmax_mhz", "pnr_calls_per_s", "fmax_mhz", "calls_per_s")
 
 
 def _size(cfg: dict) -> tuple:
@@ -83,13 +91,18 @@ def compare(records: list[dict], dsp_luts: float) -> list[dict]:
                 **{c: m.get(c) for c in CELLS},
                 "LUT_equiv": lut_equivalents(m, dsp_luts),
                 "LUT_nodsp": m.get("LUT_nodsp"),
+                # the clock where a stage measured one (pnr: ECP5, power: OpenSTA at OSU 0.18)
+                # and the calls a second there (rtl_sim/throughput.py)
+                **{k: m.get(k) for k in RATES},
             }
         e, v = row["eatt"], row["vanilla"]
         row["pe"] = (pair["eatt"]["folding"] or {}).get("pe")
         row["cycles_ratio"] = round(e["cycles"] / v["cycles"], 4)
         row["equal_cycles"] = abs(row["cycles_ratio"] - 1) <= 0.01
         row["ratios"] = {
-            k: round(e[k] / v[k], 4) for k in ("LUT", "LUT_equiv", "LUT_nodsp") if e[k] and v[k]
+            k: round(e[k] / v[k], 4)
+            for k in ("LUT", "LUT_equiv", "LUT_nodsp", *RATES)
+            if e[k] and v[k]
         }
         # the paper's analytic model (App. A) for the same (l, d): attention-level energy
         paper = energy.energy_ratios(len_k, dim)["eatt"]["attention"]["asic"] / 100
@@ -106,6 +119,17 @@ def _fmt(v) -> str:
     return f"{int(v):,}"
 
 
+def _rates(row: dict, key: str) -> str:
+    """E-ATT / dot of a rate: ECP5's (nextpnr) and OSU 0.18's (OpenSTA) where measured."""
+    cells = []
+    for prefix, where in (("pnr_", "ECP5"), ("", "OSU")):
+        e, v = row["eatt"].get(prefix + key), row["vanilla"].get(prefix + key)
+        if e and v:
+            a, b = (f"{x:,.0f}" if x >= 1000 else f"{x:g}" for x in (e, v))
+            cells.append(f"{where} {a} / {b} ({e / v:.2f})")
+    return ", ".join(cells) or "-"
+
+
 def markdown(rows: list[dict], sweep: str, dsp_luts: float) -> str:
     lines = [
         f"# E-ATT vs dot, folded engine, equal cycles per call (sweep `{sweep}`)",
@@ -114,8 +138,9 @@ def markdown(rows: list[dict], sweep: str, dsp_luts: float) -> str:
         "",
         "| len_q x len_k, dim, heads | lanes, simd (E-ATT pe) | cycles E-ATT / dot | "
         "E-ATT LUT / DSP / LUT-eq | dot LUT / DSP / LUT-eq | LUT-eq ratio | "
-        "all-fabric LUT E-ATT / dot | paper energy |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "all-fabric LUT E-ATT / dot | paper energy | Fmax E-ATT / dot (MHz) | "
+        "calls/s E-ATT / dot |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         e, v = r["eatt"], r["vanilla"]
@@ -131,7 +156,8 @@ def markdown(rows: list[dict], sweep: str, dsp_luts: float) -> str:
             f"{_fmt(v['cycles'])} | {_fmt(e['LUT'])} / {_fmt(e['DSP48E1'])} / "
             f"{_fmt(e['LUT_equiv'])} | {_fmt(v['LUT'])} / {_fmt(v['DSP48E1'])} / "
             f"{_fmt(v['LUT_equiv'])} | {r['ratios'].get('LUT_equiv', float('nan')):.2f} | "
-            f"{nodsp} | {'-' if paper is None else f'{paper:.3f}'} |"
+            f"{nodsp} | {'-' if paper is None else f'{paper:.3f}'} | {_rates(r, 'fmax_mhz')} | "
+            f"{_rates(r, 'calls_per_s')} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -142,12 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--output", metavar="DIR", help="the sweep folder")
     p.add_argument("--resume", action="store_true", help="keep the finished points")
     p.add_argument("--out", type=Path, help="result JSON (bench/results/folded_compare.json)")
+    p.add_argument("--max-parallel", type=int, metavar="N", help="at most N points at once")
     args = p.parse_args(argv)
     path = SWEEPS.get(args.sweep, Path(args.sweep))
     name = args.sweep if args.sweep in SWEEPS else path.stem
     sweep = load_sweep(path)
     out_dir = args.output or ROOT / "runs" / "sweeps" / f"folded_compare_{name}"
-    result = run_sweep(sweep, out_dir, resume=args.resume)
+    result = run_sweep(sweep, out_dir, resume=args.resume, max_parallel=args.max_parallel)
     records = [read_record(Path(result["dir"]), s) for s in sweep["points"]]
     rows = compare([r for r in records if r], sweep["dsp_luts"])
     suffix = "" if name == "small" else f"_{name}"

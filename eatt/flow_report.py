@@ -13,6 +13,7 @@ from eatt.config import atomic_write, atomic_write_text
 from eatt.model import energy
 from eatt.quant.check import format_golden_check
 from eatt.quant.vectors import model_line
+from eatt.rtl_sim import throughput as rate
 
 #: the kinds' names in a report's headings
 NAMES = {"eatt": "E-ATT", "dense": "Dense", "randinit": "RandInit"}
@@ -76,6 +77,7 @@ def compare(cores: dict, core_en: dict) -> list[dict]:
         )
     add(f"{lv} area (um^2, OSU 0.18)", lambda c: c["power"][lv]["area_um2"])
     add(f"{lv} Fmax (MHz, OpenSTA)", lambda c: c["power"][lv]["sta"]["fmax_mhz"])
+    add(f"{lv} calls/s at that Fmax", lambda c: c["power"][lv]["throughput"]["calls_per_s"])
     add("mismatches, all levels", lambda c: _mismatches(c))
     return rows
 
@@ -185,6 +187,8 @@ def _core_lines(c: dict) -> list[str]:
             f"vectors, {p['mismatches']} mismatching): {p['energy_per_call_pj']['total']:.4g} "
             f"pJ/call, {p['area_um2']:,.0f} um^2, closes at {p['sta']['fmax_mhz']:g} MHz"
         )
+        if p.get("throughput"):
+            lines.append(rate.line(p["throughput"]))
     return lines
 
 

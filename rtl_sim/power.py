@@ -48,7 +48,10 @@ the netlist, the logs, the VCD and the OpenSTA reports)::
      "energy_split_per_call_pj": {"flip_flops", "logic", "input_ports"},  # dynamic
      "by_stage": {stage: {"cells", "area_um2", "dynamic_pj", "leakage_pj"}},  # per call
      "input_activity", "sta": {"worst_slack_ns", "fmax_mhz", "vectorless_power_mw",
-     "vectorless_energy_per_call_pj"}, "nets", "nets_with_activity", "yosys", "sim", "seconds"}
+     "vectorless_energy_per_call_pj"},
+     "throughput": {"fmax_mhz", "ii_cycles", "calls_per_s", "tokens_per_s", "latency_us",
+                    "energy_per_call_pj", "power_mw", ...},  # at OpenSTA's Fmax (throughput.py)
+     "nets", "nets_with_activity", "yosys", "sim", "seconds"}
 
 A missing tool or library is :class:`eatt.rtl_sim.tools.ToolMissing` naming the Debian package
 (``make install`` fetches opensta and qflow-tech-osu018 into .venv/debian without root; Icarus
@@ -75,6 +78,7 @@ from eatt.rtl_sim import clock_gating as gating_mod
 from eatt.rtl_sim import liberty as lib_mod
 from eatt.rtl_sim import memory_energy as mem_mod
 from eatt.rtl_sim import stages as stages_mod
+from eatt.rtl_sim import throughput as rate
 from eatt.rtl_sim.folded import weight_count
 from eatt.rtl_sim.gate_activity import (  # noqa: F401  (their home was this module)
     DUMP_MODULE,
@@ -501,6 +505,9 @@ def power(
                 "vectorless_power_mw": {k: v * 1e3 for k, v in sta["power_w"].items()},
                 "vectorless_energy_per_call_pj": round(sta_total_pj / n, 6),
             },
+            "throughput": rate.throughput(
+                meta, sta["fmax_mhz"], mem_mod.whole(per_call, memories)["total"]
+            ),
             "nets": sum(1 for b in _bits(module) if isinstance(b, int)),
             "nets_with_activity": len(toggles),
             "yosys": synth,

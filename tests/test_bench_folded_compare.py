@@ -39,3 +39,14 @@ def test_pairs_at_equal_cycles_and_ratios(bench):
     assert 0 < row["paper_attention_energy_ratio"] < 1
     md = bench.markdown([row], "small", 100)
     assert "| 4 x 4, 8, 2 | 2, 2 (2) | 388 / 388 |" in md and "3,000 / 6,000 (0.50)" in md
+
+
+def test_rates_where_a_stage_measured_a_clock(bench):
+    e, v = _record("eatt", 1000, 10), _record("vanilla", 1000, 20)
+    e["metrics"] |= {"pnr_fmax_mhz": 90.0, "pnr_calls_per_s": 90e6 / 388}
+    v["metrics"] |= {"pnr_fmax_mhz": 60.0, "pnr_calls_per_s": 60e6 / 388}
+    (row,) = bench.compare([e, v], dsp_luts=100)
+    assert row["ratios"]["pnr_fmax_mhz"] == 1.5 and row["ratios"]["pnr_calls_per_s"] == 1.5
+    assert "fmax_mhz" not in row["ratios"]  # no OpenSTA clock in these records
+    md = bench.markdown([row], "rates", 100)
+    assert "| ECP5 90 / 60 (1.50) | ECP5 231,959 / 154,639 (1.50) |" in md

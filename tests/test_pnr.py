@@ -120,6 +120,7 @@ def test_small_core_places_and_routes(tmp_path, kind):
     assert r["device"] == "ecp5-85k" and r["part"] == DEVICES["ecp5-85k"][2]
     assert r["kind"] == kind and r["level"] == "alignment" and r["out_of_context"]
     assert r["fmax_mhz"]["ap_clk"] > 0 and r["constraint_mhz"] == 125.0
+    assert r["throughput"]["calls_per_s"] == pytest.approx(r["fmax_mhz"]["ap_clk"] * 1e6)
     assert r["utilization"]["TRELLIS_COMB"]["used"] > 0
     assert r["summary"]["LUT4"] > 0 and r["summary"]["DFF"] > 0
     # E-ATT is adders only; the dot product's multipliers go to MULT18X18D

@@ -226,6 +226,10 @@ def test_small_cores_energy_eatt_below_dot(tmp_path):
         assert e["total"] == pytest.approx(e["switching"] + e["internal"] + e["leakage"])
         assert r["area_um2"] > 0 and r["cells"] > 0 and r["sta"]["fmax_mhz"] > 0
         assert r["sta"]["vectorless_energy_per_call_pj"] > 0
+        t = r["throughput"]  # the unrolled core: a call a cycle, len_q query tokens a call
+        assert t["ii_cycles"] == 1 and t["tokens_per_call"] == SMALL["len_q"]
+        assert t["calls_per_s"] == pytest.approx(r["sta"]["fmax_mhz"] * 1e6)
+        assert t["power_mw"] == pytest.approx(e["total"] * t["calls_per_s"] * 1e-9, rel=1e-5)
         files = {p.name for p in (out / "power").iterdir()}
         assert {"netlist.v", "netlist.json", "yosys.log", "sta.log", "result.json"} <= files
         assert (out / "power" / "gate" / "sim" / "icarus" / "dump.vcd").is_file()
@@ -304,7 +308,11 @@ def test_cli_text_and_json(tmp_path):
     assert text.returncode == 0, text.stderr
     assert "energy/call" in text.stdout and "0 mismatches" in text.stdout
     assert "by stage   projections" in text.stdout
-    assert "closes at" in text.stdout and "Icarus Verilog simulation" in text.stderr  # progress
+    assert (
+        "closes at" in text.stdout
+        and "calls/s" in text.stdout
+        and "Icarus Verilog simulation" in text.stderr
+    )  # progress
     js = cli(str(out), "--vectors", "20", "--json", "--clock", "20")
     assert js.returncode == 0, js.stderr
     r = json.loads(js.stdout)

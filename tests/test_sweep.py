@@ -398,6 +398,9 @@ def test_power_and_pnr_stages(tmp_path):
     (row,) = json.loads(run.stdout)["rows"]
     assert row["energy_pj"] > 0 and row["area_um2"] > 0 and row["fmax_mhz"] > 0
     assert row["pnr_fmax_mhz"] > 0 and row["pnr_fits"]
+    # the unrolled core: a call a cycle, so calls/s = Fmax (rtl_sim/throughput.py)
+    assert row["calls_per_s"] == pytest.approx(row["fmax_mhz"] * 1e6)
+    assert row["pnr_calls_per_s"] == pytest.approx(row["pnr_fmax_mhz"] * 1e6)
 
 
 TINY_RUN = (

@@ -7,6 +7,7 @@ import sys
 
 from eatt.cli.common import PositiveFloat, add_json, emit
 from eatt.cli.exits import EXIT_CHECK_FAILED, EXIT_OK, CommandError, tool_failures
+from eatt.rtl_sim import throughput as rate
 from eatt.rtl_sim.generate import load_metadata
 from eatt.rtl_sim.pnr import DEVICES, pnr
 
@@ -85,6 +86,7 @@ def _text(r: dict) -> str:
             f"{util.get('MULT18X18D', {}).get('available', 0)}, DP16KD {s['DP16KD']}/"
             f"{util.get('DP16KD', {}).get('available', 0)}, IO {s.get('IO', 0)}",
             f"Fmax         {fmax} (constraint {r['constraint_mhz']:g} MHz)",
+            rate.line(r.get("throughput")),
             f"time         {r['seconds']:.0f} s, peak {r['peak_mb']} MiB"
             + (f"\nbitstream    {r['bitstream']}" if r["bitstream"] else "")
             + (f"\nnot fitting  {r['error']}" if r["error"] else ""),

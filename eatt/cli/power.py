@@ -8,6 +8,7 @@ from eatt.cli.common import BoundedInt, PositiveFloat, add_json, emit
 from eatt.cli.exits import EXIT_CHECK_FAILED, EXIT_OK, CommandError, tool_failures
 from eatt.config import CoreConfig, check_vectors
 from eatt.quant.vectors import capture_inputs, model_line, model_mismatches
+from eatt.rtl_sim import throughput as rate
 from eatt.rtl_sim.clock_gating import DEFAULT_MIN_FLIP_FLOPS
 from eatt.rtl_sim.fpga_energy import BASIS_KEY, CLASSES, load_coefficients
 from eatt.rtl_sim.fpga_power import fpga_power
@@ -221,6 +222,7 @@ def _text(r: dict, folder: str) -> str:
             f"{p['dynamic']:.4g}, leakage {p['leakage']:.3g})",
             f"timing       worst slack {sta['worst_slack_ns']:g} ns at {r['clock_ns']:g} ns: "
             f"closes at {sta['fmax_mhz']:g} MHz (OpenSTA, ideal clock, no wire load)",
+            rate.line(r.get("throughput")),
             f"vectorless   {sta['vectorless_energy_per_call_pj']:.4g} pJ/call (OpenSTA: input "
             f"activity {r['input_activity']:.3g}/cycle propagated, not the simulation's)",
             f"time         {r['seconds']:.0f} s; files in {folder}/power",
