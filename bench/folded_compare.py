@@ -39,6 +39,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from eatt.cli.exits import exit_code
 from eatt.config import atomic_write_text
 from eatt.model import energy
 from eatt.sweep import load_sweep, read_record, run_sweep
@@ -210,4 +211,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # as an eatt command: SIGTERM / SIGHUP end it like Ctrl-C, so the sweep's Ray instance is
+    # shut down and no Ray process outlives it (exit 143 / 129 / 130)
+    sys.exit(exit_code(main))

@@ -41,6 +41,7 @@ import platform
 import sys
 from pathlib import Path
 
+from eatt.cli.exits import exit_code
 from eatt.config import atomic_write_text
 from eatt.rtl_sim.resources import SUMMARY_KEYS
 from eatt.sweep import make_sweep, read_record, run_sweep
@@ -260,4 +261,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # as an eatt command: SIGTERM / SIGHUP end it like Ctrl-C, so the sweep's Ray instance is
+    # shut down and no Ray process outlives it (exit 143 / 129 / 130)
+    sys.exit(exit_code(main))
