@@ -40,13 +40,21 @@ RECIP_NORMALIZE_FILE = "recip_normalize.sv"
 
 
 def recip_normalize(
-    out: _Writer, name: str, w: dict, lanes: int, recip_frac: int, at: str, numer: list[str]
+    out: _Writer,
+    name: str,
+    w: dict,
+    lanes: int,
+    recip_frac: int,
+    at: str,
+    numer: list[str],
+    o: str = "o_norm",
 ) -> None:
     """One recip_normalize leaf (rtl_sim/rtl/recip_normalize.sv) for the sum `e_sum{at}` and
     the numerators `numer` (lane t = numer[t]): it drives `recip_index{at}`, reads
     `recip{at} = recip_rom(recip_index{at})` back and writes `o_norm{at}` (lane t at
     [t*attn_bits +: attn_bits]). The caller declares those arrays and the ROM; every
-    parameter is a golden width (attention_widths / window_widths)."""
+    parameter is a golden width (attention_widths / window_widths). ``o``: the output array's
+    name (adder_levels >= 1: a one-lane leaf only for the index, its O unused)."""
     params = {
         "LANES": lanes,
         "SUM_W": w["total_bits"],
@@ -62,8 +70,55 @@ def recip_normalize(
     out("        " + ", ".join(f".{k}({v})" for k, v in params.items()))
     out(f"    ) u_recip_normalize_{name} (")
     out(f"        .e_sum(e_sum{at}), .numer({{{', '.join(reversed(numer))}}}),")
-    out(f"        .recip_index(recip_index{at}), .recip(recip{at}), .o(o_norm{at})")
+    out(f"        .recip_index(recip_index{at}), .recip(recip{at}), .o({o}{at})")
     out("    );")
+
+
+def _registered_recip(out: _Writer, pipe, cfg: CoreConfig, w: dict) -> None:
+    """adder_levels >= 1: a register between the reciprocal lookup and the product N x R (the
+    critical path of the unrolled core at OSU 0.18 um ran from E through the leading-one
+    search, the table and the product into O). A one-lane leaf on E gives the table index; R,
+    E and N are registered (one inner stage of the normalize segment); the leaves on the
+    registered values compute O (their own index output unused)."""
+    heads, lq, dh = cfg.heads, cfg.len_q, cfg.dim // cfg.heads
+    ki, rb, tb, nb, ob = (w[k] for k in ("recip_index_bits", "recip_bits", "total_bits",
+                                         "numer_bits", "attn_bits"))  # fmt: skip
+    out("    /* verilator lint_off UNUSEDSIGNAL */  // the index leaf's O, the O leaves' index")
+    out(f"    logic [{ob - 1}:0] o_index_leaf [{heads}][{lq}];")
+    out(f"    logic [{ki - 1}:0] recip_index_unused [{heads}][{lq}];")
+    out("    /* verilator lint_on UNUSEDSIGNAL */")
+    for h, i in np.ndindex(heads, lq):
+        recip_normalize(
+            out, f"index_h{h}_q{i}", w, 1, cfg.recip_frac, f"[{h}][{i}]", [f"{nb}'d0"],
+            o="o_index_leaf",
+        )  # fmt: skip
+    pipe.extra = max(pipe.extra, 1)
+    out(f"    logic [{rb - 1}:0] recip_nrm_r0 [{heads}][{lq}];")
+    out(f"    logic [{tb - 1}:0] e_sum_nrm_r0 [{heads}][{lq}];")
+    out(f"    logic signed [{nb - 1}:0] numer_nrm_r0 [{heads}][{lq}][{dh}];")
+    out("    always_ff @(posedge ap_clk) begin")
+    out(f"        if (stage_en[{pipe.base}]) begin")
+    body = ["recip_nrm_r0[h][i] <= recip[h][i];", "e_sum_nrm_r0[h][i] <= e_sum[h][i];"]
+    _loops(out, 12, [("h", heads), ("i", lq)], body)
+    _loops(out, 12, [("h", heads), ("i", lq), ("t", dh)],
+           ["numer_nrm_r0[h][i][t] <= numer[h][i][t];"])  # fmt: skip
+    out("        end")
+    out("    end")
+    params = {
+        "LANES": dh, "SUM_W": tb, "NUMER_W": nb, "INDEX_W": ki, "RECIP_W": rb,
+        "RECIP_FRAC": cfg.recip_frac, "PROD_W": w["prod_bits"], "OUT_W": ob,
+    }  # fmt: skip
+    for h, i in np.ndindex(heads, lq):
+        at = f"[{h}][{i}]"
+        out(f"    // O of head {h}, query {i} from the registered R, E and N")
+        out("    recip_normalize #(")
+        out("        " + ", ".join(f".{k}({v})" for k, v in params.items()))
+        out(f"    ) u_recip_normalize_h{h}_q{i} (")
+        numer = ", ".join(f"numer_nrm_r0{at}[{t}]" for t in reversed(range(dh)))
+        out(f"        .e_sum(e_sum_nrm_r0{at}), .numer({{{numer}}}),")
+        out(f"        .recip_index(recip_index_unused{at}), .recip(recip_nrm_r0{at}),")
+        out(f"        .o(o_norm{at})")
+        out("    );")
 
 
 #: register stages of the generated attention datapath: Q/K/V, scores, exp, sum/numerator,
@@ -205,16 +260,14 @@ def _attention_sv(
     out(f"    logic [{dh * ob - 1}:0] o_norm [{heads}][{lq}];  // O[t] at [t*{ob} +: {ob}]")
     out(f"    logic [{ki - 1}:0] recip_index [{heads}][{lq}];")
     out(f"    logic [{rb - 1}:0] recip [{heads}][{lq}];")
-    for h, i in np.ndindex(heads, lq):
-        recip_normalize(
-            out,
-            f"h{h}_q{i}",
-            w,
-            dh,
-            rf,
-            f"[{h}][{i}]",
-            [f"numer[{h}][{i}][{t}]" for t in range(dh)],
-        )
+    if pipe.levels:
+        _registered_recip(out, pipe, cfg, w)
+    else:
+        for h, i in np.ndindex(heads, lq):
+            recip_normalize(
+                out, f"h{h}_q{i}", w, dh, rf, f"[{h}][{i}]",
+                [f"numer[{h}][{i}][{t}]" for t in range(dh)],
+            )  # fmt: skip
     out("")
     stage = pipe.close("normalize")
     out(f"    // ---- stage {stage}: attention output O, heads concatenated in column order")

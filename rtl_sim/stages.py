@@ -53,7 +53,7 @@ STAGES: dict[str, tuple[tuple[str, str], ...]] = {
         ("scores", r"^s1\[\]|^score_\w*_r\d+"),
         ("softmax", r"^(e2|e_sum)\[\]|^e_sum_\w*_r\d+"),  # the exp weights and their sum
         # V on its way, the weighted sums, O (normalized)
-        ("values", r"^(numer|v1|v2|o4)\[\]|^numer_\w*_r\d+"),
+        ("values", r"^(numer|v1|v2|o4)\[\]|^numer_\w*_r\d+|^recip_nrm_r\d+"),
     ),
     "folded": (
         # the walks (E-ATT's select walk: Q and K; the multiply walk: V and O, dot's Q and K
