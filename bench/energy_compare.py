@@ -90,6 +90,7 @@ def _record(r: dict) -> dict:
     out["simulator"] = r["sim"].get("simulator")
     out["mismatches"] = r["mismatches"]
     out["fmax_mhz"] = r["sta"]["fmax_mhz"]
+    out["calls_per_s"] = (r.get("throughput") or {}).get("calls_per_s")
     out["yosys_seconds"] = r["yosys"]["seconds"]
     out["yosys_peak_mb"] = r["yosys"]["peak_mb"]
     out["seconds"] = r["seconds"]
@@ -337,7 +338,21 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="gate the clocks of enables of at least N flip-flops (eatt power --clock-gating)",
     )
+    ap.add_argument(
+        "--adder-levels",
+        type=int,
+        default=0,
+        metavar="N",
+        help="unrolled levels: at most N adder levels between registers (eatt rtl --adder-levels)",
+    )
+    ap.add_argument("--methods", default=",".join(METHODS), help="unrolled levels: these methods")
     args = ap.parse_args(argv)
+    methods_run = [m for m in args.methods.split(",") if m]
+    for m in methods_run:
+        if m not in METHODS:
+            ap.error(f"--methods: {m!r} is not one of {', '.join(METHODS)}")
+    if args.adder_levels < 0:
+        ap.error("--adder-levels: must be >= 0")
     levels = [lv for lv in args.levels.split(",") if lv]
     for lv in levels:
         if lv not in LEVELS:
@@ -351,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         "clock_ns": args.clock,
         "macro_rows": args.macro_rows,
         "clock_gating": args.clock_gating,
+        "adder_levels": args.adder_levels,
         "liberty": None,
         "machine": platform.machine(),
         "levels": {},
@@ -371,12 +387,16 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="eatt-energy-") as tmp:
         for level in levels:
-            for kind in KINDS if level == "folded" else METHODS:  # the folded engine's two
+            for kind in KINDS if level == "folded" else methods_run:  # the folded engine's two
                 kcfg = _config(kind, args.quick)
                 out = Path(tmp) / f"{level}_{kind}"
                 folding = (QUICK_FOLDING if args.quick else FOLDING).get(kind)
                 folding = {**(folding or {}), "macro_rows": args.macro_rows}
-                extra = {"folding": folding} if level == "folded" else {}
+                extra = (
+                    {"folding": folding}
+                    if level == "folded"
+                    else {"adder_levels": args.adder_levels}
+                )
                 generate_rtl(kcfg, random_weights(kcfg, seed=1), out, level=level, **extra)
                 t0 = time.perf_counter()
                 r = power(

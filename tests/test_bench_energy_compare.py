@@ -45,3 +45,33 @@ def test_quick_alignment_writes_its_report(tmp_path):
     assert "alignment: dynamic pJ/call by stage" in md and "| E-ATT / vanilla |" in md
     assert "| alignment | RandInit |" in md
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.rtl
+def test_quick_attention_pipelined_two_methods(tmp_path):
+    """--methods picks the kinds measured, --adder-levels the unrolled pipelining (the
+    reciprocal register among the cuts); the record carries the clock and the calls/s."""
+    try:
+        check_tools()
+    except ToolMissing as err:
+        pytest.skip(str(err))
+    out = tmp_path / "pipelined.json"
+    run = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--levels", "attention", "--vectors", "4",
+         "--methods", "eatt,vanilla", "--adder-levels", "1", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["adder_levels"] == 1 and set(report["levels"]["attention"]) == {"eatt", "vanilla"}
+    for r in report["levels"]["attention"].values():
+        assert r["mismatches"] == 0 and r["calls_per_s"] == pytest.approx(r["fmax_mhz"] * 1e6)
+    bad = subprocess.run(
+        [sys.executable, str(BENCH), "--methods", "bogus", "--out", str(tmp_path / "b.json")],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "--methods" in bad.stderr
+    assert not (tmp_path / "b.json").exists()
