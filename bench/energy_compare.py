@@ -154,6 +154,12 @@ def markdown(report: dict) -> str:
             else ""
         )
         + (
+            f"; unrolled cores pipelined to at most {report['adder_levels']} adder levels between "
+            "registers, the reciprocal registered (eatt rtl --adder-levels)"
+            if report.get("adder_levels")
+            else ""
+        )
+        + (
             f"; memories of >= {report['macro_rows']} words are macros"
             if report.get("macro_rows") not in (None, MACRO_ROWS) and "folded" in report["levels"]
             else ""
