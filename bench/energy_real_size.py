@@ -297,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {"bench": "energy_real_size", "points": {}, "configs": {}, "ratios": {}}
     if args.resume and args.out.is_file():
         report = json.loads(args.out.read_text())
+        report["ratios"] = ratios(report)  # a record from an older version has fewer
     report.update(date=time.strftime("%Y-%m-%d"), machine=platform.machine())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if args.add:
