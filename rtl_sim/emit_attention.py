@@ -48,13 +48,17 @@ def recip_normalize(
     at: str,
     numer: list[str],
     o: str = "o_norm",
+    e_sum: str = "e_sum",
+    recip: str | None = None,
+    recip_index: str = "recip_index",
 ) -> None:
     """One recip_normalize leaf (rtl_sim/rtl/recip_normalize.sv) for the sum `e_sum{at}` and
     the numerators `numer` (lane t = numer[t]): it drives `recip_index{at}`, reads
     `recip{at} = recip_rom(recip_index{at})` back and writes `o_norm{at}` (lane t at
     [t*attn_bits +: attn_bits]). The caller declares those arrays and the ROM; every
-    parameter is a golden width (attention_widths / window_widths). ``o``: the output array's
-    name (adder_levels >= 1: a one-lane leaf only for the index, its O unused)."""
+    parameter is a golden width (attention_widths / window_widths). The other names are the
+    arrays of a registered lookup (_registered_recip): ``recip`` given, R comes from it (no ROM
+    read here) and the leaf's own index goes to ``recip_index``, unused."""
     params = {
         "LANES": lanes,
         "SUM_W": w["total_bits"],
@@ -65,12 +69,14 @@ def recip_normalize(
         "PROD_W": w["prod_bits"],
         "OUT_W": w["attn_bits"],
     }
-    out(f"    assign recip{at} = recip_rom(recip_index{at});")
+    if recip is None:
+        recip = "recip"
+        out(f"    assign recip{at} = recip_rom(recip_index{at});")
     out("    recip_normalize #(")
     out("        " + ", ".join(f".{k}({v})" for k, v in params.items()))
     out(f"    ) u_recip_normalize_{name} (")
-    out(f"        .e_sum(e_sum{at}), .numer({{{', '.join(reversed(numer))}}}),")
-    out(f"        .recip_index(recip_index{at}), .recip(recip{at}), .o({o}{at})")
+    out(f"        .e_sum({e_sum}{at}), .numer({{{', '.join(reversed(numer))}}}),")
+    out(f"        .recip_index({recip_index}{at}), .recip({recip}{at}), .o({o}{at})")
     out("    );")
 
 
@@ -104,21 +110,14 @@ def _registered_recip(out: _Writer, pipe, cfg: CoreConfig, w: dict) -> None:
            ["numer_nrm_r0[h][i][t] <= numer[h][i][t];"])  # fmt: skip
     out("        end")
     out("    end")
-    params = {
-        "LANES": dh, "SUM_W": tb, "NUMER_W": nb, "INDEX_W": ki, "RECIP_W": rb,
-        "RECIP_FRAC": cfg.recip_frac, "PROD_W": w["prod_bits"], "OUT_W": ob,
-    }  # fmt: skip
     for h, i in np.ndindex(heads, lq):
         at = f"[{h}][{i}]"
         out(f"    // O of head {h}, query {i} from the registered R, E and N")
-        out("    recip_normalize #(")
-        out("        " + ", ".join(f".{k}({v})" for k, v in params.items()))
-        out(f"    ) u_recip_normalize_h{h}_q{i} (")
-        numer = ", ".join(f"numer_nrm_r0{at}[{t}]" for t in reversed(range(dh)))
-        out(f"        .e_sum(e_sum_nrm_r0{at}), .numer({{{numer}}}),")
-        out(f"        .recip_index(recip_index_unused{at}), .recip(recip_nrm_r0{at}),")
-        out(f"        .o(o_norm{at})")
-        out("    );")
+        recip_normalize(
+            out, f"h{h}_q{i}", w, dh, cfg.recip_frac, at,
+            [f"numer_nrm_r0{at}[{t}]" for t in range(dh)],
+            e_sum="e_sum_nrm_r0", recip="recip_nrm_r0", recip_index="recip_index_unused",
+        )  # fmt: skip
 
 
 #: register stages of the generated attention datapath: Q/K/V, scores, exp, sum/numerator,

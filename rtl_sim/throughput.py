@@ -22,8 +22,6 @@ engine's phases do not overlap yet (docs/folded.md), so its II is the sum of its
 
 from __future__ import annotations
 
-LEVEL_TOKENS = {"alignment": "len_q", "attention": "len_q", "folded": "len_q", "window": None}
-
 
 def ii_cycles(meta: dict) -> int:
     """Cycles between the starts of consecutive calls when the core is kept busy."""
@@ -43,8 +41,8 @@ def latency_cycles(meta: dict) -> int | None:
 
 
 def tokens_per_call(meta: dict) -> int:
-    key = LEVEL_TOKENS.get(meta["level"], "len_q")
-    return int(meta["config"][key]) if key else 1
+    """Query tokens a call: len_q, or the window unit's one decoder step."""
+    return 1 if meta["level"] == "window" else int(meta["config"]["len_q"])
 
 
 def throughput(meta: dict, fmax_mhz: float | None, energy_pj: float | None = None) -> dict:

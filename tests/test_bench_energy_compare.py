@@ -16,22 +16,27 @@ from eatt.rtl_sim.tools import ToolMissing
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "energy_compare.py"
 
 
-@pytest.mark.rtl
-def test_quick_alignment_writes_its_report(tmp_path):
+def _measured(out: Path, *args: str) -> dict:
+    """bench/energy_compare.py --quick with ``args`` into ``out`` (skipped without the tools):
+    its report."""
     try:
         check_tools()
     except ToolMissing as err:
         pytest.skip(str(err))
-    out = tmp_path / "energy_compare_quick.json"
     run = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--levels", "alignment", "--vectors", "6",
-         "--out", str(out)],
+        [sys.executable, str(BENCH), "--quick", *args, "--out", str(out)],
         capture_output=True,
         text=True,
-        timeout=600,
-    )  # fmt: skip
+        timeout=900,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
-    report = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+@pytest.mark.rtl
+def test_quick_alignment_writes_its_report(tmp_path):
+    out = tmp_path / "energy_compare_quick.json"
+    report = _measured(out, "--levels", "alignment", "--vectors", "6")
     for kind in ("eatt", "vanilla", "dense", "randinit"):  # the paper's four methods
         r = report["levels"]["alignment"][kind]
         assert r["mismatches"] == 0 and r["vectors"] == 6
@@ -51,20 +56,10 @@ def test_quick_alignment_writes_its_report(tmp_path):
 def test_quick_attention_pipelined_two_methods(tmp_path):
     """--methods picks the kinds measured, --adder-levels the unrolled pipelining (the
     reciprocal register among the cuts); the record carries the clock and the calls/s."""
-    try:
-        check_tools()
-    except ToolMissing as err:
-        pytest.skip(str(err))
-    out = tmp_path / "pipelined.json"
-    run = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--levels", "attention", "--vectors", "4",
-         "--methods", "eatt,vanilla", "--adder-levels", "1", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=900,
+    report = _measured(
+        tmp_path / "pipelined.json", "--levels", "attention", "--vectors", "4",
+        "--methods", "eatt,vanilla", "--adder-levels", "1",
     )  # fmt: skip
-    assert run.returncode == 0, run.stderr[-2000:]
-    report = json.loads(out.read_text())
     assert report["adder_levels"] == 1 and set(report["levels"]["attention"]) == {"eatt", "vanilla"}
     for r in report["levels"]["attention"].values():
         assert r["mismatches"] == 0 and r["calls_per_s"] == pytest.approx(r["fmax_mhz"] * 1e6)
