@@ -93,6 +93,12 @@ def peer_foldings(cfg: CoreConfig, reuse: int) -> dict[str, dict[str, int]]:
     return {"eatt": {"lanes": lanes, "simd": simd, "pe": pe}, "vanilla": dot}
 
 
+#: cycles per query and head that drain the attention phases' pipelines (folded_attention.sv):
+#: one each for scores and numerators, three for exp (its second and third stage, the
+#: reciprocal table's read of E)
+ATTENTION_FILL = 5
+
+
 def folded_cycles(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None) -> dict[str, int]:
     """The engine's cycles per vector with no stall on either stream (folded_attention.sv).
 
@@ -102,7 +108,9 @@ def folded_cycles(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None)
     m x DC^2 cycles a key token, while the select walk does that token's K in the first DC^2
     (the same y chunks) and a Q token in each of the other m - 1, the Q tokens left after the
     last key token following; O comes after attention, on the multiply walk; per query and
-    head: scores (KB x HC), exp (KB), numerators (HC x KB); out: one output beat per cycle.
+    head: scores (KB x HC), exp (KB), numerators (HC x KB), each a pipeline behind its memory
+    reads, ATTENTION_FILL cycles in all to drain them (``attention_fill``: those cycles of a
+    call); out: one output beat per cycle, after one cycle reading the first word.
     latency: first input beat accepted -> first output beat; II: first input beat of one vector
     -> first input beat of the next (the phases do not overlap, so II = latency + the output
     beats)."""
@@ -117,7 +125,8 @@ def folded_cycles(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None)
     else:
         before = (2 * cfg.len_k + cfg.len_q) * tiles + 3
         after = cfg.len_q * tiles + 1
-    attention = cfg.len_q * cfg.heads * (2 * kb * hc + kb)
+    fill = cfg.len_q * cfg.heads * ATTENTION_FILL
+    attention = cfg.len_q * cfg.heads * (2 * kb * hc + kb) + fill
     out = cfg.len_q * dc
     compute = before + attention + after
     return {
@@ -126,10 +135,11 @@ def folded_cycles(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None)
         "projections_before": before,
         "projections_after": after,
         "attention": attention,
+        "attention_fill": fill,
         "out": out,
         "compute": compute,
-        "latency": load + compute,
-        "ii": load + compute + out,
+        "latency": load + compute + 1,  # + the read of the first Z word
+        "ii": load + compute + 1 + out,
     }
 
 
@@ -142,8 +152,8 @@ CYCLE_FORMULA = {
         "eatt: (M * len_k + max(0, len_q - (M - 1) * len_k)) * DC^2 + 1 before (the select "
         "and multiply walks at once), M * len_q * DC^2 + 1 after"
     ),
-    "attention": "len_q * heads * (2*KB*HC + KB)",
+    "attention": "len_q * heads * (2*KB*HC + KB + 5)  (5: the pipelines' drain cycles)",
     "out": "len_q * DC",
-    "latency": "load + projections + attention  (first input beat -> first output beat)",
+    "latency": "load + projections + attention + 1  (first input beat -> first output beat)",
     "ii": "latency + out  (first input beat -> next vector's first input beat)",
 }

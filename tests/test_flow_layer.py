@@ -264,4 +264,4 @@ def test_the_default_size_example_folds_at_its_reuse_factor():
         f = folding_for_reuse(cfg.replace(kind=kind), 40000)
         iis[kind] = folded_cycles(cfg.replace(kind=kind), **f)["ii"]
     assert folding_for_reuse(cfg, 40000) == {"lanes": 4, "simd": 16, "pe": 8}
-    assert iis == {"eatt": 38402, "vanilla": 38404}  # as measured in Verilator (README)
+    assert iis == {"eatt": 39683, "vanilla": 39685}  # 38,402 / 38,404 before synchronous reads

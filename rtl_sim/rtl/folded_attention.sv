@@ -26,16 +26,20 @@
 //   proj    = vanilla (2 LEN_K + LEN_Q) DC^2 + 3,
 //             E-ATT (M LEN_K + max(0, LEN_Q - (M - 1) LEN_K)) DC^2 + 1
 //   post    = vanilla LEN_Q DC^2 + 1, E-ATT M LEN_Q DC^2 + 1
-//   compute = proj + LEN_Q HEADS (2 KB HC + KB) + post
-//   II      = (LEN_Q + LEN_K) DC + compute + LEN_Q DC     (no stalls on either stream)
+//   compute = proj + LEN_Q HEADS (2 KB HC + KB + 5) + post
+//   II      = (LEN_Q + LEN_K) DC + compute + LEN_Q DC + 1     (no stalls on either stream)
 //
-// Memories, each an instance (folded_ram: written here, asynchronous reads; folded_rom: the
-// $readmemh files next to the RTL), a memory macro from MACRO_ROWS words (folded_macro: priced
-// per access by eatt power), flip-flops below: the weights are synchronous ROMs in the walks
-// (one SIMD x SIMD tile per word, or SIMD x PE for E-ATT's V and O; folded_proj_walk.sv has the
-// order; WQ_FILE..WO_FILE); EXP_FILE and RECIP_FILE hold the softmax tables. K and V are banked
-// by key (key j in bank j mod LANES) so that LANES keys are read in one cycle; the token
-// memories are written one SIMD-wide word per cycle.
+// (+ 5 per query and head: the drain cycle of the score and numerator pipelines, and of exp
+// its two stages and the reciprocal's read; + 1: the first Z word's read.)
+//
+// Memories, each an instance with synchronous reads, the address presented a cycle ahead
+// (folded_ram: written here; folded_rom: the $readmemh files next to the RTL), a memory macro
+// from MACRO_ROWS words (folded_macro: priced per access by eatt power; an FPGA's block RAM),
+// flip-flops below: the weights are ROMs in the walks (one SIMD x SIMD tile per word, or
+// SIMD x PE for E-ATT's V and O; folded_proj_walk.sv has the order; WQ_FILE..WO_FILE);
+// EXP_FILE and RECIP_FILE hold the softmax tables. K and V are banked by key (key j in bank
+// j mod LANES) so that LANES keys are read in one cycle; the token memories are written one
+// SIMD-wide word per cycle.
 //
 // Streams (AXI4-Stream, tready backpressure on both sides): a vector is LEN_Q*DC beats of x
 // then LEN_K*DC beats of y on s_axis (token by token, SIMD elements of IN_W bits per beat,
@@ -274,22 +278,35 @@ module folded_attention #(
     );
     // Z in M pieces of PE columns, read back as SIMD-wide beats
     wire [SIMD*OUT_W-1:0] z_word;
+    logic            z_re;     // read the next Z word (S_OUT)
+    logic [OUT_CW:0] rd_cnt;   // Z words read
+    logic            out_valid;  // m_axis holds a word
     for (genvar m = 0; m < M; m++) begin : g_zsub
         folded_ram #(
             .WIDTH(MUL_COLS*OUT_W), .DEPTH(LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)
         ) z_sub (
             .clk(clk), .we(vo_valid && vo_pass == PASS_O && vo_sub == m),
             .waddr(QA_W'(vo_tok*DC + vo_cc)), .wdata(z_code),
-            .re(m_axis_tvalid && m_axis_tready), .raddr(QA_W'(out_cnt)),
+            .re(z_re), .raddr(QA_W'(rd_cnt)),
             .rdata(z_word[m*MUL_COLS*OUT_W +: MUL_COLS*OUT_W])
         );
     end
 
     // -- attention: per query qi and head hh, scores, exp, numerators -----------------------------
+    // Each phase is a pipeline: stage 0 (the counters) addresses the memories, stage 1 (p1_*)
+    // has their words; the exp phase has a stage 2 (p2_*) for the exp table's word. drain
+    // counts the cycles after stage 0's last: 1 for scores and numerators, 3 for exp (its
+    // stages 1 and 2, then the reciprocal table's read of E).
     logic [Q_CW-1:0]  qi;      // query
     logic [H_CW-1:0]  hh;      // head
     logic [KB_CW-1:0] jb;      // key block
     logic [HC_CW-1:0] dc, tc;  // feature chunk of the head (scores, numerators)
+    logic [1:0]       drain;
+    logic             sc0, ex0, nm0;               // stage 0 of scores, exp, numerators
+    logic             p1_score, p1_exp, p1_numer, p2_exp;
+    logic [KB_CW-1:0] p1_jb, p2_jb;
+    logic [HC_CW-1:0] p1_dc, p1_tc;
+    logic [LANES-1:0] p2_hit;                      // the lane's exp word is its weight
     logic [SIMD*QK_W-1:0]    q_word;
     logic [SIMD*QK_W-1:0]    k_word [LANES];
     logic [SIMD*V_W-1:0]     v_word [LANES];
@@ -306,19 +323,22 @@ module folded_attention #(
     logic [RIDX_W-1:0]       recip_index;
     logic [SIMD*ATTN_W-1:0]  o_word;
 
+    assign sc0 = (state == S_SCORE) && (drain == 0);
+    assign ex0 = (state == S_EXP) && (drain == 0);
+    assign nm0 = (state == S_NUMER) && (drain == 0);
+
     folded_ram #(.WIDTH(SIMD*QK_W), .DEPTH(LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)) q_mem (
         .clk(clk), .we(qk_valid && qk_pass == PASS_Q), .waddr(QA_W'(qk_tok*DC + qk_cc)),
-        .wdata(qk_code), .re(state == S_SCORE), .raddr(QA_W'(qi*DC + hh*HC + dc)),
-        .rdata(q_word)
+        .wdata(qk_code), .re(sc0), .raddr(QA_W'(qi*DC + hh*HC + dc)), .rdata(q_word)
     );
 
-    // the softmax tables: exp, one read port a lane; the reciprocal, one port
+    // the softmax tables: exp, one read port a lane (read in exp's stage 1); the reciprocal
     logic [LANES*EXP_A-1:0] exp_addr;
     logic [LANES-1:0]       exp_re;
     logic [LANES*EXP_W-1:0] exp_data;
     logic [RECIP_W-1:0]     recip;
     folded_rom #(
-        .WIDTH(EXP_W), .DEPTH(EXP_SIZE), .READS(LANES), .SYNC(0), .FILE(EXP_FILE),
+        .WIDTH(EXP_W), .DEPTH(EXP_SIZE), .READS(LANES), .SYNC(1), .FILE(EXP_FILE),
         .MACRO_ROWS(MACRO_ROWS), .AW(EXP_A)
     ) exp_rom (.clk(clk), .re(exp_re), .addr(exp_addr), .data(exp_data));
 
@@ -335,7 +355,7 @@ module folded_attention #(
         folded_ram #(.WIDTH(SIMD*QK_W), .DEPTH(KB*DC), .MACRO_ROWS(MACRO_ROWS), .AW(BA_W)) k_bank (
             .clk(clk), .we(qk_valid && qk_pass == PASS_K && qk_lane == l),
             .waddr(BA_W'(qk_blk*DC + qk_cc)), .wdata(qk_code),
-            .re(state == S_SCORE), .raddr(BA_W'(jb*DC + hh*HC + dc)), .rdata(k_word[l])
+            .re(sc0), .raddr(BA_W'(jb*DC + hh*HC + dc)), .rdata(k_word[l])
         );
         for (genvar m = 0; m < M; m++) begin : g_vsub
             folded_ram #(
@@ -343,7 +363,7 @@ module folded_attention #(
             ) v_bank (
                 .clk(clk), .we(vo_valid && vo_pass == PASS_V && vo_lane == l && vo_sub == m),
                 .waddr(BA_W'(vo_blk*DC + vo_cc)), .wdata(v_code),
-                .re(state == S_NUMER), .raddr(BA_W'(jb*DC + hh*HC + tc)),
+                .re(nm0), .raddr(BA_W'(jb*DC + hh*HC + tc)),
                 .rdata(v_cat[m*MUL_COLS*V_W +: MUL_COLS*V_W])
             );
         end
@@ -352,28 +372,28 @@ module folded_attention #(
         folded_score_lane #(.SIMD(SIMD), .QK_W(QK_W), .SCORE_W(SCORE_W), .L1(L1)) u_score (
             .q(q_word), .k(k_word[l]), .part(part_l)
         );
-        assign s_next[l] = ((dc == 0) ? SCORE_W'(0) : s_acc) + part_l;
+        assign s_next[l] = ((p1_dc == 0) ? SCORE_W'(0) : s_acc) + part_l;
 
-        assign key = jb * LANES + l;
+        assign key = p1_jb * LANES + l;  // stage 1's block (scores, exp)
         assign visible[l] = (KEY_PADDING == 0 || key < 32'(length))
                          && (CAUSAL == 0 || key <= qi + 32'(offset));
         folded_ram #(.WIDTH(SCORE_W), .DEPTH(KB), .MACRO_ROWS(MACRO_ROWS), .AW(SA_W)) s_bank (
-            .clk(clk), .we(state == S_SCORE && dc == HC - 1), .waddr(SA_W'(jb)),
-            .wdata(s_next[l]), .re(state == S_EXP), .raddr(SA_W'(jb)), .rdata(s_read[l])
+            .clk(clk), .we(p1_score && p1_dc == HC - 1), .waddr(SA_W'(p1_jb)),
+            .wdata(s_next[l]), .re(ex0), .raddr(SA_W'(jb)), .rdata(s_read[l])
         );
         assign zdiff = (SCORE_W + 1)'(smax) - (SCORE_W + 1)'(s_read[l]);
         assign exp_index = zdiff >>> EXP_SHIFT;
         assign exp_addr[l*EXP_A +: EXP_A] = exp_index[EXP_A-1:0];
-        assign exp_re[l] = (state == S_EXP) && visible[l] && 32'(exp_index) < EXP_SIZE;
-        assign e_next[l] = exp_re[l] ? exp_data[l*EXP_W +: EXP_W] : EXP_W'(0);
+        assign exp_re[l] = p1_exp && visible[l] && 32'(exp_index) < EXP_SIZE;
+        assign e_next[l] = p2_hit[l] ? exp_data[l*EXP_W +: EXP_W] : EXP_W'(0);
         folded_ram #(.WIDTH(EXP_W), .DEPTH(KB), .MACRO_ROWS(MACRO_ROWS), .AW(SA_W)) e_bank (
-            .clk(clk), .we(state == S_EXP), .waddr(SA_W'(jb)), .wdata(e_next[l]),
-            .re(state == S_NUMER), .raddr(SA_W'(jb)), .rdata(e_read[l])
+            .clk(clk), .we(p2_exp), .waddr(SA_W'(p2_jb)), .wdata(e_next[l]),
+            .re(nm0), .raddr(SA_W'(jb)), .rdata(e_read[l])
         );
 
         always_ff @(posedge clk) begin
             if (rst) s_acc <= '0;
-            else if (state == S_SCORE) s_acc <= s_next[l];
+            else if (p1_score) s_acc <= s_next[l];
         end
     end
 
@@ -383,8 +403,8 @@ module folded_attention #(
     logic [(LANES+1)*SCORE_W-1:0] max_chain;
     logic [(LANES+1)*SUM_W-1:0]   sum_chain;
 
-    assign max_chain[0 +: SCORE_W] = (jb == 0) ? s_next[0] : smax;
-    assign sum_chain[0 +: SUM_W]   = (jb == 0) ? SUM_W'(0) : esum;
+    assign max_chain[0 +: SCORE_W] = (p1_jb == 0) ? s_next[0] : smax;
+    assign sum_chain[0 +: SUM_W]   = (p2_jb == 0) ? SUM_W'(0) : esum;
     for (genvar l = 0; l < LANES; l++) begin : g_reduce
         logic signed [SCORE_W-1:0] so_far;
         assign so_far = max_chain[l*SCORE_W +: SCORE_W];
@@ -405,7 +425,7 @@ module folded_attention #(
         logic signed [NUMER_W-1:0] total;  // one variable per block (no shared array written)
 
         always_comb begin
-            total = (jb == 0) ? NUMER_W'(0) : numer[t];
+            total = (p1_jb == 0) ? NUMER_W'(0) : numer[t];
             for (int l = 0; l < LANES; l++) begin
                 total = total + NUMER_W'(weighted(e_read[l], v_word[l][t*V_W +: V_W]));
             end
@@ -414,10 +434,11 @@ module folded_attention #(
         assign numer_packed[t*NUMER_W +: NUMER_W] = numer_next[t];
         always_ff @(posedge clk) begin
             if (rst) numer[t] <= '0;
-            else if (state == S_NUMER) numer[t] <= numer_next[t];
+            else if (p1_numer) numer[t] <= numer_next[t];
         end
     end
 
+    // O = N / E; R = RECIP[index of E] is read once per query and head, in exp's last cycle
     recip_normalize #(
         .LANES(SIMD), .SUM_W(SUM_W), .NUMER_W(NUMER_W), .INDEX_W(RIDX_W), .RECIP_W(RECIP_W),
         .RECIP_FRAC(RECIP_FRAC), .PROD_W(PROD_W), .OUT_W(ATTN_W)
@@ -426,37 +447,50 @@ module folded_attention #(
         .recip(recip), .o(o_word)
     );
     folded_rom #(
-        .WIDTH(RECIP_W), .DEPTH(2**RIDX_W), .SYNC(0), .FILE(RECIP_FILE),
+        .WIDTH(RECIP_W), .DEPTH(2**RIDX_W), .SYNC(1), .FILE(RECIP_FILE),
         .MACRO_ROWS(MACRO_ROWS), .AW(RIDX_W)
     ) recip_rom (
-        .clk(clk), .re(state == S_NUMER && jb == KB - 1), .addr(recip_index), .data(recip)
+        .clk(clk), .re(state == S_EXP && drain == 3), .addr(recip_index), .data(recip)
     );
 
     folded_ram #(.WIDTH(SIMD*ATTN_W), .DEPTH(LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)) a_mem (
-        .clk(clk), .we(state == S_NUMER && jb == KB - 1), .waddr(QA_W'(qi*DC + hh*HC + tc)),
+        .clk(clk), .we(p1_numer && p1_jb == KB - 1), .waddr(QA_W'(qi*DC + hh*HC + p1_tc)),
         .wdata(o_word), .re(a_re), .raddr(QA_W'(m_rd_tok*DC + m_rd_rc)), .rdata(a_word)
     );
 
-    // -- out: the Z pieces on m_axis --------------------------------------------------------------
-    assign m_axis_tvalid = (state == S_OUT);
+    // -- out: the Z pieces on m_axis, each word read a cycle before it is offered ----------------
+    assign z_re = (state == S_OUT) && (rd_cnt < OUT_BEATS) && (!out_valid || m_axis_tready);
+    assign m_axis_tvalid = out_valid;
     assign m_axis_tdata  = z_word;
     assign m_axis_tlast  = (out_cnt == OUT_BEATS - 1);
 
     // -- control: the phases one after another (S_PROJ and S_POST wait for the walks) -------------
-    // the O pass starts as the last numerator block of the last query and head is done
-    assign start_post = (state == S_NUMER) && (jb == KB - 1) && (tc == HC - 1)
-                     && (hh == HEADS - 1) && (qi == LEN_Q - 1);
+    // the O pass starts in the drain cycle of the last query and head's numerators
+    assign start_post = (state == S_NUMER) && (drain != 0) && (hh == HEADS - 1)
+                     && (qi == LEN_Q - 1);
+    always_ff @(posedge clk) begin
+        if (rst) begin
+            {p1_score, p1_exp, p1_numer, p2_exp, p1_jb, p2_jb, p1_dc, p1_tc, p2_hit} <= '0;
+        end else begin
+            {p1_score, p1_exp, p1_numer, p1_jb, p1_dc, p1_tc} <= {sc0, ex0, nm0, jb, dc, tc};
+            {p2_exp, p2_jb, p2_hit} <= {p1_exp, p1_jb, exp_re};
+        end
+    end
     always_ff @(posedge clk) begin
         if (rst) begin
             state <= S_LOAD;
             in_cnt <= 0;
             out_cnt <= 0;
+            rd_cnt <= 0;
+            out_valid <= 1'b0;
             length <= '0;
             offset <= '0;
-            {qi, hh, jb, dc, tc} <= '0;
+            {qi, hh, jb, dc, tc, drain} <= '0;
             smax <= '0;
             esum <= '0;
         end else begin
+            if (p1_score && p1_dc == HC - 1) smax <= smax_next;
+            if (p2_exp) esum <= esum_next;
             case (state)
                 S_LOAD: if (s_axis_tvalid) begin
                     if (in_cnt == 0) begin
@@ -471,40 +505,54 @@ module folded_attention #(
                     end
                 end
                 S_PROJ: if (pre_done) state <= S_SCORE;  // the walks' last drain cycle
-                S_SCORE: begin  // dc fastest, then the key block
+                S_SCORE: if (drain == 0) begin  // dc fastest, then the key block
                     dc <= (dc == HC - 1) ? 0 : dc + 1;
                     if (dc == HC - 1) begin
-                        smax <= smax_next;
                         jb <= (jb == KB - 1) ? 0 : jb + 1;
-                        if (jb == KB - 1) state <= S_EXP;
+                        if (jb == KB - 1) drain <= 1;
                     end
+                end else begin
+                    drain <= 0;
+                    state <= S_EXP;
                 end
-                S_EXP: begin
-                    esum <= esum_next;
+                S_EXP: if (drain == 0) begin
                     jb <= (jb == KB - 1) ? 0 : jb + 1;
-                    if (jb == KB - 1) state <= S_NUMER;
+                    if (jb == KB - 1) drain <= 1;
+                end else begin
+                    drain <= drain + 1;  // 3: the reciprocal's read, then the numerators
+                    if (drain == 3) state <= S_NUMER;
                 end
-                S_NUMER: begin  // jb fastest, then the feature chunk, head, query
+                S_NUMER: if (drain == 0) begin  // jb fastest, then the feature chunk
                     jb <= (jb == KB - 1) ? 0 : jb + 1;
                     if (jb == KB - 1) begin
                         tc <= (tc == HC - 1) ? 0 : tc + 1;
-                        if (tc == HC - 1) begin
-                            state <= S_SCORE;
-                            hh <= (hh == HEADS - 1) ? 0 : hh + 1;
-                            if (hh == HEADS - 1) begin
-                                qi <= (qi == LEN_Q - 1) ? 0 : qi + 1;
-                                if (qi == LEN_Q - 1) state <= S_POST;  // start_post
-                            end
-                        end
+                        if (tc == HC - 1) drain <= 1;
+                    end
+                end else begin  // then the head, the query
+                    drain <= 0;
+                    state <= S_SCORE;
+                    hh <= (hh == HEADS - 1) ? 0 : hh + 1;
+                    if (hh == HEADS - 1) begin
+                        qi <= (qi == LEN_Q - 1) ? 0 : qi + 1;
+                        if (qi == LEN_Q - 1) state <= S_POST;  // start_post
                     end
                 end
                 S_POST: if (post_done) state <= S_OUT;
-                S_OUT: if (m_axis_tready) begin
-                    if (out_cnt == OUT_BEATS - 1) begin
-                        out_cnt <= 0;
-                        state <= S_LOAD;
-                    end else begin
-                        out_cnt <= out_cnt + 1;
+                S_OUT: begin
+                    if (z_re) begin
+                        rd_cnt <= rd_cnt + 1;
+                        out_valid <= 1'b1;
+                    end else if (m_axis_tready) begin
+                        out_valid <= 1'b0;
+                    end
+                    if (out_valid && m_axis_tready) begin
+                        if (out_cnt == OUT_BEATS - 1) begin
+                            out_cnt <= 0;
+                            rd_cnt <= 0;
+                            state <= S_LOAD;
+                        end else begin
+                            out_cnt <= out_cnt + 1;
+                        end
                     end
                 end
                 default: state <= S_LOAD;

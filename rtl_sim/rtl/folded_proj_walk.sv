@@ -22,8 +22,9 @@
 // is high in the drain cycle that ends the phase.
 //
 // Stage 0: the counters address the ROMs (folded_rom: synchronous read, block RAM; the pass's
-// ROM reads only while the walk walks it). Stage 1 (p1_*): the
-// token chunk at (rd_tok, rd_rc) comes in from the engine's memories, the tile's partial sums
+// ROM reads only while the walk walks it) and the engine's token memory (rd_tok, rd_rc, with
+// rd_x / rd_y / rd_o its read enables). Stage 1 (p1_*): the
+// token chunk comes in from the engine's memories, the tile's partial sums
 // are added into acc, and the last row chunk raises wr_valid with the codes of columns
 // (wr_cc * M + wr_sub) * COLS .. + COLS-1, M = SIMD / COLS: wr_cc is the SIMD-wide chunk (the
 // engine's memory word), wr_sub the COLS-wide piece of it.
@@ -156,11 +157,13 @@ module folded_proj_walk #(
     logic [DC_CW-1:0]   p1_cc, p1_rc;
     logic [M_CW-1:0]    p1_sub;
 
-    assign rd_tok  = p1_tok;
-    assign rd_rc   = p1_rc;
-    assign rd_x    = p1_valid && USES[PASS_Q] && p1_pass == PASS_Q;
-    assign rd_y    = p1_valid && (p1_pass == PASS_K || p1_pass == PASS_V);
-    assign rd_o    = p1_valid && USES[PASS_O] && p1_pass == PASS_O;
+    // the token chunk is read in stage 0, beside the tile (the engine's memories, like the
+    // ROMs, read synchronously): its word is there in stage 1
+    assign rd_tok  = tok;
+    assign rd_rc   = rc;
+    assign rd_x    = walk_valid && USES[PASS_Q] && pass == PASS_Q;
+    assign rd_y    = walk_valid && (pass == PASS_K || pass == PASS_V);
+    assign rd_o    = walk_valid && USES[PASS_O] && pass == PASS_O;
     // the pass's word by constant part-selects: Verilator 5.049 stopped with an internal error
     // on the variable one (rom_words[p1_pass*TILE_W +: TILE_W]) at the paper's 32k-bit tiles
     always_comb begin

@@ -1,11 +1,15 @@
 // folded_ram: a memory of the folded engine written while it runs (tokens, Q, K, V, O, Z,
-// scores, softmax weights): one write port, READS asynchronous read ports (rdata follows
-// raddr). DEPTH >= MACRO_ROWS words: a memory macro (folded_macro, priced per access by eatt
-// power); fewer: flip-flops (a register file: smaller than the smallest array CACTI models,
-// 32 rows; docs/power.md "Memories").
+// scores, softmax weights): one write port, READS synchronous read ports: the word of the
+// address presented with re high is on rdata in the next cycle, and stays there while re is
+// low (a block RAM's or an SRAM macro's read; the engine presents each address a cycle ahead).
+// A word written in one cycle can be read from the next (its read is sampled at the end of
+// that cycle); the engine never reads a word in the cycle it is written. DEPTH >= MACRO_ROWS
+// words: a memory macro (folded_macro, priced per access by eatt power); fewer: flip-flops with
+// a registered read (a register file: smaller than the smallest array CACTI models, 32 rows;
+// docs/power.md "Memories").
 //
-// re marks the cycles a read port's word is used (the macro's read count; no effect on the
-// data). The words are not reset: the engine reads only what it wrote in this call.
+// re marks and enables the reads (the macro's read count). The words are not reset: the engine
+// reads only what it wrote in this call.
 //
 // Testbench: through the engine (rtl_sim/tb/test_folded.py) and tests/test_memory_macros.py.
 
@@ -22,14 +26,12 @@ module folded_ram #(
     input  wire logic                   we,
     input  wire logic [AW-1:0]          waddr,
     input  wire logic [WIDTH-1:0]       wdata,
-    /* verilator lint_off UNUSEDSIGNAL */  // flip-flops: re only marks the reads
     input  wire logic [READS-1:0]       re,
-    /* verilator lint_on UNUSEDSIGNAL */
     input  wire logic [READS*AW-1:0]    raddr,
     output logic      [READS*WIDTH-1:0] rdata
 );
     if (DEPTH >= MACRO_ROWS) begin : g_macro
-        folded_macro #(.WIDTH(WIDTH), .DEPTH(DEPTH), .READS(READS), .SYNC(0), .AW(AW)) u_macro (
+        folded_macro #(.WIDTH(WIDTH), .DEPTH(DEPTH), .READS(READS), .SYNC(1), .AW(AW)) u_macro (
             .clk(clk), .we(we), .waddr(waddr), .wdata(wdata), .re(re), .raddr(raddr),
             .rdata(rdata)
         );
@@ -39,7 +41,9 @@ module folded_ram #(
             if (we) mem[waddr] <= wdata;
         end
         for (genvar r = 0; r < READS; r++) begin : g_read
-            assign rdata[r*WIDTH +: WIDTH] = mem[raddr[r*AW +: AW]];
+            always_ff @(posedge clk) begin
+                if (re[r]) rdata[r*WIDTH +: WIDTH] <= mem[raddr[r*AW +: AW]];
+            end
         end
     end
 endmodule

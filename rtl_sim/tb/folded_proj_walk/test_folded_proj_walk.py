@@ -7,13 +7,14 @@ Two halves in one file, as verilog-axis' testbenches:
   rtl_sim/folded.py weight_tiles), build the walk with the tile leaf for one parameter set
   (eatt.rtl_sim.runner.run_leaf, cached) and run the cocotb test in it;
   ``pytest rtl_sim/tb/folded_proj_walk`` runs them alone;
-- the cocotb test ``walk_vectors`` runs inside the simulator: it answers every token-chunk read
-  (rd_tok, rd_rc) from random token memories, starts the phases (start_pre, then start_post
-  for a multiply walk's O pass) and compares every finished column chunk (wr_*) with numpy's
-  exact integer sums, shifted and cut to the code widths, and each phase's cycles (the drain
-  cycle with ``finishing`` included) with the walk's order: a multiply walk in pass, token,
-  column chunk order, T * DC * (DIM / COLS) + 1 cycles a pass; the select walk's K and Q in
-  slots (SLOTS of DC x DC tiles per key token, the Q tokens left after the last one).
+- the cocotb test ``walk_vectors`` runs inside the simulator: it answers every token-chunk
+  read (rd_tok, rd_rc) a cycle later from random token memories, starts the phases (start_pre,
+  then start_post for a multiply walk's O pass) and compares every finished column chunk
+  (wr_*) with numpy's exact integer sums, shifted and cut to the code widths, and each
+  phase's cycles (the drain cycle with ``finishing`` included) with the walk's order: a
+  multiply walk in pass, token, column chunk order, T * DC * (DIM / COLS) + 1 cycles a pass;
+  the select walk's K and Q in slots (SLOTS of DC x DC tiles per key token, the Q tokens
+  left after the last one).
 """
 
 from __future__ import annotations
@@ -147,11 +148,13 @@ def _unpack(word: int, count: int, bits: int) -> list[int]:
 
 
 class WalkTB:
-    """Clock and reset; each cycle (after a falling edge): the token chunk read at (rd_tok,
-    rd_rc), then the walk's outputs read 1 ns later."""
+    """Clock and reset; each cycle (after a falling edge): the token chunk addressed by (rd_tok,
+    rd_rc) in the cycle before (the engine's memories read synchronously), then the walk's
+    outputs read 1 ns later."""
 
     def __init__(self, dut, p: dict, d: dict):
         self.dut, self.p, self.d = dut, p, d
+        self.read = (0, 0)  # the token chunk addressed in the cycle before
         cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
 
     def _word(self, mem: str, tok: int, rc: int, bits: int) -> int:
@@ -171,10 +174,11 @@ class WalkTB:
     async def cycle(self) -> dict:
         dut, p = self.dut, self.p
         await FallingEdge(dut.clk)
-        tok, rc = int(dut.rd_tok.value), int(dut.rd_rc.value)
+        tok, rc = self.read  # the address of the cycle before: a synchronous read
         dut.x_word.value = self._word("x", tok, rc, p["IN_W"])
         dut.y_word.value = self._word("y", tok, rc, p["IN_W"])
         dut.o_word.value = self._word("o", tok, rc, p["ATTN_W"])
+        self.read = int(dut.rd_tok.value), int(dut.rd_rc.value)
         await Timer(1, "ns")
         out = {"finishing": int(dut.finishing.value), "valid": int(dut.wr_valid.value)}
         if out["valid"]:
