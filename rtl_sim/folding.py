@@ -94,9 +94,8 @@ def peer_foldings(cfg: CoreConfig, reuse: int) -> dict[str, dict[str, int]]:
 
 
 #: cycles per query and head that drain the attention phases' pipelines (folded_attention.sv):
-#: one each for scores and numerators, three for exp (its second and third stage, the
-#: reciprocal table's read of E)
-ATTENTION_FILL = 5
+#: three each for scores, exp and numerators (their stages 1-3 after the last stage 0)
+ATTENTION_FILL = 9
 
 
 def folded_cycles(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None) -> dict[str, int]:
@@ -152,7 +151,7 @@ CYCLE_FORMULA = {
         "eatt: (M * len_k + max(0, len_q - (M - 1) * len_k)) * DC^2 + 1 before (the select "
         "and multiply walks at once), M * len_q * DC^2 + 1 after"
     ),
-    "attention": "len_q * heads * (2*KB*HC + KB + 5)  (5: the pipelines' drain cycles)",
+    "attention": "len_q * heads * (2*KB*HC + KB + 9)  (9: the pipelines' drain cycles)",
     "out": "len_q * DC",
     "latency": "load + projections + attention + 1  (first input beat -> first output beat)",
     "ii": "latency + out  (first input beat -> next vector's first input beat)",

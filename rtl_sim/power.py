@@ -47,7 +47,7 @@ the netlist, the logs, the VCD and the OpenSTA reports)::
      "by_type": {cell type: {count, area, switching_pj, internal_pj, leakage_pj}},
      "energy_split_per_call_pj": {"flip_flops", "logic", "input_ports"},  # dynamic
      "by_stage": {stage: {"cells", "area_um2", "dynamic_pj", "leakage_pj"}},  # per call
-     "input_activity", "sta": {"worst_slack_ns", "fmax_mhz", "vectorless_power_mw",
+     "input_activity", "sta": {"worst_slack_ns", "fmax_mhz", "worst_path", "vectorless_power_mw",
      "vectorless_energy_per_call_pj"},
      "throughput": {"fmax_mhz", "ii_cycles", "calls_per_s", "tokens_per_s", "latency_us",
                     "energy_per_call_pj", "power_mw", ...},  # at OpenSTA's Fmax (throughput.py)
@@ -274,6 +274,17 @@ def parse_slack(text: str) -> float | None:
     return min(map(float, found)) if found else None
 
 
+def parse_worst_path(text: str) -> dict:
+    """The worst path of a report_checks output: its startpoint and endpoint (instance or port
+    names, Yosys' escaped names as OpenSTA prints them), {} where it has none."""
+    ends = {}
+    for key in ("startpoint", "endpoint"):
+        m = re.search(rf"^\s*{key.capitalize()}:\s*(\S+)", text, re.M)
+        if m:
+            ends[key] = m.group(1)
+    return ends
+
+
 def parse_sta_power(text: str) -> dict:
     """OpenSTA's report_power Total line: {internal, switching, leakage, total} in W."""
     m = re.search(r"^Total\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", text, re.M)
@@ -309,6 +320,7 @@ def run_sta(
     return {
         "worst_slack_ns": wns,
         "fmax_mhz": round(1000.0 / (clock_ns - wns), 2),  # the period the worst path needs
+        "worst_path": parse_worst_path(timing),
         "power_w": parse_sta_power(_read(work / "power.txt")),
         "seconds": seconds,
     }
@@ -445,6 +457,7 @@ def power(
         ]
         input_activity = sum(toggles.get(b, 0) for b in in_bits) / max(len(in_bits), 1) / cycles
         sta = run_sta(work, meta["top"], clock_ns, input_activity, timeout, clock)
+        sta["worst_path"] = register_path(work, sta["worst_path"])
         n = len(x)
         # the netlist equals the golden model on every vector (else the error above), so its
         # outputs are `expected`: compared with what the model itself computed
@@ -502,6 +515,7 @@ def power(
             "sta": {
                 "worst_slack_ns": sta["worst_slack_ns"],
                 "fmax_mhz": sta["fmax_mhz"],
+                "worst_path": sta["worst_path"],
                 "vectorless_power_mw": {k: v * 1e3 for k, v in sta["power_w"].items()},
                 "vectorless_energy_per_call_pj": round(sta_total_pj / n, 6),
             },
@@ -555,6 +569,13 @@ def stage_map(work: Path, meta: dict, module: dict, library) -> dict[str, dict[s
     named_path.unlink()
     atomic_write_text(work / "registers.json", json.dumps(registers, indent=0) + "\n")
     return stages_mod.cell_stages(module, library, meta["level"], registers)
+
+
+def register_path(work: Path, ends: dict) -> dict:
+    """The worst path's ends with the registers' RTL names (registers.json) where the netlist
+    has them (a flip-flop's cell name otherwise; a port stays a port)."""
+    names = json.loads(_read(work / "registers.json") or "{}")
+    return {k: names.get(v, v) for k, v in ends.items()}
 
 
 def by_stage(rows: dict, level: str, calls: int) -> dict:

@@ -23,6 +23,7 @@ from eatt.rtl_sim.power import (
     find_sta,
     parse_slack,
     parse_vcd,
+    parse_worst_path,
     power,
     toggles_by_bit,
 )
@@ -89,6 +90,20 @@ def test_parse_slack_takes_the_worst_path_group():
     assert parse_slack(text) == -4.371
     assert parse_slack("            0.5   slack (MET)\n") == 0.5
     assert parse_slack("No paths found.\n") is None
+
+
+def test_parse_worst_path_names_its_ends():
+    """report_checks' first path (the worst, -path_delay max): its startpoint and endpoint."""
+    text = (
+        "Startpoint: u_engine.numer[3]_reg (rising edge-triggered flip-flop clocked by clk)\n"
+        "Endpoint: u_engine.a_mem.wdata_r (rising edge-triggered flip-flop clocked by clk)\n"
+        "           -4.371   slack (VIOLATED)\n"
+    )
+    assert parse_worst_path(text) == {
+        "startpoint": "u_engine.numer[3]_reg",
+        "endpoint": "u_engine.a_mem.wdata_r",
+    }
+    assert parse_worst_path("No paths found.\n") == {}
 
 
 def test_toggles_by_bit_maps_bus_bits_and_single_nets():
@@ -226,6 +241,9 @@ def test_small_cores_energy_eatt_below_dot(tmp_path):
         assert e["total"] == pytest.approx(e["switching"] + e["internal"] + e["leakage"])
         assert r["area_um2"] > 0 and r["cells"] > 0 and r["sta"]["fmax_mhz"] > 0
         assert r["sta"]["vectorless_energy_per_call_pj"] > 0
+        path = r["sta"]["worst_path"]  # its ends: a register's RTL name, or a port
+        assert set(path) == {"startpoint", "endpoint"}
+        assert not any(v.startswith("_c") for v in path.values()), path
         t = r["throughput"]  # the unrolled core: a call a cycle, len_q query tokens a call
         assert t["ii_cycles"] == 1 and t["tokens_per_call"] == SMALL["len_q"]
         assert t["calls_per_s"] == pytest.approx(r["sta"]["fmax_mhz"] * 1e6)

@@ -170,6 +170,13 @@ def _memory_lines(r: dict) -> list[str]:
     return lines
 
 
+def _path_part(ends: dict) -> str:
+    """The worst path's ends, as a clause of the timing line ("" where OpenSTA named none)."""
+    if not ends:
+        return ""
+    return f"; worst path {ends.get('startpoint', '?')} -> {ends.get('endpoint', '?')}"
+
+
 def _gating_part(r: dict) -> str:
     pj = r["energy_split_per_call_pj"].get("clock_gating")
     return "" if pj is None else f" + clock gates {pj:.4g}"
@@ -221,7 +228,8 @@ def _text(r: dict, folder: str) -> str:
             f"power        {p['total']:.4g} mW at {r['clock_ns']:g} ns (dynamic "
             f"{p['dynamic']:.4g}, leakage {p['leakage']:.3g})",
             f"timing       worst slack {sta['worst_slack_ns']:g} ns at {r['clock_ns']:g} ns: "
-            f"closes at {sta['fmax_mhz']:g} MHz (OpenSTA, ideal clock, no wire load)",
+            f"closes at {sta['fmax_mhz']:g} MHz (OpenSTA, ideal clock, no wire load)"
+            + _path_part(sta.get("worst_path") or {}),
             rate.line(r.get("throughput")),
             f"vectorless   {sta['vectorless_energy_per_call_pj']:.4g} pJ/call (OpenSTA: input "
             f"activity {r['input_activity']:.3g}/cycle propagated, not the simulation's)",

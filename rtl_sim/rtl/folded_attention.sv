@@ -26,11 +26,11 @@
 //   proj    = vanilla (2 LEN_K + LEN_Q) DC^2 + 3,
 //             E-ATT (M LEN_K + max(0, LEN_Q - (M - 1) LEN_K)) DC^2 + 1
 //   post    = vanilla LEN_Q DC^2 + 1, E-ATT M LEN_Q DC^2 + 1
-//   compute = proj + LEN_Q HEADS (2 KB HC + KB + 5) + post
+//   compute = proj + LEN_Q HEADS (2 KB HC + KB + 9) + post
 //   II      = (LEN_Q + LEN_K) DC + compute + LEN_Q DC + 1     (no stalls on either stream)
 //
-// (+ 5 per query and head: the drain cycle of the score and numerator pipelines, and of exp
-// its two stages and the reciprocal's read; + 1: the first Z word's read.)
+// (+ 9 per query and head: three cycles draining each phase's pipeline, stages 1-3 below;
+// + 1: the first Z word's read.)
 //
 // Memories, each an instance with synchronous reads, the address presented a cycle ahead
 // (folded_ram: written here; folded_rom: the $readmemh files next to the RTL), a memory macro
@@ -293,24 +293,28 @@ module folded_attention #(
     end
 
     // -- attention: per query qi and head hh, scores, exp, numerators -----------------------------
-    // Each phase is a pipeline: stage 0 (the counters) addresses the memories, stage 1 (p1_*)
-    // has their words; the exp phase has a stage 2 (p2_*) for the exp table's word. drain
-    // counts the cycles after stage 0's last: 1 for scores and numerators, 3 for exp (its
-    // stages 1 and 2, then the reciprocal table's read of E).
+    // Each phase is a pipeline of four stages: stage 0 (the counters) addresses the memories
+    // and stages 1-3 (p1_* .. p3_*: valid, key block, feature chunk) follow it a cycle apart:
+    //   scores      1: the lanes' chunk sums (part_r)  2: S accumulates (s_bank)  3: max S
+    //   exp         1: the exp table is addressed  2: e (e_bank), E  3: the reciprocal of E
+    //   numerators  1: the products e V (prod_r)  2: N accumulates  3: O = N / E (a_mem)
+    // drain counts the three cycles after stage 0's last; the next phase starts after them.
     logic [Q_CW-1:0]  qi;      // query
     logic [H_CW-1:0]  hh;      // head
     logic [KB_CW-1:0] jb;      // key block
     logic [HC_CW-1:0] dc, tc;  // feature chunk of the head (scores, numerators)
     logic [1:0]       drain;
     logic             sc0, ex0, nm0;               // stage 0 of scores, exp, numerators
-    logic             p1_score, p1_exp, p1_numer, p2_exp;
-    logic [KB_CW-1:0] p1_jb, p2_jb;
-    logic [HC_CW-1:0] p1_dc, p1_tc;
+    logic             p1_v, p2_v, p3_v;            // the stage holds an item
+    logic [KB_CW-1:0] p1_jb, p2_jb, p3_jb;
+    logic [HC_CW-1:0] p1_c, p2_c, p3_c;            // the chunk: dc (scores), tc (numerators)
     logic [LANES-1:0] p2_hit;                      // the lane's exp word is its weight
+    logic [KB_CW-1:0] vis_jb;                      // the block visible[] is of
     logic [SIMD*QK_W-1:0]    q_word;
     logic [SIMD*QK_W-1:0]    k_word [LANES];
     logic [SIMD*V_W-1:0]     v_word [LANES];
     logic signed [SCORE_W-1:0] s_next [LANES];   // the key's score with this chunk
+    logic signed [SCORE_W-1:0] s_hold [LANES];   // its running sum (stage 3: the score)
     logic signed [SCORE_W-1:0] s_read [LANES];   // the stored score (exp phase)
     logic [EXP_W-1:0]        e_next [LANES];     // the key's softmax weight (exp phase)
     logic [EXP_W-1:0]        e_read [LANES];     // the stored weight (numer phase)
@@ -326,6 +330,7 @@ module folded_attention #(
     assign sc0 = (state == S_SCORE) && (drain == 0);
     assign ex0 = (state == S_EXP) && (drain == 0);
     assign nm0 = (state == S_NUMER) && (drain == 0);
+    assign vis_jb = (state == S_SCORE) ? p3_jb : p1_jb;  // the max (stage 3), exp (stage 1)
 
     folded_ram #(.WIDTH(SIMD*QK_W), .DEPTH(LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)) q_mem (
         .clk(clk), .we(qk_valid && qk_pass == PASS_Q), .waddr(QA_W'(qk_tok*DC + qk_cc)),
@@ -347,7 +352,7 @@ module folded_attention #(
         // columns; s_bank: the scores of this query and head; e_bank: their softmax weights
         wire  [SIMD*V_W-1:0]       v_cat;
         logic signed [SCORE_W-1:0] s_acc;
-        logic signed [SCORE_W-1:0] part_l;
+        logic signed [SCORE_W-1:0] part_l, part_r;  // the chunk's sum, registered
         logic signed [SCORE_W:0]   zdiff;           // max S - S (>= 0 for a visible key)
         logic signed [SCORE_W:0]   exp_index;
         int unsigned               key;
@@ -372,28 +377,30 @@ module folded_attention #(
         folded_score_lane #(.SIMD(SIMD), .QK_W(QK_W), .SCORE_W(SCORE_W), .L1(L1)) u_score (
             .q(q_word), .k(k_word[l]), .part(part_l)
         );
-        assign s_next[l] = ((p1_dc == 0) ? SCORE_W'(0) : s_acc) + part_l;
+        assign s_next[l] = ((p2_c == 0) ? SCORE_W'(0) : s_acc) + part_r;
+        assign s_hold[l] = s_acc;
 
-        assign key = p1_jb * LANES + l;  // stage 1's block (scores, exp)
+        assign key = vis_jb * LANES + l;
         assign visible[l] = (KEY_PADDING == 0 || key < 32'(length))
                          && (CAUSAL == 0 || key <= qi + 32'(offset));
         folded_ram #(.WIDTH(SCORE_W), .DEPTH(KB), .MACRO_ROWS(MACRO_ROWS), .AW(SA_W)) s_bank (
-            .clk(clk), .we(p1_score && p1_dc == HC - 1), .waddr(SA_W'(p1_jb)),
+            .clk(clk), .we(state == S_SCORE && p2_v && p2_c == HC - 1), .waddr(SA_W'(p2_jb)),
             .wdata(s_next[l]), .re(ex0), .raddr(SA_W'(jb)), .rdata(s_read[l])
         );
         assign zdiff = (SCORE_W + 1)'(smax) - (SCORE_W + 1)'(s_read[l]);
         assign exp_index = zdiff >>> EXP_SHIFT;
         assign exp_addr[l*EXP_A +: EXP_A] = exp_index[EXP_A-1:0];
-        assign exp_re[l] = p1_exp && visible[l] && 32'(exp_index) < EXP_SIZE;
+        assign exp_re[l] = (state == S_EXP) && p1_v && visible[l] && 32'(exp_index) < EXP_SIZE;
         assign e_next[l] = p2_hit[l] ? exp_data[l*EXP_W +: EXP_W] : EXP_W'(0);
         folded_ram #(.WIDTH(EXP_W), .DEPTH(KB), .MACRO_ROWS(MACRO_ROWS), .AW(SA_W)) e_bank (
-            .clk(clk), .we(p2_exp), .waddr(SA_W'(p2_jb)), .wdata(e_next[l]),
+            .clk(clk), .we(state == S_EXP && p2_v), .waddr(SA_W'(p2_jb)), .wdata(e_next[l]),
             .re(nm0), .raddr(SA_W'(jb)), .rdata(e_read[l])
         );
 
         always_ff @(posedge clk) begin
+            part_r <= part_l;  // (q and k hold between reads: no enable needed)
             if (rst) s_acc <= '0;
-            else if (p1_score) s_acc <= s_next[l];
+            else if (state == S_SCORE && p2_v) s_acc <= s_next[l];
         end
     end
 
@@ -403,13 +410,13 @@ module folded_attention #(
     logic [(LANES+1)*SCORE_W-1:0] max_chain;
     logic [(LANES+1)*SUM_W-1:0]   sum_chain;
 
-    assign max_chain[0 +: SCORE_W] = (p1_jb == 0) ? s_next[0] : smax;
+    assign max_chain[0 +: SCORE_W] = (p3_jb == 0) ? s_hold[0] : smax;
     assign sum_chain[0 +: SUM_W]   = (p2_jb == 0) ? SUM_W'(0) : esum;
     for (genvar l = 0; l < LANES; l++) begin : g_reduce
         logic signed [SCORE_W-1:0] so_far;
         assign so_far = max_chain[l*SCORE_W +: SCORE_W];
         assign max_chain[(l+1)*SCORE_W +: SCORE_W] =
-            (visible[l] && s_next[l] > so_far) ? s_next[l] : so_far;
+            (visible[l] && s_hold[l] > so_far) ? s_hold[l] : so_far;
         assign sum_chain[(l+1)*SUM_W +: SUM_W] = sum_chain[l*SUM_W +: SUM_W] + SUM_W'(e_next[l]);
     end
     assign smax_next = max_chain[LANES*SCORE_W +: SCORE_W];
@@ -423,18 +430,22 @@ module folded_attention #(
 
     for (genvar t = 0; t < SIMD; t++) begin : g_numer
         logic signed [NUMER_W-1:0] total;  // one variable per block (no shared array written)
+        logic signed [EXP_W+V_W:0] prod_r [LANES];  // stage 1: e V of each lane
 
-        always_comb begin
-            total = (p1_jb == 0) ? NUMER_W'(0) : numer[t];
+        always_ff @(posedge clk) begin  // (e and V hold between reads: no enable needed)
             for (int l = 0; l < LANES; l++) begin
-                total = total + NUMER_W'(weighted(e_read[l], v_word[l][t*V_W +: V_W]));
+                prod_r[l] <= weighted(e_read[l], v_word[l][t*V_W +: V_W]);
             end
         end
+        always_comb begin
+            total = (p2_jb == 0) ? NUMER_W'(0) : numer[t];
+            for (int l = 0; l < LANES; l++) total = total + NUMER_W'(prod_r[l]);
+        end
         assign numer_next[t] = total;
-        assign numer_packed[t*NUMER_W +: NUMER_W] = numer_next[t];
+        assign numer_packed[t*NUMER_W +: NUMER_W] = numer[t];  // stage 3: N of the chunk
         always_ff @(posedge clk) begin
             if (rst) numer[t] <= '0;
-            else if (p1_numer) numer[t] <= numer_next[t];
+            else if (state == S_NUMER && p2_v) numer[t] <= numer_next[t];
         end
     end
 
@@ -454,7 +465,8 @@ module folded_attention #(
     );
 
     folded_ram #(.WIDTH(SIMD*ATTN_W), .DEPTH(LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)) a_mem (
-        .clk(clk), .we(p1_numer && p1_jb == KB - 1), .waddr(QA_W'(qi*DC + hh*HC + p1_tc)),
+        .clk(clk), .we(state == S_NUMER && p3_v && p3_jb == KB - 1),
+        .waddr(QA_W'(qi*DC + hh*HC + p3_c)),
         .wdata(o_word), .re(a_re), .raddr(QA_W'(m_rd_tok*DC + m_rd_rc)), .rdata(a_word)
     );
 
@@ -465,15 +477,16 @@ module folded_attention #(
     assign m_axis_tlast  = (out_cnt == OUT_BEATS - 1);
 
     // -- control: the phases one after another (S_PROJ and S_POST wait for the walks) -------------
-    // the O pass starts in the drain cycle of the last query and head's numerators
-    assign start_post = (state == S_NUMER) && (drain != 0) && (hh == HEADS - 1)
+    // the O pass starts in the last drain cycle of the last query and head's numerators
+    assign start_post = (state == S_NUMER) && (drain == 3) && (hh == HEADS - 1)
                      && (qi == LEN_Q - 1);
     always_ff @(posedge clk) begin
         if (rst) begin
-            {p1_score, p1_exp, p1_numer, p2_exp, p1_jb, p2_jb, p1_dc, p1_tc, p2_hit} <= '0;
+            {p1_v, p2_v, p3_v, p1_jb, p2_jb, p3_jb, p1_c, p2_c, p3_c, p2_hit} <= '0;
         end else begin
-            {p1_score, p1_exp, p1_numer, p1_jb, p1_dc, p1_tc} <= {sc0, ex0, nm0, jb, dc, tc};
-            {p2_exp, p2_jb, p2_hit} <= {p1_exp, p1_jb, exp_re};
+            {p1_v, p1_jb, p1_c} <= {sc0 || ex0 || nm0, jb, (state == S_SCORE) ? dc : tc};
+            {p2_v, p2_jb, p2_c, p2_hit} <= {p1_v, p1_jb, p1_c, exp_re};
+            {p3_v, p3_jb, p3_c} <= {p2_v, p2_jb, p2_c};
         end
     end
     always_ff @(posedge clk) begin
@@ -489,8 +502,8 @@ module folded_attention #(
             smax <= '0;
             esum <= '0;
         end else begin
-            if (p1_score && p1_dc == HC - 1) smax <= smax_next;
-            if (p2_exp) esum <= esum_next;
+            if (state == S_SCORE && p3_v && p3_c == HC - 1) smax <= smax_next;
+            if (state == S_EXP && p2_v) esum <= esum_next;
             case (state)
                 S_LOAD: if (s_axis_tvalid) begin
                     if (in_cnt == 0) begin
@@ -512,8 +525,8 @@ module folded_attention #(
                         if (jb == KB - 1) drain <= 1;
                     end
                 end else begin
-                    drain <= 0;
-                    state <= S_EXP;
+                    drain <= drain + 1;
+                    if (drain == 3) state <= S_EXP;
                 end
                 S_EXP: if (drain == 0) begin
                     jb <= (jb == KB - 1) ? 0 : jb + 1;
@@ -528,13 +541,15 @@ module folded_attention #(
                         tc <= (tc == HC - 1) ? 0 : tc + 1;
                         if (tc == HC - 1) drain <= 1;
                     end
-                end else begin  // then the head, the query
-                    drain <= 0;
-                    state <= S_SCORE;
-                    hh <= (hh == HEADS - 1) ? 0 : hh + 1;
-                    if (hh == HEADS - 1) begin
-                        qi <= (qi == LEN_Q - 1) ? 0 : qi + 1;
-                        if (qi == LEN_Q - 1) state <= S_POST;  // start_post
+                end else begin
+                    drain <= drain + 1;
+                    if (drain == 3) begin  // then the head, the query
+                        state <= S_SCORE;
+                        hh <= (hh == HEADS - 1) ? 0 : hh + 1;
+                        if (hh == HEADS - 1) begin
+                            qi <= (qi == LEN_Q - 1) ? 0 : qi + 1;
+                            if (qi == LEN_Q - 1) state <= S_POST;  // start_post
+                        end
                     end
                 end
                 S_POST: if (post_done) state <= S_OUT;
