@@ -93,6 +93,9 @@ def peer_foldings(cfg: CoreConfig, reuse: int) -> dict[str, dict[str, int]]:
     return {"eatt": {"lanes": lanes, "simd": simd, "pe": pe}, "vanilla": dot}
 
 
+#: cycles that drain a projection walk's pipeline after a pass (folded_proj_walk.sv: stage 1
+#: the tile, stage 2 the accumulators)
+WALK_DRAIN = 2
 #: cycles per query and head that drain the attention phases' pipelines (folded_attention.sv):
 #: three each for scores, exp and numerators (their stages 1-3 after the last stage 0)
 ATTENTION_FILL = 9
@@ -102,9 +105,9 @@ def folded_cycles(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None)
     """The engine's cycles per vector with no stall on either stream (folded_attention.sv).
 
     load: one input beat per cycle; projections: each walk (folded_proj_walk.sv) takes one
-    weight tile per cycle plus one cycle per pass to write the last chunk; vanilla's one walk
-    does K, V, Q before attention; E-ATT's multiply walk (simd / pe = m times narrower) does V,
-    m x DC^2 cycles a key token, while the select walk does that token's K in the first DC^2
+    weight tile per cycle plus WALK_DRAIN cycles per pass to write the last chunk; vanilla's one
+    walk does K, V, Q before attention; E-ATT's multiply walk (simd / pe = m times narrower)
+    does V, m x DC^2 cycles a key token, while the select walk does that token's K in the first DC^2
     (the same y chunks) and a Q token in each of the other m - 1, the Q tokens left after the
     last key token following; O comes after attention, on the multiply walk; per query and
     head: scores (KB x HC), exp (KB), numerators (HC x KB), each a pipeline behind its memory
@@ -119,11 +122,11 @@ def folded_cycles(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None)
     load = (cfg.len_q + cfg.len_k) * dc
     if mechanism_of(cfg).binarized:  # Q tokens past the (m - 1) slots per key token: after
         rest = max(0, cfg.len_q - (m - 1) * cfg.len_k)
-        before = (m * cfg.len_k + rest) * tiles + 1
-        after = m * cfg.len_q * tiles + 1
+        before = (m * cfg.len_k + rest) * tiles + WALK_DRAIN
+        after = m * cfg.len_q * tiles + WALK_DRAIN
     else:
-        before = (2 * cfg.len_k + cfg.len_q) * tiles + 3
-        after = cfg.len_q * tiles + 1
+        before = (2 * cfg.len_k + cfg.len_q) * tiles + 3 * WALK_DRAIN
+        after = cfg.len_q * tiles + WALK_DRAIN
     fill = cfg.len_q * cfg.heads * ATTENTION_FILL
     attention = cfg.len_q * cfg.heads * (2 * kb * hc + kb) + fill
     out = cfg.len_q * dc
@@ -147,9 +150,9 @@ CYCLE_FORMULA = {
     "symbols": "DC = dim/simd, HC = d_head/simd, KB = len_k/lanes, M = simd/pe",
     "load": "(len_q + len_k) * DC",
     "projections": (
-        "vanilla: (2*len_k + len_q) * DC^2 + 3 before attention, len_q * DC^2 + 1 after; "
-        "eatt: (M * len_k + max(0, len_q - (M - 1) * len_k)) * DC^2 + 1 before (the select "
-        "and multiply walks at once), M * len_q * DC^2 + 1 after"
+        "vanilla: (2*len_k + len_q) * DC^2 + 6 before attention, len_q * DC^2 + 2 after; "
+        "eatt: (M * len_k + max(0, len_q - (M - 1) * len_k)) * DC^2 + 2 before (the select "
+        "and multiply walks at once), M * len_q * DC^2 + 2 after (2: a walk's drain cycles)"
     ),
     "attention": "len_q * heads * (2*KB*HC + KB + 9)  (9: the pipelines' drain cycles)",
     "out": "len_q * DC",

@@ -16,6 +16,7 @@ from eatt.model.layers import capture_layer, checkpoint_layer_core, save_capture
 from eatt.model.train import train_from_config
 from eatt.quant.golden import GoldenCore
 from eatt.quant.vectors import load_capture
+from eatt.rtl_sim.folding import WALK_DRAIN
 
 RUN = (
     "model: {dim: 8, heads: 2, ffn_dim: 32, enc_layers: 1, dec_layers: 1, attention: eatt,\n"
@@ -199,7 +200,7 @@ def test_a_trained_layer_through_the_folded_flow(checkpoint, tmp_path):
         v["folding"]["lanes"],
         v["folding"]["simd"],
     )
-    assert v["ii_cycles"] - 2 <= e["ii_cycles"] <= v["ii_cycles"]
+    assert v["ii_cycles"] - 2 * WALK_DRAIN <= e["ii_cycles"] <= v["ii_cycles"]  # fewer drains
     assert result["hls"]["folding"] == e["folding"]
     assert result["bleu"]["exported"]["hypotheses_differ"] == 0
 
@@ -264,5 +265,5 @@ def test_the_default_size_example_folds_at_its_reuse_factor():
         f = folding_for_reuse(cfg.replace(kind=kind), 40000)
         iis[kind] = folded_cycles(cfg.replace(kind=kind), **f)["ii"]
     assert folding_for_reuse(cfg, 40000) == {"lanes": 8, "simd": 16, "pe": 8}
-    assert iis == {"eatt": 30467, "vanilla": 30469}  # lanes 4: 38,402 / 38,404 before
+    assert iis == {"eatt": 30469, "vanilla": 30473}  # lanes 4: 38,402 / 38,404 before
     # the pipelined phases (docs/folded.md, "Cycle formula")

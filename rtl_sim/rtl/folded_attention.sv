@@ -23,9 +23,9 @@
 // sizes exactly (rtl_sim/folded.py `folded_cycles`, in metadata.json):
 //
 //   DC = DIM / SIMD, HC = D_HEAD / SIMD, KB = LEN_K / LANES, M = SIMD / PE
-//   proj    = vanilla (2 LEN_K + LEN_Q) DC^2 + 3,
-//             E-ATT (M LEN_K + max(0, LEN_Q - (M - 1) LEN_K)) DC^2 + 1
-//   post    = vanilla LEN_Q DC^2 + 1, E-ATT M LEN_Q DC^2 + 1
+//   proj    = vanilla (2 LEN_K + LEN_Q) DC^2 + 6,
+//             E-ATT (M LEN_K + max(0, LEN_Q - (M - 1) LEN_K)) DC^2 + 2
+//   post    = vanilla LEN_Q DC^2 + 2, E-ATT M LEN_Q DC^2 + 2     (2: a walk's drain cycles)
 //   compute = proj + LEN_Q HEADS (2 KB HC + KB + 9) + post
 //   II      = (LEN_Q + LEN_K) DC + compute + LEN_Q DC + 1     (no stalls on either stream)
 //

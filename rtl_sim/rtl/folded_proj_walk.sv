@@ -16,15 +16,15 @@
 // on start_post. Per pass (tokens T = LEN_K for K and V, LEN_Q for Q and O): for each token,
 // each column chunk (DIM / COLS of them: cc SIMD-wide chunks of M = SIMD / COLS pieces sub),
 // each row chunk rc (DC = DIM / SIMD): one tile, rows rc*SIMD.., columns (cc*M + sub)*COLS..
-// (the ROM word (cc*M + sub)*DC + rc, written by rtl_sim/folded.py weight_tiles). Then one
-// cycle drains the pipeline. A pass takes T * DC * (DIM / COLS) + 1 cycles. The select walk
-// (SELECT = 1) has its own order (g_interleave) and one drain cycle at the end. `finishing`
+// (the ROM word (cc*M + sub)*DC + rc, written by rtl_sim/folded.py weight_tiles). Then two
+// cycles drain the pipeline. A pass takes T * DC * (DIM / COLS) + 2 cycles. The select walk
+// (SELECT = 1) has its own order (g_interleave) and two drain cycles at the end. `finishing`
 // is high in the drain cycle that ends the phase.
 //
 // Stage 0: the counters address the ROMs (folded_rom: synchronous read, block RAM; the pass's
 // ROM reads only while the walk walks it) and the engine's token memory (rd_tok, rd_rc, with
-// rd_x / rd_y / rd_o its read enables). Stage 1 (p1_*): the
-// token chunk comes in from the engine's memories, the tile's partial sums
+// rd_x / rd_y / rd_o its read enables). Stage 1 (p1_*): the token chunk comes in from the
+// engine's memories and the tile computes its partial sums (registered). Stage 2 (p2_*): they
 // are added into acc, and the last row chunk raises wr_valid with the codes of columns
 // (wr_cc * M + wr_sub) * COLS .. + COLS-1, M = SIMD / COLS: wr_cc is the SIMD-wide chunk (the
 // engine's memory word), wr_sub the COLS-wide piece of it.
@@ -148,8 +148,15 @@ module folded_proj_walk #(
         end
     end
 
-    // -- stage 1: the tile, the accumulators, the codes -------------------------------------------
+    // -- stage 1: the tile (its partial sums registered); stage 2: the accumulators, the codes --
     logic               p1_valid, p1_first, p1_last;
+    logic               p2_valid, p2_first, p2_last;
+    logic [1:0]         p2_pass;
+    logic [TOK_CW-1:0]  p2_tok;
+    logic [LANE_CW-1:0] p2_lane;
+    logic [KB_CW-1:0]   p2_blk;
+    logic [DC_CW-1:0]   p2_cc;
+    logic [M_CW-1:0]    p2_sub;
     logic [1:0]         p1_pass;
     logic [TOK_CW-1:0]  p1_tok;
     logic [LANE_CW-1:0] p1_lane;
@@ -177,7 +184,7 @@ module folded_proj_walk #(
 
     logic [SIMD-1:0]      sel;      // binarized input bits (E-ATT Q, K)
     logic [SIMD*A_W-1:0]  operand;  // the input chunk, each element sign-extended to A_W
-    logic [COLS*ACC_W-1:0] part;
+    logic [COLS*ACC_W-1:0] part, part_r;  // the tile's sums, registered (stage 2)
     logic signed [ACC_W-1:0] acc [COLS];
 
     for (genvar r = 0; r < SIMD; r++) begin : g_operand
@@ -202,25 +209,25 @@ module folded_proj_walk #(
         /* verilator lint_off UNUSEDSIGNAL */  // each pass keeps its code's width
         logic signed [ACC_W-1:0] shifted;
         /* verilator lint_on UNUSEDSIGNAL */
-        assign acc_next = (p1_first ? ACC_W'(0) : acc[c]) + $signed(part[c*ACC_W +: ACC_W]);
-        assign shifted = acc_next >>> ((USES[PASS_V] && p1_pass == PASS_V) ? V_SHIFT
-                                     : (USES[PASS_O] && p1_pass == PASS_O) ? O_SHIFT : Q_SHIFT);
+        assign acc_next = (p2_first ? ACC_W'(0) : acc[c]) + $signed(part_r[c*ACC_W +: ACC_W]);
+        assign shifted = acc_next >>> ((USES[PASS_V] && p2_pass == PASS_V) ? V_SHIFT
+                                     : (USES[PASS_O] && p2_pass == PASS_O) ? O_SHIFT : Q_SHIFT);
         assign wr_qk[c*QK_W +: QK_W] = shifted[QK_W-1:0];
         assign wr_v[c*V_W +: V_W]    = shifted[V_W-1:0];
         assign wr_z[c*OUT_W +: OUT_W] = shifted[OUT_W-1:0];
         always_ff @(posedge clk) begin
             if (rst) acc[c] <= '0;
-            else if (p1_valid) acc[c] <= acc_next;
+            else if (p2_valid) acc[c] <= acc_next;
         end
     end
 
-    assign wr_valid = p1_valid && p1_last;
-    assign wr_pass  = p1_pass;
-    assign wr_tok   = p1_tok;
-    assign wr_lane  = p1_lane;
-    assign wr_blk   = p1_blk;
-    assign wr_cc    = p1_cc;
-    assign wr_sub   = p1_sub;
+    assign wr_valid = p2_valid && p2_last;
+    assign wr_pass  = p2_pass;
+    assign wr_tok   = p2_tok;
+    assign wr_lane  = p2_lane;
+    assign wr_blk   = p2_blk;
+    assign wr_cc    = p2_cc;
+    assign wr_sub   = p2_sub;
 
     // -- stage 0 -> stage 1 ------------------------------------------------------------------------
 
@@ -237,21 +244,33 @@ module folded_proj_walk #(
                 <= {tok, tok_lane, tok_blk, cc, rc, sub};
         end
     end
+    always_ff @(posedge clk) begin  // stage 1 -> stage 2
+        part_r <= part;  // (the words hold between reads: no enable needed)
+        if (rst) begin
+            {p2_valid, p2_first, p2_last, p2_pass} <= '0;
+            {p2_tok, p2_lane, p2_blk, p2_cc, p2_sub} <= '0;
+        end else begin
+            {p2_valid, p2_first, p2_last, p2_pass} <= {p1_valid, p1_first, p1_last, p1_pass};
+            {p2_tok, p2_lane, p2_blk, p2_cc, p2_sub} <= {p1_tok, p1_lane, p1_blk, p1_cc, p1_sub};
+        end
+    end
 
     if (SELECT == 0) begin : g_passes
         // -- control: the passes in turn; in each, rc fastest, then sub, then cc, then the
         // token; one drain cycle per pass
         logic last_tile;
+        logic drain2;  // the second drain cycle (stage 2 writes the pass's last chunk)
         assign last_tile = (rc == DC - 1) && (sub == M - 1) && (cc == DC - 1)
             && (tok == ((pass == PASS_K || pass == PASS_V) ? LEN_K : LEN_Q) - 1);
         assign pass = (pi >= N_PRE) ? PASS_O : PRE[2*pi +: 2];
-        assign finishing = (wstate == W_DRAIN) && (pi == N_PRE - 1 || pi == LAST);
+        assign finishing = (wstate == W_DRAIN) && drain2 && (pi == N_PRE - 1 || pi == LAST);
         assign walk_valid = (wstate == W_WALK);
 
         always_ff @(posedge clk) begin
             if (rst) begin
                 wstate <= W_IDLE;
                 pi <= '0;
+                drain2 <= 1'b0;
                 {tok, tok_lane, tok_blk, cc, rc, sub} <= '0;
             end else begin
                 case (wstate)
@@ -283,10 +302,11 @@ module folded_proj_walk #(
                             end
                         end
                     end
-                    W_DRAIN: begin  // stage 1 writes the pass's last chunk
+                    W_DRAIN: begin  // stages 1 and 2 of the pass's last tile
+                        drain2 <= !drain2;
                         if (finishing) begin
                             wstate <= W_IDLE;
-                        end else begin
+                        end else if (drain2) begin
                             pi <= pi + 1;
                             wstate <= W_WALK;
                         end
@@ -305,6 +325,7 @@ module folded_proj_walk #(
         logic [TOK_CW:0] ktok, qtok;  // key tokens done, query tokens started
         logic [$clog2(SLOTS > 1 ? SLOTS : 2)-1:0] slot;
         logic tail, slot_end, k_slot;
+        logic drain2;  // the second drain cycle (stage 2 writes the last chunk)
         logic [TOK_CW:0] k_next, q_next;
 
         assign tail = (ktok == LEN_K);
@@ -312,7 +333,7 @@ module folded_proj_walk #(
         assign pass = k_slot ? PASS_K : PASS_Q;
         assign tok = k_slot ? TOK_CW'(ktok) : TOK_CW'(qtok);
         assign sub = '0;
-        assign finishing = (wstate == W_DRAIN);
+        assign finishing = (wstate == W_DRAIN) && drain2;
         assign walk_valid = (wstate == W_WALK) && (k_slot || qtok < LEN_Q);
         assign slot_end = (rc == DC - 1) && (cc == DC - 1);
         assign q_next = qtok + ((!k_slot && qtok < LEN_Q) ? 1 : 0);
@@ -322,6 +343,7 @@ module folded_proj_walk #(
             if (rst) begin
                 wstate <= W_IDLE;
                 pi <= '0;
+                drain2 <= 1'b0;
                 {ktok, qtok, slot, tok_lane, tok_blk, cc, rc} <= '0;
             end else begin
                 case (wstate)
@@ -340,9 +362,12 @@ module folded_proj_walk #(
                             if (k_next == LEN_K && q_next == LEN_Q) wstate <= W_DRAIN;
                         end
                     end
-                    W_DRAIN: begin  // stage 1 writes the last chunk
-                        wstate <= W_IDLE;
-                        {ktok, qtok, slot, tok_lane, tok_blk} <= '0;
+                    W_DRAIN: begin  // stages 1 and 2 of the last tile
+                        drain2 <= !drain2;
+                        if (drain2) begin
+                            wstate <= W_IDLE;
+                            {ktok, qtok, slot, tok_lane, tok_blk} <= '0;
+                        end
                     end
                     default: wstate <= W_IDLE;
                 endcase

@@ -11,8 +11,8 @@ Two halves in one file, as verilog-axis' testbenches:
   read (rd_tok, rd_rc) a cycle later from random token memories, starts the phases (start_pre,
   then start_post for a multiply walk's O pass) and compares every finished column chunk
   (wr_*) with numpy's exact integer sums, shifted and cut to the code widths, and each
-  phase's cycles (the drain cycle with ``finishing`` included) with the walk's order: a
-  multiply walk in pass, token, column chunk order, T * DC * (DIM / COLS) + 1 cycles a pass;
+  phase's cycles (the last drain cycle, with ``finishing``, included) with the walk's order: a
+  multiply walk in pass, token, column chunk order, T * DC * (DIM / COLS) + 2 cycles a pass;
   the select walk's K and Q in slots (SLOTS of DC x DC tiles per key token, the Q tokens
   left after the last one).
 """
@@ -121,7 +121,7 @@ def multiply_phase(p: dict, passes: list[int]) -> tuple[list[tuple], int]:
     for pas in passes:
         tokens = p["LEN_K"] if pas in (K, V) else p["LEN_Q"]
         chunks += [(pas, t, cc, s) for t in range(tokens) for cc in range(dc) for s in range(m)]
-        cycles += tokens * dc * (p["DIM"] // p["COLS"]) + 1
+        cycles += tokens * dc * (p["DIM"] // p["COLS"]) + 2  # two drain cycles
     return chunks, cycles
 
 
@@ -131,7 +131,7 @@ def select_phase(p: dict) -> tuple[list[tuple], int]:
     tokens = ((K, lk), (Q, lq))
     chunks = [(pas, t, cc, 0) for pas, n in tokens for t in range(n) for cc in range(dc)]
     tail = max(0, lq - lk * (p["SLOTS"] - 1))  # the Q tokens after the last key token
-    return chunks, (lk * p["SLOTS"] + tail) * dc * dc + 1
+    return chunks, (lk * p["SLOTS"] + tail) * dc * dc + 2
 
 
 def _pack(values, bits: int) -> int:
