@@ -303,7 +303,9 @@ module folded_attention #(
     logic [H_CW-1:0]  hh;      // head
     logic [KB_CW-1:0] jb;      // key block
     logic [HC_CW-1:0] dc, tc;  // feature chunk of the head (scores, numerators)
+    localparam int FILL = 3;                       // stages after stage 0: drain cycles
     logic [1:0]       drain;
+    logic             drained;                     // the phase's last drain cycle
     logic             sc0, ex0, nm0;               // stage 0 of scores, exp, numerators
     logic             p1_v, p2_v, p3_v;            // the stage holds an item
     logic [KB_CW-1:0] p1_jb, p2_jb, p3_jb;
@@ -330,6 +332,7 @@ module folded_attention #(
     assign sc0 = (state == S_SCORE) && (drain == 0);
     assign ex0 = (state == S_EXP) && (drain == 0);
     assign nm0 = (state == S_NUMER) && (drain == 0);
+    assign drained = (drain == FILL);
     assign vis_jb = (state == S_SCORE) ? p3_jb : p1_jb;  // the max (stage 3), exp (stage 1)
 
     folded_ram #(.WIDTH(SIMD*QK_W), .DEPTH(LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)) q_mem (
@@ -461,7 +464,7 @@ module folded_attention #(
         .WIDTH(RECIP_W), .DEPTH(2**RIDX_W), .SYNC(1), .FILE(RECIP_FILE),
         .MACRO_ROWS(MACRO_ROWS), .AW(RIDX_W)
     ) recip_rom (
-        .clk(clk), .re(state == S_EXP && drain == 3), .addr(recip_index), .data(recip)
+        .clk(clk), .re(state == S_EXP && drained), .addr(recip_index), .data(recip)
     );
 
     folded_ram #(.WIDTH(SIMD*ATTN_W), .DEPTH(LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)) a_mem (
@@ -478,7 +481,7 @@ module folded_attention #(
 
     // -- control: the phases one after another (S_PROJ and S_POST wait for the walks) -------------
     // the O pass starts in the last drain cycle of the last query and head's numerators
-    assign start_post = (state == S_NUMER) && (drain == 3) && (hh == HEADS - 1)
+    assign start_post = (state == S_NUMER) && drained && (hh == HEADS - 1)
                      && (qi == LEN_Q - 1);
     always_ff @(posedge clk) begin
         if (rst) begin
@@ -504,6 +507,7 @@ module folded_attention #(
         end else begin
             if (state == S_SCORE && p3_v && p3_c == HC - 1) smax <= smax_next;
             if (state == S_EXP && p2_v) esum <= esum_next;
+            if (drain != 0) drain <= drained ? 0 : drain + 1;  // (set to 1 as stage 0 ends)
             case (state)
                 S_LOAD: if (s_axis_tvalid) begin
                     if (in_cnt == 0) begin
@@ -524,16 +528,14 @@ module folded_attention #(
                         jb <= (jb == KB - 1) ? 0 : jb + 1;
                         if (jb == KB - 1) drain <= 1;
                     end
-                end else begin
-                    drain <= drain + 1;
-                    if (drain == 3) state <= S_EXP;
+                end else if (drained) begin
+                    state <= S_EXP;
                 end
                 S_EXP: if (drain == 0) begin
                     jb <= (jb == KB - 1) ? 0 : jb + 1;
                     if (jb == KB - 1) drain <= 1;
-                end else begin
-                    drain <= drain + 1;  // 3: the reciprocal's read, then the numerators
-                    if (drain == 3) state <= S_NUMER;
+                end else if (drained) begin  // (its last: the reciprocal's read)
+                    state <= S_NUMER;
                 end
                 S_NUMER: if (drain == 0) begin  // jb fastest, then the feature chunk
                     jb <= (jb == KB - 1) ? 0 : jb + 1;
@@ -541,15 +543,12 @@ module folded_attention #(
                         tc <= (tc == HC - 1) ? 0 : tc + 1;
                         if (tc == HC - 1) drain <= 1;
                     end
-                end else begin
-                    drain <= drain + 1;
-                    if (drain == 3) begin  // then the head, the query
-                        state <= S_SCORE;
-                        hh <= (hh == HEADS - 1) ? 0 : hh + 1;
-                        if (hh == HEADS - 1) begin
-                            qi <= (qi == LEN_Q - 1) ? 0 : qi + 1;
-                            if (qi == LEN_Q - 1) state <= S_POST;  // start_post
-                        end
+                end else if (drained) begin  // then the head, the query
+                    state <= S_SCORE;
+                    hh <= (hh == HEADS - 1) ? 0 : hh + 1;
+                    if (hh == HEADS - 1) begin
+                        qi <= (qi == LEN_Q - 1) ? 0 : qi + 1;
+                        if (qi == LEN_Q - 1) state <= S_POST;  // start_post
                     end
                 end
                 S_POST: if (post_done) state <= S_OUT;
