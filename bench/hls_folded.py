@@ -54,6 +54,7 @@ def measure(kind: str, size: str, vectors: int, io_type: str, work: Path) -> dic
         "folding": folding,
         "iterations_per_call": r["iterations"]["total"],
         "iterations_counted": csim["iterations_per_call"],
+        "ii_iterations": r["iterations"]["ii"],
         "rtl_ii_cycles": folded_cycles(cfg, **folding)["ii"],
         "vectors": csim["vectors"] + csim["edge_vectors"],
         "mismatches": csim["mismatches"],
@@ -67,8 +68,8 @@ def measure(kind: str, size: str, vectors: int, io_type: str, work: Path) -> dic
 
 def to_markdown(result: dict) -> str:
     rows = result["kinds"]
-    keys = ("folding", "iterations_per_call", "iterations_counted", "rtl_ii_cycles",
-            "mismatches", "compile_s", "csim_vectors_per_s", "wall_s")  # fmt: skip
+    keys = ("folding", "iterations_per_call", "iterations_counted", "ii_iterations",
+            "rtl_ii_cycles", "mismatches", "compile_s", "csim_vectors_per_s", "wall_s")  # fmt: skip
     lines = [
         f"# Folded hls4ml layer, {result['size']} size ({result['io_type']})",
         "",

@@ -8,8 +8,11 @@ the folded engine's rule, eatt.rtl_sim.folded.folding_for_reuse, so the RTL and 
 one config fold alike; or it is given (``lanes``, ``simd``, ``pe``).
 
 ``hls_iterations`` is the number of pipelined-loop iterations (II = 1, so cycles, without the
-pipelines' fill) of one call; the C simulation counts them (eatt_folded_iterations in the
-header) and the project's metadata.json carries both.
+pipelines' fill) of one call ("total"); the C simulation counts them (eatt_folded_iterations
+in the header) and the project's metadata.json carries both. The layer is a DATAFLOW region of
+processes (the loads, the projections before attention, attention, the output projection,
+the output), so consecutive calls overlap: "ii" is the slowest process's iterations, the
+interval the reuse_factor bounds, as the RTL engine's II.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ ITERATION_FORMULA = {
     "attention": "len_q * heads * (2*KB*HC + KB)",
     "out": "io_stream: len_q (one output beat a token); io_parallel: 0",
     "total": "load + projections + attention + out (pipelined-loop iterations at II = 1)",
+    "ii": "max(len_q * DC, len_k * DC, projections before, attention, projections after, "
+    "out): the DATAFLOW processes' slowest (consecutive calls overlap)",
 }
 
 
@@ -73,26 +78,31 @@ def resolve_folding(
 def hls_iterations(
     cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None, stream: bool = False
 ) -> dict[str, int]:
-    """Pipelined-loop iterations of one call of the folded layer, by phase, and their total;
-    ``stream``: the io_stream layer, which writes its len_q output beats in a loop of its own
-    ("out"; io_parallel's outputs are the output projection's registers)."""
+    """Pipelined-loop iterations of one call of the folded layer, by phase, their total (a
+    call's latency) and "ii" (the slowest DATAFLOW process: the interval of consecutive
+    calls); ``stream``: the io_stream layer, which writes its len_q output beats in a loop of
+    its own ("out"; io_parallel's outputs are the output projection's registers)."""
     pe = simd if pe is None else pe
     dc, hc, kb = cfg.dim // simd, cfg.d_head // simd, cfg.len_k // lanes
     tiles, m = dc * dc, simd // pe
     if mechanism_of(cfg).binarized:  # E-ATT's select walk
         rest = max(0, cfg.len_q - (m - 1) * cfg.len_k)
-        projections = (m * cfg.len_k + rest + m * cfg.len_q) * tiles
+        before, after = (m * cfg.len_k + rest) * tiles, m * cfg.len_q * tiles
     else:
-        projections = (2 * cfg.len_k + 2 * cfg.len_q) * tiles
+        before, after = (2 * cfg.len_k + cfg.len_q) * tiles, cfg.len_q * tiles
     load = (cfg.len_q + cfg.len_k) * dc
     attention = cfg.len_q * cfg.heads * (2 * kb * hc + kb)
     out = cfg.len_q if stream else 0
+    processes = (cfg.len_q * dc, cfg.len_k * dc, before, attention, after, out)
     return {
         "load": load,
-        "projections": projections,
+        "projections": before + after,
+        "projections_before": before,
+        "projections_after": after,
         "attention": attention,
         "out": out,
-        "total": load + projections + attention + out,
+        "total": load + before + after + attention + out,
+        "ii": max(processes),
     }
 
 
@@ -104,7 +114,7 @@ def format_folded(result: dict) -> str:
     counted = (result.get("csim") or {}).get("iterations_per_call")
     return (
         f"folded layer ({result['io_type']}, {chosen}): lanes {f['lanes']}, simd {f['simd']}, "
-        f"pe {f['pe']}: {it['total']:,} cycles per call (pipelined-loop iterations"
+        f"pe {f['pe']}: {it['total']:,} cycles a call (pipelined-loop iterations"
         + ("" if counted is None else f"; counted in C simulation: {counted:,.0f}")
-        + ")"
+        + f"), a call every {it['ii']:,} (DATAFLOW: its slowest process)"
     )

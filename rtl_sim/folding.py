@@ -113,9 +113,14 @@ def folded_cycles(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None)
     head: scores (KB x HC), exp (KB), numerators (HC x KB), each a pipeline behind its memory
     reads, ATTENTION_FILL cycles in all to drain them (``attention_fill``: those cycles of a
     call); out: one output beat per cycle, after one cycle reading the first word.
-    latency: first input beat accepted -> first output beat; II: first input beat of one vector
-    -> first input beat of the next (the phases do not overlap, so II = latency + the output
-    beats)."""
+
+    The phases overlap across vectors (folded_schedule): the loader, the walks (pre and post,
+    ``walks``), the attention unit and the output each work on their own vector, one cycle
+    between two vectors on a unit (its start: the hand-over flags are registered).
+    latency: first input beat accepted -> first output beat of one vector alone (a cycle at
+    each of the four hand-overs, one reading the first Z word); ii: first input beat of one
+    vector -> the next's in a settled stream, the busiest unit's cycles a vector;
+    longest_phase: the longest of load, projections (the walks' work), attention, out."""
     pe = simd if pe is None else pe
     dc, hc, kb = cfg.dim // simd, cfg.d_head // simd, cfg.len_k // lanes
     tiles, m = dc * dc, simd // pe  # S x S tiles of one token; the narrower walk m times more
@@ -131,6 +136,7 @@ def folded_cycles(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None)
     attention = cfg.len_q * cfg.heads * (2 * kb * hc + kb) + fill
     out = cfg.len_q * dc
     compute = before + attention + after
+    walks = before + after + 2  # + each job's start cycle
     return {
         "load": load,
         "projections": before + after,
@@ -140,9 +146,84 @@ def folded_cycles(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None)
         "attention_fill": fill,
         "out": out,
         "compute": compute,
-        "latency": load + compute + 1,  # + the read of the first Z word
-        "ii": load + compute + 1 + out,
+        "walks": walks,
+        "longest_phase": max(load, before + after, attention, out),
+        "latency": load + compute + HANDOVER,
+        "ii": max(walks, attention + 1, load, out + 1),
     }
+
+
+#: cycles of a lone vector's latency past its phases: one at each hand-over between units
+#: (loader -> walks -> attention -> walks -> out) and one reading the first Z word
+HANDOVER = 4
+
+
+#: vectors a stream with no stall takes to settle: from the seventh on, every first input beat
+#: follows the one before by II (folded_schedule; tests/test_folded.py checks the sizes that
+#: matter, the testbench streams at least this many)
+SETTLED_VECTORS = 8
+
+
+def folded_schedule(
+    cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None, vectors: int = 1
+) -> dict[str, list[int]]:
+    """The cycle of each vector's first input beat and first output beat (relative to the first
+    vector's first input beat) when `vectors` vectors stream with no stall on either side:
+    the overlapped engine's hand-over (folded_attention.sv) replayed unit by unit.
+
+    A unit starts a vector in the cycle after it is free, its input bank full and its output
+    bank free (flags set at the end of the producer's last cycle); its last cycle is its start
+    + its phase's cycles (load: the beats - 1; out: the beats, the first offered a cycle after
+    the start). The walks owe at most two posts: with two, the older post waits; with one, a
+    pre that can go goes first, else the post."""
+    c = folded_cycles(cfg, lanes, simd, pe)
+    load, pre, attn, post, out = (
+        c["load"],
+        c["projections_before"],
+        c["attention"],
+        c["projections_after"],
+        c["out"],
+    )
+    first_in: list[int] = []
+    first_out: list[int] = []
+    pre_end: list[int] = []  # the last cycle of each unit's job, by vector
+    att_end: list[int] = []
+    post_end: list[int] = []
+    out_end: list[int] = []
+
+    def before2(ends: list[int], v: int) -> int:  # bank v mod 2 freed by vector v - 2's end
+        return ends[v - 2] + 1 if v >= 2 else 0
+
+    loader_free = walk_free = att_free = out_free = 0
+    while len(post_end) < vectors:
+        while len(first_in) < vectors and len(first_in) - 2 < len(pre_end):
+            t = max(loader_free, before2(pre_end, len(first_in)))
+            first_in.append(t)
+            loader_free = t + load
+        while len(att_end) < len(pre_end) and len(att_end) - 2 < len(post_end):
+            v = len(att_end)
+            g = max(att_free, pre_end[v] + 1, before2(post_end, v))
+            att_end.append(g + attn)
+            att_free = g + attn + 1
+        n_pre, n_post = len(pre_end), len(post_end)
+        never = float("inf")
+        go_pre = go_post = never
+        if n_pre < vectors and n_pre - n_post < 2 and n_pre - 2 < len(att_end):
+            go_pre = max(walk_free, first_in[n_pre] + load, before2(att_end, n_pre))
+        if n_post < n_pre and n_post < len(att_end):
+            go_post = max(walk_free, att_end[n_post] + 1, before2(out_end, n_post))
+        if go_post < go_pre or n_pre - n_post == 2:
+            post_end.append(int(go_post) + post)
+            walk_free = post_end[-1] + 1
+        else:
+            pre_end.append(int(go_pre) + pre)
+            walk_free = pre_end[-1] + 1
+        while len(out_end) < len(post_end):
+            g = max(out_free, post_end[len(out_end)] + 1)
+            first_out.append(g + 1)
+            out_end.append(g + out)
+            out_free = g + out + 1
+    return {"in": first_in, "out": first_out}
 
 
 #: the formula folded_cycles evaluates, as written in metadata.json and docs/folded.md
@@ -156,6 +237,10 @@ CYCLE_FORMULA = {
     ),
     "attention": "len_q * heads * (2*KB*HC + KB + 9)  (9: the pipelines' drain cycles)",
     "out": "len_q * DC",
-    "latency": "load + projections + attention + 1  (first input beat -> first output beat)",
-    "ii": "latency + out  (first input beat -> next vector's first input beat)",
+    "longest_phase": "max(load, projections, attention, out)",
+    "latency": "load + projections + attention + 4  (one vector alone: first input beat -> "
+    "first output beat; a cycle at each hand-over between units, one reading Z)",
+    "ii": "max(projections + 2, attention + 1, load, out + 1)  (the phases overlap across "
+    "vectors: the busiest unit, + its start cycle; first input beat -> the next vector's, "
+    "the stream settled)",
 }

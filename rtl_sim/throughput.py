@@ -8,8 +8,9 @@ clock:
     level       cycles a call (II)                 tokens a call
     alignment   1 (fully pipelined, ap_ctrl_hs)    len_q (query tokens scored against len_k)
     attention   1                                  len_q
-    folded      metadata ii_cycles (the formula     len_q
-                the cocotb stream checks equal)
+    folded      metadata ii_cycles (the busiest     len_q
+                unit's: the cocotb stream checks
+                every beat against folded_schedule)
     window      window_rows (one decoder step)     1 (the step's query token)
 
     calls_per_s  = Fmax / II          tokens_per_s = calls_per_s x tokens a call
@@ -17,7 +18,8 @@ clock:
     power_mw     = energy a call x calls_per_s (where the energy is known: the core busy at Fmax)
 
 The unrolled cores' II of 1 is their ap_pipe_ctrl protocol (a start every cycle); the folded
-engine's phases do not overlap yet (docs/folded.md), so its II is the sum of its phases.
+engine's phases overlap across calls (docs/folded.md, "Overlapped phases"), so its II is its
+busiest unit's cycles a call (the walks or the attention unit), not the sum of its phases.
 """
 
 from __future__ import annotations

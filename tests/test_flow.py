@@ -85,8 +85,8 @@ def test_flow_folding_builds_both_kinds_at_equal_cycles():
     folded = cfg.replace(reuse_factor=300)
     built = {k: flow_folding(folded.replace(kind=k)) for k in ("eatt", "vanilla")}
     assert {k: b[0].reuse_factor for k, b in built.items()} == {"eatt": 1, "vanilla": 1}
-    assert built["eatt"][1] == {"lanes": 1, "simd": 4, "pe": 2}
-    assert built["vanilla"][1] == {"lanes": 1, "simd": 4, "pe": 4}
+    assert built["eatt"][1] == {"lanes": 1, "simd": 2, "pe": 1}
+    assert built["vanilla"][1] == {"lanes": 1, "simd": 2, "pe": 2}
 
 
 def test_markdown_report_has_the_comparison_table():

@@ -372,7 +372,7 @@ def test_hls_stage_of_a_folded_point_is_the_folded_layer(tmp_path):
     hls = [json.loads(path.read_text())["stages"]["hls"] for path in records]
     assert hls[0]["folding"] == {"lanes": 3, "simd": 2, "pe": 1}
     assert hls[1]["folding"] and hls[1]["reuse_factor"] == 200
-    assert hls[1]["iterations"]["total"] <= 200
+    assert hls[1]["iterations"]["ii"] <= 200
     assert hls[2]["folding"] is None  # the unrolled core
 
 

@@ -21,6 +21,14 @@
 // A C simulation counts the iterations (folded_attention_iterations, not under __SYNTHESIS__),
 // which the tests compare with the formula.
 //
+// The layer is a DATAFLOW region of processes (the RTL engine's units; docs/hls.md, "Folded"):
+// the loads, the projections before attention (folded_project_pre), attention
+// (folded_attend_all), the output projection (folded_project_post) and the output, each
+// array between two of them written by one and read by the next, so that HLS makes them
+// ping-pong buffers and a call's processes overlap the next call's: the layer's interval is
+// its slowest process (hls_iterations "ii"), its latency their sum ("total"). Unlike the RTL,
+// whose walks serve both projections, the output projection is a process of its own here.
+//
 // Weights come tile by tile, as the RTL's ROMs (eatt.rtl_sim.folded.weight_tiles): tile (row
 // chunk rc, column chunk cc) at word cc DC + rc holds w[rc S + r][cc COLS + c] at field
 // r COLS + c. `ARRAY_RESHAPE cyclic factor = S COLS` makes one word of each tile.
@@ -128,7 +136,7 @@ DotLane:
 template <class data_T, typename CONFIG_T, unsigned N_ROWS>
 void folded_load(data_T data[N_ROWS * CONFIG_T::dim],
                  typename CONFIG_T::in_code_t codes[N_ROWS][CONFIG_T::dim]) {
-    #pragma HLS INLINE
+    #pragma HLS INLINE off
 LoadRow:
     for (unsigned i = 0; i < N_ROWS; i++) {
     LoadChunk:
@@ -434,9 +442,69 @@ NumerChunk:
     }
 }
 
+// -- the processes of the folded core (each a DATAFLOW process of the layer) --------------------
+// before attention: vanilla's one multiply walk (K, V, then Q), or E-ATT's two walks
+template <typename CONFIG_T, bool EATT>
+void folded_project_pre(typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim],
+                        typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim],
+                        const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
+                        const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+                        const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
+                        typename CONFIG_T::qk_t q[CONFIG_T::len_q][CONFIG_T::dim],
+                        typename CONFIG_T::qk_t k[CONFIG_T::len_k][CONFIG_T::dim],
+                        typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim]) {
+    #pragma HLS INLINE off
+    if (EATT) {
+        folded_eatt_project<CONFIG_T>(xc, yc, wq, wk, wv, q, k, v);
+    } else {  // one multiply walk: K, V, then Q
+        folded_multiply_project<CONFIG_T, CONFIG_T::len_k, CONFIG_T::simd, CONFIG_T::q_shift,
+                                typename CONFIG_T::in_code_t, typename CONFIG_T::wk_t,
+                                typename CONFIG_T::qacc_t>(yc, wk, k);
+        folded_multiply_project<CONFIG_T, CONFIG_T::len_k, CONFIG_T::simd, CONFIG_T::v_shift,
+                                typename CONFIG_T::in_code_t, typename CONFIG_T::wv_t,
+                                typename CONFIG_T::vacc_t>(yc, wv, v);
+        folded_multiply_project<CONFIG_T, CONFIG_T::len_q, CONFIG_T::simd, CONFIG_T::q_shift,
+                                typename CONFIG_T::in_code_t, typename CONFIG_T::wq_t,
+                                typename CONFIG_T::qacc_t>(xc, wq, q);
+    }
+}
+
+// attention: every query and head; length in [1, len_k], offset in [0, len_k - 1] (read only
+// where CONFIG_T::key_padding / causal)
+template <typename CONFIG_T, bool EATT>
+void folded_attend_all(typename CONFIG_T::qk_t q[CONFIG_T::len_q][CONFIG_T::dim],
+                       typename CONFIG_T::qk_t k[CONFIG_T::len_k][CONFIG_T::dim],
+                       typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim], unsigned length,
+                       unsigned offset,
+                       const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
+                       const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
+                       typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim]) {
+    #pragma HLS INLINE off
+AttendQuery:
+    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
+    AttendHead:
+        for (unsigned h = 0; h < CONFIG_T::heads; h++) {
+            folded_attend<CONFIG_T, EATT>(i, h, q, k, v, length, offset, exp_table, recip_table,
+                                          attn);
+        }
+    }
+}
+
+// after attention: the output projection (COLS columns a cycle: E-ATT's pe, vanilla's simd)
+template <typename CONFIG_T, bool EATT>
+void folded_project_post(typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim],
+                         const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
+                         typename CONFIG_T::out_code_t z[CONFIG_T::len_q][CONFIG_T::dim]) {
+    #pragma HLS INLINE off
+    const unsigned COLS = EATT ? CONFIG_T::pe : CONFIG_T::simd;
+    folded_multiply_project<CONFIG_T, CONFIG_T::len_q, COLS, CONFIG_T::out_shift,
+                            typename CONFIG_T::v_t, typename CONFIG_T::wo_t,
+                            typename CONFIG_T::oacc_t>(attn, wo, z);
+}
+
 // -- the folded core on token memories: projections, attention, output projection -------------
-// xc: len_q x dim, yc: len_k x dim input codes; length in [1, len_k], offset in [0, len_k - 1]
-// (read only where CONFIG_T::key_padding / causal); z: len_q x dim output codes.
+// xc: len_q x dim, yc: len_k x dim input codes; z: len_q x dim output codes. Inlined into the
+// layer, whose DATAFLOW region its three processes join.
 template <typename CONFIG_T, bool EATT>
 void folded_attention_compute(
     typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim],
@@ -450,7 +518,6 @@ void folded_attention_compute(
     typename CONFIG_T::out_code_t z[CONFIG_T::len_q][CONFIG_T::dim]) {
     #pragma HLS INLINE
     const unsigned S = CONFIG_T::simd, P = CONFIG_T::lanes;
-    const unsigned COLS = EATT ? CONFIG_T::pe : CONFIG_T::simd;  // the multiply walk's columns
     #pragma HLS ARRAY_RESHAPE variable=wq cyclic factor=CONFIG_T::select_words
     #pragma HLS ARRAY_RESHAPE variable=wk cyclic factor=CONFIG_T::select_words
     #pragma HLS ARRAY_RESHAPE variable=wv cyclic factor=CONFIG_T::multiply_words
@@ -467,31 +534,9 @@ void folded_attention_compute(
     #pragma HLS ARRAY_PARTITION variable=v cyclic factor=S dim=2
     #pragma HLS ARRAY_PARTITION variable=attn cyclic factor=S dim=2
 
-    if (EATT) {
-        folded_eatt_project<CONFIG_T>(xc, yc, wq, wk, wv, q, k, v);
-    } else {  // one multiply walk: K, V, then Q
-        folded_multiply_project<CONFIG_T, CONFIG_T::len_k, CONFIG_T::simd, CONFIG_T::q_shift,
-                                typename CONFIG_T::in_code_t, typename CONFIG_T::wk_t,
-                                typename CONFIG_T::qacc_t>(yc, wk, k);
-        folded_multiply_project<CONFIG_T, CONFIG_T::len_k, CONFIG_T::simd, CONFIG_T::v_shift,
-                                typename CONFIG_T::in_code_t, typename CONFIG_T::wv_t,
-                                typename CONFIG_T::vacc_t>(yc, wv, v);
-        folded_multiply_project<CONFIG_T, CONFIG_T::len_q, CONFIG_T::simd, CONFIG_T::q_shift,
-                                typename CONFIG_T::in_code_t, typename CONFIG_T::wq_t,
-                                typename CONFIG_T::qacc_t>(xc, wq, q);
-    }
-AttendQuery:
-    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
-    AttendHead:
-        for (unsigned h = 0; h < CONFIG_T::heads; h++) {
-            folded_attend<CONFIG_T, EATT>(i, h, q, k, v, length, offset, exp_table, recip_table,
-                                          attn);
-        }
-    }
-    // output projection on the multiply walk
-    folded_multiply_project<CONFIG_T, CONFIG_T::len_q, COLS, CONFIG_T::out_shift,
-                            typename CONFIG_T::v_t, typename CONFIG_T::wo_t,
-                            typename CONFIG_T::oacc_t>(attn, wo, z);
+    folded_project_pre<CONFIG_T, EATT>(xc, yc, wq, wk, wv, q, k, v);
+    folded_attend_all<CONFIG_T, EATT>(q, k, v, length, offset, exp_table, recip_table, attn);
+    folded_project_post<CONFIG_T, EATT>(attn, wo, z);
 }
 
 // -- the layers hls4ml calls (eatt.hls.handlers); CONFIG_T::score picks the mechanism -------
@@ -505,6 +550,7 @@ void folded_attention(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::le
                       const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
                       const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
                       const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
+    #pragma HLS DATAFLOW
     const bool EATT = CONFIG_T::template score<CONFIG_T>::l1;
     const unsigned COLS = EATT ? CONFIG_T::pe : CONFIG_T::simd;
     typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
@@ -535,7 +581,7 @@ OutRow:
 template <class data_T, typename CONFIG_T, unsigned N_ROWS>
 void folded_load_stream(hls::stream<data_T> &data,
                         typename CONFIG_T::in_code_t codes[N_ROWS][CONFIG_T::dim]) {
-    #pragma HLS INLINE
+    #pragma HLS INLINE off
     data_T beat;
 LoadStreamRow:
     for (unsigned i = 0; i < N_ROWS; i++) {
@@ -571,6 +617,7 @@ void folded_attention_stream(
     const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
     const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
     const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
+    #pragma HLS DATAFLOW
     const bool EATT = CONFIG_T::template score<CONFIG_T>::l1;
     typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
     typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];

@@ -19,18 +19,34 @@
 //   post     Z = requant(O @ W_O) on the multiply walk, into the Z memory
 //   out      the SIMD-wide beats of Z on m_axis (one per cycle while m_axis_tready)
 //
-// The phases run one after another, each at one step per cycle, so the cycles follow from the
-// sizes exactly (rtl_sim/folded.py `folded_cycles`, in metadata.json):
+// The phases overlap across vectors: four units, each on its own vector, hand them on through
+// memories of two banks (a vector in each; bank b of vector n: b = n mod 2, the unit's
+// pointer toggling after each vector), a full flag per bank between producer and consumer:
+//
+//   loader     s_axis -> x, y [ld_b]                      (xy_full)
+//   walks      pre: x, y -> Q, K, V [pre_b]               (qkv_full)
+//              post: O [post_b] -> Z [post_b]             (z_full)
+//   attention  Q, K, V [att_b] -> O [att_b]               (a_full)
+//   out        Z [out_b] -> m_axis
+//
+// The walks are shared by pre and post: they take a vector's pre when one is loaded and its
+// Q/K/V bank is free, its post when its O is ready and its Z bank is free, owing at most two
+// posts (`owed`: with two owed, the older post waits; with one, pre goes first when both
+// could), so that in a stream the walks alternate post of vector n and pre of vector n + 2
+// while attention computes vector n + 1 (docs/folded.md, "Overlapped phases"). Each phase
+// runs at one step per cycle, so the cycles follow from the sizes exactly (rtl_sim/folding.py
+// `folded_cycles` and `folded_schedule`, in metadata.json):
 //
 //   DC = DIM / SIMD, HC = D_HEAD / SIMD, KB = LEN_K / LANES, M = SIMD / PE
-//   proj    = vanilla (2 LEN_K + LEN_Q) DC^2 + 6,
+//   pre     = vanilla (2 LEN_K + LEN_Q) DC^2 + 6,
 //             E-ATT (M LEN_K + max(0, LEN_Q - (M - 1) LEN_K)) DC^2 + 2
 //   post    = vanilla LEN_Q DC^2 + 2, E-ATT M LEN_Q DC^2 + 2     (2: a walk's drain cycles)
-//   compute = proj + LEN_Q HEADS (2 KB HC + KB + 9) + post
-//   II      = (LEN_Q + LEN_K) DC + compute + LEN_Q DC + 1     (no stalls on either stream)
-//
-// (+ 9 per query and head: three cycles draining each phase's pipeline, stages 1-3 below;
-// + 1: the first Z word's read.)
+//   attn    = LEN_Q HEADS (2 KB HC + KB + 9)     (9: three drain cycles for each of scores,
+//                                                 exp, numerators; stages 1-3 below)
+//   latency = (LEN_Q + LEN_K) DC + pre + attn + post + 4   (one vector alone: + 1 cycle a
+//             hand-over between units, + 1 reading the first Z word)
+//   II      = max(pre + post + 2, attn + 1, (LEN_Q + LEN_K) DC, LEN_Q DC + 1)
+//             (the busiest unit, + 1 a job: no stall on either stream, the stream settled)
 //
 // Memories, each an instance with synchronous reads, the address presented a cycle ahead
 // (folded_ram: written here; folded_rom: the $readmemh files next to the RTL), a memory macro
@@ -139,14 +155,19 @@ module folded_attention #(
     localparam int H_CW    = (HEADS > 1) ? $clog2(HEADS) : 1;
     localparam int M_CW    = (M > 1) ? $clog2(M) : 1;
 
-    // the phases (S_PROJ: the projections before attention, S_POST: the output projection);
-    // PASS_* name the four projections (folded_proj_walk)
-    typedef enum logic [2:0] {
-        S_LOAD, S_PROJ, S_SCORE, S_EXP, S_NUMER, S_POST, S_OUT
-    } state_t;
+    // the attention unit's phases; PASS_* name the four projections (folded_proj_walk)
+    typedef enum logic [1:0] { S_IDLE, S_SCORE, S_EXP, S_NUMER } state_t;
     localparam logic [1:0] PASS_K = 2'd0, PASS_V = 2'd1, PASS_Q = 2'd2, PASS_O = 2'd3;
 
-    state_t     state;
+    state_t     state;  // the attention unit
+
+    // -- the units' hand-over: two banks per buffer, a full flag each, a pointer per unit ------
+    logic [1:0] xy_full, qkv_full, a_full, z_full;
+    logic       ld_b, pre_b, att_b, post_b, out_b;  // the bank each unit is on
+    logic [1:0] owed;              // vectors the walks did pre for and not yet post
+    logic       walk_pre, walk_post;  // the walks' job (at most one)
+    logic       pre_go, post_go, pre_ready, post_ready, pre_end, post_end, att_go, att_end;
+    logic       out_end;
 
     // -- memories (folded_ram / folded_rom: macros from MACRO_ROWS words, else flip-flops) -------
     // x_mem: query tokens, chunk c of token i at i*DC + c; y_mem: key tokens; q_mem: Q codes;
@@ -156,14 +177,23 @@ module folded_attention #(
     localparam int KA_W = ((LEN_K * DC) > 1) ? $clog2(LEN_K * DC) : 1;  // y addresses
     localparam int BA_W = ((KB * DC) > 1) ? $clog2(KB * DC) : 1;        // K, V bank addresses
     localparam int SA_W = (KB > 1) ? $clog2(KB) : 1;                    // score, weight banks
+    // the buffers between units hold two vectors: bank b's words after bank 0's depth words
+    localparam int QD = LEN_Q * DC, YD = LEN_K * DC, BD = KB * DC;  // words of a bank
+    function automatic int unsigned banked(input logic b, input int unsigned depth,
+                                           input int unsigned addr);
+        banked = addr + (b ? depth : 0);
+    endfunction
 
     // -- load: s_axis into x_mem, y_mem -----------------------------------------------------------
     logic [IN_CW-1:0]  in_cnt;   // beats of this vector so far
     logic [OUT_CW-1:0] out_cnt;  // output beats so far
-    logic [LEN_W-1:0] length;
-    logic [OFF_W-1:0] offset;
+    // the mask inputs travel with the vector: loaded beside x, y; handed to the Q/K/V bank
+    logic [LEN_W-1:0] length, ld_length [2], att_length [2];
+    logic [OFF_W-1:0] offset, ld_offset [2], att_offset [2];
+    assign length = att_length[att_b];
+    assign offset = att_offset[att_b];
 
-    assign s_axis_tready = (state == S_LOAD);
+    assign s_axis_tready = !xy_full[ld_b];
 
     logic in_beat;
     assign in_beat = s_axis_tvalid && s_axis_tready;
@@ -190,7 +220,7 @@ module folded_attention #(
     logic [MUL_COLS*V_W-1:0]    v_code;
     logic [MUL_COLS*OUT_W-1:0]  z_code;
 
-    assign start_pre  = (state == S_LOAD) && s_axis_tvalid && (in_cnt == IN_BEATS - 1);
+    assign start_pre = pre_go;
 
     // the multiply walk: V then O (E-ATT, PE columns), or K, V, Q then O (vanilla, PE = SIMD)
     logic m_fin, m_valid;
@@ -223,7 +253,7 @@ module folded_attention #(
     );
     assign {vo_valid, vo_pass, vo_tok, vo_lane, vo_blk, vo_cc} =
         {m_valid, m_pass, m_tok, m_lane, m_blk, m_cc};
-    assign post_done = m_fin;
+    assign post_done = m_fin && walk_post;
 
     if (L1) begin : g_select  // the select walk: K then Q, at the same time as V
         logic s_fin;
@@ -259,35 +289,42 @@ module folded_attention #(
         assign m_rd_x_unused = m_rd_x;
         assign {x_rd_tok, x_rd_rc} = {s_rd_tok, s_rd_rc};
         // the select walk ends last: (M LEN_K + the Q tokens left) slots, against V's M LEN_K
-        assign pre_done = s_fin;
+        assign pre_done = s_fin && walk_pre;
     end else begin : g_one_walk  // vanilla: K and Q from the multiply walk too
         assign {qk_valid, qk_pass, qk_tok, qk_lane, qk_blk, qk_cc, qk_code} =
             {m_valid, m_pass, m_tok, m_lane, m_blk, m_cc, m_qk};
-        assign pre_done = m_fin;
+        assign pre_done = m_fin && walk_pre;
         assign {x_re, x_rd_tok, x_rd_rc} = {m_rd_x, m_rd_tok, m_rd_rc};
     end
 
     // the token memories: x (written first) and y, from the stream
-    folded_ram #(.WIDTH(SIMD*IN_W), .DEPTH(LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)) x_mem (
-        .clk(clk), .we(in_beat && in_cnt < LEN_Q * DC), .waddr(QA_W'(in_cnt)),
-        .wdata(s_axis_tdata), .re(x_re), .raddr(QA_W'(x_rd_tok*DC + x_rd_rc)), .rdata(x_word)
+    folded_ram #(
+        .WIDTH(SIMD*IN_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W+1)
+    ) x_mem (
+        .clk(clk), .we(in_beat && in_cnt < LEN_Q * DC), .waddr((QA_W+1)'(banked(ld_b, QD, in_cnt))),
+        .wdata(s_axis_tdata), .re(x_re),
+        .raddr((QA_W+1)'(banked(pre_b, QD, x_rd_tok*DC + x_rd_rc))),
+        .rdata(x_word)
     );
-    folded_ram #(.WIDTH(SIMD*IN_W), .DEPTH(LEN_K*DC), .MACRO_ROWS(MACRO_ROWS), .AW(KA_W)) y_mem (
-        .clk(clk), .we(in_beat && in_cnt >= LEN_Q * DC), .waddr(KA_W'(in_cnt - LEN_Q * DC)),
-        .wdata(s_axis_tdata), .re(y_re), .raddr(KA_W'(m_rd_tok*DC + m_rd_rc)), .rdata(y_word)
+    folded_ram #(
+        .WIDTH(SIMD*IN_W), .DEPTH(2*LEN_K*DC), .MACRO_ROWS(MACRO_ROWS), .AW(KA_W+1)
+    ) y_mem (
+        .clk(clk), .we(in_beat && in_cnt >= LEN_Q * DC),
+        .waddr((KA_W+1)'(banked(ld_b, YD, in_cnt - LEN_Q * DC))), .wdata(s_axis_tdata), .re(y_re),
+        .raddr((KA_W+1)'(banked(pre_b, YD, m_rd_tok*DC + m_rd_rc))), .rdata(y_word)
     );
     // Z in M pieces of PE columns, read back as SIMD-wide beats
     wire [SIMD*OUT_W-1:0] z_word;
-    logic            z_re;     // read the next Z word (S_OUT)
+    logic            z_re;     // read the next Z word (out)
     logic [OUT_CW:0] rd_cnt;   // Z words read
     logic            out_valid;  // m_axis holds a word
     for (genvar m = 0; m < M; m++) begin : g_zsub
         folded_ram #(
-            .WIDTH(MUL_COLS*OUT_W), .DEPTH(LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)
+            .WIDTH(MUL_COLS*OUT_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W+1)
         ) z_sub (
             .clk(clk), .we(vo_valid && vo_pass == PASS_O && vo_sub == m),
-            .waddr(QA_W'(vo_tok*DC + vo_cc)), .wdata(z_code),
-            .re(z_re), .raddr(QA_W'(rd_cnt)),
+            .waddr((QA_W+1)'(banked(post_b, QD, vo_tok*DC + vo_cc))), .wdata(z_code),
+            .re(z_re), .raddr((QA_W+1)'(banked(out_b, QD, rd_cnt))),
             .rdata(z_word[m*MUL_COLS*OUT_W +: MUL_COLS*OUT_W])
         );
     end
@@ -335,9 +372,12 @@ module folded_attention #(
     assign drained = (drain == FILL);
     assign vis_jb = (state == S_SCORE) ? p3_jb : p1_jb;  // the max (stage 3), exp (stage 1)
 
-    folded_ram #(.WIDTH(SIMD*QK_W), .DEPTH(LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)) q_mem (
-        .clk(clk), .we(qk_valid && qk_pass == PASS_Q), .waddr(QA_W'(qk_tok*DC + qk_cc)),
-        .wdata(qk_code), .re(sc0), .raddr(QA_W'(qi*DC + hh*HC + dc)), .rdata(q_word)
+    folded_ram #(
+        .WIDTH(SIMD*QK_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W+1)
+    ) q_mem (
+        .clk(clk), .we(qk_valid && qk_pass == PASS_Q),
+        .waddr((QA_W+1)'(banked(pre_b, QD, qk_tok*DC + qk_cc))), .wdata(qk_code),
+        .re(sc0), .raddr((QA_W+1)'(banked(att_b, QD, qi*DC + hh*HC + dc))), .rdata(q_word)
     );
 
     // the softmax tables: exp, one read port a lane (read in exp's stage 1); the reciprocal
@@ -360,18 +400,20 @@ module folded_attention #(
         logic signed [SCORE_W:0]   exp_index;
         int unsigned               key;
 
-        folded_ram #(.WIDTH(SIMD*QK_W), .DEPTH(KB*DC), .MACRO_ROWS(MACRO_ROWS), .AW(BA_W)) k_bank (
+        folded_ram #(
+            .WIDTH(SIMD*QK_W), .DEPTH(2*KB*DC), .MACRO_ROWS(MACRO_ROWS), .AW(BA_W+1)
+        ) k_bank (
             .clk(clk), .we(qk_valid && qk_pass == PASS_K && qk_lane == l),
-            .waddr(BA_W'(qk_blk*DC + qk_cc)), .wdata(qk_code),
-            .re(sc0), .raddr(BA_W'(jb*DC + hh*HC + dc)), .rdata(k_word[l])
+            .waddr((BA_W+1)'(banked(pre_b, BD, qk_blk*DC + qk_cc))), .wdata(qk_code),
+            .re(sc0), .raddr((BA_W+1)'(banked(att_b, BD, jb*DC + hh*HC + dc))), .rdata(k_word[l])
         );
         for (genvar m = 0; m < M; m++) begin : g_vsub
             folded_ram #(
-                .WIDTH(MUL_COLS*V_W), .DEPTH(KB*DC), .MACRO_ROWS(MACRO_ROWS), .AW(BA_W)
+                .WIDTH(MUL_COLS*V_W), .DEPTH(2*KB*DC), .MACRO_ROWS(MACRO_ROWS), .AW(BA_W+1)
             ) v_bank (
                 .clk(clk), .we(vo_valid && vo_pass == PASS_V && vo_lane == l && vo_sub == m),
-                .waddr(BA_W'(vo_blk*DC + vo_cc)), .wdata(v_code),
-                .re(nm0), .raddr(BA_W'(jb*DC + hh*HC + tc)),
+                .waddr((BA_W+1)'(banked(pre_b, BD, vo_blk*DC + vo_cc))), .wdata(v_code),
+                .re(nm0), .raddr((BA_W+1)'(banked(att_b, BD, jb*DC + hh*HC + tc))),
                 .rdata(v_cat[m*MUL_COLS*V_W +: MUL_COLS*V_W])
             );
         end
@@ -467,22 +509,107 @@ module folded_attention #(
         .clk(clk), .re(state == S_EXP && drained), .addr(recip_index), .data(recip)
     );
 
-    folded_ram #(.WIDTH(SIMD*ATTN_W), .DEPTH(LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)) a_mem (
+    folded_ram #(
+        .WIDTH(SIMD*ATTN_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W+1)
+    ) a_mem (
         .clk(clk), .we(state == S_NUMER && p3_v && p3_jb == KB - 1),
-        .waddr(QA_W'(qi*DC + hh*HC + p3_c)),
-        .wdata(o_word), .re(a_re), .raddr(QA_W'(m_rd_tok*DC + m_rd_rc)), .rdata(a_word)
+        .waddr((QA_W+1)'(banked(att_b, QD, qi*DC + hh*HC + p3_c))), .wdata(o_word),
+        .re(a_re), .raddr((QA_W+1)'(banked(post_b, QD, m_rd_tok*DC + m_rd_rc))), .rdata(a_word)
     );
 
     // -- out: the Z pieces on m_axis, each word read a cycle before it is offered ----------------
-    assign z_re = (state == S_OUT) && (rd_cnt < OUT_BEATS) && (!out_valid || m_axis_tready);
+    assign z_re = z_full[out_b] && (rd_cnt < OUT_BEATS) && (!out_valid || m_axis_tready);
     assign m_axis_tvalid = out_valid;
     assign m_axis_tdata  = z_word;
     assign m_axis_tlast  = (out_cnt == OUT_BEATS - 1);
+    assign out_end = out_valid && m_axis_tready && (out_cnt == OUT_BEATS - 1);
 
-    // -- control: the phases one after another (S_PROJ and S_POST wait for the walks) -------------
-    // the O pass starts in the last drain cycle of the last query and head's numerators
-    assign start_post = (state == S_NUMER) && drained && (hh == HEADS - 1)
-                     && (qi == LEN_Q - 1);
+    // -- the hand-over: each unit starts a vector when its input bank is full and its output
+    // bank free (the flags set at the end of the producer's last cycle, seen the cycle after)
+    assign pre_ready  = xy_full[pre_b] && !qkv_full[pre_b];
+    assign post_ready = a_full[post_b] && !z_full[post_b];
+    assign pre_go  = !walk_pre && !walk_post && (owed != 2) && pre_ready;
+    assign post_go = !walk_pre && !walk_post && post_ready
+                  && (owed == 2 || (owed == 1 && !pre_ready));
+    assign start_post = post_go;
+    assign pre_end  = pre_done;
+    assign post_end = post_done;
+    assign att_go  = (state == S_IDLE) && qkv_full[att_b] && !a_full[att_b];
+    assign att_end = (state == S_NUMER) && drained && (hh == HEADS - 1) && (qi == LEN_Q - 1);
+
+    always_ff @(posedge clk) begin
+        if (rst) begin
+            {xy_full, qkv_full, a_full, z_full} <= '0;
+            {ld_b, pre_b, att_b, post_b, out_b} <= '0;
+            {owed, walk_pre, walk_post} <= '0;
+            in_cnt <= 0;
+            out_cnt <= 0;
+            rd_cnt <= 0;
+            out_valid <= 1'b0;
+            for (int b = 0; b < 2; b++) begin
+                {ld_length[b], ld_offset[b], att_length[b], att_offset[b]} <= '0;
+            end
+        end else begin
+            // loader: the vector's beats into bank ld_b
+            if (in_beat) begin
+                if (in_cnt == 0) begin
+                    ld_length[ld_b] <= s_axis_tuser[0 +: LEN_W];
+                    ld_offset[ld_b] <= s_axis_tuser[LEN_W +: OFF_W];
+                end
+                if (in_cnt == IN_BEATS - 1) begin
+                    in_cnt <= 0;
+                    xy_full[ld_b] <= 1'b1;
+                    ld_b <= !ld_b;
+                end else begin
+                    in_cnt <= in_cnt + 1;
+                end
+            end
+            // walks: pre takes x, y [pre_b] to Q, K, V [pre_b]; post O [post_b] to Z [post_b]
+            if (pre_go) begin
+                walk_pre <= 1'b1;
+                owed <= owed + 1;
+                att_length[pre_b] <= ld_length[pre_b];
+                att_offset[pre_b] <= ld_offset[pre_b];
+            end
+            if (post_go) begin
+                walk_post <= 1'b1;
+                owed <= owed - 1;
+            end
+            if (pre_end) begin
+                walk_pre <= 1'b0;
+                xy_full[pre_b] <= 1'b0;
+                qkv_full[pre_b] <= 1'b1;
+                pre_b <= !pre_b;
+            end
+            if (post_end) begin
+                walk_post <= 1'b0;
+                a_full[post_b] <= 1'b0;
+                z_full[post_b] <= 1'b1;
+                post_b <= !post_b;
+            end
+            // attention: Q, K, V [att_b] to O [att_b]
+            if (att_end) begin
+                qkv_full[att_b] <= 1'b0;
+                a_full[att_b] <= 1'b1;
+                att_b <= !att_b;
+            end
+            // out: Z [out_b] on m_axis
+            if (z_re) begin
+                rd_cnt <= rd_cnt + 1;
+                out_valid <= 1'b1;
+            end else if (m_axis_tready) begin
+                out_valid <= 1'b0;
+            end
+            if (out_valid && m_axis_tready) out_cnt <= out_end ? 0 : out_cnt + 1;
+            if (out_end) begin
+                rd_cnt <= 0;
+                z_full[out_b] <= 1'b0;
+                out_b <= !out_b;
+            end
+        end
+    end
+
+    // -- the attention unit: per query and head, scores, exp, numerators -----------------------
     always_ff @(posedge clk) begin
         if (rst) begin
             {p1_v, p2_v, p3_v, p1_jb, p2_jb, p3_jb, p1_c, p2_c, p3_c, p2_hit} <= '0;
@@ -494,13 +621,7 @@ module folded_attention #(
     end
     always_ff @(posedge clk) begin
         if (rst) begin
-            state <= S_LOAD;
-            in_cnt <= 0;
-            out_cnt <= 0;
-            rd_cnt <= 0;
-            out_valid <= 1'b0;
-            length <= '0;
-            offset <= '0;
+            state <= S_IDLE;
             {qi, hh, jb, dc, tc, drain} <= '0;
             smax <= '0;
             esum <= '0;
@@ -509,19 +630,7 @@ module folded_attention #(
             if (state == S_EXP && p2_v) esum <= esum_next;
             if (drain != 0) drain <= drained ? 0 : drain + 1;  // (set to 1 as stage 0 ends)
             case (state)
-                S_LOAD: if (s_axis_tvalid) begin
-                    if (in_cnt == 0) begin
-                        length <= s_axis_tuser[0 +: LEN_W];
-                        offset <= s_axis_tuser[LEN_W +: OFF_W];
-                    end
-                    if (in_cnt == IN_BEATS - 1) begin  // start_pre: the walks begin
-                        in_cnt <= 0;
-                        state <= S_PROJ;
-                    end else begin
-                        in_cnt <= in_cnt + 1;
-                    end
-                end
-                S_PROJ: if (pre_done) state <= S_SCORE;  // the walks' last drain cycle
+                S_IDLE: if (att_go) state <= S_SCORE;
                 S_SCORE: if (drain == 0) begin  // dc fastest, then the key block
                     dc <= (dc == HC - 1) ? 0 : dc + 1;
                     if (dc == HC - 1) begin
@@ -548,28 +657,10 @@ module folded_attention #(
                     hh <= (hh == HEADS - 1) ? 0 : hh + 1;
                     if (hh == HEADS - 1) begin
                         qi <= (qi == LEN_Q - 1) ? 0 : qi + 1;
-                        if (qi == LEN_Q - 1) state <= S_POST;  // start_post
+                        if (qi == LEN_Q - 1) state <= S_IDLE;  // att_end
                     end
                 end
-                S_POST: if (post_done) state <= S_OUT;
-                S_OUT: begin
-                    if (z_re) begin
-                        rd_cnt <= rd_cnt + 1;
-                        out_valid <= 1'b1;
-                    end else if (m_axis_tready) begin
-                        out_valid <= 1'b0;
-                    end
-                    if (out_valid && m_axis_tready) begin
-                        if (out_cnt == OUT_BEATS - 1) begin
-                            out_cnt <= 0;
-                            rd_cnt <= 0;
-                            state <= S_LOAD;
-                        end else begin
-                            out_cnt <= out_cnt + 1;
-                        end
-                    end
-                end
-                default: state <= S_LOAD;
+                default: state <= S_IDLE;
             endcase
         end
     end
