@@ -200,6 +200,14 @@ def _left(deadline: float | None) -> float | None:
     return None if deadline is None else max(1.0, deadline - time.monotonic())
 
 
+def axis_pins(meta: dict) -> int:
+    """The pins a folded engine's ports take on a package (its AXI4-Stream ports as they are:
+    tdata, tvalid, tready, tlast, s_axis_tuser; clk and rst)."""
+    iface = meta["interface"]
+    s_axis, m_axis = iface["inputs"]["s_axis"], iface["outputs"]["m_axis"]
+    return s_axis["tdata_bits"] + s_axis["tuser_bits"] + 3 + m_axis["tdata_bits"] + 3 + 2
+
+
 def serial_top(meta: dict, pins: int = SERIAL_PINS) -> tuple[str, str]:
     """(module name, SystemVerilog) of the top that joins serial_shell to the core of an RTL
     folder's metadata: the core's inputs concatenated in the interface's order (the first input
@@ -275,7 +283,9 @@ def pnr(
     (also written to DIR/pnr/result.json). ``timeout``: seconds for both tools together.
     ``nodsp``: synth_ecp5 -nodsp, every product in fabric (no MULT18X18D). ``wrapper``: place
     the core behind serial_shell (:func:`serial_top`) with its 22 ports on pins, and write a
-    bitstream (ecppack): implies out_of_context=False."""
+    bitstream (ecppack): implies out_of_context=False. A folded engine needs no shell: its
+    AXI4-Stream ports (SIMD elements a beat each way) go on pins as they are
+    (:func:`axis_pins`)."""
     if wrapper:
         out_of_context = False
     check_options(device, clock_ns)
@@ -313,7 +323,8 @@ def pnr(
         rel = tmp.name
         sources = list(meta["sources"])
         synth_top = top
-        if wrapper:
+        serial = wrapper and meta.get("level") != "folded"  # the folded engine streams
+        if serial:
             synth_top, text = serial_top(meta)
             (tmp / f"{synth_top}.sv").write_text(text)
             shutil.copyfile(SHELL, tmp / SHELL.name)
@@ -442,6 +453,8 @@ def pnr(
                     "in_bits": sum(int(v["width"]) for v in meta["interface"]["inputs"].values()),
                     "out_bits": sum(int(v["width"]) for v in meta["interface"]["outputs"].values()),
                 }
+                if serial
+                else {"top": top, "axis_pins": axis_pins(meta)}
                 if wrapper
                 else None
             ),

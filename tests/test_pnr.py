@@ -15,6 +15,7 @@ from eatt.quant.golden import random_weights
 from eatt.rtl_sim.generate import alignment_interface, generate_rtl
 from eatt.rtl_sim.pnr import (
     DEVICES,
+    axis_pins,
     check_options,
     find_nextpnr,
     not_fitting,
@@ -236,6 +237,34 @@ def test_wrapper_places_on_pins_and_writes_a_bitstream(tmp_path):
         "out_bits": 52,  # s: 4 scores of 13 bits
     }
     assert r["summary"]["IO"] == 2 * 8 + 6 and r["fmax_mhz"]["clk"] > 0
+    assert (out / "pnr" / "design.bit").stat().st_size > 100_000
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_a_folded_engine_goes_on_pins_with_its_own_streams(tmp_path):
+    """--wrapper on a folded engine: no serial shell, its AXI4-Stream ports on pins as they
+    are (tdata, tvalid, tready, tlast, tuser each way; clk, rst), and a bitstream."""
+    cfg = CoreConfig.from_dict(dict(kind="eatt", **TINY))
+    out = tmp_path / "rtl"
+    folding = {"lanes": 1, "simd": 2, "pe": 1}
+    meta = generate_rtl(cfg, random_weights(cfg, seed=3), out, level="folded", folding=folding)
+    text = cli(str(out), "--wrapper")
+    assert text.returncode == 0, text.stderr
+    pins = axis_pins(meta)  # 2 x 8-bit in, 2 x out code bits, the handshakes, clk, rst
+    assert (
+        pins
+        == 2 * 8
+        + meta["interface"]["inputs"]["s_axis"]["tuser_bits"]
+        + 3
+        + (meta["interface"]["outputs"]["m_axis"]["tdata_bits"])
+        + 3
+        + 2
+    )
+    assert f"AXI4-Stream ports on {pins} pins" in text.stdout
+    r = json.loads((out / "pnr" / "result.json").read_text())
+    assert r["routed"] and r["wrapper"] == {"top": "eatt_folded", "axis_pins": pins}
+    assert r["summary"]["IO"] == pins and r["bitstream"] == "pnr/design.bit"
     assert (out / "pnr" / "design.bit").stat().st_size > 100_000
 
 

@@ -36,7 +36,8 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--wrapper",
         action="store_true",
-        help="the core behind a serial-load wrapper, on pins, and a bitstream (pnr/design.bit)",
+        help="on pins, with a bitstream (pnr/design.bit): a core behind a serial-load wrapper, "
+        "a folded engine with its AXI4-Stream ports",
     )
     add_json(p)
 
@@ -62,6 +63,15 @@ def run(args) -> int:
     return EXIT_OK if result["routed"] else EXIT_CHECK_FAILED
 
 
+def _wrapper(w: dict | None) -> str:
+    """The head's words for --wrapper: the serial shell, or a folded engine's own ports."""
+    if not w:
+        return ""
+    if "axis_pins" in w:
+        return f", AXI4-Stream ports on {w['axis_pins']} pins"
+    return ", serial wrapper"
+
+
 def _text(r: dict) -> str:
     """The report of one place-and-route run."""
     s = r["summary"]
@@ -71,7 +81,7 @@ def _text(r: dict) -> str:
     head = (
         f"{r['part']} ({r['device']}{', out of context' if r['out_of_context'] else ''}"
         f"{', -nodsp' if r['nodsp'] else ''}"
-        f"{', serial wrapper' if r['wrapper'] else ''}):"
+        f"{_wrapper(r['wrapper'])}):"
         f" {'routed' if r['routed'] else 'not routed'}"
     )
     if r["yosys"] is None:  # refused before any tool ran (the weights alone do not fit)
