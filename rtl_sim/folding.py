@@ -206,17 +206,19 @@ def folded_schedule(
             att_end.append(g + attn)
             att_free = g + attn + 1
         n_pre, n_post = len(pre_end), len(post_end)
-        never = float("inf")
-        go_pre = go_post = never
-        if n_pre < vectors and n_pre - n_post < 2 and n_pre - 2 < len(att_end):
+        # what these read is known: with owed < 2, attention of vector n_pre - 2 waited only
+        # on posts before n_post; a post's vector had its pre and attention computed above
+        owed = n_pre - n_post
+        go_pre = go_post = None
+        if n_pre < vectors and owed < 2:
             go_pre = max(walk_free, first_in[n_pre] + load, before2(att_end, n_pre))
-        if n_post < n_pre and n_post < len(att_end):
+        if owed:
             go_post = max(walk_free, att_end[n_post] + 1, before2(out_end, n_post))
-        if go_post < go_pre or n_pre - n_post == 2:
-            post_end.append(int(go_post) + post)
+        if go_pre is None or (go_post is not None and go_post < go_pre):
+            post_end.append(go_post + post)
             walk_free = post_end[-1] + 1
         else:
-            pre_end.append(int(go_pre) + pre)
+            pre_end.append(go_pre + pre)
             walk_free = pre_end[-1] + 1
         while len(out_end) < len(post_end):
             g = max(out_free, post_end[len(out_end)] + 1)

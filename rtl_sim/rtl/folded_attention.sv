@@ -166,7 +166,7 @@ module folded_attention #(
     logic       ld_b, pre_b, att_b, post_b, out_b;  // the bank each unit is on
     logic [1:0] owed;              // vectors the walks did pre for and not yet post
     logic       walk_pre, walk_post;  // the walks' job (at most one)
-    logic       pre_go, post_go, pre_ready, post_ready, pre_end, post_end, att_go, att_end;
+    logic       pre_go, post_go, pre_ready, post_ready, att_go, att_end;
     logic       out_end;
 
     // -- memories (folded_ram / folded_rom: macros from MACRO_ROWS words, else flip-flops) -------
@@ -301,7 +301,8 @@ module folded_attention #(
     folded_ram #(
         .WIDTH(SIMD*IN_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W+1)
     ) x_mem (
-        .clk(clk), .we(in_beat && in_cnt < LEN_Q * DC), .waddr((QA_W+1)'(banked(ld_b, QD, in_cnt))),
+        .clk(clk), .we(in_beat && in_cnt < LEN_Q * DC),
+        .waddr((QA_W+1)'(banked(ld_b, QD, in_cnt))),
         .wdata(s_axis_tdata), .re(x_re),
         .raddr((QA_W+1)'(banked(pre_b, QD, x_rd_tok*DC + x_rd_rc))),
         .rdata(x_word)
@@ -532,8 +533,6 @@ module folded_attention #(
     assign post_go = !walk_pre && !walk_post && post_ready
                   && (owed == 2 || (owed == 1 && !pre_ready));
     assign start_post = post_go;
-    assign pre_end  = pre_done;
-    assign post_end = post_done;
     assign att_go  = (state == S_IDLE) && qkv_full[att_b] && !a_full[att_b];
     assign att_end = (state == S_NUMER) && drained && (hh == HEADS - 1) && (qi == LEN_Q - 1);
 
@@ -575,13 +574,13 @@ module folded_attention #(
                 walk_post <= 1'b1;
                 owed <= owed - 1;
             end
-            if (pre_end) begin
+            if (pre_done) begin
                 walk_pre <= 1'b0;
                 xy_full[pre_b] <= 1'b0;
                 qkv_full[pre_b] <= 1'b1;
                 pre_b <= !pre_b;
             end
-            if (post_end) begin
+            if (post_done) begin
                 walk_post <= 1'b0;
                 a_full[post_b] <= 1'b0;
                 z_full[post_b] <= 1'b1;
