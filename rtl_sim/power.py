@@ -32,9 +32,10 @@ OSU 0.18 um cells by default), in four steps:
    The same energy split by stage (projections, scores, softmax, values, memories, control):
    rtl_sim/stages.py, from the flip-flops' register names in a copy of the netlist written
    before the nets' names are hidden (``named.json``, replaced by ``registers.json``).
-4. **OpenSTA** (Debian's 2019 build, unpacked by ``make install``): worst setup slack at the
-   clock and the clock the netlist closes (ideal clock, no wire load), and OpenSTA's own
-   vectorless power (the inputs' measured mean activity propagated through the cells). This
+4. **OpenSTA** (rtl_sim/sta.py; Debian's 2019 build, unpacked by ``make install``): worst
+   setup slack at the clock and the clock the netlist closes (ideal clock, no wire load), and
+   OpenSTA's own vectorless power (the inputs' measured mean activity propagated through the
+   cells). This
    OpenSTA cannot take the simulated per-pin activity (see :func:`sta_script`), so it is no
    cross-check of the activity, only of the scale; the calculator is checked by hand in
    tests/test_liberty.py.
@@ -90,12 +91,21 @@ from eatt.rtl_sim.gate_activity import (  # noqa: F401  (their home was this mod
     read_toggles,
     toggles_by_bit,
 )
-from eatt.rtl_sim.resources import find_yosys, run_logged, run_yosys, tool_name
+from eatt.rtl_sim.resources import find_yosys, run_yosys, tool_name
 from eatt.rtl_sim.rtldir import load_metadata, load_weights
 from eatt.rtl_sim.runner import (
     check_simulator,
     core_vectors,
 )
+from eatt.rtl_sim.sta import (  # noqa: F401  (their home was this module)
+    find_sta,
+    parse_slack,
+    parse_sta_power,
+    parse_worst_path,
+    run_sta,
+    sta_script,
+)
+from eatt.rtl_sim.sta import read_text as _read
 from eatt.rtl_sim.tools import ToolMissing, debian_root
 
 POWER_DIR = "power"
@@ -157,18 +167,6 @@ def find_liberty(name: str = DEFAULT_LIBERTY) -> Path:
         known = ", ".join(LIBERTIES)
         raise ValueError(f"--liberty {name}: no such file (or one of {known})")
     return path
-
-
-def find_sta() -> Path:
-    """OpenSTA: .venv/debian's (make install), else ``sta`` on PATH."""
-    local = debian_root() / "usr/bin/sta"
-    found = local if local.is_file() else shutil.which("sta")
-    if not found:
-        raise ToolMissing(
-            "OpenSTA (sta) is missing: Debian package opensta (make install fetches it "
-            "into .venv/debian)"
-        )
-    return Path(found)
 
 
 def check_tools(liberty: str = DEFAULT_LIBERTY) -> Path:
@@ -268,91 +266,6 @@ def synthesize(
     netlist.write_text(_SIGNED.sub(r"\1", netlist.read_text()))  # OpenSTA 2019 reads no signed
     stat = (work / "stat.txt").read_text()
     return {"tool": tool_name(yosys), "seconds": seconds, "peak_mb": peak_mb, "area": _area(stat)}
-
-
-# -- 4. OpenSTA -----------------------------------------------------------------------------------
-def sta_script(top: str, clock_ns: float, input_activity: float, clock: str = "ap_clk") -> str:
-    """Timing at the clock (port `clock`), then OpenSTA's own vectorless power: the inputs'
-    mean measured activity propagated through the cells' functions (this OpenSTA takes no
-    per-pin activity: set_power_activity -pins calls a get_pins_error it lacks, and
-    sta::set_power_pin_activity reaches only flip-flop outputs, after a first report_power;
-    docs/power.md)."""
-    return (
-        "read_liberty cells.lib\nread_verilog sta_netlist.v\n"
-        f"link_design {top}\n"
-        f"create_clock -name {clock} -period {clock_ns:g} [get_ports {clock}]\n"
-        f"set_input_delay 0 -clock {clock} [delete_from_list [all_inputs] [get_ports {clock}]]\n"
-        f"set_output_delay 0 -clock {clock} [all_outputs]\n"
-        # the worst path and its slack (report_worst_slack of this build crashed, signal 11, on
-        # the default folded E-ATT netlist; report_checks gives the same number)
-        "report_checks -path_delay max -digits 3 > timing.txt\n"
-        f"set_power_activity -input -activity {input_activity:.6g} -duty 0.5\n"
-        "report_power -digits 6 > power.txt\n"
-        "exit\n"
-    )
-
-
-def parse_slack(text: str) -> float | None:
-    """The worst slack (ns) in a report_checks output: the least of its paths' "X slack" lines
-    (one per path group), or None where it has none."""
-    found = re.findall(r"^\s*(-?\d+(?:\.\d+)?)\s+slack\b", text, re.M)
-    return min(map(float, found)) if found else None
-
-
-def parse_worst_path(text: str) -> dict:
-    """The worst path of a report_checks output: its startpoint and endpoint (instance or port
-    names, Yosys' escaped names as OpenSTA prints them), {} where it has none."""
-    ends = {}
-    for key in ("startpoint", "endpoint"):
-        m = re.search(rf"^\s*{key.capitalize()}:\s*(\S+)", text, re.M)
-        if m:
-            ends[key] = m.group(1)
-    return ends
-
-
-def parse_sta_power(text: str) -> dict:
-    """OpenSTA's report_power Total line: {internal, switching, leakage, total} in W."""
-    m = re.search(r"^Total\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", text, re.M)
-    if not m:
-        return {}
-    return dict(
-        zip(("internal", "switching", "leakage", "total"), map(float, m.groups()), strict=True)
-    )
-
-
-def run_sta(
-    work: Path,
-    top: str,
-    clock_ns: float,
-    input_activity: float,
-    timeout: float | None,
-    clock: str = "ap_clk",
-) -> dict:
-    """OpenSTA in work/: worst slack at the clock, the clock the netlist closes, vectorless
-    power."""
-    sta = find_sta()
-    (work / "sta.tcl").write_text(sta_script(top, clock_ns, input_activity, clock))
-    code, seconds, _ = run_logged(
-        [str(sta), "-no_splash", "-exit", "sta.tcl"], work, work / "sta.log", "OpenSTA", timeout
-    )
-    timing = _read(work / "timing.txt")
-    if code != 0:
-        raise RuntimeError(f"OpenSTA failed (exit {code}); see {work / 'sta.log'}")
-    wns = parse_slack(timing)
-    if wns is None:
-        why = "it found no timing path" if "No paths found" in timing else "no slack in its report"
-        raise RuntimeError(f"OpenSTA: {why} at clock {clock}; see {work / 'timing.txt'}")
-    return {
-        "worst_slack_ns": wns,
-        "fmax_mhz": round(1000.0 / (clock_ns - wns), 2),  # the period the worst path needs
-        "worst_path": parse_worst_path(timing),
-        "power_w": parse_sta_power(_read(work / "power.txt")),
-        "seconds": seconds,
-    }
-
-
-def _read(path: Path) -> str:
-    return path.read_text(errors="replace") if path.is_file() else ""
 
 
 # -- the whole measurement ------------------------------------------------------------------------
