@@ -337,3 +337,18 @@ def test_lazy_hooks_close_no_cycle_through_the_config_or_the_mechanisms():
         if any(m in bottom or m.startswith("eatt.mechanisms.") for m in c)
     ]
     assert not through, "\n".join(" -> ".join(c) for c in through)
+
+
+#: the longest a Python file of the repository may be (issue 41: a newcomer reads a file whole)
+MAX_LINES = 600
+
+
+def test_no_python_file_over_the_line_limit():
+    skip = {".venv", ".git", "runs", "build", "node_modules"}
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in ROOT.rglob("*.py")
+        if not skip & set(path.relative_to(ROOT).parts)
+        and (n := len(path.read_text(errors="replace").splitlines())) > MAX_LINES
+    }
+    assert not long, f"over {MAX_LINES} lines (split by topic): {long}"
