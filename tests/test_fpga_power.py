@@ -159,7 +159,7 @@ def test_a_class_without_coefficient_is_left_out_of_the_total(tmp_path):
     assert proxy_energy(rows, load_coefficients(path))[0] is None
 
 
-def test_models_mult18x18d_ours_dp16kd_none():
+def test_models_mult18x18d_and_dp16kd_ours():
     from eatt.rtl_sim.fpga_power import (
         check_multipliers,
         find_ecp5_models,
@@ -174,9 +174,9 @@ def test_models_mult18x18d_ours_dp16kd_none():
     models = model_library(files)
     assert "LUT4" in models and "TRELLIS_FF" in models and "CCU2C" in models
     assert "eatt_p" in models["MULT18X18D"]  # Yosys has it only as a blackbox
-    assert "DP16KD" not in models  # a blackbox in Yosys' cells_sim: no behaviour
-    cells = {"a": {"type": "DP16KD"}, "b": {"type": "LUT4"}}
-    assert without_model({"cells": cells}, models) == ["DP16KD"]
+    assert "eatt_mem" in models["DP16KD"]  # a blackbox in Yosys' cells_sim
+    cells = {"a": {"type": "DP16KD"}, "b": {"type": "LUT4"}, "c": {"type": "EHXPLLL"}}
+    assert without_model({"cells": cells}, models) == ["EHXPLLL"]
     mult = {"type": "MULT18X18D", "parameters": {"REG_OUTPUT_CLK": "CLK0"}, "connections": {}}
     with pytest.raises(RuntimeError, match="REG_OUTPUT_CLK"):
         check_multipliers({"cells": {"m": mult}})
@@ -357,20 +357,46 @@ def test_a_power_fpga_folder_it_did_not_write_is_left_alone(tmp_path):
 
 
 @pytest.mark.rtl
-def test_block_ram_is_mapped_again_as_lut_ram(rtl, monkeypatch):
-    """Yosys' DP16KD model is a blackbox: a netlist with one is synthesized again with
-    synth_ecp5 -nobram, and the result and the text say so."""
+def test_block_ram_beyond_the_model_is_mapped_again_as_lut_ram(rtl, monkeypatch):
+    """A netlist whose DP16KD eatt's model does not cover (ecp5_models.check_block_rams) is
+    synthesized again with synth_ecp5 -nobram, and the result and the text say why."""
     _tools()
     import eatt.rtl_sim.fpga_power as fp
     from eatt.cli.power import _fpga_text
 
-    real, calls = fp.without_model, []
+    calls = []
 
-    def first_has_bram(module, models):
+    def first_beyond(module):
         calls.append(module)
-        return ["DP16KD"] if len(calls) == 1 else real(module, models)
+        return ["ram0: REGMODE_A OUTREG"] if len(calls) == 1 else []
 
-    monkeypatch.setattr(fp, "without_model", first_has_bram)
+    monkeypatch.setattr(fp, "check_block_rams", first_beyond)
     r = fp.fpga_power(rtl, vectors=4, seed=1)
-    assert r["yosys"]["nobram"] and r["mismatches"] == 0 and len(calls) == 2
-    assert "block RAM mapped as LUT RAM" in _fpga_text(r, "DIR")
+    assert r["yosys"]["nobram"] and r["mismatches"] == 0 and len(calls) == 1
+    assert r["yosys"]["nobram_why"] == ["ram0: REGMODE_A OUTREG"]
+    assert "block RAM mapped as LUT RAM: ram0: REGMODE_A OUTREG" in _fpga_text(r, "DIR")
+
+
+@pytest.mark.rtl
+def test_verilator_gives_icarus_toggles(rtl):
+    """--simulator verilator: the same netlist, bit-exact, Verilator's SAIF as the activity
+    (copied for Vivado, at the testbench's clock) and the same transitions as Icarus' VCD."""
+    _tools()
+    from eatt.rtl_sim.fpga_power import fpga_power
+    from eatt.rtl_sim.runner import check_simulator
+
+    try:
+        check_simulator("verilator")
+    except ToolMissing as err:
+        pytest.skip(str(err))
+    ica = fpga_power(rtl, vectors=8, seed=2, timeout=600, simulator="icarus")
+    ver = fpga_power(rtl, vectors=8, seed=2, timeout=600, simulator="verilator")
+    assert ver["mismatches"] == 0 and ver["sim"]["simulator"] == "verilator"
+    assert ver["saif_clock_ns"] == 10.0 and ica["sim"]["simulator"] == "icarus"
+    assert "(SAIFILE" in (rtl / "power_fpga" / "activity.saif").read_text()[:200]
+    assert ver["cycles"] == ica["cycles"] and ver["nets_with_activity"] == ica["nets_with_activity"]
+    # the same transitions but at power-up (Verilator starts at 0, Icarus at x, whose x -> 0 is
+    # no transition): at most one a net over all 8 calls
+    for name, row in ica["primitives"].items():
+        got, want = ver["primitives"][name]["toggles_per_call"], row["toggles_per_call"]
+        assert abs(got - want) * 8 <= ica["nets"], (name, got, want)

@@ -160,8 +160,8 @@ def test_power_prices_every_macro(tmp_path):
 
 @pytest.mark.parametrize(
     "flags",
-    [["--memory-node", "45"], ["--weights", "dram"], ["--simulator", "verilator"]],
-    ids=["node", "weights", "simulator"],
+    [["--memory-node", "45"], ["--weights", "dram"]],
+    ids=["node", "weights"],
 )
 def test_memory_flags_are_asic_only(flags, tmp_path):
     """The memory macros' flags price the ASIC netlist's memories: with --target fpga they are

@@ -77,7 +77,7 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--simulator",
         choices=SIMULATORS,
-        help="asic: the netlist's simulation: icarus (4-state, VCD), verilator (SAIF; a build "
+        help="the netlist's simulation: icarus (4-state, VCD), verilator (SAIF; a build "
         f"of minutes, then fast) or auto (the default: icarus up to {ICARUS_CYCLES:,} cycles)",
     )
     p.add_argument(
@@ -99,7 +99,6 @@ def run(args) -> int:
             ("--liberty", args.liberty),
             ("--memory-node", args.memory_node),
             ("--weights", args.weights),
-            ("--simulator", args.simulator),
             ("--clock-gating", args.clock_gating),
         ],
     }
@@ -126,7 +125,12 @@ def run(args) -> int:
     if args.target == "fpga":
         load_coefficients(args.fpga_coefficients)  # a bad file: one line, before any tool runs
         with tool_failures():
-            result = fpga_power(args.dir, coefficients=args.fpga_coefficients, **common)
+            result = fpga_power(
+                args.dir,
+                coefficients=args.fpga_coefficients,
+                simulator=args.simulator or "auto",
+                **common,
+            )
         emit(result, args.json, lambda r: _fpga_text(r, args.dir))
     else:
         with tool_failures():  # a tool failed or the netlist differs: the check failed
@@ -243,11 +247,13 @@ def _text(r: dict, folder: str) -> str:
 def _fpga_text(r: dict, folder: str) -> str:
     """The report of one --target fpga run: the primitive table, the proxy and its sources."""
     proxy, coeffs = r["proxy_energy_per_call_pj"] or {}, r["coefficients"]
-    bram = " (block RAM mapped as LUT RAM: no DP16KD model)" if r["yosys"]["nobram"] else ""
+    why = "; ".join(r["yosys"].get("nobram_why") or ["beyond eatt's DP16KD model"])
+    bram = f" (block RAM mapped as LUT RAM: {why})" if r["yosys"]["nobram"] else ""
+    where = f" in {_simulator(r)}" if r["sim"].get("simulator") else ""
     lines = [
         f"{r['top']} mapped to ECP5 primitives (Yosys synth_ecp5{bram}), {r['vectors']} vectors "
-        f"({r['inputs']}), {r['cycles']} cycles: netlist = golden model, {r['mismatches']} "
-        "mismatches",
+        f"({r['inputs']}), {r['cycles']:,} cycles{where}: netlist = golden model, "
+        f"{r['mismatches']} mismatches",
         f"{'class':<7}{'cells':>8}{'toggles/call':>14}{'proxy pJ/call':>15}  "
         "(pJ per transition x transitions/call of)",
     ]
