@@ -31,8 +31,10 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 # (-B, -M); eatt.rtl_sim.tools.use_local_icarus puts that folder on PATH where no iverilog is.
 # trans-de-en: the Ding German-English dictionary, the real-language task's corpus
 # (.venv/debian/usr/share/trans/de-en; eatt.model.ding, docs/models.md "The Ding task").
+# ccache (and its libhiredis): Verilator's OBJCACHE (eatt.rtl_sim.tools.verilator_env), so the
+# Verilator and cocotb runtime files every simulation build compiles are compiled once.
 # Where this cannot work (no apt-get, no package lists) the commands exit 3 naming the package.
-DEBIAN_PKGS := opensta qflow-tech-osu018 iverilog trans-de-en
+DEBIAN_PKGS := opensta qflow-tech-osu018 iverilog trans-de-en ccache libhiredis0.14
 debian: $(VENV)/debian/.installed
 
 $(VENV)/debian/.installed: Makefile
@@ -47,6 +49,11 @@ $(VENV)/debian/.installed: Makefile
 		printf '#!/bin/sh\nd="$$(cd "$$(dirname "$$0")/.." && pwd)"\nexec "$$d/usr/bin/iverilog" -B"$$d/%s" "$$@"\n' "$$ivl" > ../bin/iverilog; \
 		printf '#!/bin/sh\nd="$$(cd "$$(dirname "$$0")/.." && pwd)"\nexec "$$d/usr/bin/vvp" -M"$$d/%s" "$$@"\n' "$$ivl" > ../bin/vvp; \
 		chmod +x ../bin/iverilog ../bin/vvp; \
+	fi; \
+	if [ -x ../usr/bin/ccache ]; then \
+		lib=$$(dirname "$$(ls ../usr/lib/*/libhiredis.so.* 2>/dev/null | head -n 1)"); lib=$${lib#../}; \
+		printf '#!/bin/sh\nd="$$(cd "$$(dirname "$$0")/.." && pwd)"\nLD_LIBRARY_PATH="$$d/%s$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}" exec "$$d/usr/bin/ccache" "$$@"\n' "$$lib" > ../bin/ccache; \
+		chmod +x ../bin/ccache; \
 	fi; \
 	ls $(foreach p,$(DEBIAN_PKGS),$(p)_*.deb) >/dev/null 2>&1 && touch ../.installed || true
 

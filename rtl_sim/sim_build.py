@@ -32,6 +32,7 @@ from eatt.rtl_sim.procs import file_lock, sigterm_as_interrupt, try_lock
 from eatt.rtl_sim.rtldir import load_metadata
 from eatt.rtl_sim.tools import (
     ToolMissing,
+    cache_dir,
     check_build_tools,
     find_verilator,
     use_local_icarus,
@@ -94,16 +95,6 @@ def simulator_version(simulator: str) -> str:
 
 
 # -- the build cache ------------------------------------------------------------------------------
-def cache_dir() -> Path:
-    """eatt's cache: ``$EATT_CACHE``, else ``$XDG_CACHE_HOME/eatt``, else ``~/.cache/eatt``.
-    Simulation builds live in its ``sim/`` (``rm -rf ~/.cache/eatt/sim`` cleans them)."""
-    if os.environ.get("EATT_CACHE"):
-        return Path(os.path.abspath(os.path.expanduser(os.environ["EATT_CACHE"])))
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.path.abspath(os.environ["XDG_CACHE_HOME"])) / "eatt"
-    return Path.home() / ".cache" / "eatt"
-
-
 def sim_cache(simulator: str) -> Path:
     """The cache folder of one simulator's builds; refuses a path GNU Make cannot build in."""
     root = cache_dir() / "sim" / simulator

@@ -148,9 +148,40 @@ def check_build_tools() -> None:
         )
 
 
+def cache_dir() -> Path:
+    """eatt's cache: ``$EATT_CACHE``, else ``$XDG_CACHE_HOME/eatt``, else ``~/.cache/eatt``.
+    Simulation builds live in its ``sim/`` (``rm -rf ~/.cache/eatt/sim`` cleans them)."""
+    if os.environ.get("EATT_CACHE"):
+        return Path(os.path.abspath(os.path.expanduser(os.environ["EATT_CACHE"])))
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.path.abspath(os.environ["XDG_CACHE_HOME"])) / "eatt"
+    return Path.home() / ".cache" / "eatt"
+
+
+def find_ccache() -> Path | None:
+    """ccache: the system's on PATH, else the one ``make install`` unpacked into .venv/debian
+    (bin/ccache, a wrapper that points it at its unpacked library); None without one."""
+    found = shutil.which("ccache")
+    if found:
+        return Path(found)
+    local = debian_root() / "bin" / "ccache"
+    return local if local.is_file() and os.access(local, os.X_OK) else None
+
+
 def verilator_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """An environment in which ``verilator`` and its generated makefiles work."""
+    """An environment in which ``verilator`` and its generated makefiles work, their compiles
+    through ccache where there is one (Verilator's OBJCACHE: every build compiles the same
+    Verilator and cocotb runtime files, which ccache then gives back from :func:`cache_dir`
+    /ccache: a small design's build 48 -> 10 s). An OBJCACHE already set, even empty, is the
+    user's choice, as is a CCACHE_DIR."""
     env = dict(os.environ if base is None else base)
+    if "OBJCACHE" not in env:
+        ccache = find_ccache()
+        if ccache is not None:
+            env["OBJCACHE"] = str(ccache)
+            # its files beside eatt's builds (writable wherever a build is), unless the user
+            # keeps them elsewhere
+            env.setdefault("CCACHE_DIR", str(cache_dir() / "ccache"))
     exe, root = find_verilator()
     env["PATH"] = f"{exe.parent}{os.pathsep}{env.get('PATH', '')}"
     if root is not None:

@@ -96,3 +96,26 @@ def test_cli_maps_an_old_verilator_to_exit_3(tmp_path, monkeypatch, capsys):
     assert main(["sim", str(tmp_path / "rtl"), "--vectors", "40"]) == 3
     err = capsys.readouterr().err
     assert "verilator 5.006" in err and "too old" in err
+
+
+def test_verilator_builds_compile_through_ccache(tmp_path, monkeypatch):
+    """Verilator's OBJCACHE is ccache where there is one (.venv/debian's when none is on
+    PATH); an OBJCACHE the user set, even empty, is kept."""
+    try:
+        find_verilator()
+    except ToolMissing as err:
+        pytest.skip(str(err))
+    fake = tmp_path / "bin" / "ccache"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(tools.shutil, "which", lambda name: None)
+    monkeypatch.setenv("EATT_DEBIAN_ROOT", str(tmp_path))
+    assert tools.find_ccache() == fake
+    monkeypatch.setenv("EATT_CACHE", str(tmp_path / "cache"))
+    env = tools.verilator_env({"PATH": ""})
+    assert env["OBJCACHE"] == str(fake) and env["CCACHE_DIR"] == str(tmp_path / "cache" / "ccache")
+    assert tools.verilator_env({"PATH": "", "CCACHE_DIR": "/mine"})["CCACHE_DIR"] == "/mine"
+    assert tools.verilator_env({"PATH": "", "OBJCACHE": ""})["OBJCACHE"] == ""
+    fake.unlink()
+    assert tools.find_ccache() is None and "OBJCACHE" not in tools.verilator_env({"PATH": ""})
