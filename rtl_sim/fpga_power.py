@@ -39,8 +39,9 @@ holds the netlist, the logs, the VCD, the SAIF and the script)::
      "proxy_energy_per_call_pj": {"total", class: pJ or None} or None,
      "coefficients": {"file", "units", "summary", "source": {class}, "pj": {class},
                       "basis": {class}, "without": [classes with toggles but no coefficient]},
-     "saif", "vivado_script", "nets", "nets_with_activity",
-     "yosys": {"tool", "seconds", "peak_mb", "cells", "nobram"}, "sim": {...}, "seconds"}
+     "saif", "saif_clock_ns", "vivado_script", "nets", "nets_with_activity",
+     "yosys": {"tool", "seconds", "peak_mb", "cells", "nobram"[, "nobram_why"]},
+     "sim": {"simulator", "build_seconds", "sim_seconds", "cached_build"}, "seconds"}
 
 A missing tool is :class:`eatt.rtl_sim.tools.ToolMissing`; a bad directory, option or
 coefficients file is ValueError (one line); a tool that fails or a netlist that differs from
