@@ -29,14 +29,34 @@ CLASS_OF = {
 #: the clock pins of the ECP5 primitives (each cell's clock nets: the "clock" basis)
 CLOCK_PINS = frozenset({"CLK", "CLKA", "CLKB", "CLK0", "CLK1", "CLK2", "CLK3", "WCK"})
 DEFAULT_COEFFICIENTS = CONFIGS_DIR / "fpga_energy.yaml"
-BASES = ("output", "input", "clock")
+BASES = ("output", "input", "clock", "enabled_clock")
+#: a block RAM's ports: (clock pin, clock-enable pin); its port reads or writes only at a clock
+#: edge with the enable high (the "enabled_clock" basis)
+BRAM_PORTS = (("CLKA", "CEA"), ("CLKB", "CEB"))
 
 
 # -- the primitive table -----------------------------------------------------------------------
-def primitive_table(module: dict, toggles: dict[int, int], calls: int) -> dict:
+def _high(bits: list, high: dict[int, float]) -> float:
+    """The fraction of the run an enable pin's net was 1 (a constant: 0 or 1; a net with no
+    trace: 1, the most it can be)."""
+    bit = bits[0] if bits else "0"
+    return high.get(bit, 1.0) if isinstance(bit, int) else float(bit == "1")
+
+
+def primitive_table(
+    module: dict, toggles: dict[int, int], calls: int, high: dict[int, float] | None = None
+) -> dict:
     """{class: {cells, toggles_per_call (outputs), input_toggles_per_call, clock_toggles_per_call,
-    types}} of a mapped netlist (Yosys JSON module) and its toggles by bit."""
-    rows = {c: {"cells": 0, "out": 0, "in": 0, "clock": 0, "types": {}} for c in CLASSES}
+    enabled_clock_toggles_per_call, types}} of a mapped netlist (Yosys JSON module) and its
+    toggles by bit. ``high``: each bit's fraction of the run at 1. A block RAM's clock
+    transitions (each clock net once, as for "clock") count as enabled in the share of the run
+    its ports on that clock had their clock enable high (a synchronous enable: the share of the
+    edges; two ports: the sum, at most 1, since the coefficient is the block's); other cells'
+    clocks all count."""
+    high = high or {}
+    rows = {
+        c: {"cells": 0, "out": 0, "in": 0, "clock": 0, "enabled": 0.0, "types": {}} for c in CLASSES
+    }
     for cell in module["cells"].values():
         kind = cell["type"]
         row = rows[CLASS_OF.get(kind, "other")]
@@ -52,13 +72,25 @@ def primitive_table(module: dict, toggles: dict[int, int], calls: int) -> dict:
                 clocks.update(nets)
             elif dirs.get(pin) == "input":
                 row["in"] += sum(toggles.get(b, 0) for b in nets)
-        row["clock"] += sum(toggles.get(b, 0) for b in clocks)
+        clock = sum(toggles.get(b, 0) for b in clocks)
+        row["clock"] += clock
+        conns = cell["connections"]
+        if kind == "DP16KD":  # per clock net (once, as "clock"): the ports on it, enabled
+            share: dict[int, float] = {}
+            for clk, ce in BRAM_PORTS:
+                for b in conns.get(clk, []):
+                    if isinstance(b, int):
+                        share[b] = share.get(b, 0.0) + _high(conns.get(ce, []), high)
+            row["enabled"] += sum(toggles.get(b, 0) * min(1.0, f) for b, f in share.items())
+        else:
+            row["enabled"] += clock
     return {
         c: {
             "cells": r["cells"],
             "toggles_per_call": round(r["out"] / calls, 3),
             "input_toggles_per_call": round(r["in"] / calls, 3),
             "clock_toggles_per_call": round(r["clock"] / calls, 3),
+            "enabled_clock_toggles_per_call": round(r["enabled"] / calls, 3),
             "types": dict(sorted(r["types"].items())),
         }
         for c, r in rows.items()
@@ -111,6 +143,7 @@ BASIS_KEY = {
     "output": "toggles_per_call",
     "input": "input_toggles_per_call",
     "clock": "clock_toggles_per_call",
+    "enabled_clock": "enabled_clock_toggles_per_call",
 }
 
 
@@ -120,9 +153,9 @@ def proxy_energy(primitives: dict, coefficients: dict) -> tuple[dict | None, lis
     by_class, without = {}, []
     for name in CLASSES:
         pj, row = coefficients["pj"][name], primitives[name]
-        toggles = row[BASIS_KEY[coefficients["basis"][name]]]
+        toggles = row.get(BASIS_KEY[coefficients["basis"][name]], 0)
         by_class[name] = None if pj is None else round(pj * toggles, 6)
-        if pj is None and any(row[k] for k in BASIS_KEY.values()):
+        if pj is None and any(row.get(k) for k in BASIS_KEY.values()):
             without.append(name)
     known = [v for v in by_class.values() if v is not None]
     if not known:

@@ -53,6 +53,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -78,6 +79,7 @@ from eatt.rtl_sim.gate_activity import (
     gate_folder,
     parse_vcd,
     read_toggles,
+    saif_high,
     toggles_by_bit,
 )
 from eatt.rtl_sim.pnr import weights_beyond_part
@@ -226,7 +228,8 @@ def fpga_power(
             del text
         n = len(x)
         cycles = int(round(duration_ns / TB_PERIOD_NS)) or int(act["cycles"] or 1)
-        primitives = primitive_table(module, toggles, n)
+        high = high_fractions(module, saif.read_text(), meta["top"])  # the BRAM enables
+        primitives = primitive_table(module, toggles, n, high)
         proxy, without = proxy_energy(primitives, coeffs)
         clock = meta["interface"].get("clock", "ap_clk")
         (work / "vivado_power.tcl").write_text(
@@ -264,6 +267,16 @@ def fpga_power(
         }
         atomic_write_text(work / "result.json", json.dumps(result, indent=1) + "\n")
     return result
+
+
+def high_fractions(module: dict, saif_text: str, top: str) -> dict[int, float]:
+    """{bit: the fraction of the run it was 1} from a SAIF's T1 and DURATION (ours, from the
+    VCD, or Verilator's)."""
+    m = re.search(r"\(DURATION\s+(\d+)\)", saif_text)
+    duration = int(m[1]) if m else 0
+    if not duration:
+        return {}
+    return {b: t / duration for b, t in toggles_by_bit(module, saif_high(saif_text, top)).items()}
 
 
 def _bits(module: dict) -> set[int]:

@@ -107,6 +107,16 @@ SAIF_NET = re.compile(
 SAIF_UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0, "ps": 1e-3, "fs": 1e-6}
 
 
+def _saif_block(text: str, instance: str) -> str:
+    """The text of ``instance``'s own NET block (its children, if traced, are other instances)."""
+    start = re.search(r"\(INSTANCE\s+" + re.escape(instance) + r"\s", text)
+    if start is None:
+        raise RuntimeError(f"the SAIF trace has no instance {instance}")
+    block = text[start.end() :]
+    nested = re.search(r"\(INSTANCE\s", block)  # the next instance's nets are not ours
+    return block[: nested.start()] if nested else block
+
+
 def parse_saif(text: str, instance: str) -> tuple[dict[str, int], float]:
     """Toggle counts of the nets of ``instance`` (the netlist's top) in a SAIF file (Verilator's
     trace): ({net: TC}, duration in ns), a bus bit named "name[i]" as :func:`parse_vcd` names
@@ -114,14 +124,20 @@ def parse_saif(text: str, instance: str) -> tuple[dict[str, int], float]:
     m = re.search(r"\(TIMESCALE\s+(\d+)\s*(\w+)\)", text)
     scale = float(m[1]) * SAIF_UNITS[m[2]] if m else 1.0
     dur = re.search(r"\(DURATION\s+(\d+)\)", text)
-    start = re.search(r"\(INSTANCE\s+" + re.escape(instance) + r"\s", text)
-    if start is None:
-        raise RuntimeError(f"the SAIF trace has no instance {instance}")
-    block = text[start.end() :]
-    nested = re.search(r"\(INSTANCE\s", block)  # the next instance's nets are not ours
-    block = block[: nested.start()] if nested else block
+    block = _saif_block(text, instance)
     nets = {re.sub(r"\\(.)", r"\1", n[1]): int(n[2]) for n in SAIF_NET.finditer(block)}
     return nets, (int(dur[1]) * scale if dur else 0.0)
+
+
+#: a SAIF net's name and its time at 1
+SAIF_HIGH = re.compile(r"\(\s*((?:\\.|[^\s()\\])+)\s+\(T0 \d+\)\s*\(T1 (\d+)\)")
+
+
+def saif_high(text: str, instance: str) -> dict[str, int]:
+    """{net: time at 1 (T1)} of the nets of ``instance`` in a SAIF file, named as
+    :func:`parse_saif` names them."""
+    block = _saif_block(text, instance)
+    return {re.sub(r"\\(.)", r"\1", n[1]): int(n[2]) for n in SAIF_HIGH.finditer(block)}
 
 
 def read_toggles(path: Path, top: str) -> tuple[dict[str, int], float]:

@@ -116,7 +116,7 @@ def test_default_coefficients_cite_their_source():
     for name in CLASSES:
         assert c["pj"][name] is not None and c["pj"][name] > 0, name
         assert c["source"][name].strip(), name
-    assert c["basis"]["DSP"] == "input" and c["basis"]["BRAM"] == "clock"
+    assert c["basis"]["DSP"] == "input" and c["basis"]["BRAM"] == "enabled_clock"
     assert c["pj"]["DSP"] == pytest.approx(1.09 / 2)  # VTR's 18x18 figure, per transition
     assert c["pj"]["BRAM"] == pytest.approx(17.9 / 2)
 
@@ -142,6 +142,26 @@ def test_a_bad_coefficients_file_is_one_line(tmp_path, text, match):
     assert match in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(ValueError, match="No such file"):
         load_coefficients(tmp_path / "none.yaml")
+
+
+def test_a_block_ram_port_counts_its_clock_only_while_enabled():
+    """basis enabled_clock: a DP16KD port's clock transitions x the share of the run its CE was
+    high (a constant CE: all or none); a flip-flop's clock all counts."""
+    from eatt.rtl_sim.fpga_energy import primitive_table
+
+    ram = {
+        "type": "DP16KD",
+        "port_directions": {"CLKA": "input", "CLKB": "input", "CEA": "input", "CEB": "input"},
+        "connections": {"CLKA": [1], "CLKB": [1], "CEA": [5], "CEB": ["0"]},
+    }
+    ff = {"type": "TRELLIS_FF", "port_directions": {"CLK": "input"}, "connections": {"CLK": [1]}}
+    module = {"cells": {"ram": ram, "ff": ff}}
+    rows = primitive_table(module, {1: 100, 5: 7}, calls=2, high={5: 0.25})
+    assert rows["BRAM"]["clock_toggles_per_call"] == 50  # the clock net once per cell
+    assert rows["BRAM"]["enabled_clock_toggles_per_call"] == 12.5  # 100 x (0.25 + 0), / 2
+    assert rows["FF"]["enabled_clock_toggles_per_call"] == rows["FF"]["clock_toggles_per_call"]
+    ram["connections"]["CEB"] = ["1"]  # both ports on one clock: the block's share is at most 1
+    assert primitive_table(module, {1: 100}, 2)["BRAM"]["enabled_clock_toggles_per_call"] == 50
 
 
 def test_a_class_without_coefficient_is_left_out_of_the_total(tmp_path):

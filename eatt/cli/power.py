@@ -261,7 +261,7 @@ def _fpga_text(r: dict, folder: str) -> str:
     for name in CLASSES:
         row, pj, basis = r["primitives"][name], proxy.get(name), coeffs["basis"][name]
         cells += row["cells"]
-        of = row[BASIS_KEY[basis]]
+        of, basis = row[BASIS_KEY[basis]], basis.replace("_", " ")
         how = "no coefficient" if coeffs["pj"][name] is None else f"{coeffs['pj'][name]:g} x"
         lines.append(
             f"{name:<7}{row['cells']:>8,}{row['toggles_per_call']:>14,.1f}"
