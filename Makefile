@@ -31,10 +31,12 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 # (-B, -M); eatt.rtl_sim.tools.use_local_icarus puts that folder on PATH where no iverilog is.
 # trans-de-en: the Ding German-English dictionary, the real-language task's corpus
 # (.venv/debian/usr/share/trans/de-en; eatt.model.ding, docs/models.md "The Ding task").
-# ccache (and its libhiredis): Verilator's OBJCACHE (eatt.rtl_sim.tools.verilator_env), so the
-# Verilator and cocotb runtime files every simulation build compiles are compiled once.
+# Optional: ccache (and its libhiredis, a Debian 12 name): Verilator's OBJCACHE
+# (eatt.rtl_sim.tools.verilator_env), so the Verilator and cocotb runtime files every simulation
+# build compiles are compiled once; without them builds only take longer.
 # Where this cannot work (no apt-get, no package lists) the commands exit 3 naming the package.
-DEBIAN_PKGS := opensta qflow-tech-osu018 iverilog trans-de-en ccache libhiredis0.14
+DEBIAN_PKGS := opensta qflow-tech-osu018 iverilog trans-de-en
+DEBIAN_OPTIONAL := ccache libhiredis0.14
 debian: $(VENV)/debian/.installed
 
 $(VENV)/debian/.installed: Makefile
@@ -42,6 +44,8 @@ $(VENV)/debian/.installed: Makefile
 	@cd $(VENV)/debian/.deb && for p in $(DEBIAN_PKGS); do \
 		ls $${p}_*.deb >/dev/null 2>&1 || apt-get download -q $$p >/dev/null 2>&1 \
 		|| echo "make: apt-get download $$p failed: the commands that need it will say so" >&2; \
+	done; for p in $(DEBIAN_OPTIONAL); do \
+		ls $${p}_*.deb >/dev/null 2>&1 || apt-get download -q $$p >/dev/null 2>&1 || true; \
 	done; for d in *.deb; do [ -f "$$d" ] && dpkg -x "$$d" ..; done; \
 	ivl=$$(ls -d ../usr/lib/*/ivl 2>/dev/null | head -n 1); \
 	if [ -n "$$ivl" ] && [ -x ../usr/bin/iverilog ]; then \

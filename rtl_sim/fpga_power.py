@@ -54,7 +54,6 @@ import json
 import math
 import os
 import re
-import shutil
 import time
 from pathlib import Path
 
@@ -73,7 +72,7 @@ from eatt.rtl_sim.ecp5_models import (  # noqa: F401  (their home was this modul
     without_model,
 )
 from eatt.rtl_sim.fpga_energy import load_coefficients, primitive_table, proxy_energy
-from eatt.rtl_sim.fpga_saif import vivado_script, write_saif
+from eatt.rtl_sim.fpga_saif import rescale_saif, vivado_script, write_saif
 from eatt.rtl_sim.gate_activity import (
     activity,
     gate_folder,
@@ -215,7 +214,9 @@ def fpga_power(
             with step(f"power: toggles from {act['trace'].stat().st_size / 1e6:.1f} MB of SAIF"):
                 nets, duration_ns = read_toggles(act["trace"], meta["top"])
                 toggles = toggles_by_bit(module, nets)
-            shutil.copyfile(act["trace"], saif)
+            text = act["trace"].read_text()
+            atomic_write_text(saif, rescale_saif(text, clock_ns / TB_PERIOD_NS))
+            del text
         else:
             with step(f"power: toggles from {act['trace'].stat().st_size / 1e6:.1f} MB of VCD"):
                 text = act["trace"].read_text()
@@ -261,8 +262,7 @@ def fpga_power(
                 "simulator": sim,
                 **{k: act[k] for k in ("build_seconds", "sim_seconds", "cached_build")},
             },
-            # Verilator's SAIF is at the testbench's clock; ours at clock_ns
-            "saif_clock_ns": TB_PERIOD_NS if sim == "verilator" else float(clock_ns),
+            "saif_clock_ns": float(clock_ns),  # the SAIF's times, at the script's clock
             "seconds": round(time.perf_counter() - t0, 3),
         }
         atomic_write_text(work / "result.json", json.dumps(result, indent=1) + "\n")

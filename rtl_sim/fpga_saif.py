@@ -127,6 +127,18 @@ def write_saif(
     return len(seen)
 
 
+_SAIF_TIME = re.compile(r"\((DURATION|T0|T1|TZ|TX|TB) (\d+)\)")
+
+
+def rescale_saif(text: str, scale: float) -> str:
+    """A SAIF's times (DURATION and each net's T0, T1, TZ, TX, TB) x ``scale``, its toggle
+    counts as they are: Verilator's trace, taken at the testbench's clock, at the clock the
+    Vivado script constrains."""
+    if scale == 1:
+        return text
+    return _SAIF_TIME.sub(lambda m: f"({m[1]} {round(int(m[2]) * scale)})", text)
+
+
 def vivado_script(meta: dict, clock_ns: float, saif: str, clock: str = "ap_clk") -> str:
     """The Tcl script a Vivado user runs in DIR/power_fpga as is (the module doc)."""
     top = meta["top"]

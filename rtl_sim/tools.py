@@ -160,12 +160,23 @@ def cache_dir() -> Path:
 
 def find_ccache() -> Path | None:
     """ccache: the system's on PATH, else the one ``make install`` unpacked into .venv/debian
-    (bin/ccache, a wrapper that points it at its unpacked library); None without one."""
+    (bin/ccache, a wrapper that points it at its unpacked library); None without one, or where
+    it does not run (``ccache --version`` fails: a library missing)."""
     found = shutil.which("ccache")
-    if found:
-        return Path(found)
     local = debian_root() / "bin" / "ccache"
-    return local if local.is_file() and os.access(local, os.X_OK) else None
+    for path in (Path(found) if found else None, local):
+        if path is not None and path.is_file() and _runs(str(path)):
+            return path
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def _runs(exe: str) -> bool:
+    try:
+        done = subprocess.run([exe, "--version"], capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
 
 
 def verilator_env(base: dict[str, str] | None = None) -> dict[str, str]:

@@ -107,7 +107,7 @@ def test_verilator_builds_compile_through_ccache(tmp_path, monkeypatch):
         pytest.skip(str(err))
     fake = tmp_path / "bin" / "ccache"
     fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\n")
+    fake.write_text("#!/bin/sh\nexit 0\n")
     fake.chmod(0o755)
     monkeypatch.setattr(tools.shutil, "which", lambda name: None)
     monkeypatch.setenv("EATT_DEBIAN_ROOT", str(tmp_path))
@@ -119,3 +119,9 @@ def test_verilator_builds_compile_through_ccache(tmp_path, monkeypatch):
     assert tools.verilator_env({"PATH": "", "OBJCACHE": ""})["OBJCACHE"] == ""
     fake.unlink()
     assert tools.find_ccache() is None and "OBJCACHE" not in tools.verilator_env({"PATH": ""})
+    broken = tmp_path / "broken" / "bin" / "ccache"  # a library missing: it does not run
+    broken.parent.mkdir(parents=True)
+    broken.write_text("#!/bin/sh\nexit 127\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("EATT_DEBIAN_ROOT", str(tmp_path / "broken"))
+    assert tools.find_ccache() is None
