@@ -95,6 +95,15 @@ def _inline(path: Path, seen: set[str]) -> str:
     return _INCLUDE.sub(one, path.read_text())
 
 
+def _bus(pin: str, hi: int) -> str:
+    return "{" + ", ".join(f"{pin}{i}" for i in range(hi, -1, -1)) + "}"
+
+
+def _with_body(declaration: str, body: str) -> str:
+    """Yosys' module text (ports and parameters) with eatt's body before its endmodule."""
+    return declaration[: declaration.rindex("endmodule")] + body + "endmodule\n"
+
+
 def mult18x18d_model(cells_bb: str) -> str:
     """A model of MULT18X18D in the one configuration synth_ecp5 uses (lattice/dsp_map_18x18.v:
     combinational A x B, signed per SIGNEDA/SIGNEDB): Yosys' blackbox (its ports and parameters)
@@ -102,18 +111,15 @@ def mult18x18d_model(cells_bb: str) -> str:
     m = re.search(r"^module MULT18X18D\b.*?^endmodule", cells_bb, re.M | re.S)
     if not m:
         raise ToolMissing("Yosys' ECP5 blackboxes have no MULT18X18D (a different Yosys release?)")
-    bus = {p: "{" + ", ".join(f"{p}{i}" for i in range(hi, -1, -1)) + "}"
-           for p, hi in (("A", 17), ("B", 17), ("P", 35))}  # fmt: skip
     body = (
-        "    // eatt (rtl_sim/fpga_power.py): synth_ecp5's combinational multiply only\n"
-        f"    wire [17:0] eatt_a = {bus['A']};\n    wire [17:0] eatt_b = {bus['B']};\n"
+        "    // eatt (rtl_sim/ecp5_models.py): synth_ecp5's combinational multiply only\n"
+        f"    wire [17:0] eatt_a = {_bus('A', 17)};\n    wire [17:0] eatt_b = {_bus('B', 17)};\n"
         "    wire signed [36:0] eatt_p = $signed({SIGNEDA & A17, eatt_a}) *\n"
         "                                $signed({SIGNEDB & B17, eatt_b});\n"
-        f"    assign {bus['P']} = eatt_p[35:0];\n"
+        f"    assign {_bus('P', 35)} = eatt_p[35:0];\n"
         "    assign SIGNEDP = SIGNEDA | SIGNEDB;\n"
     )
-    text = m[0]
-    return text[: text.rindex("endmodule")] + body + "endmodule\n"
+    return _with_body(m[0], body)
 
 
 def check_multipliers(module: dict) -> None:
@@ -171,10 +177,6 @@ def cell_models(models: dict[str, str], module: dict) -> str:
         keep.append(name)
         todo += [o for o in models if o != name and re.search(rf"\b{o}\b\s*(#|\w)", models[name])]
     return "\n\n".join(models[k] for k in sorted(keep)) + "\n"
-
-
-def _bus(pin: str, hi: int) -> str:
-    return "{" + ", ".join(f"{pin}{i}" for i in range(hi, -1, -1)) + "}"
 
 
 def dp16kd_model(cells_sim: str) -> str:
@@ -242,8 +244,7 @@ def dp16kd_model(cells_sim: str) -> str:
         + f"    assign {_bus('DOB', 17)} = (DATA_WIDTH_B == 36) ? eatt_wide_hi : eatt_dob;\n"
         + "    /* verilator lint_on MULTIDRIVEN */\n"
     )
-    text = m[0]
-    return text[: text.rindex("endmodule")] + body + "endmodule\n"
+    return _with_body(m[0], body)
 
 
 def _param_int(value: str) -> int:
