@@ -154,8 +154,9 @@ def markdown(report: dict) -> str:
             else ""
         )
         + (
-            f"; unrolled cores pipelined to at most {report['adder_levels']} adder levels between "
-            "registers, the reciprocal registered (eatt rtl --adder-levels)"
+            f"; pipelined to at most {report['adder_levels']} adder levels between registers "
+            "(eatt rtl --adder-levels: unrolled cores with the reciprocal registered, the folded "
+            "engine's projection walks with registered reads)"
             if report.get("adder_levels")
             else ""
         )
@@ -349,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         metavar="N",
-        help="unrolled levels: at most N adder levels between registers (eatt rtl --adder-levels)",
+        help="at most N adder levels between registers (eatt rtl --adder-levels; folded: the "
+        "projection walks' reads and tile trees registered)",
     )
     ap.add_argument("--methods", default=",".join(METHODS), help="unrolled levels: these methods")
     args = ap.parse_args(argv)
@@ -398,12 +400,11 @@ def main(argv: list[str] | None = None) -> int:
                 out = Path(tmp) / f"{level}_{kind}"
                 folding = (QUICK_FOLDING if args.quick else FOLDING).get(kind)
                 folding = {**(folding or {}), "macro_rows": args.macro_rows}
-                extra = (
-                    {"folding": folding}
-                    if level == "folded"
-                    else {"adder_levels": args.adder_levels}
-                )
-                generate_rtl(kcfg, random_weights(kcfg, seed=1), out, level=level, **extra)
+                extra = {"folding": folding} if level == "folded" else {}
+                generate_rtl(
+                    kcfg, random_weights(kcfg, seed=1), out, level=level,
+                    adder_levels=args.adder_levels, **extra,
+                )  # fmt: skip
                 t0 = time.perf_counter()
                 r = power(
                     out, vectors=args.vectors, seed=0, clock_ns=args.clock,

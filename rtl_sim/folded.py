@@ -287,13 +287,18 @@ def generate_folded_rtl(
     simd: int | None = None,
     pe: int | None = None,
     macro_rows: int = MACRO_ROWS,
+    adder_levels: int = 0,
 ) -> dict:
     """Write the folded RTL of one core into out_dir (all or nothing, as every RTL folder);
     return the metadata (also in metadata.json). pe defaults to simd; memories of at least
     macro_rows words are memory macros (folded_ram.sv, folded_rom.sv; eatt power prices them
-    per access), smaller ones flip-flops."""
+    per access), smaller ones flip-flops. adder_levels N >= 1 pipelines the projection walks
+    for a clock (folded_proj_walk.sv: registered memory reads, the tile's terms and its adder
+    tree every N levels registered; walk_drain cycles a pass)."""
     if isinstance(macro_rows, bool) or not isinstance(macro_rows, int) or macro_rows < 1:
         raise ValueError(f"macro_rows: a positive number of words, got {macro_rows!r}")
+    if isinstance(adder_levels, bool) or not isinstance(adder_levels, int) or adder_levels < 0:
+        raise ValueError(f"adder_levels: must be an integer >= 0, got {adder_levels!r}")
     default = default_folding(cfg)
     lanes = default["lanes"] if lanes is None else lanes
     simd = default["simd"] if simd is None else simd
@@ -305,7 +310,8 @@ def generate_folded_rtl(
         raise ValueError(f"{out}: exists and is not a directory")
     top = f"{cfg.kind}_{LEVEL}"
     params = {**folded_parameters(cfg, lanes, simd, pe), "MACRO_ROWS": macro_rows}
-    cycles = folded_cycles(cfg, lanes, simd, pe)
+    params["ADDER_LEVELS"] = adder_levels
+    cycles = folded_cycles(cfg, lanes, simd, pe, adder_levels)
     generated = {f"{top}.sv": wrapper_sv(cfg, top, params, cycles)}
     mems = memory_files(cfg, weights, simd, pe)
     generated.update(mems)
@@ -321,6 +327,7 @@ def generate_folded_rtl(
         "interface": folded_interface(cfg, lanes, simd),
         "folding": {"lanes": lanes, "simd": simd, "pe": pe},
         "reuse_factor": cfg.reuse_factor,
+        "adder_levels": adder_levels,
         "cycles": cycles,
         "cycle_formula": CYCLE_FORMULA,
         "latency_cycles": cycles["latency"],
@@ -358,8 +365,6 @@ def generate_core_levels(
                 f"it; the {level} level is the unrolled core (reuse_factor 1)"
             )
         return generate_core_rtl(cfg, weights, out_dir, level, eatt_datapath, adder_levels)
-    if adder_levels:
-        raise ValueError("adder_levels: the folded level has its own pipeline; leave it at 0")
     if eatt_datapath:
         raise ValueError("eatt_datapath: the folded level has one E-ATT datapath")
     if folding and reuse > 1:
@@ -381,6 +386,7 @@ def generate_core_levels(
         folding.get("simd"),
         folding.get("pe"),
         macro_rows=rows,
+        adder_levels=adder_levels,
     )
 
 
@@ -447,7 +453,12 @@ def simulate_folded(
             parameters=meta["parameters"],
             ii_cycles=meta["ii_cycles"],
             timing_vectors=max(len(x), SETTLED_VECTORS),
-            schedule=folded_schedule(cfg, vectors=max(len(x), SETTLED_VECTORS), **meta["folding"]),
+            schedule=folded_schedule(
+                cfg,
+                vectors=max(len(x), SETTLED_VECTORS),
+                adder_levels=meta.get("adder_levels", 0),
+                **meta["folding"],
+            ),
             bubble_vectors=min(len(x), STALL_VECTORS),
         )
         tb = sr.test(meta["top"], "test_folded", seed, f"{len(x)} vectors")

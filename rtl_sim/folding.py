@@ -94,18 +94,33 @@ def peer_foldings(cfg: CoreConfig, reuse: int) -> dict[str, dict[str, int]]:
 
 
 #: cycles that drain a projection walk's pipeline after a pass (folded_proj_walk.sv: stage 1
-#: the tile, stage 2 the accumulators)
+#: the tile, stage 2 the accumulators), adder_levels 0
 WALK_DRAIN = 2
+
+
+def walk_drain(simd: int, adder_levels: int = 0) -> int:
+    """A walk's drain cycles a pass (folded_proj_walk.sv DRAIN): WALK_DRAIN, and with
+    adder_levels N >= 1 a stage for the registered reads, one for the tile's registered terms
+    and one after every N levels of its adder tree (ceil(log2 simd) levels) but the last."""
+    if not adder_levels:
+        return WALK_DRAIN
+    depth = (simd - 1).bit_length()
+    return WALK_DRAIN + 2 + ((depth - 1) // adder_levels if depth else 0)
+
+
 #: cycles per query and head that drain the attention phases' pipelines (folded_attention.sv):
 #: three each for scores, exp and numerators (their stages 1-3 after the last stage 0)
 ATTENTION_FILL = 9
 
 
-def folded_cycles(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None) -> dict[str, int]:
+def folded_cycles(
+    cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None, adder_levels: int = 0
+) -> dict[str, int]:
     """The engine's cycles per vector with no stall on either stream (folded_attention.sv).
 
     load: one input beat per cycle; projections: each walk (folded_proj_walk.sv) takes one
-    weight tile per cycle plus WALK_DRAIN cycles per pass to write the last chunk; vanilla's one
+    weight tile per cycle plus walk_drain cycles per pass to write the last chunk (more with
+    adder_levels: the walks' pipeline registers for a clock); vanilla's one
     walk does K, V, Q before attention; E-ATT's multiply walk (simd / pe = m times narrower)
     does V, m x DC^2 cycles a key token, while the select walk does that token's K in the first DC^2
     (the same y chunks) and a Q token in each of the other m - 1, the Q tokens left after the
@@ -124,14 +139,15 @@ def folded_cycles(cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None)
     pe = simd if pe is None else pe
     dc, hc, kb = cfg.dim // simd, cfg.d_head // simd, cfg.len_k // lanes
     tiles, m = dc * dc, simd // pe  # S x S tiles of one token; the narrower walk m times more
+    drain = walk_drain(simd, adder_levels)
     load = (cfg.len_q + cfg.len_k) * dc
     if mechanism_of(cfg).binarized:  # Q tokens past the (m - 1) slots per key token: after
         rest = max(0, cfg.len_q - (m - 1) * cfg.len_k)
-        before = (m * cfg.len_k + rest) * tiles + WALK_DRAIN
-        after = m * cfg.len_q * tiles + WALK_DRAIN
+        before = (m * cfg.len_k + rest) * tiles + drain
+        after = m * cfg.len_q * tiles + drain
     else:
-        before = (2 * cfg.len_k + cfg.len_q) * tiles + 3 * WALK_DRAIN
-        after = cfg.len_q * tiles + WALK_DRAIN
+        before = (2 * cfg.len_k + cfg.len_q) * tiles + 3 * drain
+        after = cfg.len_q * tiles + drain
     fill = cfg.len_q * cfg.heads * ATTENTION_FILL
     attention = cfg.len_q * cfg.heads * (2 * kb * hc + kb) + fill
     out = cfg.len_q * dc
@@ -165,7 +181,12 @@ SETTLED_VECTORS = 8
 
 
 def folded_schedule(
-    cfg: CoreConfig, lanes: int, simd: int, pe: int | None = None, vectors: int = 1
+    cfg: CoreConfig,
+    lanes: int,
+    simd: int,
+    pe: int | None = None,
+    vectors: int = 1,
+    adder_levels: int = 0,
 ) -> dict[str, list[int]]:
     """The cycle of each vector's first input beat and first output beat (relative to the first
     vector's first input beat) when `vectors` vectors stream with no stall on either side:
@@ -176,7 +197,7 @@ def folded_schedule(
     + its phase's cycles (load: the beats - 1; out: the beats, the first offered a cycle after
     the start). The walks owe at most two posts: with two, the older post waits; with one, a
     pre that can go goes first, else the post."""
-    c = folded_cycles(cfg, lanes, simd, pe)
+    c = folded_cycles(cfg, lanes, simd, pe, adder_levels)
     load, pre, attn, post, out = (
         c["load"],
         c["projections_before"],
@@ -235,7 +256,8 @@ CYCLE_FORMULA = {
     "projections": (
         "vanilla: (2*len_k + len_q) * DC^2 + 6 before attention, len_q * DC^2 + 2 after; "
         "eatt: (M * len_k + max(0, len_q - (M - 1) * len_k)) * DC^2 + 2 before (the select "
-        "and multiply walks at once), M * len_q * DC^2 + 2 after (2: a walk's drain cycles)"
+        "and multiply walks at once), M * len_q * DC^2 + 2 after (2: a walk's drain cycles; "
+        "with adder_levels N >= 1: 4 + (ceil(log2 simd) - 1) // N)"
     ),
     "attention": "len_q * heads * (2*KB*HC + KB + 9)  (9: the pipelines' drain cycles)",
     "out": "len_q * DC",

@@ -36,14 +36,15 @@ from eatt.rtl_sim.folded import (
     peer_foldings,
     weight_tiles,
 )
+from eatt.rtl_sim.folding import walk_drain
 from eatt.rtl_sim.generate import generate_rtl, load_metadata
 from eatt.rtl_sim.lint import lint_rtl
 from eatt.rtl_sim.runner import simulate
 
 SMALL = dict(len_q=3, len_k=4, dim=8, heads=2)
 MASKED = dict(SMALL, key_padding=True, causal=True)
-#: (config, lanes, simd, pe): both kinds, with and without masks, two folding factors each;
-#: E-ATT also with its multiply walk narrower than the select walk (pe < simd)
+#: (config, lanes, simd, pe[, adder_levels]): both kinds, with and without masks, two folding
+#: factors each; E-ATT also with its multiply walk narrower than the select walk (pe < simd)
 CASES = {
     "eatt-l2-s2": (dict(kind="eatt", **SMALL), 2, 2, 2),
     "eatt-masked-l4-s1": (dict(kind="eatt", **MASKED), 4, 1, 1),
@@ -53,17 +54,21 @@ CASES = {
     "vanilla-masked-l2-s2": (dict(kind="vanilla", **MASKED), 2, 2, 2),
     # one query, one head, one chunk a token (DC = HC = KB = 1): the narrowest counters
     "eatt-q1-h1-l2-s4-pe2": (dict(kind="eatt", len_q=1, len_k=2, dim=4, heads=1), 2, 4, 2),
+    # the walks pipelined for a clock (adder_levels: registered reads, cut adder trees)
+    "eatt-masked-l2-s4-pe1-levels1": (dict(kind="eatt", **MASKED), 2, 4, 1, 1),
+    "vanilla-l1-s4-levels2": (dict(kind="vanilla", **SMALL), 1, 4, 4, 2),
 }
 VECTORS = 60  # 36 edge vectors, then random ones (every length and offset among them)
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
 def simulated(request, tmp_path_factory):
-    config, lanes, simd, pe = CASES[request.param]
+    config, lanes, simd, pe, *levels = CASES[request.param]
     cfg = CoreConfig.from_dict(config)
     out = tmp_path_factory.mktemp(request.param) / "rtl"
     folding = {"lanes": lanes, "simd": simd, "pe": pe}
-    meta = generate_rtl(cfg, random_weights(cfg, seed=3), out, level="folded", folding=folding)
+    weights, levels = random_weights(cfg, seed=3), levels[0] if levels else 0
+    meta = generate_rtl(cfg, weights, out, level="folded", folding=folding, adder_levels=levels)
     return cfg, out, meta, simulate(out, vectors=VECTORS, seed=5)
 
 
@@ -73,7 +78,7 @@ def test_folded_bit_exact_and_cycles(simulated):
     assert result["mismatches"] == 0, result["first_mismatch"]
     assert result["vectors"] == VECTORS and result["stall_vectors"] > 0 and result["reset_ok"]
     # the testbench measured every vector's latency and II; both equal the formula
-    cycles = folded_cycles(cfg, **meta["folding"])
+    cycles = folded_cycles(cfg, **meta["folding"], adder_levels=meta["adder_levels"])
     assert result["latency_cycles"] == meta["latency_cycles"] == cycles["latency"]
     assert result["ii_cycles"] == meta["ii_cycles"] == cycles["ii"]
     assert result["cycles_match"]
@@ -123,6 +128,11 @@ def test_cycle_formula():
     assert {k: e2[k] for k in ("load", "attention", "out")} == {
         k: v[k] for k in ("load", "attention", "out")
     }
+    # adder_levels 1 (the walks pipelined for a clock): each pass drains 2 + 2 + 3 cycles
+    # (the read register, the terms, a register after tree levels 1, 2 and 3 of 4)
+    assert walk_drain(16, 1) == 7 and walk_drain(16, 2) == 5 and walk_drain(1, 1) == 4
+    p1 = folded_cycles(vanilla, lanes=11, simd=16, adder_levels=1)
+    assert p1["projections"] == 88 * dc * dc + 4 * 7 and p1["attention"] == v["attention"]
 
 
 def test_schedule_settles_on_the_busiest_unit():
@@ -332,28 +342,41 @@ def test_paper_size_generation_is_small(tmp_path):
     meta = generate_folded_rtl(cfg, random_weights(cfg), out, lanes=11, simd=16)
     assert load_metadata(out)["level"] == "folded"
     sv = sum((out / s).stat().st_size for s in meta["sources"])
-    assert sv < 80_000  # the hand-written engine and its leaves, the memories among them
+    assert sv < 90_000  # the hand-written engine and its leaves, the memories among them
     assert len((out / "wq.mem").read_text().splitlines()) == (512 // 16) ** 2
 
 
-@pytest.mark.parametrize("name", ["eatt-masked-l4-s1", "eatt-masked-l2-s4-pe1", "vanilla-l1-s4"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "eatt-masked-l4-s1",
+        "eatt-masked-l2-s4-pe1",
+        "vanilla-l1-s4",
+        "eatt-masked-l2-s4-pe1-levels1",
+    ],
+)
 def test_folded_compiles_clean_in_slang(name, tmp_path):
-    config, lanes, simd, pe = CASES[name]
+    config, lanes, simd, pe, *levels = CASES[name]
     cfg = CoreConfig.from_dict(config)
     out = tmp_path / "rtl"
-    generate_folded_rtl(cfg, random_weights(cfg), out, lanes=lanes, simd=simd, pe=pe)
+    generate_folded_rtl(
+        cfg, random_weights(cfg), out, lanes, simd, pe, adder_levels=levels[0] if levels else 0
+    )
     assert lint_rtl(out) == []
 
 
 @pytest.mark.rtl
 @pytest.mark.skipif(not shutil.which("iverilog"), reason="Icarus Verilog not installed")
-def test_folded_in_icarus(tmp_path):
+@pytest.mark.parametrize("name", ["eatt-masked-l2-s4-pe1", "eatt-masked-l2-s4-pe1-levels1"])
+def test_folded_in_icarus(name, tmp_path):
     """4-state: no X reaches an output (every control register is reset, every memory word
     is written before it is read); the same outputs and cycles as in Verilator."""
-    config, lanes, simd, pe = CASES["eatt-masked-l2-s4-pe1"]
+    config, lanes, simd, pe, *levels = CASES[name]
     cfg = CoreConfig.from_dict(config)
     out = tmp_path / "rtl"
-    meta = generate_folded_rtl(cfg, random_weights(cfg, seed=3), out, lanes, simd, pe)
+    meta = generate_folded_rtl(
+        cfg, random_weights(cfg, seed=3), out, lanes, simd, pe, adder_levels=sum(levels)
+    )
     result = simulate(out, vectors=12, seed=5, simulator="icarus")
     assert result["mismatches"] == 0, result["first_mismatch"]
     assert result["latency_cycles"] == meta["latency_cycles"] and result["reset_ok"]

@@ -32,7 +32,8 @@ def add_arguments(p) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="pipeline the adder trees: at most N adder levels between registers (0: fixed)",
+        help="pipeline the adder trees for a clock: at most N adder levels between registers "
+        "(folded: the projection walks' memory reads registered too; 0: the fixed pipeline)",
     )
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
 

@@ -108,7 +108,8 @@ module folded_attention #(
     parameter     WO_FILE     = "wo.mem",
     parameter     EXP_FILE    = "exp.mem",
     parameter     RECIP_FILE  = "recip.mem",
-    parameter int MACRO_ROWS  = 32    // memories of at least this many words are macros
+    parameter int MACRO_ROWS  = 32,   // memories of at least this many words are macros
+    parameter int ADDER_LEVELS = 0    // >= 1: the walks pipelined for a clock (folded_proj_walk)
 ) (
     input  wire logic                     clk,
     input  wire logic                     rst,  // synchronous, active high
@@ -240,7 +241,7 @@ module folded_attention #(
         .IN_W(IN_W), .TAU(TAU), .W_W(W_W), .ATTN_W(ATTN_W), .ACC_W(ACC_W),
         .Q_SHIFT(Q_SHIFT), .QK_W(QK_W), .V_SHIFT(V_SHIFT), .V_W(V_W), .O_SHIFT(O_SHIFT),
         .OUT_W(OUT_W), .WQ_FILE(WQ_FILE), .WK_FILE(WK_FILE), .WV_FILE(WV_FILE),
-        .WO_FILE(WO_FILE), .MACRO_ROWS(MACRO_ROWS)
+        .WO_FILE(WO_FILE), .MACRO_ROWS(MACRO_ROWS), .ADDER_LEVELS(ADDER_LEVELS)
     ) u_multiply (
         .clk(clk), .rst(rst), .start_pre(start_pre), .start_post(start_post),
         .finishing(m_fin),
@@ -273,7 +274,7 @@ module folded_attention #(
             .IN_W(IN_W), .TAU(TAU), .W_W(W_W), .ATTN_W(ATTN_W), .ACC_W(ACC_W),
             .Q_SHIFT(Q_SHIFT), .QK_W(QK_W), .V_SHIFT(V_SHIFT), .V_W(V_W), .O_SHIFT(O_SHIFT),
             .OUT_W(OUT_W), .WQ_FILE(WQ_FILE), .WK_FILE(WK_FILE), .WV_FILE(WV_FILE),
-            .WO_FILE(WO_FILE), .MACRO_ROWS(MACRO_ROWS)
+            .WO_FILE(WO_FILE), .MACRO_ROWS(MACRO_ROWS), .ADDER_LEVELS(ADDER_LEVELS)
         ) u_select (
             .clk(clk), .rst(rst), .start_pre(start_pre), .start_post(start_post),
             .finishing(s_fin),

@@ -9,11 +9,15 @@
 //   SELECT = 1 (E-ATT Q and K, Eq. 6-9):  part[c] = sum_r (sel[r] ? w[r][c] : 0)
 //   SELECT = 0 (every other projection):  part[c] = sum_r a[r] * w[r][c]
 //
-// With SELECT = 1 a binarized input only selects weight rows to add: no multiplier. Every
-// term is sign-extended to ACC_W bits, which hold the whole accumulated dot product (the
-// caller passes the golden accumulator width), so nothing wraps.
+// With SELECT = 1 a binarized input only selects weight rows to add: no multiplier. The adder
+// tree of each column is as wide as the tile's own sums need (PART_W: a term's bits plus one per
+// level, at most ACC_W) and its sum is sign-extended to ACC_W, the golden accumulator width of
+// the whole dot product: nothing wraps (two's complement sums are exact modulo 2^PART_W, and the
+// sum fits).
 //
-// Purely combinational: the caller accumulates `part` over the row tiles and registers it.
+// LEVELS = 0: purely combinational; the caller registers `part`. LEVELS = N >= 1 (the build's
+// adder_levels): the terms (products, selected rows) are registered, and the tree after every N
+// of its levels but the last; `part` then follows the inputs by STAGES cycles.
 //
 // Testbench: rtl_sim/tb/folded_proj_tile/test_folded_proj_tile.py.
 
@@ -25,15 +29,24 @@ module folded_proj_tile #(
     parameter int A_W    = 8,   // bits of each input a[r], signed (SELECT = 0)
     parameter int W_W    = 8,   // bits of each weight, signed
     parameter int ACC_W  = 24,  // bits of each partial sum, signed
-    parameter int SELECT = 0    // 1: rows selected by sel (E-ATT); 0: a[r] * w[r][c]
+    parameter int SELECT = 0,   // 1: rows selected by sel (E-ATT); 0: a[r] * w[r][c]
+    parameter int LEVELS = 0,   // 0: combinational; N: a register after every N adder levels
+    // derived (not set by the caller)
+    parameter int L      = (SIMD > 1) ? $clog2(SIMD) : 0,  // levels of the adder tree
+    parameter int STAGES = (LEVELS > 0) ? 1 + ((L > 0) ? (L - 1) / LEVELS : 0) : 0,
+    parameter int TERM_W = (SELECT != 0) ? W_W : A_W + W_W,
+    parameter int PART_W = (TERM_W + L < ACC_W) ? TERM_W + L : ACC_W
 ) (
-    /* verilator lint_off UNUSEDSIGNAL */  // SELECT reads sel only, the products a only
+    /* verilator lint_off UNUSEDSIGNAL */  // LEVELS = 0 reads no clock, SELECT sel or a only
+    input  wire logic                      clk,
     input  wire logic [SIMD-1:0]           sel,   // binarized input bits (SELECT = 1)
     input  wire logic [SIMD*A_W-1:0]       a,     // a[r] at [r*A_W +: A_W] (SELECT = 0)
     /* verilator lint_on UNUSEDSIGNAL */
     input  wire logic [SIMD*COLS*W_W-1:0]  w,     // w[r][c] at [(r*COLS + c)*W_W +: W_W]
     output logic      [COLS*ACC_W-1:0]     part   // part[c] at [c*ACC_W +: ACC_W]
 );
+    localparam int N = 1 << L;  // the tree's leaves: the SIMD terms, zeros after them
+
     // a[r] * w[r][c] at its exact width (a multiplier as narrow as its operands)
     function automatic logic signed [A_W+W_W-1:0] product(
         input logic signed [A_W-1:0] x, input logic signed [W_W-1:0] y);
@@ -41,19 +54,35 @@ module folded_proj_tile #(
     endfunction
 
     for (genvar c = 0; c < COLS; c++) begin : g_col
-        logic signed [ACC_W-1:0] sum;
-
-        always_comb begin
-            sum = '0;
-            for (int r = 0; r < SIMD; r++) begin
-                if (SELECT != 0) begin
-                    if (sel[r]) sum = sum + ACC_W'($signed(w[(r*COLS + c)*W_W +: W_W]));
-                end else begin
-                    sum = sum + ACC_W'(product(a[r*A_W +: A_W], w[(r*COLS + c)*W_W +: W_W]));
+        // level l of the tree: its 2^(L-l) values, PART_W bits each; d before its register
+        for (genvar l = 0; l <= L; l++) begin : g_lvl
+            localparam bit CUT = (LEVELS > 0) && (l == 0 || (l < L && l % LEVELS == 0));
+            logic [(N >> l)*PART_W-1:0] d, v;
+            if (l == 0) begin : g_terms
+                for (genvar r = 0; r < N; r++) begin : g_term
+                    if (r >= SIMD) begin : g_pad
+                        assign d[r*PART_W +: PART_W] = '0;
+                    end else if (SELECT != 0) begin : g_sel
+                        assign d[r*PART_W +: PART_W] = sel[r]
+                            ? PART_W'($signed(w[(r*COLS + c)*W_W +: W_W])) : '0;
+                    end else begin : g_mul
+                        assign d[r*PART_W +: PART_W] =
+                            PART_W'(product(a[r*A_W +: A_W], w[(r*COLS + c)*W_W +: W_W]));
+                    end
+                end
+            end else begin : g_sums
+                for (genvar i = 0; i < (N >> l); i++) begin : g_sum
+                    assign d[i*PART_W +: PART_W] = g_lvl[l-1].v[2*i*PART_W +: PART_W]
+                        + g_lvl[l-1].v[(2*i+1)*PART_W +: PART_W];
                 end
             end
+            if (CUT) begin : g_reg
+                always_ff @(posedge clk) v <= d;
+            end else begin : g_wire
+                assign v = d;
+            end
         end
-        assign part[c*ACC_W +: ACC_W] = sum;
+        assign part[c*ACC_W +: ACC_W] = ACC_W'($signed(g_lvl[L].v));
     end
 endmodule
 

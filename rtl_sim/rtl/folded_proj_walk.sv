@@ -16,10 +16,11 @@
 // on start_post. Per pass (tokens T = LEN_K for K and V, LEN_Q for Q and O): for each token,
 // each column chunk (DIM / COLS of them: cc SIMD-wide chunks of M = SIMD / COLS pieces sub),
 // each row chunk rc (DC = DIM / SIMD): one tile, rows rc*SIMD.., columns (cc*M + sub)*COLS..
-// (the ROM word (cc*M + sub)*DC + rc, written by rtl_sim/folded.py weight_tiles). Then two
-// cycles drain the pipeline. A pass takes T * DC * (DIM / COLS) + 2 cycles. The select walk
-// (SELECT = 1) has its own order (g_interleave) and two drain cycles at the end. `finishing`
-// is high in the drain cycle that ends the phase.
+// (the ROM word (cc*M + sub)*DC + rc, written by rtl_sim/folded.py weight_tiles). Then DRAIN
+// cycles drain the pipeline. A pass takes T * DC * (DIM / COLS) + DRAIN cycles. The select walk
+// (SELECT = 1) has its own order (g_interleave) and DRAIN drain cycles at the end. `finishing`
+// is high in the drain cycle that ends the phase. DRAIN = 2 + EXTRA (rtl_sim/folding.py
+// walk_drain).
 //
 // Stage 0: the counters address the ROMs (folded_rom: synchronous read, block RAM; the pass's
 // ROM reads only while the walk walks it) and the engine's token memory (rd_tok, rd_rc, with
@@ -28,6 +29,13 @@
 // are added into acc, and the last row chunk raises wr_valid with the codes of columns
 // (wr_cc * M + wr_sub) * COLS .. + COLS-1, M = SIMD / COLS: wr_cc is the SIMD-wide chunk (the
 // engine's memory word), wr_sub the COLS-wide piece of it.
+//
+// ADDER_LEVELS = N >= 1 (the build's adder_levels, for a clock): EXTRA more stages between
+// stage 1 and stage 2: the memories' words are registered as they arrive (after the pass's
+// operand and ROM word are chosen: block RAM's clock-to-output then has a cycle of its own),
+// and the tile registers its terms and its adder tree after every N levels (folded_proj_tile
+// STAGES). The control travels beside the data in a delay line; each pass drains EXTRA more
+// cycles. ADDER_LEVELS = 0: no extra stage (EXTRA = 0).
 //
 // Every width is a golden width (eatt.quant.golden.Formats), passed down by the engine.
 //
@@ -67,6 +75,7 @@ module folded_proj_walk #(
     parameter     WV_FILE = "wv.mem",
     parameter     WO_FILE = "wo.mem",
     parameter int MACRO_ROWS = 32,  // ROMs of at least this many words are memory macros
+    parameter int ADDER_LEVELS = 0, // >= 1: registered reads, the tile's tree cut every N levels
     // derived (not set by the engine)
     parameter int DC      = DIM / SIMD,
     parameter int M       = SIMD / COLS,
@@ -75,7 +84,11 @@ module folded_proj_walk #(
     parameter int LANE_CW = (LANES > 1) ? $clog2(LANES) : 1,
     parameter int KB_CW   = (LEN_K / LANES > 1) ? $clog2(LEN_K / LANES) : 1,
     parameter int DC_CW   = (DC > 1) ? $clog2(DC) : 1,
-    parameter int M_CW    = (M > 1) ? $clog2(M) : 1
+    parameter int M_CW    = (M > 1) ? $clog2(M) : 1,
+    parameter int TREE_L  = (SIMD > 1) ? $clog2(SIMD) : 0,  // the tile's adder levels
+    parameter int EXTRA   = (ADDER_LEVELS > 0)  // the read register + the tile's stages
+                          ? 2 + ((TREE_L > 0) ? (TREE_L - 1) / ADDER_LEVELS : 0) : 0,
+    parameter int DRAIN   = 2 + EXTRA
 ) (
     input  wire logic                     clk,
     input  wire logic                     rst,
@@ -198,10 +211,21 @@ module folded_proj_walk #(
             ? A_W'($signed(o_word[r*ATTN_W +: ATTN_W])) : A_W'(token_in);
     end
 
+    // the tile's inputs: as chosen in stage 1, or registered (ADDER_LEVELS >= 1)
+    logic [SIMD-1:0]           t_sel;
+    logic [SIMD*A_W-1:0]       t_operand;
+    logic [SIMD*COLS*W_W-1:0]  t_w;
+    if (ADDER_LEVELS > 0) begin : g_read_reg
+        always_ff @(posedge clk) {t_sel, t_operand, t_w} <= {sel, operand, w_word};
+    end else begin : g_read_wire
+        assign {t_sel, t_operand, t_w} = {sel, operand, w_word};
+    end
+
     folded_proj_tile #(
-        .SIMD(SIMD), .COLS(COLS), .A_W(A_W), .W_W(W_W), .ACC_W(ACC_W), .SELECT(SELECT)
+        .SIMD(SIMD), .COLS(COLS), .A_W(A_W), .W_W(W_W), .ACC_W(ACC_W), .SELECT(SELECT),
+        .LEVELS(ADDER_LEVELS)
     ) u_tile (
-        .sel(sel), .a(operand), .w(w_word), .part(part)
+        .clk(clk), .sel(t_sel), .a(t_operand), .w(t_w), .part(part)
     );
 
     for (genvar c = 0; c < COLS; c++) begin : g_acc
@@ -244,33 +268,52 @@ module folded_proj_walk #(
                 <= {tok, tok_lane, tok_blk, cc, rc, sub};
         end
     end
-    always_ff @(posedge clk) begin  // stage 1 -> stage 2
+    // stage 1's control, and the same EXTRA cycles later (beside the tile's sums)
+    localparam int CTRL_W = 5 + TOK_CW + LANE_CW + KB_CW + DC_CW + M_CW;
+    logic [CTRL_W-1:0] c1, cx;
+    assign c1 = {p1_valid, p1_first, p1_last, p1_pass, p1_tok, p1_lane, p1_blk, p1_cc, p1_sub};
+    if (EXTRA > 0) begin : g_delay
+        logic [CTRL_W-1:0] line [EXTRA];
+        always_ff @(posedge clk) begin
+            if (rst) begin
+                for (int i = 0; i < EXTRA; i++) line[i] <= '0;
+            end else begin
+                line[0] <= c1;
+                for (int i = 1; i < EXTRA; i++) line[i] <= line[i - 1];
+            end
+        end
+        assign cx = line[EXTRA - 1];
+    end else begin : g_no_delay
+        assign cx = c1;
+    end
+    always_ff @(posedge clk) begin  // stage 1 (+ EXTRA) -> stage 2
         part_r <= part;  // (the words hold between reads: no enable needed)
         if (rst) begin
             {p2_valid, p2_first, p2_last, p2_pass} <= '0;
             {p2_tok, p2_lane, p2_blk, p2_cc, p2_sub} <= '0;
         end else begin
-            {p2_valid, p2_first, p2_last, p2_pass} <= {p1_valid, p1_first, p1_last, p1_pass};
-            {p2_tok, p2_lane, p2_blk, p2_cc, p2_sub} <= {p1_tok, p1_lane, p1_blk, p1_cc, p1_sub};
+            {p2_valid, p2_first, p2_last, p2_pass, p2_tok, p2_lane, p2_blk, p2_cc, p2_sub} <= cx;
         end
     end
 
     if (SELECT == 0) begin : g_passes
         // -- control: the passes in turn; in each, rc fastest, then sub, then cc, then the
-        // token; one drain cycle per pass
+        // token; DRAIN drain cycles per pass
         logic last_tile;
-        logic drain2;  // the second drain cycle (stage 2 writes the pass's last chunk)
+        logic [3:0] dn;   // drain cycles done
+        logic drain_end;  // the last drain cycle (stage 2 writes the pass's last chunk)
+        assign drain_end = (dn == 4'(DRAIN - 1));
         assign last_tile = (rc == DC - 1) && (sub == M - 1) && (cc == DC - 1)
             && (tok == ((pass == PASS_K || pass == PASS_V) ? LEN_K : LEN_Q) - 1);
         assign pass = (pi >= N_PRE) ? PASS_O : PRE[2*pi +: 2];
-        assign finishing = (wstate == W_DRAIN) && drain2 && (pi == N_PRE - 1 || pi == LAST);
+        assign finishing = (wstate == W_DRAIN) && drain_end && (pi == N_PRE - 1 || pi == LAST);
         assign walk_valid = (wstate == W_WALK);
 
         always_ff @(posedge clk) begin
             if (rst) begin
                 wstate <= W_IDLE;
                 pi <= '0;
-                drain2 <= 1'b0;
+                dn <= '0;
                 {tok, tok_lane, tok_blk, cc, rc, sub} <= '0;
             end else begin
                 case (wstate)
@@ -302,11 +345,11 @@ module folded_proj_walk #(
                             end
                         end
                     end
-                    W_DRAIN: begin  // stages 1 and 2 of the pass's last tile
-                        drain2 <= !drain2;
+                    W_DRAIN: begin  // stages 1 (+ EXTRA) and 2 of the pass's last tile
+                        dn <= drain_end ? '0 : dn + 1;
                         if (finishing) begin
                             wstate <= W_IDLE;
-                        end else if (drain2) begin
+                        end else if (drain_end) begin
                             pi <= pi + 1;
                             wstate <= W_WALK;
                         end
@@ -321,19 +364,21 @@ module folded_proj_walk #(
         // read in step with the multiply walk's V of token t (the same y chunk every cycle, so
         // the engine reads y once for both); slots 1..SLOTS-1 each take the next Q token, or
         // idle when none is left. After the last key token, the Q tokens left, one a slot.
-        // One drain cycle at the end.
+        // DRAIN drain cycles at the end.
         logic [TOK_CW:0] ktok, qtok;  // key tokens done, query tokens started
         logic [$clog2(SLOTS > 1 ? SLOTS : 2)-1:0] slot;
         logic tail, slot_end, k_slot;
-        logic drain2;  // the second drain cycle (stage 2 writes the last chunk)
+        logic [3:0] dn;   // drain cycles done
+        logic drain_end;  // the last drain cycle (stage 2 writes the last chunk)
         logic [TOK_CW:0] k_next, q_next;
+        assign drain_end = (dn == 4'(DRAIN - 1));
 
         assign tail = (ktok == LEN_K);
         assign k_slot = !tail && slot == 0;
         assign pass = k_slot ? PASS_K : PASS_Q;
         assign tok = k_slot ? TOK_CW'(ktok) : TOK_CW'(qtok);
         assign sub = '0;
-        assign finishing = (wstate == W_DRAIN) && drain2;
+        assign finishing = (wstate == W_DRAIN) && drain_end;
         assign walk_valid = (wstate == W_WALK) && (k_slot || qtok < LEN_Q);
         assign slot_end = (rc == DC - 1) && (cc == DC - 1);
         assign q_next = qtok + ((!k_slot && qtok < LEN_Q) ? 1 : 0);
@@ -343,7 +388,7 @@ module folded_proj_walk #(
             if (rst) begin
                 wstate <= W_IDLE;
                 pi <= '0;
-                drain2 <= 1'b0;
+                dn <= '0;
                 {ktok, qtok, slot, tok_lane, tok_blk, cc, rc} <= '0;
             end else begin
                 case (wstate)
@@ -362,9 +407,9 @@ module folded_proj_walk #(
                             if (k_next == LEN_K && q_next == LEN_Q) wstate <= W_DRAIN;
                         end
                     end
-                    W_DRAIN: begin  // stages 1 and 2 of the last tile
-                        drain2 <= !drain2;
-                        if (drain2) begin
+                    W_DRAIN: begin  // stages 1 (+ EXTRA) and 2 of the last tile
+                        dn <= drain_end ? '0 : dn + 1;
+                        if (drain_end) begin
                             wstate <= W_IDLE;
                             {ktok, qtok, slot, tok_lane, tok_blk} <= '0;
                         end

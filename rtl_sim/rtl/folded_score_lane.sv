@@ -8,7 +8,9 @@
 //
 // The engine (folded_attention.sv) runs LANES of these side by side, one key each, and adds
 // the parts of the d_head / SIMD feature chunks of a head into the key's score. SCORE_W (the
-// golden score_bits) holds the whole score of a head, so a part never wraps.
+// golden score_bits) holds the whole score of a head, so a part never wraps. The terms are
+// summed in a balanced tree as wide as a part needs (PART_W: a term's bits plus one per level,
+// at most SCORE_W; exact, as the sum fits), then sign-extended to SCORE_W.
 //
 // Purely combinational: the caller accumulates and registers.
 //
@@ -20,35 +22,50 @@ module folded_score_lane #(
     parameter int SIMD    = 4,   // features per cycle
     parameter int QK_W    = 12,  // bits of each q, k feature, signed (golden qk_code_bits)
     parameter int SCORE_W = 18,  // bits of the part, signed (golden score_bits)
-    parameter int L1      = 1    // 1: -sum |q - k| (E-ATT); 0: sum q * k (vanilla)
+    parameter int L1      = 1,   // 1: -sum |q - k| (E-ATT); 0: sum q * k (vanilla)
+    // derived (not set by the caller)
+    parameter int L       = (SIMD > 1) ? $clog2(SIMD) : 0,  // levels of the adder tree
+    // a term: -|q - k| >= -(2^QK_W - 1) in QK_W + 1 bits; q * k in 2 QK_W bits
+    parameter int TERM_W  = (L1 != 0) ? QK_W + 1 : 2 * QK_W,
+    parameter int PART_W  = (TERM_W + L < SCORE_W) ? TERM_W + L : SCORE_W
 ) (
     input  wire logic [SIMD*QK_W-1:0]  q,     // q[t] at [t*QK_W +: QK_W]
     input  wire logic [SIMD*QK_W-1:0]  k,     // k[t] at [t*QK_W +: QK_W]
     output logic signed [SCORE_W-1:0]  part
 );
+    localparam int N = 1 << L;  // the tree's leaves: the SIMD terms, zeros after them
+
     // q[t] * k[t] at its exact width
     function automatic logic signed [2*QK_W-1:0] product(
         input logic signed [QK_W-1:0] x, input logic signed [QK_W-1:0] y);
         product = x * y;
     endfunction
 
-    logic signed [QK_W:0] diff [SIMD];  // q[t] - k[t], one bit wider (L1)
-
-    for (genvar t = 0; t < SIMD; t++) begin : g_diff
-        assign diff[t] = (QK_W + 1)'($signed(q[t*QK_W +: QK_W]))
-                       - (QK_W + 1)'($signed(k[t*QK_W +: QK_W]));
-    end
-
-    always_comb begin
-        part = '0;
-        for (int t = 0; t < SIMD; t++) begin
-            if (L1 != 0) begin
-                part = part - ((diff[t] < 0) ? -(SCORE_W'(diff[t])) : SCORE_W'(diff[t]));
-            end else begin
-                part = part + SCORE_W'(product(q[t*QK_W +: QK_W], k[t*QK_W +: QK_W]));
+    // level l of the tree: its 2^(L-l) values, PART_W bits each
+    for (genvar l = 0; l <= L; l++) begin : g_lvl
+        logic [(N >> l)*PART_W-1:0] v;
+        if (l == 0) begin : g_terms
+            for (genvar t = 0; t < N; t++) begin : g_term
+                if (t >= SIMD) begin : g_pad
+                    assign v[t*PART_W +: PART_W] = '0;
+                end else if (L1 != 0) begin : g_l1
+                    logic signed [QK_W:0] diff;  // q[t] - k[t], one bit wider
+                    assign diff = (QK_W + 1)'($signed(q[t*QK_W +: QK_W]))
+                                - (QK_W + 1)'($signed(k[t*QK_W +: QK_W]));
+                    assign v[t*PART_W +: PART_W] = (diff < 0) ? PART_W'(diff) : -PART_W'(diff);
+                end else begin : g_dot
+                    assign v[t*PART_W +: PART_W] =
+                        PART_W'(product(q[t*QK_W +: QK_W], k[t*QK_W +: QK_W]));
+                end
+            end
+        end else begin : g_sums
+            for (genvar i = 0; i < (N >> l); i++) begin : g_sum
+                assign v[i*PART_W +: PART_W] = g_lvl[l-1].v[2*i*PART_W +: PART_W]
+                    + g_lvl[l-1].v[(2*i+1)*PART_W +: PART_W];
             end
         end
     end
+    assign part = SCORE_W'($signed(g_lvl[L].v));
 endmodule
 
 `default_nettype wire

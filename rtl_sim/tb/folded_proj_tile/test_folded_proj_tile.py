@@ -7,7 +7,9 @@ Two halves in one file, as verilog-axis' testbenches:
   (eatt.rtl_sim.runner.run_leaf: cocotb_tools.runner, cached) and run the cocotb test in it;
   ``pytest rtl_sim/tb/folded_proj_tile`` runs them alone;
 - the cocotb test ``tile_vectors`` runs inside the simulator: random inputs and weights, edge
-  values first (all rows selected, the extreme codes), against numpy's exact integer sums.
+  values first (all rows selected, the extreme codes), against numpy's exact integer sums; a
+  pipelined tile (LEVELS >= 1) takes a new tile every cycle and gives its sums STAGES cycles
+  later.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import os
 import cocotb
 import numpy as np
 import pytest
-from cocotb.triggers import Timer
+from cocotb.clock import Clock
+from cocotb.triggers import FallingEdge, Timer
 
 from eatt.rtl_sim.runner import run_leaf
 
@@ -30,7 +33,20 @@ CASES = {
     "multiply-3-narrow": dict(SIMD=3, A_W=5, W_W=4, ACC_W=10, SELECT=0),
     "select-1": dict(SIMD=1, A_W=8, W_W=6, ACC_W=6, SELECT=1),
     "multiply-4x2": dict(SIMD=4, COLS=2, A_W=8, W_W=8, ACC_W=18, SELECT=0),
+    # pipelined (the build's adder_levels): a register after every LEVELS adder levels
+    "multiply-8-levels1": dict(SIMD=8, COLS=2, A_W=8, W_W=8, ACC_W=22, SELECT=0, LEVELS=1),
+    "select-8-levels2": dict(SIMD=8, A_W=8, W_W=8, ACC_W=14, SELECT=1, LEVELS=2),
+    "multiply-3-narrow-levels1": dict(SIMD=3, A_W=5, W_W=4, ACC_W=10, SELECT=0, LEVELS=1),
+    "select-1-levels1": dict(SIMD=1, A_W=8, W_W=6, ACC_W=6, SELECT=1, LEVELS=1),
 }
+
+
+def stages(p: dict) -> int:
+    """Cycles from a tile's inputs to its sums (folded_proj_tile.sv STAGES)."""
+    levels, depth = p.get("LEVELS", 0), (p["SIMD"] - 1).bit_length()
+    return 1 + (depth - 1) // levels if levels and depth else int(bool(levels))
+
+
 VECTORS = 300
 
 
@@ -72,15 +88,25 @@ def _unpack(word: int, count: int, bits: int) -> list[int]:
 async def tile_vectors(dut):
     case = json.loads(os.environ["EATT_LEAF_CASE"])
     p = CASES[case["name"]]
+    cols, lag = p.get("COLS", p["SIMD"]), stages(p)
     sel, a, w = vectors(p, case["vectors"], case["seed"])
-    for n in range(len(sel)):
-        dut.sel.value = _pack(sel[n], 1)
-        dut.a.value = _pack(a[n], p["A_W"])
-        dut.w.value = _pack(w[n], p["W_W"])  # w[r][c] at (r*COLS + c)
-        await Timer(1, "ns")
-        got = _unpack(int(dut.part.value), p.get("COLS", p["SIMD"]), p["ACC_W"])
-        want = expected_parts(p, sel[n], a[n], w[n]).tolist()
-        assert got == want, f"vector {n}: sel={sel[n]} a={a[n]} w={w[n].tolist()}: {got} != {want}"
+    if lag:
+        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+        await FallingEdge(dut.clk)  # inputs change between rising edges
+    for n in range(len(sel) + lag):  # a pipelined tile: a new tile every cycle
+        if n < len(sel):
+            dut.sel.value = _pack(sel[n], 1)
+            dut.a.value = _pack(a[n], p["A_W"])
+            dut.w.value = _pack(w[n], p["W_W"])  # w[r][c] at (r*COLS + c)
+        if lag:
+            await FallingEdge(dut.clk)
+        else:
+            await Timer(1, "ns")
+        k = n - lag + (1 if lag else 0)  # the tile whose sums are out now
+        if 0 <= k < len(sel):
+            got = _unpack(int(dut.part.value), cols, p["ACC_W"])
+            want = expected_parts(p, sel[k], a[k], w[k]).tolist()
+            assert got == want, f"vector {k}: sel={sel[k]} a={a[k]} w={w[k].tolist()}: {got}"
 
 
 pytestmark = pytest.mark.rtl

@@ -12,7 +12,8 @@ Two halves in one file, as verilog-axis' testbenches:
   then start_post for a multiply walk's O pass) and compares every finished column chunk
   (wr_*) with numpy's exact integer sums, shifted and cut to the code widths, and each
   phase's cycles (the last drain cycle, with ``finishing``, included) with the walk's order: a
-  multiply walk in pass, token, column chunk order, T * DC * (DIM / COLS) + 2 cycles a pass;
+  multiply walk in pass, token, column chunk order, T * DC * (DIM / COLS) + DRAIN cycles a pass
+  (2, more when ADDER_LEVELS pipelines it: eatt.rtl_sim.folding.walk_drain);
   the select walk's K and Q in slots (SLOTS of DC x DC tiles per key token, the Q tokens
   left after the last one).
 """
@@ -30,6 +31,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, Timer
 
 from eatt.rtl_sim.folded import hex_lines, weight_tiles
+from eatt.rtl_sim.folding import walk_drain
 from eatt.rtl_sim.runner import run_leaf
 
 K, V, Q, O = 0, 1, 2, 3  # the passes (folded_proj_walk.sv PASS_*)
@@ -61,7 +63,28 @@ CASES = {
         LEN_K=2,
         LANES=1,
     ),
+    # pipelined for a clock (the build's adder_levels): registered reads, a cut tree
+    "vanilla-s4-levels1": dict(
+        _COMMON,
+        **_SHIFTS,
+        SIMD=4,
+        COLS=4,
+        SELECT=0,
+        N_PRE=3,
+        PRE=0b10_01_00,
+        POST=1,
+        USES=15,
+        DIM=8,
+        ADDER_LEVELS=1,
+    ),
+    "eatt-select-s2-slots2-levels2": dict(
+        _COMMON, **_SHIFTS, SIMD=2, COLS=2, SELECT=1, SLOTS=2, USES=0b0101, LEN_Q=6, ADDER_LEVELS=2
+    ),
 }
+
+
+def drain(p: dict) -> int:
+    return walk_drain(p["SIMD"], p.get("ADDER_LEVELS", 0))
 
 
 def _rand(rng, bits: int, shape) -> np.ndarray:
@@ -121,7 +144,7 @@ def multiply_phase(p: dict, passes: list[int]) -> tuple[list[tuple], int]:
     for pas in passes:
         tokens = p["LEN_K"] if pas in (K, V) else p["LEN_Q"]
         chunks += [(pas, t, cc, s) for t in range(tokens) for cc in range(dc) for s in range(m)]
-        cycles += tokens * dc * (p["DIM"] // p["COLS"]) + 2  # two drain cycles
+        cycles += tokens * dc * (p["DIM"] // p["COLS"]) + drain(p)
     return chunks, cycles
 
 
@@ -131,7 +154,7 @@ def select_phase(p: dict) -> tuple[list[tuple], int]:
     tokens = ((K, lk), (Q, lq))
     chunks = [(pas, t, cc, 0) for pas, n in tokens for t in range(n) for cc in range(dc)]
     tail = max(0, lq - lk * (p["SLOTS"] - 1))  # the Q tokens after the last key token
-    return chunks, (lk * p["SLOTS"] + tail) * dc * dc + 2
+    return chunks, (lk * p["SLOTS"] + tail) * dc * dc + drain(p)
 
 
 def _pack(values, bits: int) -> int:
@@ -262,5 +285,6 @@ def test_folded_proj_walk(name):
 
 
 @pytest.mark.skipif(not HAVE_ICARUS, reason="Icarus Verilog not installed")
-def test_folded_proj_walk_icarus():
-    assert _run("vanilla-s2", "icarus")["tests"] == 1
+@pytest.mark.parametrize("name", ["vanilla-s2", "vanilla-s4-levels1"])
+def test_folded_proj_walk_icarus(name):
+    assert _run(name, "icarus")["tests"] == 1
