@@ -75,7 +75,7 @@ def recip_normalize(
     out("    recip_normalize #(")
     out("        " + ", ".join(f".{k}({v})" for k, v in params.items()))
     out(f"    ) u_recip_normalize_{name} (")
-    out(f"        .e_sum({e_sum}{at}), .numer({{{', '.join(reversed(numer))}}}),")
+    out(f"        .clk(ap_clk), .e_sum({e_sum}{at}), .numer({{{', '.join(reversed(numer))}}}),")
     out(f"        .recip_index({recip_index}{at}), .recip({recip}{at}), .o({o}{at})")
     out("    );")
 

@@ -98,19 +98,32 @@ def peer_foldings(cfg: CoreConfig, reuse: int) -> dict[str, dict[str, int]]:
 WALK_DRAIN = 2
 
 
-def walk_drain(simd: int, adder_levels: int = 0) -> int:
-    """A walk's drain cycles a pass (folded_proj_walk.sv DRAIN): WALK_DRAIN, and with
-    adder_levels N >= 1 a stage for the registered reads, one for the tile's registered terms
-    and one after every N levels of its adder tree (ceil(log2 simd) levels) but the last."""
-    if not adder_levels:
-        return WALK_DRAIN
-    depth = (simd - 1).bit_length()
-    return WALK_DRAIN + 2 + ((depth - 1) // adder_levels if depth else 0)
-
-
 #: cycles per query and head that drain the attention phases' pipelines (folded_attention.sv):
 #: three each for scores, exp and numerators (their stages 1-3 after the last stage 0)
 ATTENTION_FILL = 9
+
+
+def tree_stages(simd: int, adder_levels: int = 0) -> int:
+    """Stages adder_levels N >= 1 adds to a walk's tile or a score lane (folded_proj_walk.sv
+    EXTRA, folded_attention.sv S_EXTRA): one for the registered reads, one for the registered
+    terms and one after every N levels of the simd-term adder tree (ceil(log2 simd) levels) but
+    the last; 0 without adder_levels."""
+    if not adder_levels:
+        return 0
+    depth = (simd - 1).bit_length()
+    return 2 + ((depth - 1) // adder_levels if depth else 0)
+
+
+def walk_drain(simd: int, adder_levels: int = 0) -> int:
+    """A walk's drain cycles a pass (folded_proj_walk.sv DRAIN): WALK_DRAIN + tree_stages."""
+    return WALK_DRAIN + tree_stages(simd, adder_levels)
+
+
+def attention_fill(simd: int, adder_levels: int = 0) -> int:
+    """The attention unit's drain cycles per query and head (folded_attention.sv): three a
+    phase (ATTENTION_FILL), and with adder_levels the score lanes' tree_stages and one for the
+    numerators' registered N x R."""
+    return ATTENTION_FILL + (tree_stages(simd, adder_levels) + 1 if adder_levels else 0)
 
 
 def folded_cycles(
@@ -148,7 +161,7 @@ def folded_cycles(
     else:
         before = (2 * cfg.len_k + cfg.len_q) * tiles + 3 * drain
         after = cfg.len_q * tiles + drain
-    fill = cfg.len_q * cfg.heads * ATTENTION_FILL
+    fill = cfg.len_q * cfg.heads * attention_fill(simd, adder_levels)
     attention = cfg.len_q * cfg.heads * (2 * kb * hc + kb) + fill
     out = cfg.len_q * dc
     compute = before + attention + after
@@ -259,7 +272,8 @@ CYCLE_FORMULA = {
         "and multiply walks at once), M * len_q * DC^2 + 2 after (2: a walk's drain cycles; "
         "with adder_levels N >= 1: 4 + (ceil(log2 simd) - 1) // N)"
     ),
-    "attention": "len_q * heads * (2*KB*HC + KB + 9)  (9: the pipelines' drain cycles)",
+    "attention": "len_q * heads * (2*KB*HC + KB + 9)  (9: the pipelines' drain cycles; with "
+    "adder_levels N >= 1: 9 + 3 + (ceil(log2 simd) - 1) // N, simd > 1)",
     "out": "len_q * DC",
     "longest_phase": "max(load, projections, attention, out)",
     "latency": "load + projections + attention + 4  (one vector alone: first input beat -> "

@@ -338,17 +338,29 @@ module folded_attention #(
     //   exp         1: the exp table is addressed  2: e (e_bank), E  3: the reciprocal of E
     //   numerators  1: the products e V (prod_r)  2: N accumulates  3: O = N / E (a_mem)
     // drain counts the three cycles after stage 0's last; the next phase starts after them.
+    // ADDER_LEVELS >= 1 (for a clock): the scores' stage 1 takes S_EXTRA more cycles (q and k
+    // registered as read, the lane's terms and its tree every ADDER_LEVELS levels: the lane's
+    // chunk sum reaches part_r S_EXTRA cycles later, and its stage 2 with it, through s_line);
+    // the numerators have a stage 4: stage 3 registers N x R
+    // + the half (recip_normalize PIPE), stage 4 shifts, clamps and writes a_mem; R is
+    // registered after its table (read in exp's last cycle, used from the numerators' stage 3).
     logic [Q_CW-1:0]  qi;      // query
     logic [H_CW-1:0]  hh;      // head
     logic [KB_CW-1:0] jb;      // key block
     logic [HC_CW-1:0] dc, tc;  // feature chunk of the head (scores, numerators)
     localparam int FILL = 3;                       // stages after stage 0: drain cycles
-    logic [1:0]       drain;
+    localparam int NORM_PIPE = (ADDER_LEVELS > 0) ? 1 : 0;
+    localparam int FILL_N = FILL + NORM_PIPE;      // the numerators' drain cycles
+    localparam int S_TREE = (SIMD > 1) ? $clog2(SIMD) : 0;  // the score lane's adder levels
+    localparam int S_EXTRA = (ADDER_LEVELS > 0)  // the q/k register + the lane's stages
+                           ? 2 + ((S_TREE > 0) ? (S_TREE - 1) / ADDER_LEVELS : 0) : 0;
+    localparam int FILL_S = FILL + S_EXTRA;        // the scores' drain cycles
+    logic [3:0]       drain;
     logic             drained;                     // the phase's last drain cycle
     logic             sc0, ex0, nm0;               // stage 0 of scores, exp, numerators
-    logic             p1_v, p2_v, p3_v;            // the stage holds an item
-    logic [KB_CW-1:0] p1_jb, p2_jb, p3_jb;
-    logic [HC_CW-1:0] p1_c, p2_c, p3_c;            // the chunk: dc (scores), tc (numerators)
+    logic             p1_v, p2_v, p3_v, p4_v;      // the stage holds an item
+    logic [KB_CW-1:0] p1_jb, p2_jb, p3_jb, p4_jb;
+    logic [HC_CW-1:0] p1_c, p2_c, p3_c, p4_c;      // the chunk: dc (scores), tc (numerators)
     logic [LANES-1:0] p2_hit;                      // the lane's exp word is its weight
     logic [KB_CW-1:0] vis_jb;                      // the block visible[] is of
     logic [SIMD*QK_W-1:0]    q_word;
@@ -371,9 +383,16 @@ module folded_attention #(
     assign sc0 = (state == S_SCORE) && (drain == 0);
     assign ex0 = (state == S_EXP) && (drain == 0);
     assign nm0 = (state == S_NUMER) && (drain == 0);
-    assign drained = (drain == FILL);
+    assign drained = (drain == 4'((state == S_NUMER) ? FILL_N
+                                : (state == S_SCORE) ? FILL_S : FILL));
     assign vis_jb = (state == S_SCORE) ? p3_jb : p1_jb;  // the max (stage 3), exp (stage 1)
 
+    logic [SIMD*QK_W-1:0] q_in;  // q as the lanes take it: registered with ADDER_LEVELS
+    if (ADDER_LEVELS > 0) begin : g_q_reg
+        always_ff @(posedge clk) q_in <= q_word;
+    end else begin : g_q
+        assign q_in = q_word;
+    end
     folded_ram #(
         .WIDTH(SIMD*QK_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W+1)
     ) q_mem (
@@ -421,8 +440,17 @@ module folded_attention #(
         end
         assign v_word[l] = v_cat;
 
-        folded_score_lane #(.SIMD(SIMD), .QK_W(QK_W), .SCORE_W(SCORE_W), .L1(L1)) u_score (
-            .q(q_word), .k(k_word[l]), .part(part_l)
+        // the lane's inputs: as read, or registered (ADDER_LEVELS: the block RAM's output)
+        logic [SIMD*QK_W-1:0] k_in;
+        if (ADDER_LEVELS > 0) begin : g_k_reg
+            always_ff @(posedge clk) k_in <= k_word[l];
+        end else begin : g_k
+            assign k_in = k_word[l];
+        end
+        folded_score_lane #(
+            .SIMD(SIMD), .QK_W(QK_W), .SCORE_W(SCORE_W), .L1(L1), .LEVELS(ADDER_LEVELS)
+        ) u_score (
+            .clk(clk), .q(q_in), .k(k_in), .part(part_l)
         );
         assign s_next[l] = ((p2_c == 0) ? SCORE_W'(0) : s_acc) + part_r;
         assign s_hold[l] = s_acc;
@@ -497,13 +525,25 @@ module folded_attention #(
     end
 
     // O = N / E; R = RECIP[index of E] is read once per query and head, in exp's last cycle
+    // R as the normalization reads it: registered after its table with ADDER_LEVELS
+    logic [RECIP_W-1:0] recip_q;
+    if (NORM_PIPE != 0) begin : g_recip_reg
+        always_ff @(posedge clk) recip_q <= recip;
+    end else begin : g_recip
+        assign recip_q = recip;
+    end
     recip_normalize #(
         .LANES(SIMD), .SUM_W(SUM_W), .NUMER_W(NUMER_W), .INDEX_W(RIDX_W), .RECIP_W(RECIP_W),
-        .RECIP_FRAC(RECIP_FRAC), .PROD_W(PROD_W), .OUT_W(ATTN_W)
+        .RECIP_FRAC(RECIP_FRAC), .PROD_W(PROD_W), .OUT_W(ATTN_W), .PIPE(NORM_PIPE)
     ) u_normalize (
-        .e_sum(esum), .numer(numer_packed), .recip_index(recip_index),
-        .recip(recip), .o(o_word)
+        .clk(clk), .e_sum(esum), .numer(numer_packed), .recip_index(recip_index),
+        .recip(recip_q), .o(o_word)
     );
+    // O of stage 3 (stage 4 with ADDER_LEVELS): its valid item, key block and chunk
+    logic             o_v;
+    logic [KB_CW-1:0] o_jb;
+    logic [HC_CW-1:0] o_c;
+    assign {o_v, o_jb, o_c} = (NORM_PIPE != 0) ? {p4_v, p4_jb, p4_c} : {p3_v, p3_jb, p3_c};
     folded_rom #(
         .WIDTH(RECIP_W), .DEPTH(2**RIDX_W), .SYNC(1), .FILE(RECIP_FILE),
         .MACRO_ROWS(MACRO_ROWS), .AW(RIDX_W)
@@ -514,8 +554,8 @@ module folded_attention #(
     folded_ram #(
         .WIDTH(SIMD*ATTN_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W+1)
     ) a_mem (
-        .clk(clk), .we(state == S_NUMER && p3_v && p3_jb == KB - 1),
-        .waddr((QA_W+1)'(banked(att_b, QD, qi*DC + hh*HC + p3_c))), .wdata(o_word),
+        .clk(clk), .we(state == S_NUMER && o_v && o_jb == KB - 1),
+        .waddr((QA_W+1)'(banked(att_b, QD, qi*DC + hh*HC + o_c))), .wdata(o_word),
         .re(a_re), .raddr((QA_W+1)'(banked(post_b, QD, m_rd_tok*DC + m_rd_rc))), .rdata(a_word)
     );
 
@@ -610,13 +650,33 @@ module folded_attention #(
     end
 
     // -- the attention unit: per query and head, scores, exp, numerators -----------------------
+    // the scores' stage 1 items, S_EXTRA cycles later (beside the lanes' pipelined sums)
+    localparam int P_W = 1 + KB_CW + HC_CW;
+    logic [P_W-1:0] s_line_out;
+    if (S_EXTRA > 0) begin : g_s_line
+        logic [P_W-1:0] s_line [S_EXTRA];
+        always_ff @(posedge clk) begin
+            if (rst) begin
+                for (int i = 0; i < S_EXTRA; i++) s_line[i] <= '0;
+            end else begin
+                s_line[0] <= {p1_v, p1_jb, p1_c};
+                for (int i = 1; i < S_EXTRA; i++) s_line[i] <= s_line[i - 1];
+            end
+        end
+        assign s_line_out = s_line[S_EXTRA - 1];
+    end else begin : g_no_s_line
+        assign s_line_out = {p1_v, p1_jb, p1_c};
+    end
     always_ff @(posedge clk) begin
         if (rst) begin
             {p1_v, p2_v, p3_v, p1_jb, p2_jb, p3_jb, p1_c, p2_c, p3_c, p2_hit} <= '0;
+            {p4_v, p4_jb, p4_c} <= '0;
         end else begin
             {p1_v, p1_jb, p1_c} <= {sc0 || ex0 || nm0, jb, (state == S_SCORE) ? dc : tc};
-            {p2_v, p2_jb, p2_c, p2_hit} <= {p1_v, p1_jb, p1_c, exp_re};
+            {p2_v, p2_jb, p2_c, p2_hit} <= {(state == S_SCORE) ? s_line_out : {p1_v, p1_jb, p1_c},
+                                             exp_re};
             {p3_v, p3_jb, p3_c} <= {p2_v, p2_jb, p2_c};
+            {p4_v, p4_jb, p4_c} <= {p3_v, p3_jb, p3_c};
         end
     end
     always_ff @(posedge clk) begin

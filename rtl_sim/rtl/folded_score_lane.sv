@@ -12,7 +12,9 @@
 // summed in a balanced tree as wide as a part needs (PART_W: a term's bits plus one per level,
 // at most SCORE_W; exact, as the sum fits), then sign-extended to SCORE_W.
 //
-// Purely combinational: the caller accumulates and registers.
+// LEVELS = 0: purely combinational; the caller accumulates and registers. LEVELS = N >= 1 (the
+// engine's adder_levels): the terms are registered, and the tree after every N of its levels
+// but the last; `part` then follows the inputs by STAGES cycles.
 //
 // Testbench: rtl_sim/tb/folded_score_lane/test_folded_score_lane.py.
 
@@ -23,12 +25,17 @@ module folded_score_lane #(
     parameter int QK_W    = 12,  // bits of each q, k feature, signed (golden qk_code_bits)
     parameter int SCORE_W = 18,  // bits of the part, signed (golden score_bits)
     parameter int L1      = 1,   // 1: -sum |q - k| (E-ATT); 0: sum q * k (vanilla)
+    parameter int LEVELS  = 0,   // 0: combinational; N: a register after every N adder levels
     // derived (not set by the caller)
     parameter int L       = (SIMD > 1) ? $clog2(SIMD) : 0,  // levels of the adder tree
+    parameter int STAGES  = (LEVELS > 0) ? 1 + ((L > 0) ? (L - 1) / LEVELS : 0) : 0,
     // a term: -|q - k| >= -(2^QK_W - 1) in QK_W + 1 bits; q * k in 2 QK_W bits
     parameter int TERM_W  = (L1 != 0) ? QK_W + 1 : 2 * QK_W,
     parameter int PART_W  = (TERM_W + L < SCORE_W) ? TERM_W + L : SCORE_W
 ) (
+    /* verilator lint_off UNUSEDSIGNAL */  // LEVELS = 0 reads no clock
+    input  wire logic                  clk,
+    /* verilator lint_on UNUSEDSIGNAL */
     input  wire logic [SIMD*QK_W-1:0]  q,     // q[t] at [t*QK_W +: QK_W]
     input  wire logic [SIMD*QK_W-1:0]  k,     // k[t] at [t*QK_W +: QK_W]
     output logic signed [SCORE_W-1:0]  part
@@ -41,28 +48,34 @@ module folded_score_lane #(
         product = x * y;
     endfunction
 
-    // level l of the tree: its 2^(L-l) values, PART_W bits each
+    // level l of the tree: its 2^(L-l) values, PART_W bits each; d before its register
     for (genvar l = 0; l <= L; l++) begin : g_lvl
-        logic [(N >> l)*PART_W-1:0] v;
+        localparam bit CUT = (LEVELS > 0) && (l == 0 || (l < L && l % LEVELS == 0));
+        logic [(N >> l)*PART_W-1:0] d, v;
         if (l == 0) begin : g_terms
             for (genvar t = 0; t < N; t++) begin : g_term
                 if (t >= SIMD) begin : g_pad
-                    assign v[t*PART_W +: PART_W] = '0;
+                    assign d[t*PART_W +: PART_W] = '0;
                 end else if (L1 != 0) begin : g_l1
                     logic signed [QK_W:0] diff;  // q[t] - k[t], one bit wider
                     assign diff = (QK_W + 1)'($signed(q[t*QK_W +: QK_W]))
                                 - (QK_W + 1)'($signed(k[t*QK_W +: QK_W]));
-                    assign v[t*PART_W +: PART_W] = (diff < 0) ? PART_W'(diff) : -PART_W'(diff);
+                    assign d[t*PART_W +: PART_W] = (diff < 0) ? PART_W'(diff) : -PART_W'(diff);
                 end else begin : g_dot
-                    assign v[t*PART_W +: PART_W] =
+                    assign d[t*PART_W +: PART_W] =
                         PART_W'(product(q[t*QK_W +: QK_W], k[t*QK_W +: QK_W]));
                 end
             end
         end else begin : g_sums
             for (genvar i = 0; i < (N >> l); i++) begin : g_sum
-                assign v[i*PART_W +: PART_W] = g_lvl[l-1].v[2*i*PART_W +: PART_W]
+                assign d[i*PART_W +: PART_W] = g_lvl[l-1].v[2*i*PART_W +: PART_W]
                     + g_lvl[l-1].v[(2*i+1)*PART_W +: PART_W];
             end
+        end
+        if (CUT) begin : g_reg
+            always_ff @(posedge clk) v <= d;
+        end else begin : g_wire
+            assign v = d;
         end
     end
     assign part = SCORE_W'($signed(g_lvl[L].v));

@@ -16,8 +16,10 @@
 // generated file. A packed-vector parameter would do too, but 2**16 entries of up to 21 bits
 // pass Verilator's 65,536-bit limit on a constant.
 //
-// Purely combinational: the caller registers `o` (the attention top in its normalize stage, the
-// window unit with nrm_go), so its pipeline and latency are the caller's. Instantiated once per
+// PIPE = 0: purely combinational; the caller registers `o` (the attention top in its normalize
+// stage, the window unit with nrm_go), so its pipeline and latency are the caller's. PIPE = 1
+// (the folded engine's adder_levels): N * R + the half and the shift are registered, and `o`
+// (the shift and the clamp) follows the inputs by a cycle. Instantiated once per
 // (head, query) by rtl_sim/generate.py (attention level) and once per head by
 // rtl_sim/window.py. Every width comes from the golden formats (attention_widths /
 // window_widths); PROD_W must hold |N * R| + 2**(RECIP_FRAC + SUM_W - 2) (golden prod_bits).
@@ -34,8 +36,12 @@ module recip_normalize #(
     parameter int RECIP_W    = 13,  // bits of a table entry R, unsigned (golden recip_bits)
     parameter int RECIP_FRAC = 12,  // fraction bits of R (cfg.recip_frac)
     parameter int PROD_W     = 34,  // bits of N * R + the rounding half, signed (prod_bits)
-    parameter int OUT_W      = 8    // bits of each output O, signed, clamped (golden attn_bits)
+    parameter int OUT_W      = 8,   // bits of each output O, signed, clamped (golden attn_bits)
+    parameter int PIPE       = 0    // 1: a register after N * R + the half (o a cycle later)
 ) (
+    /* verilator lint_off UNUSEDSIGNAL */  // PIPE = 0 reads no clock
+    input  wire logic                     clk,
+    /* verilator lint_on UNUSEDSIGNAL */
     input  wire logic [SUM_W-1:0]         e_sum,        // E >= 1
     input  wire logic [LANES*NUMER_W-1:0] numer,        // N[t] at [t*NUMER_W +: NUMER_W]
     output logic      [INDEX_W-1:0]       recip_index,  // table index of E
@@ -58,6 +64,7 @@ module recip_normalize #(
     logic [SUM_W+INDEX_W-1:0] norm_ext;  // norm with INDEX_W zeros below
     /* verilator lint_on UNUSEDSIGNAL */
     logic [SHIFT_W-1:0]       shift;     // RECIP_FRAC + n
+    logic [SHIFT_W-1:0]       shift_q;   // the shift of the output stage
 
     always_comb begin
         lead = '0;
@@ -69,16 +76,28 @@ module recip_normalize #(
     assign norm_ext    = {norm, INDEX_W'(0)};
     assign recip_index = norm_ext[SUM_W+INDEX_W-2 -: INDEX_W];
     assign shift       = SHIFT_W'(RECIP_FRAC) + SHIFT_W'(lead);
+    if (PIPE != 0) begin : g_shift_reg
+        always_ff @(posedge clk) shift_q <= shift;
+    end else begin : g_shift
+        assign shift_q = shift;
+    end
 
     for (genvar t = 0; t < LANES; t++) begin : g_lane
-        logic signed [NUMER_W-1:0] n_t;
-        logic signed [PROD_W-1:0]  rounded;   // N * R + 2**(shift - 1)
-        logic signed [PROD_W-1:0]  quotient;  // rounded >>> shift
+        logic signed [NUMER_W-1:0]        n_t;
+        logic signed [NUMER_W+RECIP_W:0]  product;   // N * R at its exact width
+        logic signed [PROD_W-1:0]         rounded;   // N * R + 2**(shift - 1)
+        logic signed [PROD_W-1:0]         rounded_q; // as the output stage sees it
+        logic signed [PROD_W-1:0]         quotient;  // rounded >>> shift
 
         assign n_t      = numer[t*NUMER_W +: NUMER_W];
-        assign rounded  = PROD_W'(n_t) * PROD_W'($signed({1'b0, recip}))
-                        + (ONE <<< (shift - SHIFT_W'(1)));
-        assign quotient = rounded >>> shift;
+        assign product  = n_t * $signed({1'b0, recip});
+        assign rounded  = PROD_W'(product) + (ONE <<< (shift - SHIFT_W'(1)));
+        if (PIPE != 0) begin : g_reg
+            always_ff @(posedge clk) rounded_q <= rounded;
+        end else begin : g_wire
+            assign rounded_q = rounded;
+        end
+        assign quotient = rounded_q >>> shift_q;
         assign o[t*OUT_W +: OUT_W] = (quotient > PROD_MAX) ? OUT_MAX
                                    : (quotient < PROD_MIN) ? OUT_MIN
                                    : OUT_W'(quotient);

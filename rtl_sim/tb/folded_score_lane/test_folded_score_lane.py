@@ -15,9 +15,11 @@ import os
 import cocotb
 import numpy as np
 import pytest
-from cocotb.triggers import Timer
+from cocotb.clock import Clock
+from cocotb.triggers import FallingEdge, Timer
 
 from eatt.quant.golden import l1_scores_int, matmul_int, signed_bits
+from eatt.rtl_sim.folding import tree_stages
 from eatt.rtl_sim.runner import run_leaf
 
 
@@ -33,6 +35,10 @@ CASES = {
     "dot-4": _case(4, 12, 0),
     "l1-1-narrow": _case(1, 5, 1),
     "dot-3-narrow": _case(3, 6, 0),
+    # pipelined (the engine's adder_levels): a register after every LEVELS adder levels
+    "l1-8-levels1": dict(_case(8, 12, 1), LEVELS=1),
+    "dot-3-levels2": dict(_case(3, 6, 0), LEVELS=2),
+    "l1-1-levels1": dict(_case(1, 5, 1), LEVELS=1),
 }
 VECTORS = 300
 
@@ -67,13 +73,24 @@ async def lane_vectors(dut):
     case = json.loads(os.environ["EATT_LEAF_CASE"])
     p = CASES[case["name"]]
     q, k = vectors(p, case["vectors"], case["seed"])
-    for n in range(len(q)):
-        dut.q.value = _pack(q[n], p["QK_W"])
-        dut.k.value = _pack(k[n], p["QK_W"])
-        await Timer(1, "ns")
-        got = dut.part.value.to_signed()
-        want = expected_part(p, q[n], k[n])
-        assert got == want, f"vector {n}: q={q[n].tolist()} k={k[n].tolist()}: {got} != {want}"
+    # a pipelined lane: the engine's stages less its q/k register (tree_stages counts it)
+    lag = max(0, tree_stages(p["SIMD"], p.get("LEVELS", 0)) - 1)
+    if lag:
+        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+        await FallingEdge(dut.clk)  # inputs change between rising edges
+    for n in range(len(q) + lag):  # a pipelined lane: a new pair every cycle
+        if n < len(q):
+            dut.q.value = _pack(q[n], p["QK_W"])
+            dut.k.value = _pack(k[n], p["QK_W"])
+        if lag:
+            await FallingEdge(dut.clk)
+        else:
+            await Timer(1, "ns")
+        m = n - lag + (1 if lag else 0)  # the pair whose part is out now
+        if 0 <= m < len(q):
+            got = dut.part.value.to_signed()
+            want = expected_part(p, q[m], k[m])
+            assert got == want, f"vector {m}: q={q[m].tolist()} k={k[m].tolist()}: {got}"
 
 
 pytestmark = pytest.mark.rtl

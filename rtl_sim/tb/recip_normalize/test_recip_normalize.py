@@ -24,7 +24,8 @@ import shutil
 import cocotb
 import numpy as np
 import pytest
-from cocotb.triggers import Timer
+from cocotb.clock import Clock
+from cocotb.triggers import RisingEdge, Timer
 
 from eatt.config import CoreConfig
 from eatt.quant.golden import GoldenCore, derive_formats, matmul_int, random_weights
@@ -115,6 +116,8 @@ class RecipNormalizeTB:
         self.dut = dut
         self.p = params
         self.table = table
+        if params.get("PIPE"):  # N x R registered: O a clock edge after its inputs
+            cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
 
     async def normalize(self, total: int, numer) -> list[int]:
         p, dut = self.p, self.dut
@@ -122,6 +125,8 @@ class RecipNormalizeTB:
         dut.numer.value = _pack(numer, p["NUMER_W"])
         await Timer(1, "ns")
         dut.recip.value = int(self.table[int(dut.recip_index.value)])
+        if p.get("PIPE"):
+            await RisingEdge(dut.clk)
         await Timer(1, "ns")
         return _unpack(int(dut.o.value), p["LANES"], p["OUT_W"])
 
@@ -132,7 +137,7 @@ async def normalize_vectors(dut):
     case = json.loads(os.environ["EATT_LEAF_CASE"])
     cfg = case_config(case["name"])
     total, numer, expected, table = golden_vectors(cfg, case["vectors"], case["seed"])
-    tb = RecipNormalizeTB(dut, parameters(cfg), table)
+    tb = RecipNormalizeTB(dut, {**parameters(cfg), "PIPE": case.get("pipe", 0)}, table)
     for row in range(len(total)):
         got = await tb.normalize(total[row], numer[row])
         want = expected[row].tolist()
@@ -144,9 +149,9 @@ pytestmark = pytest.mark.rtl
 HAVE_ICARUS = shutil.which("iverilog") is not None and shutil.which("vvp") is not None
 
 
-def _run(name: str, simulator: str) -> dict:
-    case = json.dumps({"name": name, "vectors": VECTORS, "seed": 1})
-    params = parameters(case_config(name))
+def _run(name: str, simulator: str, pipe: int = 0) -> dict:
+    case = json.dumps({"name": name, "vectors": VECTORS, "seed": 1, "pipe": pipe})
+    params = {**parameters(case_config(name)), "PIPE": pipe}
     return run_leaf(__file__, "recip_normalize", params, simulator, EATT_LEAF_CASE=case)
 
 
@@ -159,3 +164,9 @@ def test_recip_normalize(name):
 @pytest.mark.parametrize("name", ["narrow", "wide"])
 def test_recip_normalize_icarus(name):
     assert _run(name, "icarus")["tests"] == 1
+
+
+@pytest.mark.parametrize("name", ["default", "wide"])
+def test_recip_normalize_pipelined(name):
+    """PIPE = 1 (the folded engine's adder_levels): the same O, a clock edge later."""
+    assert _run(name, "verilator", pipe=1)["tests"] == 1
