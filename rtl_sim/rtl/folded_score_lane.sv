@@ -60,7 +60,7 @@ module folded_score_lane #(
                     logic signed [QK_W:0] diff;  // q[t] - k[t], one bit wider
                     assign diff = (QK_W + 1)'($signed(q[t*QK_W +: QK_W]))
                                 - (QK_W + 1)'($signed(k[t*QK_W +: QK_W]));
-                    assign d[t*PART_W +: PART_W] = (diff < 0) ? PART_W'(diff) : -PART_W'(diff);
+                    assign d[t*PART_W +: PART_W] = (diff < 0) ? PART_W'(diff) : -(PART_W'(diff));
                 end else begin : g_dot
                     assign d[t*PART_W +: PART_W] =
                         PART_W'(product(q[t*QK_W +: QK_W], k[t*QK_W +: QK_W]));
