@@ -276,6 +276,24 @@ def test_small_cores_energy_eatt_below_dot(tmp_path):
 
 @pytest.mark.rtl
 @pytest.mark.slow
+def test_the_folded_engine_pipelined_for_a_clock(tmp_path):
+    """adder_levels 1 (registered reads, cut trees, N x R registered): Yosys reads the leaves
+    (a cast after a unary minus once stopped its parser), and the netlist equals the golden
+    model with the stream's cycles where folded_schedule puts them."""
+    _tools()
+    cfg = CoreConfig.from_dict(dict(kind="eatt", **dict(SMALL, dim=4, heads=1)))
+    folding = {"lanes": 1, "simd": 4, "pe": 2}
+    out = tmp_path / "rtl"
+    generate_rtl(
+        cfg, random_weights(cfg, seed=3), out, level="folded", folding=folding, adder_levels=1
+    )
+    r = power(out, vectors=4, seed=1, timeout=900)
+    assert r["mismatches"] == 0 and r["vectors"] == 4 and r["sta"]["fmax_mhz"] > 0
+    assert r["cycles"] > folded_schedule(cfg, **folding, vectors=4, adder_levels=1)["out"][-1]
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
 def test_the_folded_engine_at_equal_cycles(tmp_path):
     """The folded engine's netlist (AXI4-Stream, weights baked into cells from the .mem files,
     the softmax tables memory macros) equals the golden model; E-ATT with a V/O tile half as
