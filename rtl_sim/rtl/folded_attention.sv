@@ -340,7 +340,8 @@ module folded_attention #(
     // drain counts the three cycles after stage 0's last; the next phase starts after them.
     // ADDER_LEVELS >= 1 (for a clock): the scores' stage 1 takes S_EXTRA more cycles (q and k
     // registered as read, the lane's terms and its tree every ADDER_LEVELS levels: the lane's
-    // chunk sum reaches part_r S_EXTRA cycles later, and its stage 2 with it, through s_line);
+    // chunk sum reaches part_r S_EXTRA cycles later, and its stage 2 with it, through s_line)
+    // and a stage 4 (stage 3 registers the block's max over the lanes, stage 4 updates max S);
     // the numerators have a stage 4: stage 3 registers N x R
     // + the half (recip_normalize PIPE), stage 4 shifts, clamps and writes a_mem; R is
     // registered after its table (read in exp's last cycle, used from the numerators' stage 3).
@@ -354,7 +355,8 @@ module folded_attention #(
     localparam int S_TREE = (SIMD > 1) ? $clog2(SIMD) : 0;  // the score lane's adder levels
     localparam int S_EXTRA = (ADDER_LEVELS > 0)  // the q/k register + the lane's stages
                            ? 2 + ((S_TREE > 0) ? (S_TREE - 1) / ADDER_LEVELS : 0) : 0;
-    localparam int FILL_S = FILL + S_EXTRA;        // the scores' drain cycles
+    localparam int MAX_PIPE = (ADDER_LEVELS > 0) ? 1 : 0;  // the block's max registered
+    localparam int FILL_S = FILL + S_EXTRA + MAX_PIPE;  // the scores' drain cycles
     logic [3:0]       drain;
     logic             drained;                     // the phase's last drain cycle
     logic             sc0, ex0, nm0;               // stage 0 of scores, exp, numerators
@@ -479,22 +481,52 @@ module folded_attention #(
         end
     end
 
-    // the max over the visible keys and the sum E, as chains over the lanes (continuous
-    // assigns: Icarus loops on an always_comb that reads back what it writes here). Key 0 is
-    // always visible, so block 0 starts the max from lane 0.
-    logic [(LANES+1)*SCORE_W-1:0] max_chain;
-    logic [(LANES+1)*SUM_W-1:0]   sum_chain;
+    // the max over the visible keys: a balanced tree over the lanes (a visible flag with each
+    // value; continuous assigns: Icarus loops on an always_comb that reads back what it writes
+    // here), then with the max so far. Key 0 is always visible, so block 0 starts from its
+    // block's max. With ADDER_LEVELS the block's max is registered (stage 4 updates smax).
+    localparam int MT_L = (LANES > 1) ? $clog2(LANES) : 0;
+    localparam int MT_N = 1 << MT_L;
+    for (genvar lv = 0; lv <= MT_L; lv++) begin : g_max
+        logic [(MT_N >> lv)*(SCORE_W+1)-1:0] m;  // {visible, value} of each node
+        for (genvar i = 0; i < (MT_N >> lv); i++) begin : g_node
+            if (lv == 0) begin : g_leaf
+                if (i < LANES) begin : g_lane_leaf
+                    assign m[i*(SCORE_W+1) +: SCORE_W+1] = {visible[i], s_hold[i]};
+                end else begin : g_pad
+                    assign m[i*(SCORE_W+1) +: SCORE_W+1] = '0;
+                end
+            end else begin : g_pair
+                logic [SCORE_W:0] a, b;
+                assign a = g_max[lv-1].m[2*i*(SCORE_W+1) +: SCORE_W+1];
+                assign b = g_max[lv-1].m[(2*i+1)*(SCORE_W+1) +: SCORE_W+1];
+                assign m[i*(SCORE_W+1) +: SCORE_W+1] =
+                    (a[SCORE_W] && (!b[SCORE_W]
+                        || $signed(a[SCORE_W-1:0]) >= $signed(b[SCORE_W-1:0]))) ? a : b;
+            end
+        end
+    end
+    logic [SCORE_W:0]    bmax;     // {any visible, max} of the block (stage 3)
+    logic [SCORE_W:0]    bmax_q;   // as smax's update sees it
+    logic [KB_CW-1:0]    max_jb;   // the block of that update
+    logic                max_v;    // the update's item (the head's last chunk of the block)
+    assign bmax = g_max[MT_L].m;
+    if (MAX_PIPE != 0) begin : g_bmax_reg
+        always_ff @(posedge clk) bmax_q <= bmax;
+        assign {max_v, max_jb} = {state == S_SCORE && p4_v && p4_c == HC - 1, p4_jb};
+    end else begin : g_bmax
+        assign bmax_q = bmax;
+        assign {max_v, max_jb} = {state == S_SCORE && p3_v && p3_c == HC - 1, p3_jb};
+    end
+    assign smax_next = (max_jb == 0 || (bmax_q[SCORE_W] && $signed(bmax_q[SCORE_W-1:0]) > smax))
+                     ? bmax_q[SCORE_W-1:0] : smax;
 
-    assign max_chain[0 +: SCORE_W] = (p3_jb == 0) ? s_hold[0] : smax;
+    // the sum E, a chain over the lanes
+    logic [(LANES+1)*SUM_W-1:0]   sum_chain;
     assign sum_chain[0 +: SUM_W]   = (p2_jb == 0) ? SUM_W'(0) : esum;
     for (genvar l = 0; l < LANES; l++) begin : g_reduce
-        logic signed [SCORE_W-1:0] so_far;
-        assign so_far = max_chain[l*SCORE_W +: SCORE_W];
-        assign max_chain[(l+1)*SCORE_W +: SCORE_W] =
-            (visible[l] && s_hold[l] > so_far) ? s_hold[l] : so_far;
         assign sum_chain[(l+1)*SUM_W +: SUM_W] = sum_chain[l*SUM_W +: SUM_W] + SUM_W'(e_next[l]);
     end
-    assign smax_next = max_chain[LANES*SCORE_W +: SCORE_W];
     assign esum_next = sum_chain[LANES*SUM_W +: SUM_W];
 
     // e * V at its exact width (e unsigned, V signed)
@@ -686,7 +718,7 @@ module folded_attention #(
             smax <= '0;
             esum <= '0;
         end else begin
-            if (state == S_SCORE && p3_v && p3_c == HC - 1) smax <= smax_next;
+            if (max_v) smax <= smax_next;
             if (state == S_EXP && p2_v) esum <= esum_next;
             if (drain != 0) drain <= drained ? 0 : drain + 1;  // (set to 1 as stage 0 ends)
             case (state)

@@ -18,8 +18,10 @@
 //
 // PIPE = 0: purely combinational; the caller registers `o` (the attention top in its normalize
 // stage, the window unit with nrm_go), so its pipeline and latency are the caller's. PIPE = 1
-// (the folded engine's adder_levels): N * R + the half and the shift are registered, and `o`
-// (the shift and the clamp) follows the inputs by a cycle. Instantiated once per
+// (the folded engine's adder_levels): the shift and the rounding half are registered from E
+// (so E must hold from a cycle before N and R: the engine's E is fixed through its numerator
+// phase), N * R + the half is registered, and `o` (the shift and the clamp) follows N and R by
+// a cycle. Instantiated once per
 // (head, query) by rtl_sim/generate.py (attention level) and once per head by
 // rtl_sim/window.py. Every width comes from the golden formats (attention_widths /
 // window_widths); PROD_W must hold |N * R| + 2**(RECIP_FRAC + SUM_W - 2) (golden prod_bits).
@@ -64,7 +66,8 @@ module recip_normalize #(
     logic [SUM_W+INDEX_W-1:0] norm_ext;  // norm with INDEX_W zeros below
     /* verilator lint_on UNUSEDSIGNAL */
     logic [SHIFT_W-1:0]       shift;     // RECIP_FRAC + n
-    logic [SHIFT_W-1:0]       shift_q;   // the shift of the output stage
+    logic [SHIFT_W-1:0]       shift_q;   // the shift as the product and output stages use it
+    logic signed [PROD_W-1:0] half;      // 2**(shift - 1): rounds half up
 
     always_comb begin
         lead = '0;
@@ -77,9 +80,13 @@ module recip_normalize #(
     assign recip_index = norm_ext[SUM_W+INDEX_W-2 -: INDEX_W];
     assign shift       = SHIFT_W'(RECIP_FRAC) + SHIFT_W'(lead);
     if (PIPE != 0) begin : g_shift_reg
-        always_ff @(posedge clk) shift_q <= shift;
+        always_ff @(posedge clk) begin
+            shift_q <= shift;
+            half <= ONE <<< (shift - SHIFT_W'(1));
+        end
     end else begin : g_shift
         assign shift_q = shift;
+        assign half = ONE <<< (shift - SHIFT_W'(1));
     end
 
     for (genvar t = 0; t < LANES; t++) begin : g_lane
@@ -91,7 +98,7 @@ module recip_normalize #(
 
         assign n_t      = numer[t*NUMER_W +: NUMER_W];
         assign product  = n_t * $signed({1'b0, recip});
-        assign rounded  = PROD_W'(product) + (ONE <<< (shift - SHIFT_W'(1)));
+        assign rounded  = PROD_W'(product) + half;
         if (PIPE != 0) begin : g_reg
             always_ff @(posedge clk) rounded_q <= rounded;
         end else begin : g_wire

@@ -125,7 +125,8 @@ class RecipNormalizeTB:
         dut.numer.value = _pack(numer, p["NUMER_W"])
         await Timer(1, "ns")
         dut.recip.value = int(self.table[int(dut.recip_index.value)])
-        if p.get("PIPE"):
+        if p.get("PIPE"):  # E held a cycle before N and R (the shift, the half), then N x R
+            await RisingEdge(dut.clk)
             await RisingEdge(dut.clk)
         await Timer(1, "ns")
         return _unpack(int(dut.o.value), p["LANES"], p["OUT_W"])
