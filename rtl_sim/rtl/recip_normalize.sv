@@ -91,7 +91,9 @@ module recip_normalize #(
 
     for (genvar t = 0; t < LANES; t++) begin : g_lane
         logic signed [NUMER_W-1:0]        n_t;
+        /* verilator lint_off UNUSEDSIGNAL */  // PROD_W may drop its sign extension
         logic signed [NUMER_W+RECIP_W:0]  product;   // N * R at its exact width
+        /* verilator lint_on UNUSEDSIGNAL */
         logic signed [PROD_W-1:0]         rounded;   // N * R + 2**(shift - 1)
         logic signed [PROD_W-1:0]         rounded_q; // as the output stage sees it
         logic signed [PROD_W-1:0]         quotient;  // rounded >>> shift
