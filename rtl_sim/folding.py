@@ -121,9 +121,10 @@ def walk_drain(simd: int, adder_levels: int = 0) -> int:
 
 def attention_fill(simd: int, adder_levels: int = 0) -> int:
     """The attention unit's drain cycles per query and head (folded_attention.sv): three a
-    phase (ATTENTION_FILL), and with adder_levels the score lanes' tree_stages, one for the
-    block max registered before max S and one for the numerators' registered N x R."""
-    return ATTENTION_FILL + (tree_stages(simd, adder_levels) + 2 if adder_levels else 0)
+    phase (ATTENTION_FILL), and with adder_levels: the score lanes' tree_stages and one for the
+    block max registered before max S; two for exp (S and its table's word registered as
+    read); two for the numerators (e and V registered as read, N x R registered)."""
+    return ATTENTION_FILL + (tree_stages(simd, adder_levels) + 5 if adder_levels else 0)
 
 
 def folded_cycles(
@@ -273,7 +274,7 @@ CYCLE_FORMULA = {
         "with adder_levels N >= 1: 4 + (ceil(log2 simd) - 1) // N)"
     ),
     "attention": "len_q * heads * (2*KB*HC + KB + 9)  (9: the pipelines' drain cycles; with "
-    "adder_levels N >= 1: 9 + 4 + (ceil(log2 simd) - 1) // N, simd > 1)",
+    "adder_levels N >= 1: 9 + 7 + (ceil(log2 simd) - 1) // N, simd > 1)",
     "out": "len_q * DC",
     "longest_phase": "max(load, projections, attention, out)",
     "latency": "load + projections + attention + 4  (one vector alone: first input beat -> "

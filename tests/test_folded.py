@@ -133,8 +133,9 @@ def test_cycle_formula():
     assert walk_drain(16, 1) == 7 and walk_drain(16, 2) == 5 and walk_drain(1, 1) == 4
     p1 = folded_cycles(vanilla, lanes=11, simd=16, adder_levels=1)
     assert p1["projections"] == 88 * dc * dc + 4 * 7
-    # the score lanes' 2 + 3 stages (as a walk's tile), the block max's and N x R's registers
-    assert p1["attention"] == v["attention"] + 22 * 8 * (5 + 2)
+    # the score lanes' 2 + 3 stages (as a walk's tile), the block max's register, exp's and
+    # the numerators' reads registered (2 + 1) and N x R's register
+    assert p1["attention"] == v["attention"] + 22 * 8 * (5 + 5)
 
 
 def test_schedule_settles_on_the_busiest_unit():

@@ -342,6 +342,8 @@ module folded_attention #(
     // registered as read, the lane's terms and its tree every ADDER_LEVELS levels: the lane's
     // chunk sum reaches part_r S_EXTRA cycles later, and its stage 2 with it, through s_line)
     // and a stage 4 (stage 3 registers the block's max over the lanes, stage 4 updates max S);
+    // exp's stage 1 takes E_EXTRA = 2 more (S registered as read, then the exp table's word)
+    // and the numerators' N_EXTRA = 1 (e and V registered as read); x_line carries the items;
     // the numerators have a stage 4: stage 3 registers N x R
     // + the half (recip_normalize PIPE), stage 4 shifts, clamps and writes a_mem; R is
     // registered after its table (read in exp's last cycle, used from the numerators' stage 3).
@@ -351,7 +353,10 @@ module folded_attention #(
     logic [HC_CW-1:0] dc, tc;  // feature chunk of the head (scores, numerators)
     localparam int FILL = 3;                       // stages after stage 0: drain cycles
     localparam int NORM_PIPE = (ADDER_LEVELS > 0) ? 1 : 0;
-    localparam int FILL_N = FILL + NORM_PIPE;      // the numerators' drain cycles
+    localparam int E_EXTRA = (ADDER_LEVELS > 0) ? 2 : 0;  // exp: S and the exp word registered
+    localparam int N_EXTRA = (ADDER_LEVELS > 0) ? 1 : 0;  // numerators: e and V registered
+    localparam int FILL_N = FILL + N_EXTRA + NORM_PIPE;  // the numerators' drain cycles
+    localparam int FILL_E = FILL + E_EXTRA;             // exp's
     localparam int S_TREE = (SIMD > 1) ? $clog2(SIMD) : 0;  // the score lane's adder levels
     localparam int S_EXTRA = (ADDER_LEVELS > 0)  // the q/k register + the lane's stages
                            ? 2 + ((S_TREE > 0) ? (S_TREE - 1) / ADDER_LEVELS : 0) : 0;
@@ -365,6 +370,8 @@ module folded_attention #(
     logic [HC_CW-1:0] p1_c, p2_c, p3_c, p4_c;      // the chunk: dc (scores), tc (numerators)
     logic [LANES-1:0] p2_hit;                      // the lane's exp word is its weight
     logic [KB_CW-1:0] vis_jb;                      // the block visible[] is of
+    logic             ea_v;                        // exp addresses its table (its item)
+    logic [KB_CW-1:0] ea_jb;
     logic [SIMD*QK_W-1:0]    q_word;
     logic [SIMD*QK_W-1:0]    k_word [LANES];
     logic [SIMD*V_W-1:0]     v_word [LANES];
@@ -386,8 +393,9 @@ module folded_attention #(
     assign ex0 = (state == S_EXP) && (drain == 0);
     assign nm0 = (state == S_NUMER) && (drain == 0);
     assign drained = (drain == 4'((state == S_NUMER) ? FILL_N
-                                : (state == S_SCORE) ? FILL_S : FILL));
-    assign vis_jb = (state == S_SCORE) ? p3_jb : p1_jb;  // the max (stage 3), exp (stage 1)
+                                : (state == S_SCORE) ? FILL_S : FILL_E));
+    // the max (stage 3), exp (its table's address: stage 1, E_EXTRA - 1 cycles later)
+    assign vis_jb = (state == S_SCORE) ? p3_jb : ea_jb;
 
     logic [SIMD*QK_W-1:0] q_in;  // q as the lanes take it: registered with ADDER_LEVELS
     if (ADDER_LEVELS > 0) begin : g_q_reg
@@ -464,11 +472,23 @@ module folded_attention #(
             .clk(clk), .we(state == S_SCORE && p2_v && p2_c == HC - 1), .waddr(SA_W'(p2_jb)),
             .wdata(s_next[l]), .re(ex0), .raddr(SA_W'(jb)), .rdata(s_read[l])
         );
-        assign zdiff = (SCORE_W + 1)'(smax) - (SCORE_W + 1)'(s_read[l]);
+        // S and the exp word as exp's stages take them: registered as read with ADDER_LEVELS
+        // (a block RAM's clock-to-output gets a cycle of its own; e and V: g_numer)
+        logic signed [SCORE_W-1:0] s_in;
+        logic [EXP_W-1:0] exp_in;
+        if (ADDER_LEVELS > 0) begin : g_read_reg
+            always_ff @(posedge clk) begin
+                s_in <= s_read[l];
+                exp_in <= exp_data[l*EXP_W +: EXP_W];
+            end
+        end else begin : g_read
+            assign {s_in, exp_in} = {s_read[l], exp_data[l*EXP_W +: EXP_W]};
+        end
+        assign zdiff = (SCORE_W + 1)'(smax) - (SCORE_W + 1)'(s_in);
         assign exp_index = zdiff >>> EXP_SHIFT;
         assign exp_addr[l*EXP_A +: EXP_A] = exp_index[EXP_A-1:0];
-        assign exp_re[l] = (state == S_EXP) && p1_v && visible[l] && 32'(exp_index) < EXP_SIZE;
-        assign e_next[l] = p2_hit[l] ? exp_data[l*EXP_W +: EXP_W] : EXP_W'(0);
+        assign exp_re[l] = (state == S_EXP) && ea_v && visible[l] && 32'(exp_index) < EXP_SIZE;
+        assign e_next[l] = p2_hit[l] ? exp_in : EXP_W'(0);
         folded_ram #(.WIDTH(EXP_W), .DEPTH(KB), .MACRO_ROWS(MACRO_ROWS), .AW(SA_W)) e_bank (
             .clk(clk), .we(state == S_EXP && p2_v), .waddr(SA_W'(p2_jb)), .wdata(e_next[l]),
             .re(nm0), .raddr(SA_W'(jb)), .rdata(e_read[l])
@@ -539,9 +559,14 @@ module folded_attention #(
         logic signed [NUMER_W-1:0] total;  // one variable per block (no shared array written)
         logic signed [EXP_W+V_W:0] prod_r [LANES];  // stage 1: e V of each lane
 
+        logic [EXP_W-1:0] e_q [LANES];  // e and V registered as read (ADDER_LEVELS)
+        logic signed [V_W-1:0] v_q [LANES];
         always_ff @(posedge clk) begin  // (e and V hold between reads: no enable needed)
             for (int l = 0; l < LANES; l++) begin
-                prod_r[l] <= weighted(e_read[l], v_word[l][t*V_W +: V_W]);
+                e_q[l] <= e_read[l];
+                v_q[l] <= v_word[l][t*V_W +: V_W];
+                prod_r[l] <= (N_EXTRA > 0) ? weighted(e_q[l], v_q[l])
+                                           : weighted(e_read[l], v_word[l][t*V_W +: V_W]);
             end
         end
         always_comb begin
@@ -682,22 +707,28 @@ module folded_attention #(
     end
 
     // -- the attention unit: per query and head, scores, exp, numerators -----------------------
-    // the scores' stage 1 items, S_EXTRA cycles later (beside the lanes' pipelined sums)
+    // stage 1's items, X_LEN cycles back (beside the pipelined reads and sums): each phase's
+    // stage 2 takes its own tap (scores S_EXTRA, exp E_EXTRA, numerators N_EXTRA), exp's
+    // table is addressed from tap E_EXTRA - 1 (ea_*)
     localparam int P_W = 1 + KB_CW + HC_CW;
-    logic [P_W-1:0] s_line_out;
-    if (S_EXTRA > 0) begin : g_s_line
-        logic [P_W-1:0] s_line [S_EXTRA];
-        always_ff @(posedge clk) begin
-            if (rst) begin
-                for (int i = 0; i < S_EXTRA; i++) s_line[i] <= '0;
-            end else begin
-                s_line[0] <= {p1_v, p1_jb, p1_c};
-                for (int i = 1; i < S_EXTRA; i++) s_line[i] <= s_line[i - 1];
-            end
-        end
-        assign s_line_out = s_line[S_EXTRA - 1];
-    end else begin : g_no_s_line
-        assign s_line_out = {p1_v, p1_jb, p1_c};
+    localparam int X_LEN = (S_EXTRA > E_EXTRA) ? S_EXTRA : E_EXTRA;  // >= N_EXTRA
+    logic [(X_LEN+1)*P_W-1:0] x_tap;  // tap i at [i*P_W +: P_W]: stage 1's item i cycles ago
+    logic [P_W-1:0] p2_in;
+    logic [HC_CW-1:0] ea_c_unused;
+    logic [LANES-1:0] hit_in;  // exp_re as stage 2 takes it
+    assign x_tap[0 +: P_W] = {p1_v, p1_jb, p1_c};
+    for (genvar i = 1; i <= X_LEN; i++) begin : g_x_line
+        logic [P_W-1:0] q;
+        always_ff @(posedge clk) q <= rst ? '0 : x_tap[(i-1)*P_W +: P_W];
+        assign x_tap[i*P_W +: P_W] = q;
+    end
+    assign p2_in = (state == S_SCORE) ? x_tap[S_EXTRA*P_W +: P_W]
+                 : (state == S_EXP) ? x_tap[E_EXTRA*P_W +: P_W] : x_tap[N_EXTRA*P_W +: P_W];
+    assign {ea_v, ea_jb, ea_c_unused} = x_tap[((E_EXTRA > 0) ? E_EXTRA - 1 : 0)*P_W +: P_W];
+    if (E_EXTRA > 1) begin : g_hit_reg  // the exp word registered: its hit flag a cycle later
+        always_ff @(posedge clk) hit_in <= rst ? '0 : exp_re;
+    end else begin : g_hit
+        assign hit_in = exp_re;
     end
     always_ff @(posedge clk) begin
         if (rst) begin
@@ -705,8 +736,7 @@ module folded_attention #(
             {p4_v, p4_jb, p4_c} <= '0;
         end else begin
             {p1_v, p1_jb, p1_c} <= {sc0 || ex0 || nm0, jb, (state == S_SCORE) ? dc : tc};
-            {p2_v, p2_jb, p2_c, p2_hit} <= {(state == S_SCORE) ? s_line_out : {p1_v, p1_jb, p1_c},
-                                             exp_re};
+            {p2_v, p2_jb, p2_c, p2_hit} <= {p2_in, hit_in};
             {p3_v, p3_jb, p3_c} <= {p2_v, p2_jb, p2_c};
             {p4_v, p4_jb, p4_c} <= {p3_v, p3_jb, p3_c};
         end
