@@ -345,7 +345,7 @@ def test_paper_size_generation_is_small(tmp_path):
     meta = generate_folded_rtl(cfg, random_weights(cfg), out, lanes=11, simd=16)
     assert load_metadata(out)["level"] == "folded"
     sv = sum((out / s).stat().st_size for s in meta["sources"])
-    assert sv < 90_000  # the hand-written engine and its leaves, the memories among them
+    assert sv < 100_000  # the hand-written engine and its leaves (fixed), the memories among them
     assert len((out / "wq.mem").read_text().splitlines()) == (512 // 16) ** 2
 
 

@@ -340,7 +340,7 @@ module folded_attention #(
     // drain counts the three cycles after stage 0's last; the next phase starts after them.
     // ADDER_LEVELS >= 1 (for a clock): the scores' stage 1 takes S_EXTRA more cycles (q and k
     // registered as read, the lane's terms and its tree every ADDER_LEVELS levels: the lane's
-    // chunk sum reaches part_r S_EXTRA cycles later, and its stage 2 with it, through s_line)
+    // chunk sum reaches part_r S_EXTRA cycles later, and its stage 2 with it, through x_tap)
     // and a stage 4 (stage 3 registers the block's max over the lanes, stage 4 updates max S);
     // exp's stage 1 takes E_EXTRA = 2 more (S registered as read, then the exp table's word)
     // and the numerators' N_EXTRA = 1 (e and V registered as read); x_line carries the items;
@@ -362,12 +362,16 @@ module folded_attention #(
                            ? 2 + ((S_TREE > 0) ? (S_TREE - 1) / ADDER_LEVELS : 0) : 0;
     localparam int MAX_PIPE = (ADDER_LEVELS > 0) ? 1 : 0;  // the block's max registered
     localparam int FILL_S = FILL + S_EXTRA + MAX_PIPE;  // the scores' drain cycles
-    logic [3:0]       drain;
+    localparam int FILL_MAX = (FILL_S > FILL_E) ? ((FILL_S > FILL_N) ? FILL_S : FILL_N)
+                            : ((FILL_E > FILL_N) ? FILL_E : FILL_N);
+    localparam int DRAIN_W = $clog2(FILL_MAX + 1);
+    logic [DRAIN_W-1:0] drain;
     logic             drained;                     // the phase's last drain cycle
     logic             sc0, ex0, nm0;               // stage 0 of scores, exp, numerators
     logic             p1_v, p2_v, p3_v, p4_v;      // the stage holds an item
     logic [KB_CW-1:0] p1_jb, p2_jb, p3_jb, p4_jb;
     logic [HC_CW-1:0] p1_c, p2_c, p3_c, p4_c;      // the chunk: dc (scores), tc (numerators)
+    logic [1:0]       p1_ph, p2_ph, p3_ph, p4_ph;  // the phase (state) of the stage's item
     logic [LANES-1:0] p2_hit;                      // the lane's exp word is its weight
     logic [KB_CW-1:0] vis_jb;                      // the block visible[] is of
     logic             ea_v;                        // exp addresses its table (its item)
@@ -392,7 +396,7 @@ module folded_attention #(
     assign sc0 = (state == S_SCORE) && (drain == 0);
     assign ex0 = (state == S_EXP) && (drain == 0);
     assign nm0 = (state == S_NUMER) && (drain == 0);
-    assign drained = (drain == 4'((state == S_NUMER) ? FILL_N
+    assign drained = (drain == DRAIN_W'((state == S_NUMER) ? FILL_N
                                 : (state == S_SCORE) ? FILL_S : FILL_E));
     // the max (stage 3), exp (its table's address: stage 1, E_EXTRA - 1 cycles later)
     assign vis_jb = (state == S_SCORE) ? p3_jb : ea_jb;
@@ -469,7 +473,7 @@ module folded_attention #(
         assign visible[l] = (KEY_PADDING == 0 || key < 32'(length))
                          && (CAUSAL == 0 || key <= qi + 32'(offset));
         folded_ram #(.WIDTH(SCORE_W), .DEPTH(KB), .MACRO_ROWS(MACRO_ROWS), .AW(SA_W)) s_bank (
-            .clk(clk), .we(state == S_SCORE && p2_v && p2_c == HC - 1), .waddr(SA_W'(p2_jb)),
+            .clk(clk), .we(p2_v && p2_ph == S_SCORE && p2_c == HC - 1), .waddr(SA_W'(p2_jb)),
             .wdata(s_next[l]), .re(ex0), .raddr(SA_W'(jb)), .rdata(s_read[l])
         );
         // S and the exp word as exp's stages take them: registered as read with ADDER_LEVELS
@@ -490,14 +494,14 @@ module folded_attention #(
         assign exp_re[l] = (state == S_EXP) && ea_v && visible[l] && 32'(exp_index) < EXP_SIZE;
         assign e_next[l] = p2_hit[l] ? exp_in : EXP_W'(0);
         folded_ram #(.WIDTH(EXP_W), .DEPTH(KB), .MACRO_ROWS(MACRO_ROWS), .AW(SA_W)) e_bank (
-            .clk(clk), .we(state == S_EXP && p2_v), .waddr(SA_W'(p2_jb)), .wdata(e_next[l]),
+            .clk(clk), .we(p2_v && p2_ph == S_EXP), .waddr(SA_W'(p2_jb)), .wdata(e_next[l]),
             .re(nm0), .raddr(SA_W'(jb)), .rdata(e_read[l])
         );
 
         always_ff @(posedge clk) begin
             part_r <= part_l;  // (q and k hold between reads: no enable needed)
             if (rst) s_acc <= '0;
-            else if (state == S_SCORE && p2_v) s_acc <= s_next[l];
+            else if (p2_v && p2_ph == S_SCORE) s_acc <= s_next[l];
         end
     end
 
@@ -533,10 +537,10 @@ module folded_attention #(
     assign bmax = g_max[MT_L].m;
     if (MAX_PIPE != 0) begin : g_bmax_reg
         always_ff @(posedge clk) bmax_q <= bmax;
-        assign {max_v, max_jb} = {state == S_SCORE && p4_v && p4_c == HC - 1, p4_jb};
+        assign {max_v, max_jb} = {p4_v && p4_ph == S_SCORE && p4_c == HC - 1, p4_jb};
     end else begin : g_bmax
         assign bmax_q = bmax;
-        assign {max_v, max_jb} = {state == S_SCORE && p3_v && p3_c == HC - 1, p3_jb};
+        assign {max_v, max_jb} = {p3_v && p3_ph == S_SCORE && p3_c == HC - 1, p3_jb};
     end
     assign smax_next = (max_jb == 0 || (bmax_q[SCORE_W] && $signed(bmax_q[SCORE_W-1:0]) > smax))
                      ? bmax_q[SCORE_W-1:0] : smax;
@@ -577,7 +581,7 @@ module folded_attention #(
         assign numer_packed[t*NUMER_W +: NUMER_W] = numer[t];  // stage 3: N of the chunk
         always_ff @(posedge clk) begin
             if (rst) numer[t] <= '0;
-            else if (state == S_NUMER && p2_v) numer[t] <= numer_next[t];
+            else if (p2_v && p2_ph == S_NUMER) numer[t] <= numer_next[t];
         end
     end
 
@@ -600,7 +604,8 @@ module folded_attention #(
     logic             o_v;
     logic [KB_CW-1:0] o_jb;
     logic [HC_CW-1:0] o_c;
-    assign {o_v, o_jb, o_c} = (NORM_PIPE != 0) ? {p4_v, p4_jb, p4_c} : {p3_v, p3_jb, p3_c};
+    assign {o_v, o_jb, o_c} = (NORM_PIPE != 0) ? {p4_v && p4_ph == S_NUMER, p4_jb, p4_c}
+                                               : {p3_v && p3_ph == S_NUMER, p3_jb, p3_c};
     folded_rom #(
         .WIDTH(RECIP_W), .DEPTH(2**RIDX_W), .SYNC(1), .FILE(RECIP_FILE),
         .MACRO_ROWS(MACRO_ROWS), .AW(RIDX_W)
@@ -611,7 +616,7 @@ module folded_attention #(
     folded_ram #(
         .WIDTH(SIMD*ATTN_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W+1)
     ) a_mem (
-        .clk(clk), .we(state == S_NUMER && o_v && o_jb == KB - 1),
+        .clk(clk), .we(o_v && o_jb == KB - 1),
         .waddr((QA_W+1)'(banked(att_b, QD, qi*DC + hh*HC + o_c))), .wdata(o_word),
         .re(a_re), .raddr((QA_W+1)'(banked(post_b, QD, m_rd_tok*DC + m_rd_rc))), .rdata(a_word)
     );
@@ -710,13 +715,14 @@ module folded_attention #(
     // stage 1's items, X_LEN cycles back (beside the pipelined reads and sums): each phase's
     // stage 2 takes its own tap (scores S_EXTRA, exp E_EXTRA, numerators N_EXTRA), exp's
     // table is addressed from tap E_EXTRA - 1 (ea_*)
-    localparam int P_W = 1 + KB_CW + HC_CW;
+    localparam int P_W = 3 + KB_CW + HC_CW;  // {valid, phase, key block, chunk}
     localparam int X_LEN = (S_EXTRA > E_EXTRA) ? S_EXTRA : E_EXTRA;  // >= N_EXTRA
     logic [(X_LEN+1)*P_W-1:0] x_tap;  // tap i at [i*P_W +: P_W]: stage 1's item i cycles ago
     logic [P_W-1:0] p2_in;
     logic [HC_CW-1:0] ea_c_unused;
+    logic [1:0]       ea_ph_unused;
     logic [LANES-1:0] hit_in;  // exp_re as stage 2 takes it
-    assign x_tap[0 +: P_W] = {p1_v, p1_jb, p1_c};
+    assign x_tap[0 +: P_W] = {p1_v, p1_ph, p1_jb, p1_c};
     for (genvar i = 1; i <= X_LEN; i++) begin : g_x_line
         logic [P_W-1:0] q;
         always_ff @(posedge clk) q <= rst ? '0 : x_tap[(i-1)*P_W +: P_W];
@@ -724,7 +730,7 @@ module folded_attention #(
     end
     assign p2_in = (state == S_SCORE) ? x_tap[S_EXTRA*P_W +: P_W]
                  : (state == S_EXP) ? x_tap[E_EXTRA*P_W +: P_W] : x_tap[N_EXTRA*P_W +: P_W];
-    assign {ea_v, ea_jb, ea_c_unused} = x_tap[((E_EXTRA > 0) ? E_EXTRA - 1 : 0)*P_W +: P_W];
+    assign {ea_v, ea_ph_unused, ea_jb, ea_c_unused} = x_tap[((E_EXTRA > 0) ? E_EXTRA - 1 : 0)*P_W +: P_W];
     if (E_EXTRA > 1) begin : g_hit_reg  // the exp word registered: its hit flag a cycle later
         always_ff @(posedge clk) hit_in <= rst ? '0 : exp_re;
     end else begin : g_hit
@@ -733,12 +739,13 @@ module folded_attention #(
     always_ff @(posedge clk) begin
         if (rst) begin
             {p1_v, p2_v, p3_v, p1_jb, p2_jb, p3_jb, p1_c, p2_c, p3_c, p2_hit} <= '0;
-            {p4_v, p4_jb, p4_c} <= '0;
+            {p4_v, p4_jb, p4_c, p1_ph, p2_ph, p3_ph, p4_ph} <= '0;
         end else begin
-            {p1_v, p1_jb, p1_c} <= {sc0 || ex0 || nm0, jb, (state == S_SCORE) ? dc : tc};
-            {p2_v, p2_jb, p2_c, p2_hit} <= {p2_in, hit_in};
-            {p3_v, p3_jb, p3_c} <= {p2_v, p2_jb, p2_c};
-            {p4_v, p4_jb, p4_c} <= {p3_v, p3_jb, p3_c};
+            {p1_v, p1_ph, p1_jb, p1_c} <= {sc0 || ex0 || nm0, state, jb,
+                                           (state == S_SCORE) ? dc : tc};
+            {p2_v, p2_ph, p2_jb, p2_c, p2_hit} <= {p2_in, hit_in};
+            {p3_v, p3_ph, p3_jb, p3_c} <= {p2_v, p2_ph, p2_jb, p2_c};
+            {p4_v, p4_ph, p4_jb, p4_c} <= {p3_v, p3_ph, p3_jb, p3_c};
         end
     end
     always_ff @(posedge clk) begin
@@ -749,7 +756,7 @@ module folded_attention #(
             esum <= '0;
         end else begin
             if (max_v) smax <= smax_next;
-            if (state == S_EXP && p2_v) esum <= esum_next;
+            if (p2_v && p2_ph == S_EXP) esum <= esum_next;
             if (drain != 0) drain <= drained ? 0 : drain + 1;  // (set to 1 as stage 0 ends)
             case (state)
                 S_IDLE: if (att_go) state <= S_SCORE;

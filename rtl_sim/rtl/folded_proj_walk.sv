@@ -125,6 +125,7 @@ module folded_proj_walk #(
     localparam int WORDS = DC * DC * M;                      // tiles of one weight matrix
     localparam int LAST  = N_PRE + POST - 1;                 // index of the last pass
     localparam int PI_W  = 2;                                // pass index: 0..3
+    localparam int DN_W  = $clog2(DRAIN);                    // drain counter (DRAIN >= 2)
 
     typedef enum logic [1:0] { W_IDLE, W_WALK, W_DRAIN } wstate_t;
     wstate_t           wstate;
@@ -300,9 +301,9 @@ module folded_proj_walk #(
         // -- control: the passes in turn; in each, rc fastest, then sub, then cc, then the
         // token; DRAIN drain cycles per pass
         logic last_tile;
-        logic [3:0] dn;   // drain cycles done
+        logic [DN_W-1:0] dn;  // drain cycles done
         logic drain_end;  // the last drain cycle (stage 2 writes the pass's last chunk)
-        assign drain_end = (dn == 4'(DRAIN - 1));
+        assign drain_end = (dn == DN_W'(DRAIN - 1));
         assign last_tile = (rc == DC - 1) && (sub == M - 1) && (cc == DC - 1)
             && (tok == ((pass == PASS_K || pass == PASS_V) ? LEN_K : LEN_Q) - 1);
         assign pass = (pi >= N_PRE) ? PASS_O : PRE[2*pi +: 2];
@@ -368,10 +369,10 @@ module folded_proj_walk #(
         logic [TOK_CW:0] ktok, qtok;  // key tokens done, query tokens started
         logic [$clog2(SLOTS > 1 ? SLOTS : 2)-1:0] slot;
         logic tail, slot_end, k_slot;
-        logic [3:0] dn;   // drain cycles done
+        logic [DN_W-1:0] dn;  // drain cycles done
         logic drain_end;  // the last drain cycle (stage 2 writes the last chunk)
         logic [TOK_CW:0] k_next, q_next;
-        assign drain_end = (dn == 4'(DRAIN - 1));
+        assign drain_end = (dn == DN_W'(DRAIN - 1));
 
         assign tail = (ktok == LEN_K);
         assign k_slot = !tail && slot == 0;
