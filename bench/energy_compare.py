@@ -156,7 +156,7 @@ def markdown(report: dict) -> str:
         + (
             f"; pipelined to at most {report['adder_levels']} adder levels between registers "
             "(eatt rtl --adder-levels: unrolled cores with the reciprocal registered, the folded "
-            "engine's projection walks with registered reads)"
+            "engine with registered reads)"
             if report.get("adder_levels")
             else ""
         )
@@ -350,8 +350,8 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         metavar="N",
-        help="at most N adder levels between registers (eatt rtl --adder-levels; folded: the "
-        "projection walks' reads and tile trees registered)",
+        help="at most N adder levels between registers (eatt rtl --adder-levels; folded: also "
+        "its block-RAM reads, the lanes' max and N x R registered)",
     )
     ap.add_argument("--methods", default=",".join(METHODS), help="unrolled levels: these methods")
     args = ap.parse_args(argv)

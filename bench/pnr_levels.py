@@ -3,7 +3,7 @@
 Each argument is an RTL folder of the same layer built with a different ``--adder-levels``
 (``eatt rtl LAYER.onnx --level folded ... --adder-levels N -o DIR``) or a different RTL
 revision; ``eatt pnr DIR --clock NS --json`` is run where DIR/pnr/result.json is missing (or
-with ``--rerun``; about 15-25 minutes and 0.9 GB each for the trained default layer on an
+with ``--rerun``; 10-20 minutes and 0.9 GB each for the trained default layer on an
 ECP5-85k). The report (JSON, Markdown, PNG) gives per folder: adder_levels, II and latency
 cycles, utilization, the routed Fmax, calls per second at it, and nextpnr's critical path (its
 first and last cell, its delay split into logic and routing).

@@ -292,9 +292,10 @@ def generate_folded_rtl(
     """Write the folded RTL of one core into out_dir (all or nothing, as every RTL folder);
     return the metadata (also in metadata.json). pe defaults to simd; memories of at least
     macro_rows words are memory macros (folded_ram.sv, folded_rom.sv; eatt power prices them
-    per access), smaller ones flip-flops. adder_levels N >= 1 pipelines the projection walks
-    for a clock (folded_proj_walk.sv: registered memory reads, the tile's terms and its adder
-    tree every N levels registered; walk_drain cycles a pass)."""
+    per access), smaller ones flip-flops. adder_levels N >= 1 pipelines the engine for a clock
+    (registered block-RAM reads; the walks' tiles and the score lanes with their terms and
+    adder trees registered every N levels; the lanes' max and N x R registered; walk_drain
+    and attention_fill in rtl_sim/folding.py count the cycles)."""
     if isinstance(macro_rows, bool) or not isinstance(macro_rows, int) or macro_rows < 1:
         raise ValueError(f"macro_rows: a positive number of words, got {macro_rows!r}")
     if isinstance(adder_levels, bool) or not isinstance(adder_levels, int) or adder_levels < 0:

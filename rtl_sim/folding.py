@@ -268,10 +268,10 @@ CYCLE_FORMULA = {
     "symbols": "DC = dim/simd, HC = d_head/simd, KB = len_k/lanes, M = simd/pe",
     "load": "(len_q + len_k) * DC",
     "projections": (
-        "vanilla: (2*len_k + len_q) * DC^2 + 6 before attention, len_q * DC^2 + 2 after; "
-        "eatt: (M * len_k + max(0, len_q - (M - 1) * len_k)) * DC^2 + 2 before (the select "
-        "and multiply walks at once), M * len_q * DC^2 + 2 after (2: a walk's drain cycles; "
-        "with adder_levels N >= 1: 4 + (ceil(log2 simd) - 1) // N)"
+        "vanilla: (2*len_k + len_q) * DC^2 + 3 * 2 before attention (K, V, Q), len_q * DC^2 + 2 "
+        "after; eatt: (M * len_k + max(0, len_q - (M - 1) * len_k)) * DC^2 + 2 before (the "
+        "select and multiply walks at once), M * len_q * DC^2 + 2 after (2: a walk's drain "
+        "cycles a pass; with adder_levels N >= 1: 4 + (ceil(log2 simd) - 1) // N, simd > 1)"
     ),
     "attention": "len_q * heads * (2*KB*HC + KB + 9)  (9: the pipelines' drain cycles; with "
     "adder_levels N >= 1: 9 + 7 + (ceil(log2 simd) - 1) // N, simd > 1)",

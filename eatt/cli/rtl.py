@@ -33,7 +33,8 @@ def add_arguments(p) -> None:
         default=0,
         metavar="N",
         help="pipeline the adder trees for a clock: at most N adder levels between registers "
-        "(folded: the projection walks' memory reads registered too; 0: the fixed pipeline)",
+        "(folded: also the block-RAM reads, the lanes' max and N x R registered; 0: the fixed "
+        "pipeline)",
     )
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
 

@@ -109,7 +109,8 @@ module folded_attention #(
     parameter     EXP_FILE    = "exp.mem",
     parameter     RECIP_FILE  = "recip.mem",
     parameter int MACRO_ROWS  = 32,   // memories of at least this many words are macros
-    parameter int ADDER_LEVELS = 0    // >= 1: the walks pipelined for a clock (folded_proj_walk)
+    parameter int ADDER_LEVELS = 0    // >= 1: pipelined for a clock (the walks' and lanes' trees,
+                                      // block-RAM reads, the lanes' max, N x R; docs/folded.md)
 ) (
     input  wire logic                     clk,
     input  wire logic                     rst,  // synchronous, active high
