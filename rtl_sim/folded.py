@@ -79,6 +79,7 @@ HAND_WRITTEN = [
     "folded_rom.sv",
     "folded_macro.sv",
     "folded_proj_tile.sv",
+    "folded_adder_tree.sv",
     "folded_score_lane.sv",
     "recip_normalize.sv",
 ]

@@ -17,7 +17,8 @@
 //
 // LEVELS = 0: purely combinational; the caller registers `part`. LEVELS = N >= 1 (the build's
 // adder_levels): the terms (products, selected rows) are registered, and the tree after every N
-// of its levels but the last; `part` then follows the inputs by STAGES cycles.
+// of its levels but the last (folded_adder_tree.sv); `part` then follows the inputs by STAGES
+// cycles.
 //
 // Testbench: rtl_sim/tb/folded_proj_tile/test_folded_proj_tile.py.
 
@@ -45,8 +46,6 @@ module folded_proj_tile #(
     input  wire logic [SIMD*COLS*W_W-1:0]  w,     // w[r][c] at [(r*COLS + c)*W_W +: W_W]
     output logic      [COLS*ACC_W-1:0]     part   // part[c] at [c*ACC_W +: ACC_W]
 );
-    localparam int N = 1 << L;  // the tree's leaves: the SIMD terms, zeros after them
-
     // a[r] * w[r][c] at its exact width (a multiplier as narrow as its operands)
     function automatic logic signed [A_W+W_W-1:0] product(
         input logic signed [A_W-1:0] x, input logic signed [W_W-1:0] y);
@@ -54,35 +53,21 @@ module folded_proj_tile #(
     endfunction
 
     for (genvar c = 0; c < COLS; c++) begin : g_col
-        // level l of the tree: its 2^(L-l) values, PART_W bits each; d before its register
-        for (genvar l = 0; l <= L; l++) begin : g_lvl
-            localparam bit CUT = (LEVELS > 0) && (l == 0 || (l < L && l % LEVELS == 0));
-            logic [(N >> l)*PART_W-1:0] d, v;
-            if (l == 0) begin : g_terms
-                for (genvar r = 0; r < N; r++) begin : g_term
-                    if (r >= SIMD) begin : g_pad
-                        assign d[r*PART_W +: PART_W] = '0;
-                    end else if (SELECT != 0) begin : g_sel
-                        assign d[r*PART_W +: PART_W] = sel[r]
-                            ? PART_W'($signed(w[(r*COLS + c)*W_W +: W_W])) : '0;
-                    end else begin : g_mul
-                        assign d[r*PART_W +: PART_W] =
-                            PART_W'(product(a[r*A_W +: A_W], w[(r*COLS + c)*W_W +: W_W]));
-                    end
-                end
-            end else begin : g_sums
-                for (genvar i = 0; i < (N >> l); i++) begin : g_sum
-                    assign d[i*PART_W +: PART_W] = g_lvl[l-1].v[2*i*PART_W +: PART_W]
-                        + g_lvl[l-1].v[(2*i+1)*PART_W +: PART_W];
-                end
-            end
-            if (CUT) begin : g_reg
-                always_ff @(posedge clk) v <= d;
-            end else begin : g_wire
-                assign v = d;
+        logic [SIMD*PART_W-1:0] terms;  // row r's term at [r*PART_W +: PART_W]
+        logic [PART_W-1:0]      sum;
+        for (genvar r = 0; r < SIMD; r++) begin : g_term
+            if (SELECT != 0) begin : g_sel
+                assign terms[r*PART_W +: PART_W] = sel[r]
+                    ? PART_W'($signed(w[(r*COLS + c)*W_W +: W_W])) : '0;
+            end else begin : g_mul
+                assign terms[r*PART_W +: PART_W] =
+                    PART_W'(product(a[r*A_W +: A_W], w[(r*COLS + c)*W_W +: W_W]));
             end
         end
-        assign part[c*ACC_W +: ACC_W] = ACC_W'($signed(g_lvl[L].v));
+        folded_adder_tree #(.TERMS(SIMD), .W(PART_W), .LEVELS(LEVELS)) u_tree (
+            .clk(clk), .terms(terms), .sum(sum)
+        );
+        assign part[c*ACC_W +: ACC_W] = ACC_W'($signed(sum));
     end
 endmodule
 

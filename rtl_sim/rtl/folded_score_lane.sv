@@ -14,7 +14,7 @@
 //
 // LEVELS = 0: purely combinational; the caller accumulates and registers. LEVELS = N >= 1 (the
 // engine's adder_levels): the terms are registered, and the tree after every N of its levels
-// but the last; `part` then follows the inputs by STAGES cycles.
+// but the last (folded_adder_tree.sv); `part` then follows the inputs by STAGES cycles.
 //
 // Testbench: rtl_sim/tb/folded_score_lane/test_folded_score_lane.py.
 
@@ -40,45 +40,29 @@ module folded_score_lane #(
     input  wire logic [SIMD*QK_W-1:0]  k,     // k[t] at [t*QK_W +: QK_W]
     output logic signed [SCORE_W-1:0]  part
 );
-    localparam int N = 1 << L;  // the tree's leaves: the SIMD terms, zeros after them
-
     // q[t] * k[t] at its exact width
     function automatic logic signed [2*QK_W-1:0] product(
         input logic signed [QK_W-1:0] x, input logic signed [QK_W-1:0] y);
         product = x * y;
     endfunction
 
-    // level l of the tree: its 2^(L-l) values, PART_W bits each; d before its register
-    for (genvar l = 0; l <= L; l++) begin : g_lvl
-        localparam bit CUT = (LEVELS > 0) && (l == 0 || (l < L && l % LEVELS == 0));
-        logic [(N >> l)*PART_W-1:0] d, v;
-        if (l == 0) begin : g_terms
-            for (genvar t = 0; t < N; t++) begin : g_term
-                if (t >= SIMD) begin : g_pad
-                    assign d[t*PART_W +: PART_W] = '0;
-                end else if (L1 != 0) begin : g_l1
-                    logic signed [QK_W:0] diff;  // q[t] - k[t], one bit wider
-                    assign diff = (QK_W + 1)'($signed(q[t*QK_W +: QK_W]))
-                                - (QK_W + 1)'($signed(k[t*QK_W +: QK_W]));
-                    assign d[t*PART_W +: PART_W] = (diff < 0) ? PART_W'(diff) : -(PART_W'(diff));
-                end else begin : g_dot
-                    assign d[t*PART_W +: PART_W] =
-                        PART_W'(product(q[t*QK_W +: QK_W], k[t*QK_W +: QK_W]));
-                end
-            end
-        end else begin : g_sums
-            for (genvar i = 0; i < (N >> l); i++) begin : g_sum
-                assign d[i*PART_W +: PART_W] = g_lvl[l-1].v[2*i*PART_W +: PART_W]
-                    + g_lvl[l-1].v[(2*i+1)*PART_W +: PART_W];
-            end
-        end
-        if (CUT) begin : g_reg
-            always_ff @(posedge clk) v <= d;
-        end else begin : g_wire
-            assign v = d;
+    logic [SIMD*PART_W-1:0] terms;  // feature t's term at [t*PART_W +: PART_W]
+    logic [PART_W-1:0]      sum;
+    for (genvar t = 0; t < SIMD; t++) begin : g_term
+        if (L1 != 0) begin : g_l1
+            logic signed [QK_W:0] diff;  // q[t] - k[t], one bit wider
+            assign diff = (QK_W + 1)'($signed(q[t*QK_W +: QK_W]))
+                        - (QK_W + 1)'($signed(k[t*QK_W +: QK_W]));
+            assign terms[t*PART_W +: PART_W] = (diff < 0) ? PART_W'(diff) : -(PART_W'(diff));
+        end else begin : g_dot
+            assign terms[t*PART_W +: PART_W] =
+                PART_W'(product(q[t*QK_W +: QK_W], k[t*QK_W +: QK_W]));
         end
     end
-    assign part = SCORE_W'($signed(g_lvl[L].v));
+    folded_adder_tree #(.TERMS(SIMD), .W(PART_W), .LEVELS(LEVELS)) u_tree (
+        .clk(clk), .terms(terms), .sum(sum)
+    );
+    assign part = SCORE_W'($signed(sum));
 endmodule
 
 `default_nettype wire

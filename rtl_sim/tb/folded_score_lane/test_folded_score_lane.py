@@ -99,5 +99,11 @@ pytestmark = pytest.mark.rtl
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_folded_score_lane(name):
     case = json.dumps({"name": name, "vectors": VECTORS, "seed": 1})
-    result = run_leaf(__file__, "folded_score_lane", CASES[name], EATT_LEAF_CASE=case)
+    result = run_leaf(
+        __file__,
+        "folded_score_lane",
+        CASES[name],
+        leaves=("folded_adder_tree",),
+        EATT_LEAF_CASE=case,
+    )
     assert result["tests"] == 1

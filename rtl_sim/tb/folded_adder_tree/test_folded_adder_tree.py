@@ -1,0 +1,87 @@
+"""Testbench of folded_adder_tree (rtl_sim/rtl/folded_adder_tree.sv): TERMS signed terms summed
+in a balanced tree, combinational or pipelined every LEVELS adder levels.
+
+Two halves in one file, as verilog-axis' testbenches:
+
+- the pytest function at the bottom builds the leaf for one parameter set
+  (eatt.rtl_sim.runner.run_leaf, cached) and runs the cocotb test in it;
+  ``pytest rtl_sim/tb/folded_adder_tree`` runs them alone;
+- the cocotb test ``tree_vectors`` runs inside the simulator: random terms (the extremes
+  first, and sums that wrap W bits, which the leaf's callers never produce but the modular
+  sum must still give), a new set every cycle, against numpy's sum modulo 2^W.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import cocotb
+import numpy as np
+import pytest
+from cocotb.clock import Clock
+from cocotb.triggers import FallingEdge, Timer
+
+from eatt.rtl_sim.runner import run_leaf
+
+#: parameter sets: TERMS not a power of two among them, one term, LEVELS 0 to 3
+CASES = {
+    "t4-w10": dict(TERMS=4, W=10, LEVELS=0),
+    "t5-w9-levels1": dict(TERMS=5, W=9, LEVELS=1),
+    "t8-w12-levels2": dict(TERMS=8, W=12, LEVELS=2),
+    "t16-w7-levels3": dict(TERMS=16, W=7, LEVELS=3),
+    "t1-w6-levels1": dict(TERMS=1, W=6, LEVELS=1),
+}
+VECTORS = 300
+
+
+def stages(p: dict) -> int:
+    """Cycles from the terms to the sum (folded_adder_tree.sv STAGES)."""
+    depth = (p["TERMS"] - 1).bit_length()
+    levels = p["LEVELS"]
+    return (1 + (depth - 1) // levels if depth else 1) if levels else 0
+
+
+def _signed(value: int, bits: int) -> int:
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+@cocotb.test()
+async def tree_vectors(dut):
+    case = json.loads(os.environ["EATT_LEAF_CASE"])
+    p = CASES[case["name"]]
+    rng = np.random.default_rng(case["seed"])
+    lo, hi = -(2 ** (p["W"] - 1)), 2 ** (p["W"] - 1) - 1
+    terms = rng.integers(lo, hi + 1, size=(case["vectors"], p["TERMS"]))
+    terms[0], terms[1] = lo, hi
+    lag = stages(p)
+    if lag:
+        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+        await FallingEdge(dut.clk)  # terms change between rising edges
+    mask = (1 << p["W"]) - 1
+    for n in range(len(terms) + lag):
+        if n < len(terms):
+            word = 0
+            for t, value in enumerate(terms[n].tolist()):
+                word |= (int(value) & mask) << (t * p["W"])
+            dut.terms.value = word
+        if lag:
+            await FallingEdge(dut.clk)
+        else:
+            await Timer(1, "ns")
+        k = n - lag + (1 if lag else 0)  # the set whose sum is out now
+        if 0 <= k < len(terms):
+            got = _signed(int(dut.sum.value), p["W"])
+            want = _signed(int(terms[k].sum()), p["W"])
+            assert got == want, f"vector {k}: {terms[k].tolist()}: {got} != {want}"
+
+
+pytestmark = pytest.mark.rtl
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_folded_adder_tree(name):
+    case = json.dumps({"name": name, "vectors": VECTORS, "seed": 1})
+    result = run_leaf(__file__, "folded_adder_tree", CASES[name], EATT_LEAF_CASE=case)
+    assert result["tests"] == 1
