@@ -45,7 +45,7 @@ from eatt.sweep_report import DSP_LUTS
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 RTL = ROOT / "rtl_sim" / "rtl"
-LEAVES = ("folded_proj_tile.sv", "folded_score_lane.sv")
+LEAVES = ("folded_proj_tile.sv", "folded_score_lane.sv", "folded_adder_tree.sv")
 TOP = "alignment_leaves"
 #: (len, dim, heads, lanes, simd, E-ATT pe, all-fabric too): the foldings of
 #: examples/sweep_folded.yaml's and bench/sweep_paper.yaml's rows (pe only sizes E-ATT's V/O
