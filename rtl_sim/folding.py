@@ -122,9 +122,10 @@ def walk_drain(simd: int, adder_levels: int = 0) -> int:
 def attention_fill(simd: int, adder_levels: int = 0) -> int:
     """The attention unit's drain cycles per query and head (folded_attention.sv): three a
     phase (ATTENTION_FILL), and with adder_levels: the score lanes' tree_stages and one for the
-    block max registered before max S; two for exp (S and its table's word registered as
-    read); two for the numerators (e and V registered as read, N x R registered)."""
-    return ATTENTION_FILL + (tree_stages(simd, adder_levels) + 5 if adder_levels else 0)
+    block max registered before max S; four for exp (S and its table's word registered as
+    read, E's leading one and the reciprocal's index registered); two for the numerators (e
+    and V registered as read, N x R registered)."""
+    return ATTENTION_FILL + (tree_stages(simd, adder_levels) + 7 if adder_levels else 0)
 
 
 def folded_cycles(

@@ -134,8 +134,9 @@ def test_cycle_formula():
     p1 = folded_cycles(vanilla, lanes=11, simd=16, adder_levels=1)
     assert p1["projections"] == 88 * dc * dc + 4 * 7
     # the score lanes' 2 + 3 stages (as a walk's tile), the block max's register, exp's and
-    # the numerators' reads registered (2 + 1) and N x R's register
-    assert p1["attention"] == v["attention"] + 22 * 8 * (5 + 5)
+    # the numerators' reads registered (2 + 1), E's leading one and the reciprocal's index
+    # registered (2) and N x R's register
+    assert p1["attention"] == v["attention"] + 22 * 8 * (5 + 7)
 
 
 def test_schedule_settles_on_the_busiest_unit():

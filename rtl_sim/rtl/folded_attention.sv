@@ -345,9 +345,10 @@ module folded_attention #(
     // and a stage 4 (stage 3 registers the block's max over the lanes, stage 4 updates max S);
     // exp's stage 1 takes E_EXTRA = 2 more (S registered as read, then the exp table's word)
     // and the numerators' N_EXTRA = 1 (e and V registered as read); x_line carries the items;
-    // the numerators have a stage 4: stage 3 registers N x R
-    // + the half (recip_normalize PIPE), stage 4 shifts, clamps and writes a_mem; R is
-    // registered after its table (read in exp's last cycle, used from the numerators' stage 3).
+    // exp drains two more cycles (E's leading one, then the reciprocal's index registered:
+    // recip_normalize PIPE); the numerators have a stage 4: stage 3 registers N x R, stage 4
+    // shifts, rounds, clamps and writes a_mem; R is registered after its table (read in exp's
+    // last cycle, used from the numerators' stage 3).
     logic [Q_CW-1:0]  qi;      // query
     logic [H_CW-1:0]  hh;      // head
     logic [KB_CW-1:0] jb;      // key block
@@ -357,7 +358,7 @@ module folded_attention #(
     localparam int E_EXTRA = (ADDER_LEVELS > 0) ? 2 : 0;  // exp: S and the exp word registered
     localparam int N_EXTRA = (ADDER_LEVELS > 0) ? 1 : 0;  // numerators: e and V registered
     localparam int FILL_N = FILL + N_EXTRA + NORM_PIPE;  // the numerators' drain cycles
-    localparam int FILL_E = FILL + E_EXTRA;             // exp's
+    localparam int FILL_E = FILL + E_EXTRA + 2 * NORM_PIPE;  // exp's (+ the index's two)
     localparam int S_TREE = (SIMD > 1) ? $clog2(SIMD) : 0;  // the score lane's adder levels
     localparam int S_EXTRA = (ADDER_LEVELS > 0)  // the q/k register + the lane's stages
                            ? 2 + ((S_TREE > 0) ? (S_TREE - 1) / ADDER_LEVELS : 0) : 0;
@@ -546,13 +547,16 @@ module folded_attention #(
     assign smax_next = (max_jb == 0 || (bmax_q[SCORE_W] && $signed(bmax_q[SCORE_W-1:0]) > smax))
                      ? bmax_q[SCORE_W-1:0] : smax;
 
-    // the sum E, a chain over the lanes
-    logic [(LANES+1)*SUM_W-1:0]   sum_chain;
-    assign sum_chain[0 +: SUM_W]   = (p2_jb == 0) ? SUM_W'(0) : esum;
+    // the sum E: the lanes' weights in a balanced tree, then E so far
+    logic [LANES*SUM_W-1:0] e_terms;
+    logic [SUM_W-1:0]       e_block;  // the block's sum
     for (genvar l = 0; l < LANES; l++) begin : g_reduce
-        assign sum_chain[(l+1)*SUM_W +: SUM_W] = sum_chain[l*SUM_W +: SUM_W] + SUM_W'(e_next[l]);
+        assign e_terms[l*SUM_W +: SUM_W] = SUM_W'(e_next[l]);
     end
-    assign esum_next = sum_chain[LANES*SUM_W +: SUM_W];
+    folded_adder_tree #(.TERMS(LANES), .W(SUM_W)) u_esum (
+        .clk(clk), .terms(e_terms), .sum(e_block)
+    );
+    assign esum_next = ((p2_jb == 0) ? SUM_W'(0) : esum) + e_block;
 
     // e * V at its exact width (e unsigned, V signed)
     function automatic logic signed [EXP_W+V_W:0] weighted(
@@ -561,7 +565,7 @@ module folded_attention #(
     endfunction
 
     for (genvar t = 0; t < SIMD; t++) begin : g_numer
-        logic signed [NUMER_W-1:0] total;  // one variable per block (no shared array written)
+        logic signed [NUMER_W-1:0] total;  // the block's sum of e V
         logic signed [EXP_W+V_W:0] prod_r [LANES];  // stage 1: e V of each lane
 
         logic [EXP_W-1:0] e_q [LANES];  // e and V registered as read (ADDER_LEVELS)
@@ -574,11 +578,15 @@ module folded_attention #(
                                            : weighted(e_read[l], v_word[l][t*V_W +: V_W]);
             end
         end
-        always_comb begin
-            total = (p2_jb == 0) ? NUMER_W'(0) : numer[t];
-            for (int l = 0; l < LANES; l++) total = total + NUMER_W'(prod_r[l]);
+        // the lanes' products in a balanced tree, then N so far
+        logic [LANES*NUMER_W-1:0] n_terms;
+        for (genvar l = 0; l < LANES; l++) begin : g_term
+            assign n_terms[l*NUMER_W +: NUMER_W] = NUMER_W'(prod_r[l]);
         end
-        assign numer_next[t] = total;
+        folded_adder_tree #(.TERMS(LANES), .W(NUMER_W)) u_nsum (
+            .clk(clk), .terms(n_terms), .sum(total)
+        );
+        assign numer_next[t] = ((p2_jb == 0) ? NUMER_W'(0) : numer[t]) + total;
         assign numer_packed[t*NUMER_W +: NUMER_W] = numer[t];  // stage 3: N of the chunk
         always_ff @(posedge clk) begin
             if (rst) numer[t] <= '0;
@@ -587,6 +595,7 @@ module folded_attention #(
     end
 
     // O = N / E; R = RECIP[index of E] is read once per query and head, in exp's last cycle
+    // (with ADDER_LEVELS the index follows E by two cycles: exp's drain has them)
     // R as the normalization reads it: registered after its table with ADDER_LEVELS
     logic [RECIP_W-1:0] recip_q;
     if (NORM_PIPE != 0) begin : g_recip_reg

@@ -18,13 +18,18 @@
 //
 // PIPE = 0: purely combinational; the caller registers `o` (the attention top in its normalize
 // stage, the window unit with nrm_go), so its pipeline and latency are the caller's. PIPE = 1
-// (the folded engine's adder_levels): the shift and the rounding half are registered from E
-// (so E must hold from a cycle before N and R: the engine's E is fixed through its numerator
-// phase), N * R + the half is registered, and `o` (the shift and the clamp) follows N and R by
-// a cycle. Instantiated once per
-// (head, query) by rtl_sim/generate.py (attention level) and once per head by
-// rtl_sim/window.py. Every width comes from the golden formats (attention_widths /
-// window_widths); PROD_W must hold |N * R| + 2**(RECIP_FRAC + SUM_W - 2) (golden prod_bits).
+// (the folded engine's adder_levels; E must hold from two cycles before the index is used to
+// the last O: the engine's E is fixed through its numerator phase): the leading one of E is
+// registered, then the table index and the shift from it (recip_index two clock edges after
+// E); N * R is registered without the rounding half, and `o` follows N and R by a cycle:
+//   O[t] = (clamp(N[t] * R >>> (RECIP_FRAC + n - 1)) + 1) >>> 1
+// with the clamp into [2 * OUT_MIN, 2 * OUT_MAX]. floor((p + 2**(s-1)) / 2**s) equals
+// floor((floor(p / 2**(s-1)) + 1) / 2) for every integer p, so O is the golden model's, and no
+// adder for the half follows the multiplier. Instantiated once per
+// (head, query) by rtl_sim/generate.py (attention level), once per head by rtl_sim/window.py
+// and once by the folded engine (folded_attention.sv). Every width comes from the golden
+// formats (attention_widths / window_widths); PROD_W must hold |N * R| + 2**(RECIP_FRAC +
+// SUM_W - 2) (golden prod_bits).
 //
 // Testbench: rtl_sim/tb/recip_normalize/test_recip_normalize.py.
 
@@ -39,7 +44,7 @@ module recip_normalize #(
     parameter int RECIP_FRAC = 12,  // fraction bits of R (cfg.recip_frac)
     parameter int PROD_W     = 34,  // bits of N * R + the rounding half, signed (prod_bits)
     parameter int OUT_W      = 8,   // bits of each output O, signed, clamped (golden attn_bits)
-    parameter int PIPE       = 0    // 1: a register after N * R + the half (o a cycle later)
+    parameter int PIPE       = 0    // 1: E's leading one, the index and N * R registered
 ) (
     /* verilator lint_off UNUSEDSIGNAL */  // PIPE = 0 reads no clock
     input  wire logic                     clk,
@@ -61,13 +66,12 @@ module recip_normalize #(
     localparam logic signed [PROD_W-1:0] ONE      = PROD_W'(1);
 
     logic [LEAD_W-1:0]        lead;      // n = floor(log2 E)
+    logic [LEAD_W-1:0]        lead_q;    // n as the index and the shift use it
     logic [SUM_W-1:0]         norm;      // E << (SUM_W - 1 - n): the leading one on top
     /* verilator lint_off UNUSEDSIGNAL */  // only the INDEX_W bits below the top are read
     logic [SUM_W+INDEX_W-1:0] norm_ext;  // norm with INDEX_W zeros below
     /* verilator lint_on UNUSEDSIGNAL */
-    logic [SHIFT_W-1:0]       shift;     // RECIP_FRAC + n
-    logic [SHIFT_W-1:0]       shift_q;   // the shift as the product and output stages use it
-    logic signed [PROD_W-1:0] half;      // 2**(shift - 1): rounds half up
+    logic [INDEX_W-1:0]       index;     // the table index of E
 
     always_comb begin
         lead = '0;
@@ -75,41 +79,62 @@ module recip_normalize #(
             if (e_sum[b]) lead = LEAD_W'(b);
         end
     end
-    assign norm        = e_sum << (LEAD_W'(SUM_W - 1) - lead);
-    assign norm_ext    = {norm, INDEX_W'(0)};
-    assign recip_index = norm_ext[SUM_W+INDEX_W-2 -: INDEX_W];
-    assign shift       = SHIFT_W'(RECIP_FRAC) + SHIFT_W'(lead);
-    if (PIPE != 0) begin : g_shift_reg
+    assign norm     = e_sum << (LEAD_W'(SUM_W - 1) - lead_q);
+    assign norm_ext = {norm, INDEX_W'(0)};
+    assign index    = norm_ext[SUM_W+INDEX_W-2 -: INDEX_W];
+
+    if (PIPE != 0) begin : g_pipe
+        // the bounds of floor(N * R / 2**(s-1)) that still round into OUT_W bits
+        localparam logic signed [PROD_W-1:0] TWICE_MAX = PROD_MAX <<< 1;
+        localparam logic signed [PROD_W-1:0] TWICE_MIN = PROD_MIN <<< 1;
+        logic [SHIFT_W-1:0] shift_m1;  // RECIP_FRAC + n - 1: the shift before the last halving
         always_ff @(posedge clk) begin
-            shift_q <= shift;
-            half <= ONE <<< (shift - SHIFT_W'(1));
+            lead_q <= lead;
+            recip_index <= index;
+            shift_m1 <= SHIFT_W'(RECIP_FRAC - 1) + SHIFT_W'(lead_q);
         end
-    end else begin : g_shift
-        assign shift_q = shift;
-        assign half = ONE <<< (shift - SHIFT_W'(1));
-    end
+        for (genvar t = 0; t < LANES; t++) begin : g_lane
+            logic signed [NUMER_W-1:0]       n_t;
+            /* verilator lint_off UNUSEDSIGNAL */  // PROD_W may drop its sign extension
+            logic signed [NUMER_W+RECIP_W:0] product;    // N * R at its exact width
+            /* verilator lint_on UNUSEDSIGNAL */
+            logic signed [PROD_W-1:0]        product_q;  // registered
+            logic signed [PROD_W-1:0]        part;       // floor(N * R / 2**(s-1))
+            logic signed [OUT_W:0]           twice;      // part clamped: 2 O or 2 O + 1
+            logic signed [OUT_W+1:0]         up;         // twice + 1
 
-    for (genvar t = 0; t < LANES; t++) begin : g_lane
-        logic signed [NUMER_W-1:0]        n_t;
-        /* verilator lint_off UNUSEDSIGNAL */  // PROD_W may drop its sign extension
-        logic signed [NUMER_W+RECIP_W:0]  product;   // N * R at its exact width
-        /* verilator lint_on UNUSEDSIGNAL */
-        logic signed [PROD_W-1:0]         rounded;   // N * R + 2**(shift - 1)
-        logic signed [PROD_W-1:0]         rounded_q; // as the output stage sees it
-        logic signed [PROD_W-1:0]         quotient;  // rounded >>> shift
-
-        assign n_t      = numer[t*NUMER_W +: NUMER_W];
-        assign product  = n_t * $signed({1'b0, recip});
-        assign rounded  = PROD_W'(product) + half;
-        if (PIPE != 0) begin : g_reg
-            always_ff @(posedge clk) rounded_q <= rounded;
-        end else begin : g_wire
-            assign rounded_q = rounded;
+            assign n_t     = numer[t*NUMER_W +: NUMER_W];
+            assign product = n_t * $signed({1'b0, recip});
+            always_ff @(posedge clk) product_q <= PROD_W'(product);
+            assign part  = product_q >>> shift_m1;
+            assign twice = (part > TWICE_MAX) ? (OUT_W + 1)'(TWICE_MAX)
+                         : (part < TWICE_MIN) ? (OUT_W + 1)'(TWICE_MIN) : (OUT_W + 1)'(part);
+            assign up    = (OUT_W + 2)'(twice) + (OUT_W + 2)'(1);
+            assign o[t*OUT_W +: OUT_W] = OUT_W'(up >>> 1);
         end
-        assign quotient = rounded_q >>> shift_q;
-        assign o[t*OUT_W +: OUT_W] = (quotient > PROD_MAX) ? OUT_MAX
-                                   : (quotient < PROD_MIN) ? OUT_MIN
-                                   : OUT_W'(quotient);
+    end else begin : g_comb
+        logic [SHIFT_W-1:0]       shift;  // RECIP_FRAC + n
+        logic signed [PROD_W-1:0] half;   // 2**(shift - 1): rounds half up
+        assign lead_q      = lead;
+        assign recip_index = index;
+        assign shift       = SHIFT_W'(RECIP_FRAC) + SHIFT_W'(lead);
+        assign half        = ONE <<< (shift - SHIFT_W'(1));
+        for (genvar t = 0; t < LANES; t++) begin : g_lane
+            logic signed [NUMER_W-1:0]       n_t;
+            /* verilator lint_off UNUSEDSIGNAL */  // PROD_W may drop its sign extension
+            logic signed [NUMER_W+RECIP_W:0] product;   // N * R at its exact width
+            /* verilator lint_on UNUSEDSIGNAL */
+            logic signed [PROD_W-1:0]        rounded;   // N * R + 2**(shift - 1)
+            logic signed [PROD_W-1:0]        quotient;  // rounded >>> shift
+
+            assign n_t      = numer[t*NUMER_W +: NUMER_W];
+            assign product  = n_t * $signed({1'b0, recip});
+            assign rounded  = PROD_W'(product) + half;
+            assign quotient = rounded >>> shift;
+            assign o[t*OUT_W +: OUT_W] = (quotient > PROD_MAX) ? OUT_MAX
+                                       : (quotient < PROD_MIN) ? OUT_MIN
+                                       : OUT_W'(quotient);
+        end
     end
 endmodule
 
