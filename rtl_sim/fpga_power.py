@@ -90,9 +90,10 @@ from eatt.rtl_sim.power import (
     check_options,
     pick,
 )
-from eatt.rtl_sim.resources import _tail, find_yosys, parse_stat, run_yosys, tool_name
+from eatt.rtl_sim.resources import _tail, find_yosys, parse_stat, tool_name
 from eatt.rtl_sim.rtldir import load_metadata, load_weights
 from eatt.rtl_sim.runner import check_simulator, core_vectors
+from eatt.rtl_sim.yosys_cache import run_cached
 
 FPGA_DIR = "power_fpga"
 #: what eatt.outdir's marker of DIR/power_fpga says
@@ -123,7 +124,10 @@ def synthesize(
     )
     log = work / "yosys.log"
     what = f"Yosys synth_ecp5{' -nobram' if nobram else ''} of {out} ({tool_name(yosys)})"
-    code, seconds, peak_mb = run_yosys(yosys, script, out, log, what, timeout)
+    code, seconds, peak_mb, cached = run_cached(
+        yosys, script, out, work, log, what, timeout, list(meta["sources"]),
+        ("netlist.json", "netlist.v", "stat.txt"),
+    )  # fmt: skip
     if code != 0 or not (work / "netlist.json").is_file() or not (work / "netlist.v").is_file():
         raise RuntimeError(
             f"yosys: synth_ecp5 of {meta['top']} failed (exit {code}); see {log}:\n" + _tail(log)
@@ -135,6 +139,7 @@ def synthesize(
         "peak_mb": peak_mb,
         "cells": cells,
         "nobram": nobram,
+        "cached": cached,
     }
 
 

@@ -91,7 +91,7 @@ from eatt.rtl_sim.gate_activity import (  # noqa: F401  (their home was this mod
     read_toggles,
     toggles_by_bit,
 )
-from eatt.rtl_sim.resources import find_yosys, run_yosys, tool_name
+from eatt.rtl_sim.resources import find_yosys, tool_name
 from eatt.rtl_sim.rtldir import load_metadata, load_weights
 from eatt.rtl_sim.runner import (
     check_simulator,
@@ -107,6 +107,7 @@ from eatt.rtl_sim.sta import (  # noqa: F401  (their home was this module)
 )
 from eatt.rtl_sim.sta import read_text as _read
 from eatt.rtl_sim.tools import ToolMissing, debian_root
+from eatt.rtl_sim.yosys_cache import run_cached
 
 POWER_DIR = "power"
 #: what eatt.outdir's marker of DIR/power says
@@ -259,13 +260,22 @@ def synthesize(
     )
     log = work / "yosys.log"
     what = f"Yosys to {liberty.name} cells of {out} ({tool_name(yosys)})"
-    code, seconds, peak_mb = run_yosys(yosys, script, out, log, what, timeout)
+    outputs = ("netlist.json", "cells.v", "sta_netlist.v", "stat.txt", NAMED_JSON)
+    code, seconds, peak_mb, cached = run_cached(
+        yosys, script, out, work, log, what, timeout, list(meta["sources"]), outputs
+    )
     if code != 0 or not (work / "netlist.json").is_file() or not (work / "cells.v").is_file():
         raise RuntimeError(f"yosys: synthesis of {meta['top']} failed (exit {code}); see {log}")
     netlist = work / "sta_netlist.v"
     netlist.write_text(_SIGNED.sub(r"\1", netlist.read_text()))  # OpenSTA 2019 reads no signed
     stat = (work / "stat.txt").read_text()
-    return {"tool": tool_name(yosys), "seconds": seconds, "peak_mb": peak_mb, "area": _area(stat)}
+    return {
+        "tool": tool_name(yosys),
+        "seconds": seconds,
+        "peak_mb": peak_mb,
+        "area": _area(stat),
+        "cached": cached,
+    }
 
 
 # -- the whole measurement ------------------------------------------------------------------------
