@@ -25,9 +25,10 @@
 //   O[t] = (clamp(N[t] * R >>> (RECIP_FRAC + n - 1)) + 1) >>> 1
 // with the clamp into [2 * OUT_MIN, 2 * OUT_MAX]. floor((p + 2**(s-1)) / 2**s) equals
 // floor((floor(p / 2**(s-1)) + 1) / 2) for every integer p, so O is the golden model's, and no
-// adder for the half follows the multiplier. Instantiated once per
-// (head, query) by rtl_sim/generate.py (attention level), once per head by rtl_sim/window.py
-// and once by the folded engine (folded_attention.sv). Every width comes from the golden
+// adder for the half follows the multiplier; the clamp's bounds are scaled to N * R's (registered
+// from E) and compared beside the shift, which only yields the low OUT_W + 1 bits. Instantiated
+// once per (head, query) by rtl_sim/generate.py (attention level), once per head by
+// rtl_sim/window.py and once by the folded engine (folded_attention.sv). Every width comes from the golden
 // formats (attention_widths / window_widths); PROD_W must hold |N * R| + 2**(RECIP_FRAC +
 // SUM_W - 2) (golden prod_bits).
 //
@@ -84,31 +85,46 @@ module recip_normalize #(
     assign index    = norm_ext[SUM_W+INDEX_W-2 -: INDEX_W];
 
     if (PIPE != 0) begin : g_pipe
-        // the bounds of floor(N * R / 2**(s-1)) that still round into OUT_W bits
+        // the bounds of floor(N * R / 2**(s-1)) that still round into OUT_W bits, and the same
+        // bounds on N * R itself (scaled by 2**(s-1), at TW bits: they never wrap), so the
+        // clamp compares the product in parallel with its shift:
+        //   floor(p / 2**(s-1)) > TWICE_MAX  iff  p >= (TWICE_MAX + 1) * 2**(s-1)
+        //   floor(p / 2**(s-1)) < TWICE_MIN  iff  p <  TWICE_MIN * 2**(s-1)
+        localparam int TW = PROD_W + OUT_W + 2;
         localparam logic signed [PROD_W-1:0] TWICE_MAX = PROD_MAX <<< 1;
         localparam logic signed [PROD_W-1:0] TWICE_MIN = PROD_MIN <<< 1;
+        localparam logic signed [TW-1:0] OVER = TW'(TWICE_MAX) + TW'(1);
+        localparam logic signed [TW-1:0] UNDER = TW'(TWICE_MIN);
         logic [SHIFT_W-1:0] shift_m1;  // RECIP_FRAC + n - 1: the shift before the last halving
+        logic [SHIFT_W-1:0] shift_n;   // the same from lead_q, for the bounds
+        logic signed [TW-1:0] over_at, under_at;  // OVER and UNDER times 2**(s-1)
+        assign shift_n = SHIFT_W'(RECIP_FRAC - 1) + SHIFT_W'(lead_q);
         always_ff @(posedge clk) begin
             lead_q <= lead;
             recip_index <= index;
-            shift_m1 <= SHIFT_W'(RECIP_FRAC - 1) + SHIFT_W'(lead_q);
+            shift_m1 <= shift_n;
+            over_at <= OVER <<< shift_n;
+            under_at <= UNDER <<< shift_n;
         end
         for (genvar t = 0; t < LANES; t++) begin : g_lane
             logic signed [NUMER_W-1:0]       n_t;
             /* verilator lint_off UNUSEDSIGNAL */  // PROD_W may drop its sign extension
             logic signed [NUMER_W+RECIP_W:0] product;    // N * R at its exact width
+            logic signed [PROD_W-1:0]        part;       // floor(N * R / 2**(s-1)): its low bits
             /* verilator lint_on UNUSEDSIGNAL */
             logic signed [PROD_W-1:0]        product_q;  // registered
-            logic signed [PROD_W-1:0]        part;       // floor(N * R / 2**(s-1))
             logic signed [OUT_W:0]           twice;      // part clamped: 2 O or 2 O + 1
             logic signed [OUT_W+1:0]         up;         // twice + 1
+            logic                            over, under;
 
             assign n_t     = numer[t*NUMER_W +: NUMER_W];
             assign product = n_t * $signed({1'b0, recip});
             always_ff @(posedge clk) product_q <= PROD_W'(product);
             assign part  = product_q >>> shift_m1;
-            assign twice = (part > TWICE_MAX) ? (OUT_W + 1)'(TWICE_MAX)
-                         : (part < TWICE_MIN) ? (OUT_W + 1)'(TWICE_MIN) : (OUT_W + 1)'(part);
+            assign over  = TW'(product_q) >= over_at;
+            assign under = TW'(product_q) < under_at;
+            assign twice = over ? (OUT_W + 1)'(TWICE_MAX)
+                         : under ? (OUT_W + 1)'(TWICE_MIN) : $signed(part[OUT_W:0]);
             assign up    = (OUT_W + 2)'(twice) + (OUT_W + 2)'(1);
             assign o[t*OUT_W +: OUT_W] = OUT_W'(up >>> 1);
         end
