@@ -19,9 +19,8 @@ import os
 import cocotb
 import numpy as np
 import pytest
-from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, Timer
 
+from eatt.rtl_sim.leaf_stream import stream
 from eatt.rtl_sim.runner import run_leaf
 
 #: parameter sets: TERMS not a power of two among them, one term, LEVELS 0 to 3
@@ -56,25 +55,20 @@ async def tree_vectors(dut):
     terms = rng.integers(lo, hi + 1, size=(case["vectors"], p["TERMS"]))
     terms[0], terms[1] = lo, hi
     lag = stages(p)
-    if lag:
-        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-        await FallingEdge(dut.clk)  # terms change between rising edges
     mask = (1 << p["W"]) - 1
-    for n in range(len(terms) + lag):
-        if n < len(terms):
-            word = 0
-            for t, value in enumerate(terms[n].tolist()):
-                word |= (int(value) & mask) << (t * p["W"])
-            dut.terms.value = word
-        if lag:
-            await FallingEdge(dut.clk)
-        else:
-            await Timer(1, "ns")
-        k = n - lag + (1 if lag else 0)  # the set whose sum is out now
-        if 0 <= k < len(terms):
-            got = _signed(int(dut.sum.value), p["W"])
-            want = _signed(int(terms[k].sum()), p["W"])
-            assert got == want, f"vector {k}: {terms[k].tolist()}: {got} != {want}"
+
+    def drive(n: int) -> None:
+        word = 0
+        for t, value in enumerate(terms[n].tolist()):
+            word |= (int(value) & mask) << (t * p["W"])
+        dut.terms.value = word
+
+    def check(k: int) -> None:
+        got = _signed(int(dut.sum.value), p["W"])
+        want = _signed(int(terms[k].sum()), p["W"])
+        assert got == want, f"vector {k}: {terms[k].tolist()}: {got} != {want}"
+
+    await stream(dut, len(terms), lag, drive, check)
 
 
 pytestmark = pytest.mark.rtl

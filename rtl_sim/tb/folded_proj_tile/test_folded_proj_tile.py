@@ -20,9 +20,8 @@ import os
 import cocotb
 import numpy as np
 import pytest
-from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, Timer
 
+from eatt.rtl_sim.leaf_stream import stream
 from eatt.rtl_sim.runner import run_leaf
 
 #: parameter sets: (SIMD, [COLS,] A_W, W_W, ACC_W, SELECT); ACC_W holds SIMD products of the
@@ -90,23 +89,18 @@ async def tile_vectors(dut):
     p = CASES[case["name"]]
     cols, lag = p.get("COLS", p["SIMD"]), stages(p)
     sel, a, w = vectors(p, case["vectors"], case["seed"])
-    if lag:
-        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-        await FallingEdge(dut.clk)  # inputs change between rising edges
-    for n in range(len(sel) + lag):  # a pipelined tile: a new tile every cycle
-        if n < len(sel):
-            dut.sel.value = _pack(sel[n], 1)
-            dut.a.value = _pack(a[n], p["A_W"])
-            dut.w.value = _pack(w[n], p["W_W"])  # w[r][c] at (r*COLS + c)
-        if lag:
-            await FallingEdge(dut.clk)
-        else:
-            await Timer(1, "ns")
-        k = n - lag + (1 if lag else 0)  # the tile whose sums are out now
-        if 0 <= k < len(sel):
-            got = _unpack(int(dut.part.value), cols, p["ACC_W"])
-            want = expected_parts(p, sel[k], a[k], w[k]).tolist()
-            assert got == want, f"vector {k}: sel={sel[k]} a={a[k]} w={w[k].tolist()}: {got}"
+
+    def drive(n: int) -> None:  # a pipelined tile: a new tile every cycle
+        dut.sel.value = _pack(sel[n], 1)
+        dut.a.value = _pack(a[n], p["A_W"])
+        dut.w.value = _pack(w[n], p["W_W"])  # w[r][c] at (r*COLS + c)
+
+    def check(k: int) -> None:
+        got = _unpack(int(dut.part.value), cols, p["ACC_W"])
+        want = expected_parts(p, sel[k], a[k], w[k]).tolist()
+        assert got == want, f"vector {k}: sel={sel[k]} a={a[k]} w={w[k].tolist()}: {got}"
+
+    await stream(dut, len(sel), lag, drive, check)
 
 
 pytestmark = pytest.mark.rtl

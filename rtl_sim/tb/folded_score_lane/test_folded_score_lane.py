@@ -15,11 +15,10 @@ import os
 import cocotb
 import numpy as np
 import pytest
-from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, Timer
 
 from eatt.quant.golden import l1_scores_int, matmul_int, signed_bits
 from eatt.rtl_sim.folding import tree_stages
+from eatt.rtl_sim.leaf_stream import stream
 from eatt.rtl_sim.runner import run_leaf
 
 
@@ -75,22 +74,17 @@ async def lane_vectors(dut):
     q, k = vectors(p, case["vectors"], case["seed"])
     # a pipelined lane: the engine's stages less its q/k register (tree_stages counts it)
     lag = max(0, tree_stages(p["SIMD"], p.get("LEVELS", 0)) - 1)
-    if lag:
-        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-        await FallingEdge(dut.clk)  # inputs change between rising edges
-    for n in range(len(q) + lag):  # a pipelined lane: a new pair every cycle
-        if n < len(q):
-            dut.q.value = _pack(q[n], p["QK_W"])
-            dut.k.value = _pack(k[n], p["QK_W"])
-        if lag:
-            await FallingEdge(dut.clk)
-        else:
-            await Timer(1, "ns")
-        m = n - lag + (1 if lag else 0)  # the pair whose part is out now
-        if 0 <= m < len(q):
-            got = dut.part.value.to_signed()
-            want = expected_part(p, q[m], k[m])
-            assert got == want, f"vector {m}: q={q[m].tolist()} k={k[m].tolist()}: {got}"
+
+    def drive(n: int) -> None:  # a pipelined lane: a new pair every cycle
+        dut.q.value = _pack(q[n], p["QK_W"])
+        dut.k.value = _pack(k[n], p["QK_W"])
+
+    def check(m: int) -> None:
+        got = dut.part.value.to_signed()
+        want = expected_part(p, q[m], k[m])
+        assert got == want, f"vector {m}: q={q[m].tolist()} k={k[m].tolist()}: {got}"
+
+    await stream(dut, len(q), lag, drive, check)
 
 
 pytestmark = pytest.mark.rtl
