@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 
 from eatt.config import CoreConfig, atomic_write_text, default_config
+from eatt.mechanisms import PEER
 from eatt.model import energy
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.folded import MACRO_ROWS
@@ -127,10 +128,10 @@ def methods(report: dict) -> dict:
     paper = energy.energy_ratios(cfg["len_k"], cfg["dim"])
     counts = report["core_counts_pj"]
     for level, by_kind in report["levels"].items():
-        if level == "folded" or "vanilla" not in by_kind:
+        if level == "folded" or PEER.kind not in by_kind:
             continue
-        v = by_kind["vanilla"]
-        for kind in (k for k in METHODS if k in by_kind and k != "vanilla"):
+        v = by_kind[PEER.kind]
+        for kind in (k for k in METHODS if k in by_kind and k != PEER.kind):
             m = by_kind[kind]
             out.setdefault(level, {})[kind] = {
                 "energy": m["energy_per_call_pj"]["total"] / v["energy_per_call_pj"]["total"],

@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 from eatt.config import CoreConfig, atomic_write_text
+from eatt.mechanisms import mechanism_of
 from eatt.model import energy
 from eatt.quant.golden import random_weights
 from eatt.quant.vectors import capture_inputs
@@ -63,7 +64,11 @@ PARTS = ("logic", "registers", "clock_and_inputs", "clock_gating", "macro_output
 
 def folding(size: str, kind: str) -> dict:
     lanes, simd = FOLDING[size]
-    return {"lanes": lanes, "simd": simd, **({"pe": simd // 2} if kind == "eatt" else {})}
+    return {
+        "lanes": lanes,
+        "simd": simd,
+        **({"pe": simd // 2} if mechanism_of(kind).binarized else {}),
+    }
 
 
 def _record(r: dict) -> dict:

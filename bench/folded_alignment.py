@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 from eatt.config import CoreConfig, atomic_write_text
-from eatt.mechanisms import MECHANISMS
+from eatt.mechanisms import MECHANISMS, mechanism_of
 from eatt.model import energy
 from eatt.rtl_sim.folded import check_folding, folded_parameters
 from eatt.rtl_sim.resources import resources
@@ -101,7 +101,7 @@ def measure(kind: str, point: tuple, work: Path) -> dict:
     cfg = CoreConfig.from_dict(
         {"kind": kind, "len_q": length, "len_k": length, "dim": dim, "heads": heads}
     )
-    pe = pe if kind == "eatt" else simd
+    pe = pe if mechanism_of(kind).binarized else simd  # a multiply walk: E-ATT's
     check_folding(cfg, lanes, simd, pe)
     params = folded_parameters(cfg, lanes, simd, pe)
     folder = work / f"{kind}-{length}x{dim}x{heads}-l{lanes}s{simd}"

@@ -27,7 +27,6 @@ from pathlib import Path
 from eatt.config import CoreConfig, atomic_write_text, default_config
 from eatt.flow_report import (  # noqa: F401 - re-exported: the report's pieces
     CELLS,
-    NAMES,
     REPORT_FILES,
     _comparison_heading,
     _core_lines,
@@ -46,6 +45,7 @@ from eatt.flow_report import (  # noqa: F401 - re-exported: the report's pieces
     format_markdown,
     format_window,
     plot_report,
+    title,
     write_report,
 )
 from eatt.model import energy

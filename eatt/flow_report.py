@@ -10,13 +10,19 @@ import math
 from pathlib import Path
 
 from eatt.config import atomic_write, atomic_write_text
+from eatt.mechanisms import PEER, mechanism_of
 from eatt.model import energy
 from eatt.quant.check import format_golden_check
 from eatt.quant.vectors import model_line
 from eatt.rtl_sim import throughput as rate
 
-#: the kinds' names in a report's headings
-NAMES = {"eatt": "E-ATT", "dense": "Dense", "randinit": "RandInit"}
+
+def title(kind: str) -> str:
+    """A kind's name in a report's headings: its mechanism's title, else the kind itself."""
+    try:
+        return mechanism_of(kind).title
+    except ValueError:
+        return kind
 
 
 CELLS = ("LUT", "FF", "CARRY4", "DSP48E1")
@@ -26,9 +32,9 @@ REPORT_FILES = {"md": "report.md", "json": "report.json", "png": "report.png"}
 
 
 def compared_kinds(cores: dict) -> tuple[str, str]:
-    """The two kinds a flow compares, in the report's order: E-ATT before vanilla, else the
-    config's kind before its peer (vanilla)."""
-    return ("eatt", "vanilla") if {"eatt", "vanilla"} <= set(cores) else tuple(cores)[:2]
+    """The two kinds a flow compares, in the report's order: the config's kind (E-ATT, Dense,
+    ...) before its peer (vanilla)."""
+    return tuple(sorted(cores, key=lambda kind: kind == PEER.kind))[:2]
 
 
 def report_kinds(r: dict) -> tuple[str, str]:
@@ -207,8 +213,20 @@ def _comparison_heading(r: dict) -> str:
         else ""
     )
     a, b = report_kinds(r)
-    shared = "same weights and formats" if a == "eatt" else "same W_V, W_O and formats"
-    return f"{NAMES.get(a, a)} vs {NAMES.get(b, b)} ({shared}{paired})"
+    shared = (
+        "same weights and formats"
+        if _weight_names(a) == _weight_names(b)
+        else "same W_V, W_O and formats"
+    )
+    return f"{title(a)} vs {title(b)} ({shared}{paired})"
+
+
+def _weight_names(kind: str) -> tuple[str, ...]:
+    """The alignment weights of a kind's mechanism (E-ATT and vanilla share W_Q and W_K)."""
+    try:
+        return mechanism_of(kind).weight_names
+    except ValueError:
+        return ()
 
 
 def _span_note(r: dict) -> str:
@@ -357,7 +375,7 @@ def plot_report(r: dict, path: Path) -> bool:
             ax.barh(names, values, color=colors)
             ax.set_xscale("log")
             ax.axvline(1.0, color="black", linewidth=0.8)
-            a, b = (NAMES.get(k, k) for k in report_kinds(r))
+            a, b = (title(k) for k in report_kinds(r))
             ax.set_xlabel(
                 f"{a} / {b} (log scale; < 1: {a} smaller)"
                 + (f"\n{a} uses no {', '.join(zeros)} (ratio 0, not drawn)" if zeros else "")

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from eatt.config import ConfigError, CoreConfig, WindowConfig, read_mapping
+from eatt.mechanisms import synthesized_kinds
 
 from .data import check_fields, dataclass_from_dict
 
@@ -393,7 +394,7 @@ class ModelConfig:
     def positional_cross(self) -> bool:
         """Whether the cross-attention's weights depend on source positions (windows, the
         synthesizers): then L0Drop decodes on the full gated memory, not the compacted one."""
-        return self.kind("cross") in (*POSITIONAL_KINDS, "dense", "randinit")
+        return self.kind("cross") in (*POSITIONAL_KINDS, *synthesized_kinds())
 
     @property
     def windowed(self) -> bool:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 
-from eatt.mechanisms import core_kinds, mechanism_of
+from eatt.mechanisms import PEER, core_kinds, mechanism_of
 
 METHODS = ("vanilla", "dense", "randinit", "eatt")
 LEVELS = ("alignment", "attention", "block")
@@ -99,32 +99,12 @@ def paper_counts(method: str, level: str, length: int, dim: int) -> OpCounts:
 
     alignment = Q/K projections + scores; attention = + V projection + weighted sum of values;
     block = attention + output projection and FFN (d -> 4d -> d) = + 9ld^2 (mul and add).
+    Each mechanism holds its own formulas (``Mechanism.paper_ops``).
     """
     _choice("method", method, METHODS)
     _choice("level", level, LEVELS)
     l, d = _positive_int("length", length), _positive_int("dim", dim)
-    ld2, l2d, ld = l * d * d, l * l * d, l * d
-    if method == "vanilla":  # Vaswani et al. 2017: every term is a multiply-add
-        macs = {"alignment": 2 * ld2 + l2d, "attention": 3 * ld2 + 2 * l2d}
-        macs["block"] = macs["attention"] + 9 * ld2
-        return OpCounts(macs[level], macs[level])
-    if method == "dense":  # Synthesizer Dense (Tay et al. 2021): scores from X, no Q/K
-        macs = {"alignment": ld2 + l2d, "attention": 2 * ld2 + 2 * l2d}
-        macs["block"] = macs["attention"] + 9 * ld2
-        return OpCounts(macs[level], macs[level])
-    if method == "randinit":  # Synthesizer Random: trained l x l scores, nothing to compute
-        macs = {"alignment": 0, "attention": ld2 + l2d}
-        macs["block"] = macs["attention"] + 9 * ld2
-        return OpCounts(macs[level], macs[level])
-    # E-ATT, Appendix A verbatim: alignment needs only additions (2ld binarization + l^2 d L1);
-    # Q and K each select rows of a d x d weight for every one of l inputs: 2ld^2 selections.
-    sel = 2 * ld2
-    counts = {
-        "alignment": OpCounts(2 * ld + l2d, 0, sel),
-        "attention": OpCounts(ld2 + 2 * ld + 2 * l2d, ld2 + l2d, sel),
-        "block": OpCounts(10 * ld2 + 2 * ld + 2 * l2d, 10 * ld2 + l2d, sel),
-    }
-    return counts[level]
+    return OpCounts(*mechanism_of(method).paper_ops(l, d)[level])
 
 
 def energy_pj(counts: OpCounts, table: str = DEFAULT_TABLE, target: str = "asic") -> float:
@@ -148,7 +128,7 @@ def energy_ratios(length: int, dim: int, table: str = DEFAULT_TABLE) -> dict:
         out[method] = {}
         for level in LEVELS:
             counts = paper_counts(method, level, length, dim)
-            base = paper_counts("vanilla", level, length, dim)
+            base = paper_counts(PEER.kind, level, length, dim)
             out[method][level] = {
                 t: 100.0 * energy_pj(counts, table, t) / energy_pj(base, table, t) for t in targets
             }

@@ -11,6 +11,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from eatt.mechanisms import mechanism_of, synthesized_kinds
+
 from . import functional as F
 from .attention import ATTENTION_VARIANTS, attention_variant, variant_switches
 from .config import (  # the config lives below the model modules; re-exported from here
@@ -23,7 +25,7 @@ from .config import (  # the config lives below the model modules; re-exported f
 from .l0drop import (
     counted_softmax,
 )
-from .synthesizer import DenseSynthesizer, RandomSynthesizer, synthesized_attention
+from .synthesizer import synthesized_attention
 from .windowed import cross_attention
 
 #: L1 score kernel of the seq2seq model (eatt.model.functional.l1_scores ``impl``). Not
@@ -82,10 +84,8 @@ class RoleAttention(nn.Module):
                 cfg if cfg is not None else ModelConfig(cross=kind), dim, dim
             )
             self.o_proj = nn.Linear(dim, dim, bias=False)
-        elif kind == "dense":
-            self.core: nn.Module = DenseSynthesizer(dim, heads, max_len)
-        elif kind == "randinit":
-            self.core = RandomSynthesizer(dim, heads, max_len)
+        elif kind in synthesized_kinds():  # the Synthesizer's float module, by its mechanism
+            self.core: nn.Module = mechanism_of(kind).load("float_module")(dim, heads, max_len)
         elif kind in QUANT_KINDS:
             # Brevitas: loaded only for the quantized kinds (the application layer above
             # quant/; the float reference below it never imports quant/)
@@ -99,11 +99,10 @@ class RoleAttention(nn.Module):
                     f"{cfg.max_len}; the arguments say {dim}, {heads}, {tau}, {max_len}"
                 )
             self.core = QuantAttentionCore(cfg.quant_core(kind))
-        elif kind == "vanilla":
-            self.core = attention_variant(kind, dim, heads)
-        else:
-            self.core = attention_variant(kind, dim, heads, tau=tau)
-        self.synthesized = kind in ("dense", "randinit")
+        else:  # a Table 5 variant; the dot product's (vanilla) has no binarization
+            switches = {} if ATTENTION_VARIANTS[kind] is None else {"tau": tau}
+            self.core = attention_variant(kind, dim, heads, **switches)
+        self.synthesized = kind in synthesized_kinds()
         self.quantized = kind in QUANT_KINDS
         # EAttention's switches (Table 5); a quantized kind has those of its float variant
         # (quant-eatt: eatt, quant-vanilla: vanilla), synthesized and windowed kinds neither

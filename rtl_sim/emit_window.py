@@ -226,7 +226,7 @@ def _window_sv(cfg: CoreConfig, weights: CoreWeights) -> str:
     out("    );")
     out("")
     # -- Q projection, in the accepting cycle --------------------------------------------------
-    out(f"    // ---- Q = ({'f(x)' if cfg.window_score == 'eatt' else 'x'} W_Q) >>> {f.q_shift}, "
+    out(f"    // ---- Q = ({'f(x)' if mechanism_of(cfg).binarized else 'x'} W_Q) >>> {f.q_shift}, "
         "registered with the accepted start")  # fmt: skip
     out(f"    logic signed [{ib - 1}:0] xe [{dim}];")
     out(f"    logic signed [{ab - 1}:0] qa [{dim}];")
@@ -292,7 +292,7 @@ def _window_sv(cfg: CoreConfig, weights: CoreWeights) -> str:
     out(f"        ce = rdata[{dim * (qb + vb)} +: {cb}];")
     out(f"        pen = pen_rom({'{g_r, item_dist}' if flexible else 'item_dist'});")
     out(f"        for (int h = 0; h < {heads}; h++) begin")
-    if cfg.window_score != "eatt":
+    if not mechanism_of(cfg).binarized:  # the dot product's multiply-accumulate
         out(f"            sc[h] = {_lit(0, sb)};")
         out(f"            for (int t = 0; t < {dh}; t++) begin")
         out(f"                sc[h] = sc[h] + {sb}'(q[h*{dh} + t]) * {sb}'(ke[h*{dh} + t]);")

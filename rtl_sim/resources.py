@@ -57,6 +57,7 @@ import sys
 import time
 from pathlib import Path
 
+from eatt.mechanisms import QueryKey, mechanism_of
 from eatt.progress import step
 from eatt.rtl_sim import yosys_native
 from eatt.rtl_sim.procs import kill_group, sigterm_as_interrupt
@@ -339,10 +340,19 @@ def resources_report(
             rtl_dir, nodsp=True, timeout=timeout, abc_verify=abc_verify
         )
     meta = load_metadata(rtl_dir)
-    if meta["level"] == "alignment" and meta["config"].get("kind") in ("eatt", "vanilla"):
+    if meta["level"] == "alignment" and _query_key(meta["config"].get("kind")):
         from eatt.config import CoreConfig
         from eatt.rtl_sim.da4ml_trace import estimate
 
         cfg = CoreConfig.from_dict(meta["config"], source=str(Path(rtl_dir) / "metadata.json"))
         report["da4ml"] = estimate(cfg, load_weights(rtl_dir, meta))
     return report
+
+
+def _query_key(kind) -> bool:
+    """Whether a core kind scores queries against keys (E-ATT, vanilla): da4ml traces their
+    Q and K projections."""
+    try:
+        return isinstance(kind, str) and isinstance(mechanism_of(kind), QueryKey)
+    except ValueError:
+        return False

@@ -7,6 +7,7 @@ Table 2."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ from eatt.quant.modules import from_float, from_integer, integer_weights, to_flo
 from tests.test_rtl import _assert_lint_clean
 
 KINDS = tuple(m.kind for m in MECHANISMS.values())
+ROOT = Path(__file__).resolve().parent.parent
 SYNTHESIZERS = tuple(m.kind for m in MECHANISMS.values() if isinstance(m, Synthesized))
 
 
@@ -208,3 +210,87 @@ def test_unrolled_rtl_is_bit_exact_on_both_simulators(tmp_path, kind):
         assert result["ok"] and result["mismatches"] == 0, result.get("first_mismatch")
     with pytest.raises(ValueError, match="folded engine has no"):
         generate_rtl(cfg, w, tmp_path / "folded", level="folded")
+
+
+@pytest.mark.rtl
+@pytest.mark.hls
+@pytest.mark.parametrize("kind", SYNTHESIZERS)
+def test_eatt_flow_of_the_example_config_passes_on_both_simulators(tmp_path, kind):
+    """Issue 41: `eatt flow --config examples/KIND.yaml` passes every level (golden, QONNX,
+    hls4ml C-sim, unrolled RTL on Verilator) beside its vanilla peer, and `eatt sim` of each
+    RTL folder on Icarus finds no mismatch either."""
+    import json
+    import subprocess
+    import sys
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "eatt.cli", *args], capture_output=True,
+                              text=True, timeout=900)  # fmt: skip
+
+    out = tmp_path / "flow"
+    config = ROOT / "examples" / f"{kind}.yaml"
+    r = cli("flow", "--config", str(config), "-o", str(out), "--no-resources", "--no-window",
+            "--vectors", "60", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    result = json.loads(r.stdout)
+    assert result["ok"] and set(result["cores"]) == {kind, "vanilla"}
+    for level in ("alignment", "attention"):
+        assert result["cores"][kind]["sim"][level]["mismatches"] == 0
+        r = cli("sim", str(out / kind / f"rtl_{level}"), "--simulator", "icarus", "--vectors",
+                "60", "--json")  # fmt: skip
+        assert r.returncode == 0, r.stderr[-2000:]
+        sim = json.loads(r.stdout)
+        assert sim["ok"] and sim["mismatches"] == 0 and sim["vectors"] >= 60
+
+
+#: a branch on a mechanism's name or kind compares a string of these
+_MECHANISM_STRINGS = {n for m in MECHANISMS.values() for n in (m.name, m.kind, f"quant-{m.kind}")}
+#: switches of the float models that share a word with a mechanism but are not one: Luong's
+#: score functions (model/windowed.py, Luong et al. 2015 Eq. 8: dot, general, concat, and
+#: E-ATT's L1) and the l1/dot score switch of E-ATT's Table 5 variants (model/attention.py)
+_OTHER_SWITCHES = {"score", "selection"}
+
+
+def _mechanism_branches(path: Path) -> list[str]:
+    def strings(node) -> set:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return {node.value}
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return set().union(set(), *(strings(e) for e in node.elts))
+        return set()
+
+    def switch(node) -> str | None:
+        return node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+
+    hits = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(strings(s) & _MECHANISM_STRINGS for s in sides) and not any(
+                switch(s) in _OTHER_SWITCHES for s in sides
+            ):
+                hits.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    return hits
+
+
+def test_no_branch_on_a_mechanism_outside_the_mechanisms():
+    """Issue 41's contract: code outside eatt/mechanisms asks the mechanism (its title, its
+    weights, binarized, its paper_ops, PEER, folded_kinds(), ...), never compares a kind
+    string; the package and the benches are scanned (ast), the testbenches and tests not."""
+    hits = []
+    for folder in ("eatt", "model", "quant", "hls", "rtl_sim", "bench"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if "mechanisms" in path.parts or "tb" in path.parts:
+                continue
+            hits += _mechanism_branches(path)
+    assert not hits, "branches on a mechanism's kind:\n" + "\n".join(hits)
+
+
+def test_each_mechanism_prices_the_paper_s_appendix_a():
+    """paper_ops gives the three levels for every mechanism, and the block adds the same
+    9 l d^2 multiply-adds (W_O and the FFN) to each attention."""
+    for m in MECHANISMS.values():
+        ops = m.paper_ops(4, 8)
+        assert set(ops) == {"alignment", "attention", "block"}, m.name
+        assert ops["block"][1] - ops["attention"][1] == 9 * 4 * 8 * 8, m.name
+    assert MECHANISMS["eatt"].paper_ops(4, 8)["alignment"][1] == 0  # adder-only

@@ -36,6 +36,10 @@ from eatt.mechanisms.randinit import RANDINIT
 #: every mechanism by its name (a config's score_kind); one line each
 MECHANISMS: dict[str, Mechanism] = {m.name: m for m in (EATT, DOT, DENSE, RANDINIT)}
 
+#: the peer every mechanism is compared with in the same run (a flow's second core, the
+#: denominator of energy ratios): the dot product
+PEER: Mechanism = DOT
+
 
 def mechanism_of(cfg) -> Mechanism:
     """The mechanism of a config (its ``score_kind``), of a score kind's name or of a core
@@ -53,6 +57,11 @@ def mechanism_of(cfg) -> Mechanism:
 def core_kinds() -> tuple[str, ...]:
     """The CoreConfig kinds: one per mechanism."""
     return tuple(m.kind for m in MECHANISMS.values())
+
+
+def synthesized_kinds() -> tuple[str, ...]:
+    """The core kinds whose scores are synthesized without keys (Dense, RandInit)."""
+    return tuple(m.kind for m in MECHANISMS.values() if isinstance(m, Synthesized))
 
 
 def folded_kinds() -> tuple[str, ...]:

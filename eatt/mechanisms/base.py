@@ -85,6 +85,8 @@ class Mechanism:
     #: the config's score_kind, and the CoreConfig kind that uses it
     name: str
     kind: str
+    #: its name in reports and headings ("E-ATT", "vanilla", ...)
+    title: str
     #: where it comes from
     paper: str
     #: the float reference module (its leading parameters: dim, heads)
@@ -156,6 +158,13 @@ class Mechanism:
         d_head) before W_O."""
         raise NotImplementedError
 
+    def paper_ops(self, length: int, dim: int) -> dict[str, tuple[int, int, int]]:
+        """(additions, multiplications, selections) by level as E-ATT's Appendix A counts them
+        for self-attention of ``length`` tokens of width ``dim``: ``alignment`` (the scores),
+        ``attention`` (+ the V projection and the weighted sum of the values) and ``block``
+        (+ the output projection and the FFN, d -> 4d -> d: 9 l d^2 multiply-adds)."""
+        raise NotImplementedError
+
     def scale(self, d_head: int) -> float:
         """The scores' scale: 1/sqrt(d_head), or 1 where the mechanism has none."""
         return scale_of(d_head) if self.scaled else 1.0
@@ -204,6 +213,14 @@ class Mechanism:
         """Copy real (in, out) tensors by weight name into the float module (under no_grad)."""
         for name, attr, _, _ in self.layers(cfg):
             getattr(float_module, attr).weight.copy_(weights[name].T)
+
+
+def macs_by_level(alignment: int, attention: int, ld2: int) -> dict[str, tuple[int, int, int]]:
+    """Appendix A's levels of a mechanism whose every term is a multiply-add: the alignment's
+    and the attention's MACs; the block adds 9 l d^2 (``ld2`` = l d^2) of W_O and the FFN."""
+    levels = {"alignment": alignment, "attention": attention}
+    levels["block"] = attention + 9 * ld2
+    return {level: (macs, macs, 0) for level, macs in levels.items()}
 
 
 #: facets loaded so far, by path

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eatt.mechanisms.base import Synthesized, matmul_int, requantize, split_heads
+from eatt.mechanisms.base import Synthesized, macs_by_level, matmul_int, requantize, split_heads
 
 
 @dataclass(frozen=True)
@@ -65,10 +65,15 @@ class Dense(Synthesized):
             "w2": w2[:, :, : cfg.len_k].reshape(cfg.dim, cfg.heads * cfg.len_k),
         }
 
+    def paper_ops(self, length, dim):  # scores from X through W_1, W_2; no Q or K
+        ld2, l2d = length * dim * dim, length * length * dim
+        return macs_by_level(ld2 + l2d, 2 * ld2 + 2 * l2d, ld2)
+
 
 DENSE = Dense(
     name="dense",
     kind="dense",
+    title="Dense",
     paper="Dense Synthesizer (Tay et al., ICML 2021), Eq. 2",
     float_module="eatt.model.synthesizer:DenseSynthesizer",
     hls_score="dense",

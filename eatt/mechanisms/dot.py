@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eatt.mechanisms.base import QueryKey, matmul_int
+from eatt.mechanisms.base import QueryKey, macs_by_level, matmul_int
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,15 @@ class Dot(QueryKey):
         per_dim = delta * (m_q + m_k) + delta * delta  # |q k - q^ k^| per product
         return per_dim.reshape(cfg.heads, cfg.d_head).sum(axis=1).max()
 
+    def paper_ops(self, length, dim):  # Vaswani et al. 2017: every term is a multiply-add
+        ld2, l2d = length * dim * dim, length * length * dim
+        return macs_by_level(2 * ld2 + l2d, 3 * ld2 + 2 * l2d, ld2)
+
 
 DOT = Dot(
     name="dot",
     kind="vanilla",
+    title="vanilla",
     paper="Vaswani et al. 2017, scaled dot-product attention",
     float_module="eatt.model.attention:DotProductAttention",
     attend="eatt.model.functional:dot_attention",

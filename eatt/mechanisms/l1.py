@@ -48,10 +48,23 @@ class L1(QueryKey):
         l1 = 2 * pairs  # subtract, then abs-and-accumulate
         return compare + accumulate + l1, 0, rows_in * dim * dim
 
+    def paper_ops(self, length, dim):
+        # Appendix A verbatim: the alignment needs only additions (2 l d binarization + l^2 d
+        # L1); Q and K each select rows of a d x d weight for every one of l inputs: 2 l d^2
+        # selections. The values and W_O (and the FFN) multiply as vanilla's do.
+        ld2, l2d, ld = length * dim * dim, length * length * dim, length * dim
+        sel = 2 * ld2
+        return {
+            "alignment": (2 * ld + l2d, 0, sel),
+            "attention": (ld2 + 2 * ld + 2 * l2d, ld2 + l2d, sel),
+            "block": (10 * ld2 + 2 * ld + 2 * l2d, 10 * ld2 + l2d, sel),
+        }
+
 
 EATT = L1(
     name="eatt",
     kind="eatt",
+    title="E-ATT",
     paper="E-ATT (Wan et al., Findings of ACL 2022), Eq. 4 and 10",
     float_module="eatt.model.attention:EAttention",
     attend="eatt.model.functional:l1_attention",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eatt.mechanisms.base import Synthesized
+from eatt.mechanisms.base import Synthesized, macs_by_level
 
 
 @dataclass(frozen=True)
@@ -60,10 +60,15 @@ class RandInit(Synthesized):
         r = weights["r"].reshape(cfg.heads, cfg.len_q, cfg.len_k)
         float_module.random_scores[:, : cfg.len_q, : cfg.len_k] = r
 
+    def paper_ops(self, length, dim):  # trained l x l scores: nothing to compute
+        ld2, l2d = length * dim * dim, length * length * dim
+        return macs_by_level(0, ld2 + l2d, ld2)
+
 
 RANDINIT = RandInit(
     name="randinit",
     kind="randinit",
+    title="RandInit",
     paper="Random Synthesizer (Tay et al., ICML 2021)",
     float_module="eatt.model.synthesizer:RandomSynthesizer",
     hls_score="randinit",
