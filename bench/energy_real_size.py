@@ -86,6 +86,7 @@ def _record(r: dict) -> dict:
         **({"vs_model": r["vs_model"]} if r.get("vs_model") else {}),
         "memories": {
             "macros": len(r["memories"]["macros"]),
+            "by_macro": by_macro(r),
             "source": r["memories"]["source"],
             "node_nm": r["memories"]["node_nm"],
             "scaled_to": r["memories"]["scaled_to"],
@@ -101,6 +102,53 @@ def _record(r: dict) -> dict:
         "seconds": r["seconds"],
         **({"rescaled": r["rescaled"]} if r.get("rescaled") else {}),
     }
+
+
+def by_macro(r: dict) -> list[dict]:
+    """Each memory macro of a power result per call: its shape, reads and writes, and its
+    dynamic and leakage energy (pJ at CACTI's node, before scaling): what explains a kind's
+    memory energy against its peer's."""
+    calls = max(r["vectors"], 1)
+    return [
+        {
+            "name": m["name"],
+            "kind": m["kind"],
+            "depth": m["depth"],
+            "width": m["width"],
+            "reads_per_call": m["reads"] / calls,
+            "writes_per_call": m["writes"] / calls,
+            "read_pj": m["read_pj"],
+            "dynamic_pj_per_call": m["dynamic_pj_per_call"],
+            "leakage_pj_per_call": m["leakage_pj_per_call"],
+        }
+        for m in r["memories"]["macros"]
+    ]
+
+
+def macro_lines(report: dict) -> list[str]:
+    """The memories by macro of each point that kept them (E-ATT and dot side by side)."""
+    lines = []
+    for key, by_kind in report["points"].items():
+        for kind in KINDS:
+            rows = ((by_kind.get(kind) or {}).get("memories") or {}).get("by_macro")
+            if not rows:
+                continue
+            lines += [
+                "",
+                f"### {key}, {kind}: memories by macro (pJ per call at CACTI's node)",
+                "",
+                "| macro | kind | depth x width | reads/call | writes/call | pJ/read | dynamic "
+                "| leakage |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- |",
+            ]
+            for m in sorted(rows, key=lambda m: -m["dynamic_pj_per_call"]):
+                lines.append(
+                    f"| {m['name']} | {m['kind']} | {m['depth']} x {m['width']} | "
+                    f"{m['reads_per_call']:,.0f} | {m['writes_per_call']:,.0f} | "
+                    f"{m['read_pj']:.3f} | {m['dynamic_pj_per_call']:,.0f} | "
+                    f"{m['leakage_pj_per_call']:,.0f} |"
+                )
+    return lines
 
 
 def rescaled(r: dict) -> dict:
@@ -218,7 +266,7 @@ def markdown(report: dict) -> str:
                 + f" | paper {q['paper_analytic']:.3f}, counts {q['core_counts']:.3f} | | | "
                 f"{q['calls_per_s']:.2f} | | |"
             )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + macro_lines(report)) + "\n"
 
 
 def plot(report: dict, path: Path) -> bool:

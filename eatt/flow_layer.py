@@ -26,33 +26,44 @@ cores').
 
 A layer too big for the unrolled core on this machine is refused before any work, with one
 line pointing to ``--step`` (a decoder layer's one-step core) or the folded engine. The report
-is report.md, report.json and report.png in the output folder (eatt.flow's report files).
+is report.md, report.json and report.png in the output folder (eatt.flow_layer_report).
+
+``--to-step S`` stops after step S of LAYER_FLOW_STEPS (capture, golden, export, hls, then
+each core's rtl, sim, sim_edges, resources, then bleu) and reports what ran; ``--from-step S``
+continues such a run in the same folder: the earlier steps' results come from
+layer_steps.json (written after each part, checked to be the same run) and the capture from
+acts.npz.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import numpy as np
 
-from eatt.config import ConfigError, CoreConfig, WindowConfig, atomic_write
+from eatt.config import ConfigError, CoreConfig, WindowConfig, atomic_write_text
 from eatt.flow import (
-    CELLS,
-    PEER,
-    _fmt,
-    _md_table,
+    _jsonable,
     flow_folding,
     folded_config,
     open_flow_dir,
     write_report,
     write_times,
 )
+from eatt.flow_layer_report import (
+    comparison,
+    core_label,
+    format_layer_flow,
+    format_layer_markdown,
+    peer_config,
+    plot_layer_report,
+)
 from eatt.model import energy, layers
 from eatt.model.evaluate import evaluate
 from eatt.outdir import check_output_dir
 from eatt.progress import say, step
-from eatt.quant.check import format_golden_check
 from eatt.quant.golden import CoreWeights
 from eatt.quant.vectors import (
     capture_inputs,
@@ -61,7 +72,7 @@ from eatt.quant.vectors import (
 )
 from eatt.quant.window import WindowGolden, window_bounds
 from eatt.rtl_sim.tools import ToolMissing
-from eatt.steps import BuildContext, BuildOptions, run_steps
+from eatt.steps import BuildContext, BuildOptions, run_steps, select
 
 #: most estimated SystemVerilog (MB, CoreConfig.rtl_megabytes) of a layer's core that
 #: `eatt flow CHECKPOINT --layer` builds (EATT_MAX_FLOW_RTL_MB overrides). Measured on 2 cores:
@@ -71,6 +82,10 @@ MAX_FLOW_RTL_MB = 1.0
 #: the layer's steps (eatt.steps) before its cores, and each core's (the layer's and its peer)
 LAYER_STEPS = ("golden", "export", "hls")
 CORE_RTL_STEPS = ("rtl", "sim", "sim_edges", "resources")
+#: every step of a layer's flow in order: --from-step / --to-step name one of them
+LAYER_FLOW_STEPS = ("capture", *LAYER_STEPS, *CORE_RTL_STEPS, "bleu")
+#: the finished steps' results of a layer's flow (what a later --from-step starts from)
+LAYER_STATE = "layer_steps.json"
 
 
 def check_flow_size(cfg: CoreConfig, name: str, step_core: bool) -> None:
@@ -115,23 +130,6 @@ def layer_energy(cfg: CoreConfig, calls_per_sentence: float | None) -> dict:
     return out
 
 
-#: the window unit's peer: the other score
-WINDOW_PEER = {"eatt": "dot", "dot": "eatt"}
-
-
-def core_label(cfg: CoreConfig) -> str:
-    """How the report names a layer's core: its kind, or the window unit and its score."""
-    return f"window {cfg.window_score}" if isinstance(cfg, WindowConfig) else cfg.kind
-
-
-def peer_config(cfg: CoreConfig) -> CoreConfig:
-    """The peer of a layer's core: the other kind (E-ATT <-> vanilla) or, for the window unit,
-    the other score; the same formats, and the same integer weights."""
-    if isinstance(cfg, WindowConfig):
-        return cfg.replace(window_score=WINDOW_PEER[cfg.window_score])
-    return cfg.replace(kind=PEER[cfg.kind])
-
-
 def run_layer_flow(
     checkpoint: str | os.PathLike,
     layer: str,
@@ -144,14 +142,19 @@ def run_layer_flow(
     resources: bool = True,
     peer: bool = True,
     reuse_factor: int = 1,
+    span: tuple = (None, None),
 ) -> dict:
     """Every stage for layer ``layer`` of ``checkpoint`` (module docstring); writes the report
     files into out_dir and returns the result (``result["report"]``: their paths).
     ``reuse_factor`` > 1 folds both cores at equal cycles (eatt.flow.flow_folding): the folded
     hls4ml layer and the folded RTL engine instead of the unrolled ones, so a layer of any size
-    goes through (no size limit then).
+    goes through (no size limit then). ``span``: (--from-step, --to-step), the first and last
+    of LAYER_FLOW_STEPS to run (None: all); a later start reads the earlier steps' results
+    (layer_steps.json) and the capture (acts.npz) from out_dir, the report covers the steps
+    run so far.
 
-    Before any work: ValueError for a float layer or a wrong name, ConfigError for a size the
+    Before any work: ValueError for a float layer, a wrong name, a step the flow does not
+    have or an out_dir without the earlier steps of this run, ConfigError for a size the
     flow does not build (check_flow_size), OutputError for a folder eatt must not write to,
     ToolMissing when a tool is missing.
     """
@@ -162,21 +165,88 @@ def run_layer_flow(
         cfg = folded_config(cfg, reuse_factor)
     else:
         check_flow_size(cfg, layer, step_core)
+    names = LAYER_FLOW_STEPS if resources else _without(LAYER_FLOW_STEPS, "resources")
+    chosen = select(names, *span)
+    run_id = {"checkpoint": str(Path(checkpoint).resolve()), "layer": layer, "step": step_core,
+              "split": split, "beam": beam, "vectors": vectors, "seed": seed, "peer": peer,
+              "config": cfg.to_dict()}  # fmt: skip
+    state = earlier_layer_steps(given, run_id, names, chosen)
     open_flow_dir(given, resources)
     try:
         result = _run(checkpoint, layer, cfg, weights, given, step_core, vectors, split, beam,
-                      seed, resources, peer)  # fmt: skip
+                      seed, peer, Span(names, chosen, state, run_id))  # fmt: skip
     except ToolMissing as err:
         raise ToolMissing(f"{err} (the stages done so far are in {given})") from None
     result["comparison"] = comparison(result)
+    if any(span):
+        result["span"] = {"from": span[0], "to": span[1]}
     write_times(result, given)
     result["report"] = write_report(result, given, format_layer_markdown, plot_layer_report)
     return result
 
 
+def _without(names: tuple, name: str) -> tuple:
+    return tuple(n for n in names if n != name)
+
+
+class Span:
+    """The steps a layer's flow runs (``chosen`` of ``names``) and the earlier ones' results
+    (``state``: capture, golden, export, hls, cores: {label: {step: result}}, bleu)."""
+
+    def __init__(self, names: tuple, chosen: list, state: dict, run_id: dict) -> None:
+        self.names, self.chosen, self.state, self.run_id = names, chosen, state, run_id
+        self.earlier = names[: names.index(chosen[0])]
+
+    def runs(self, name: str) -> bool:
+        return name in self.chosen
+
+    def has(self, name: str) -> bool:
+        """Whether the step ran now or in the run this one continues."""
+        return name in self.chosen or name in self.earlier
+
+    def save(self, out: Path, r: dict) -> None:
+        """The finished steps so far into out/LAYER_STATE (after each part of the flow)."""
+        parts = {k: r[k] for k in ("capture", *LAYER_STEPS, "bleu") if k in r}
+        parts["cores"] = r.get("core_steps", {})
+        state = {"run": self.run_id, "results": _jsonable(parts)}
+        atomic_write_text(out / LAYER_STATE, json.dumps(state) + "\n")
+
+
+def earlier_layer_steps(out: Path, run_id: dict, names: tuple, chosen: list) -> dict:
+    """The results of the steps before the first chosen one, from out/LAYER_STATE and the
+    capture out/acts.npz ({} when the flow starts at its first step); ValueError (one line)
+    when the folder does not hold them for this run."""
+    start = chosen[0]
+    before = names[: names.index(start)]
+    if not before:
+        return {}
+    path = out / LAYER_STATE
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise ValueError(
+            f"--from-step {start}: {path} holds no earlier run's results (run the flow to "
+            f"{before[-1]} first)"
+        ) from None
+    if state.get("run") != json.loads(json.dumps(run_id)):
+        raise ValueError(f"--from-step {start}: {path} is another run's (checkpoint, layer, "
+                         "split, beam, vectors, seed or config differ)")  # fmt: skip
+    if not (out / "acts.npz").is_file():
+        raise ValueError(f"--from-step {start}: {out / 'acts.npz'} (the capture) is missing")
+    results = state.get("results", {})
+    missing = [n for n in before if n in ("capture", *LAYER_STEPS, "bleu") and n not in results]
+    cores = results.get("cores") or {}
+    for n in (n for n in before if n in CORE_RTL_STEPS):
+        if not cores or any(n not in c for c in cores.values()):
+            missing.append(n)
+    if missing:
+        raise ValueError(f"--from-step {start}: {path} has no result of {', '.join(missing)}")
+    return results
+
+
 def _run(
-    checkpoint, layer, cfg, weights, out: Path, step_core, vectors, split, beam, seed, resources,
-    peer,
+    checkpoint, layer, cfg, weights, out: Path, step_core, vectors, split, beam, seed, peer,
+    span: Span,
 ) -> dict:  # fmt: skip
 
     source = {"checkpoint": str(Path(checkpoint).resolve()), "layer": layer}
@@ -193,11 +263,16 @@ def _run(
         "out_dir": str(out),
     }
     acts = out / "acts.npz"
-    with step(f"flow [{layer}]: capture while decoding the {split} split (at most {vectors})"):
-        capture = layers.capture_layer(checkpoint, layer, split, vectors, beam=beam, step=step_core)
-        layers.save_capture(capture, acts)
-    r["capture"] = {**capture["report"], "path": str(acts)}
-    r["capture"].pop("config")
+    if span.runs("capture"):
+        with step(f"flow [{layer}]: capture while decoding the {split} split (at most {vectors})"):
+            capture = layers.capture_layer(checkpoint, layer, split, vectors, beam=beam,
+                                           step=step_core)  # fmt: skip
+            layers.save_capture(capture, acts)
+        r["capture"] = {**capture["report"], "path": str(acts)}
+        r["capture"].pop("config")
+    else:
+        r["capture"] = span.state["capture"]
+    span.save(out, r)
     n = r["capture"]["vectors"]
     window = isinstance(cfg, WindowConfig)
     captured = load_window_capture(acts, cfg)["steps"] if window else capture_inputs(acts, cfg)
@@ -206,9 +281,11 @@ def _run(
         cfg, weights, out, seed, n, _options(folding), inputs=acts, captured=captured,
         onnx_name="layer.onnx", source=source, tag=f"flow [{layer}]",
     )  # fmt: skip
-    r.update(run_steps(ctx, LAYER_STEPS))
+    ctx.results.update({k: span.state[k] for k in LAYER_STEPS if k in span.earlier})
+    r.update(_run_some(ctx, [k for k in LAYER_STEPS if span.runs(k)]))
     r["time_per_step"] = ctx.times
-    r["cores"] = {}
+    span.save(out, r)
+    r["cores"], r["core_steps"] = {}, {}
     configs = [cfg]
     if peer:
         other = peer_config(cfg)
@@ -219,33 +296,44 @@ def _run(
             say(f"flow [{layer}]: no peer: {r['peer_skipped']}")
         else:
             configs.append(other)
-    for c in configs:
+    core_names = [k for k in CORE_RTL_STEPS if k in span.names]
+    for c in configs if any(span.has(k) for k in core_names) else ():
         label = core_label(c)
-        r["cores"][label] = _core_rtl(
-            c, weights, out / f"rtl_{label.replace(' ', '_')}", captured, n, seed, resources,
-            source if c is cfg else None, layer,
+        earlier = {k: v for k, v in span.state.get("cores", {}).get(label, {}).items()
+                   if k in span.earlier}  # fmt: skip
+        r["core_steps"][label], r["cores"][label] = _core_rtl(
+            c, weights, out / f"rtl_{label.replace(' ', '_')}", captured, n, seed,
+            [k for k in core_names if span.runs(k)], earlier, source if c is cfg else None, layer,
         )  # fmt: skip
-    with step(f"flow [{layer}]: BLEU on {split} (model, exported cores, surrogate)"):
-        ev = evaluate(checkpoint, beam=beam, split=split, hardware=True)
-    r["bleu"] = {
-        "model": ev["bleu"],
-        "sentences": ev["sentences"],
-        "signature": ev["signature"],
-        **{k: v for k, v in ev["hardware"].items()},
-    }
+        span.save(out, r)
+    ev = None
+    if span.runs("bleu"):
+        with step(f"flow [{layer}]: BLEU on {split} (model, exported cores, surrogate)"):
+            ev = evaluate(checkpoint, beam=beam, split=split, hardware=True)
+        r["bleu"] = {
+            "model": ev["bleu"],
+            "sentences": ev["sentences"],
+            "signature": ev["signature"],
+            "vision_span": ev["vision_span"],
+            **{k: v for k, v in ev["hardware"].items()},
+        }
+        span.save(out, r)
+    elif span.has("bleu"):
+        r["bleu"] = span.state["bleu"]
+    r.pop("core_steps")
     # the analytic counts are the unrolled cores' (energy.core_counts): none for the window unit
     r["energy"] = {} if window else layer_energy(cfg, r["capture"]["calls_per_sentence"])
-    own = r["cores"][core_label(cfg)]
-    if window:
-        r["vision"] = window_vision(captured, own["sim"]["captured"], ev["vision_span"])
+    own = r["cores"].get(core_label(cfg), {})
+    captured_sim = own.get("sim", {}).get("captured")
+    if window and captured_sim and "bleu" in r:
+        r["vision"] = window_vision(captured, captured_sim, r["bleu"]["vision_span"])
     r["ok"] = bool(
         r["capture"]["golden_vs_model"]["mismatches"] == 0
-        and r["golden"]["ok"]
-        and r["export"]["check"]["ok"]
-        and r["hls"]["ok"]
+        and all(r[k]["ok"] for k in ("golden", "hls") if k in r)
+        and ("export" not in r or r["export"]["check"]["ok"])
         and all(c["ok"] for c in r["cores"].values())
-        and r["bleu"]["exported"]["hypotheses_differ"] == 0
-        and own["sim"]["captured"]["vectors"] >= 1
+        and ("bleu" not in r or r["bleu"]["exported"]["hypotheses_differ"] == 0)
+        and (not span.has("sim") or (captured_sim or {}).get("vectors", 0) >= 1)
     )
     return r
 
@@ -284,12 +372,14 @@ def _steps_misfit(cfg: CoreConfig, weights: CoreWeights, steps: dict) -> str | N
 
 
 def _core_rtl(
-    cfg: CoreConfig, weights: CoreWeights, rtl_dir: Path, captured, n, seed, resources, source,
-    layer,
-) -> dict:  # fmt: skip
+    cfg: CoreConfig, weights: CoreWeights, rtl_dir: Path, captured, n, seed, names: list,
+    earlier: dict, source, layer,
+) -> tuple[dict, dict]:  # fmt: skip
     """The attention-level RTL of cfg (the folded engine where cfg.reuse_factor > 1, the window
     unit's RTL for a windowed layer): generated, simulated on the captured vectors and on
-    random + edge vectors (every length and offset), and synthesized."""
+    random + edge vectors (every length and offset), and synthesized: the steps ``names``
+    (of CORE_RTL_STEPS), after the ``earlier`` ones' results. Returns (each step's result, the
+    core's part of the report)."""
     window = isinstance(cfg, WindowConfig)
     build_cfg, folding = (cfg, None) if window else flow_folding(cfg)
     ctx = BuildContext(
@@ -297,14 +387,21 @@ def _core_rtl(
         rtl_cfg=build_cfg, source=source, rtl_name=rtl_dir.name,
         tag=f"flow [{layer}, {core_label(cfg)}{'' if source else ' peer'}]",
     )  # fmt: skip
-    names = CORE_RTL_STEPS if resources else CORE_RTL_STEPS[:-1]
-    c: dict = dict(run_steps(ctx, names))
-    c["sim"] = {"captured": c.pop("sim"), "random + edge": c.pop("sim_edges")}
-    if resources:
+    ctx.results.update(earlier)
+    steps = dict(_run_some(ctx, names))
+    c = dict(steps)
+    sims = {"captured": c.pop("sim", None), "random + edge": c.pop("sim_edges", None)}
+    c["sim"] = {what: s for what, s in sims.items() if s is not None}
+    if "resources" in ctx.times:
         c["resources"]["seconds"] = ctx.times["resources"]["wall_s"]
-    c["ok"] = not ctx.failed
+    c["ok"] = not ctx.failed and all(s.get("ok", True) for s in c["sim"].values())
     c["time_per_step"] = ctx.times
-    return c
+    return steps, c
+
+
+def _run_some(ctx: BuildContext, names: list) -> dict:
+    """run_steps of names on ctx, or its results so far where none is chosen."""
+    return run_steps(ctx, names) if names else ctx.results
 
 
 def _options(folding: dict | None) -> BuildOptions:
@@ -314,219 +411,12 @@ def _options(folding: dict | None) -> BuildOptions:
     return BuildOptions(levels=levels, folding=folding, hls_reuse_factor=1)
 
 
-# -- the report -----------------------------------------------------------------------------------
-def _ratio(a, b):
-    return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
-
-
-def comparison(r: dict) -> list[dict]:
-    """Rows: metric, the layer's core, its peer, layer / peer (None without the peer)."""
-    kind, other = _labels(r)
-    cores = r["cores"]
-    rows = []
-    for level in energy.CORE_LEVELS if r["energy"] else ():
-        for target in ("asic", "fpga"):
-            e = r["energy"][kind][level]["per_sentence_pj"]
-            p = r["energy"][other][level]["per_sentence_pj"]
-            if e is None:
-                continue
-            rows.append({
-                "metric": f"{level} energy per sentence, {target} (pJ, analytic)",
-                "layer": e[target], "peer": p[target], "ratio": _ratio(e[target], p[target]),
-            })  # fmt: skip
-
-    def add(metric, get):
-        a = get(cores[kind])
-        b = get(cores[other]) if other in cores else None
-        rows.append({"metric": metric, "layer": a, "peer": b, "ratio": _ratio(a, b)})
-
-    add("RTL latency (cycles)", lambda c: c["sim"]["captured"]["latency_cycles"])
-    add("RTL II (cycles)", lambda c: c["sim"]["captured"]["ii_cycles"])
-    if "resources" in cores[kind]:
-        for cell in CELLS:
-            add(f"{cell} (Yosys xc7)", lambda c, k=cell: c["resources"][k])
-    add("SystemVerilog (bytes)", lambda c: c["rtl"]["bytes"])
-    return rows
-
-
-def _labels(r: dict) -> tuple[str, str]:
-    """(the layer's core, its peer) as the report names them (core_label)."""
-    cfg = CoreConfig.from_dict(r["config"])
-    return core_label(cfg), core_label(peer_config(cfg))
-
-
-def _check_lines(r: dict) -> list[str]:
-    from eatt.quant.export import format_check  # qonnx/onnx
-
-    cap = r["capture"]
-    g = cap["golden_vs_model"]
-    cs = r["hls"]["csim"]
-    lines = [
-        f"capture: {cap['vectors']} vectors of {r['layer']} ({r['split']} split, beam "
-        f"{r['beam']}), valid key lengths {cap['lengths'][0]}-{cap['lengths'][-1]}; golden "
-        f"model vs the model: {g['mismatches']} mismatching",
-        format_golden_check(r["golden"]),
-        format_check(r["export"]["check"]),
-        f"hls4ml C simulation vs golden: {cs['vectors']} captured + {cs['edge_vectors']} edge "
-        f"vectors, {cs['mismatches']} mismatching",
-    ]
-    if r["hls"].get("folding"):
-        from eatt.hls.folding import format_folded  # hls4ml (registered on import)
-
-        lines.append("  " + format_folded(r["hls"]))
-    if g["first_mismatch"]:
-        lines.insert(1, "  first mismatch: " + g["first_mismatch"])
-    if r.get("peer_skipped"):
-        lines.append(f"no peer: {r['peer_skipped']}")
-    own, _ = _labels(r)
-    for kind, c in r["cores"].items():
-        who = "layer" if kind == own else "peer"
-        for what, s in c["sim"].items():
-            f = c["rtl"].get("folding")
-            folded = f" folded ({f['lanes']}, {f['simd']}, {f['pe']})" if f else ""
-            lines.append(
-                f"RTL {kind}{folded} ({who}), Verilator + cocotb: {s['vectors']} {what} vectors, "
-                f"{s['mismatches']} mismatching; latency {s['latency_cycles']} cycles, II "
-                f"{s['ii_cycles']}"
-            )
-            if s.get("first_mismatch"):
-                lines.append(f"  first mismatch: {s['first_mismatch']['message']}")
-        if "resources" in c:
-            res = c["resources"]
-            lines.append(
-                f"Yosys xc7, {kind} ({who}): "
-                + ", ".join(f"{k} {res[k]}" for k in CELLS)
-                + f" ({res['seconds']:.0f} s)"
-            )
-    return lines
-
-
-def _bleu_lines(r: dict) -> list[str]:
-    b = r["bleu"]
-    vision = []
-    if r.get("vision"):
-        v = r["vision"]
-        vision = [
-            f"vision span: the unit reads {_fmt(v['rows_per_step'])} rows per captured step, "
-            f"{_fmt(v['cycles_per_step'])} cycles per step back to back (RTL); the model counts "
-            f"{_fmt(v['model_vision_span'])} positions per step ({r['split']} split)"
-        ]
-    return vision + [
-        f"BLEU on {r['split']} ({b['sentences']} sentences, beam {r['beam']}): model "
-        f"{b['model']:.2f} (its eval is the hardware's arithmetic)",
-        f"  with the exported cores: {b['exported']['bleu']:.2f}, "
-        f"{b['exported']['hypotheses_differ']} hypotheses differ",
-        f"  with the QAT surrogate (float softmax): {b['surrogate']['bleu']:.2f}, "
-        f"{b['surrogate']['hypotheses_differ']} hypotheses differ",
-    ]
-
-
-def _heading(r: dict) -> str:
-    c = r["config"]
-    if c["kind"] == "window":
-        return (
-            f"layer {r['layer']} of {r['checkpoint']}: the window unit ({c['window_score']} "
-            f"scores, position {c['position']}), l_k {c['len_k']}, dim {c['dim']}, D "
-            f"{c['window_d']}, one decoding step per call"
-        )
-    step_text = ", one decoding step" if r["step"] else ""
-    reuse = c.get("reuse_factor", 1)
-    folded = (
-        f"; folded for reuse_factor {reuse}, the peer at equal cycles (lanes, simd, pe)"
-        if reuse > 1
-        else ""
-    )
-    return (
-        f"layer {r['layer']} of {r['checkpoint']}: {c['kind']} core{step_text}, len_q "
-        f"{c['len_q']}, len_k {c['len_k']}, dim {c['dim']}, heads {c['heads']}, "
-        f"masks {', '.join(k for k in ('key_padding', 'causal') if c[k]) or 'none'}{folded}"
-    )
-
-
-def format_layer_flow(r: dict) -> str:
-    """The text the CLI prints."""
-    kind, other = _labels(r)
-    lines = [f"=== {_heading(r)} ===", *_check_lines(r), "", *_bleu_lines(r), ""]
-    calls = r["capture"]["calls_per_sentence"]
-    if calls is not None:
-        lines.append(f"the layer's core runs {calls:.1f} times per decoded sentence")
-    lines.append(f"{'metric':<48} {kind:>12} {other + ' peer':>14} {'ratio':>8}")
-    for row in r["comparison"]:
-        lines.append(
-            f"{row['metric']:<48} {_fmt(row['layer']):>12} {_fmt(row['peer']):>14} "
-            f"{_fmt(row['ratio']):>8}"
-        )
-    lines += ["", "flow: " + ("PASS" if r["ok"] else "FAIL")]
-    return "\n".join(lines)
-
-
-def format_layer_markdown(r: dict) -> str:
-    kind, other = _labels(r)
-    lines = [
-        f"# eatt flow, a trained layer: {'PASS' if r['ok'] else 'FAIL'}",
-        "",
-        f"{_heading(r)[0].upper()}{_heading(r)[1:]}; artifacts in `{r['out_dir']}`.",
-        "",
-        "## Checks (every level against the golden model of the layer's core)",
-        "",
-        "```text",
-        *_check_lines(r),
-        "```",
-        "",
-        "## BLEU",
-        "",
-        "```text",
-        *_bleu_lines(r),
-        "```",
-        "",
-        f"## {kind} layer vs the {other} peer (same integer weights and formats)",
-        "",
-    ]
-    calls = r["capture"]["calls_per_sentence"]
-    if calls is not None:
-        lines += [f"The layer's core runs {calls:.1f} times per decoded sentence.", ""]
-    lines += _md_table(
-        ["metric", kind, f"{other} peer", "ratio"],
-        [[x["metric"], x["layer"], x["peer"], x["ratio"]] for x in r["comparison"]],
-    )
-    return "\n".join(lines) + "\n"
-
-
-def plot_layer_report(r: dict, path: Path) -> bool:
-    """report.png: BLEU by arithmetic, and the layer / peer ratios (log scale); True."""
-    from matplotlib.figure import Figure  # matplotlib: only when a report is plotted
-
-    fig = Figure(figsize=(7.5, 6.6), layout="constrained")
-    top, bottom = fig.subplots(2, 1)
-    b = r["bleu"]
-    names = ["model (eval)", "exported cores", "QAT surrogate"]
-    values = [b["model"], b["exported"]["bleu"], b["surrogate"]["bleu"]]
-    bars = top.bar(names, values, color=["tab:blue", "tab:green", "tab:gray"])
-    top.bar_label(bars, fmt="%.2f")
-    top.set_ylabel("BLEU")
-    top.set_title(f"{r['layer']}: BLEU on {r['split']} ({b['sentences']} sentences)")
-    ratios = [(x["metric"], x["ratio"]) for x in r["comparison"] if x["ratio"]]
-    if ratios:
-        kind, other = _labels(r)
-        colors = ["tab:green" if v < 1 else "tab:red" if v > 1 else "tab:gray" for _, v in ratios]
-        bottom.barh([m for m, _ in ratios][::-1], [v for _, v in ratios][::-1], color=colors[::-1])
-        bottom.set_xscale("log")
-        bottom.axvline(1.0, color="black", linewidth=0.8)
-        bottom.set_xlabel(f"{kind} / {other} peer (log scale; < 1: the layer's is smaller)")
-        bottom.tick_params(axis="y", labelsize=8)
-    else:
-        bottom.set_axis_off()
-        why = r.get("peer_skipped") or "--no-peer"
-        bottom.text(0.5, 0.5, f"no peer ({why})", ha="center", va="center", wrap=True)
-    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110), suffix=".png")
-    return True
-
-
 __all__ = [
     "MAX_FLOW_RTL_MB",
     "check_flow_size",
     "core_label",
     "format_layer_flow",
+    "format_layer_markdown",
     "layer_energy",
     "peer_config",
     "run_layer_flow",

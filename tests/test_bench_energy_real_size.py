@@ -32,7 +32,10 @@ def _result(kind: str, logic: float, at_node: float) -> dict:
         "parts": {"logic": {"pj": logic}, "registers": {"pj": 10.0}, "memories": {"pj": mem}},
         "by_stage": {"scores": {"dynamic_pj": logic}},
         "memories": {
-            "macros": [{}], "source": "CACTI 7", "node_nm": 90, "vdd": 1.3,
+            "macros": [{"name": "wq_mem", "kind": "rom", "depth": 512, "width": 64,
+                        "reads": 4000, "writes": 0, "read_pj": 2.5,
+                        "dynamic_pj_per_call": 5000.0, "leakage_pj_per_call": 1.0}],
+            "source": "CACTI 7", "node_nm": 90, "vdd": 1.3,
             "at_node_pj_per_call": {"dynamic": at_node, "leakage": 0.0, "total": at_node},
             "pj_per_call": {"total": mem},
             "scaled_to": {"node_nm": 180, "vdd": 1.8, "factor": classical,
@@ -64,4 +67,6 @@ def test_added_results_make_a_point(tmp_path):
     assert 0.3 < q["paper_analytic"] < 0.4  # the paper's attention ratio at (22, 512)
     text = out.with_suffix(".md").read_text()
     assert "| paper | ungated | **E-ATT / dot** |" in text
+    assert e["memories"]["by_macro"][0]["reads_per_call"] == 2000  # 4,000 reads, 2 calls
+    assert "| wq_mem | rom | 512 x 64 | 2,000 | 0 | 2.500 | 5,000 | 1 |" in text
     assert out.with_suffix(".png").is_file()

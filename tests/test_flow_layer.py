@@ -205,6 +205,48 @@ def test_a_trained_layer_through_the_folded_flow(checkpoint, tmp_path):
     assert result["bleu"]["exported"]["hypotheses_differ"] == 0
 
 
+def test_a_layers_flow_stops_at_a_step_and_continues_from_the_next(checkpoint, tmp_path):
+    """--to-step / --from-step on a trained layer: the flow stops after hls (no RTL, no BLEU,
+    a report of what ran), continues in the same folder from rtl to sim (the capture and the
+    earlier results read back), then from bleu; each part's report is ok."""
+    out = tmp_path / "flow"
+    common = ("flow", str(checkpoint), "--layer", "decoder.0.self", "--step", "--split", "dev",
+              "--vectors", "20", "--no-resources", "-o", str(out), "--json")  # fmt: skip
+    r = eatt(*common, "--to-step", "hls")
+    assert r.returncode == 0, r.stderr[-3000:]
+    first = json.loads(r.stdout)
+    assert first["ok"] and first["cores"] == {} and "bleu" not in first
+    assert first["span"] == {"from": None, "to": "hls"} and first["hls"]["csim"]["mismatches"] == 0
+    assert not (out / "rtl_vanilla").exists() and (out / "layer_steps.json").is_file()
+    onnx_time = (out / "layer.onnx").stat().st_mtime_ns
+
+    r = eatt(*common, "--from-step", "rtl", "--to-step", "sim")
+    assert r.returncode == 0, r.stderr[-3000:]
+    second = json.loads(r.stdout)
+    assert second["ok"] and "capture while decoding" not in r.stderr
+    assert second["export"]["check"]["mismatches"] == 0  # read back, not run again
+    assert (out / "layer.onnx").stat().st_mtime_ns == onnx_time
+    for kind in ("vanilla", "eatt"):
+        assert list(second["cores"][kind]["sim"]) == ["captured"]
+        assert second["cores"][kind]["sim"]["captured"]["mismatches"] == 0
+    assert any(row["metric"] == "RTL II (cycles)" for row in second["comparison"])
+
+    r = eatt(*common, "--from-step", "bleu")  # sim_edges has not run
+    assert r.returncode == 2 and "has no result of sim_edges" in r.stderr, r.stderr
+    r = eatt(*common, "--from-step", "sim_edges")
+    assert r.returncode == 0, r.stderr[-3000:]
+    third = json.loads(r.stdout)
+    assert third["ok"] and third["bleu"]["exported"]["hypotheses_differ"] == 0
+    assert "Verilator + cocotb simulation (attention)" not in r.stderr  # sim read back
+    assert all(list(third["cores"][k]["sim"]) == ["captured", "random + edge"] for k in
+               ("vanilla", "eatt"))  # fmt: skip
+    assert json.loads((out / "report.json").read_text())["bleu"] == third["bleu"]
+
+    # the same folder, another run's settings: one line, nothing run
+    r = eatt(*common[:-3], "--vectors", "30", "-o", str(out), "--from-step", "bleu")
+    assert r.returncode == 2 and "is another run's" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
@@ -215,6 +257,8 @@ def test_a_trained_layer_through_the_folded_flow(checkpoint, tmp_path):
         (["--layer", "encoder.0.self"], "encoder.0.self is eatt (float)"),
         (["--layer", "decoder.0.cross", "--config", "c.yaml"], "either --config or a CHECKPOINT"),
         (["--layer", "decoder.0.cross", "--beam", "0"], "--beam: must be in [1, 256]"),
+        (["--layer", "decoder.0.cross", "--to-step", "power"], "--to-step: 'power' is not a step"),
+        (["--layer", "decoder.0.cross", "--from-step", "rtl"], "holds no earlier run's results"),
     ],
 )
 def test_a_layers_flow_refuses_bad_input_in_one_line(checkpoint, tmp_path, extra, message):

@@ -72,8 +72,10 @@ def add_arguments(p) -> None:
         p.add_argument(
             flag,
             metavar="STEP",
-            help=f"{what} this build step (golden, export, hls, rtl, sim, resources, power; "
-            "eatt/steps.py); a later start reads the earlier steps' results from the folder",
+            help=f"{what} this build step (a core's flow: golden, export, hls, rtl, sim, "
+            "resources, power; a layer's: capture, golden, export, hls, rtl, sim, sim_edges, "
+            "resources, bleu; eatt/steps.py); a later start reads the earlier steps' results "
+            "from the folder",
         )
 
 
@@ -173,9 +175,6 @@ def _layer_flow(args) -> int:
         raise CommandError("--inputs: a layer's flow captures its own vectors; leave it out")
     if args.no_window:
         raise CommandError("--no-window: a layer's flow builds no windowed unit; leave it out")
-    for flag, given in (("--from-step", args.from_step), ("--to-step", args.to_step)):
-        if given:
-            raise CommandError(f"{flag}: a layer's flow runs every step (not yet a span)")
     from eatt.flow_layer import format_layer_flow, run_layer_flow  # torch
 
     if not args.layer:
@@ -198,6 +197,7 @@ def _layer_flow(args) -> int:
             resources=not args.no_resources,
             peer=not args.no_peer,
             reuse_factor=args.reuse_factor or 1,
+            span=(args.from_step, args.to_step),
         )
     except BuildError as err:
         raise CommandError(str(err), EXIT_CHECK_FAILED) from None
