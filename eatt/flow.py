@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from eatt.config import CoreConfig, atomic_write_text, default_config
@@ -308,12 +309,11 @@ def _run(
     beside = beside and wspan is not None
     if beside:  # --from-step: its earlier steps are there, before any work
         earlier_results(out_dir / "window", wcfg, flow_steps(WINDOW_STEPS, resources), *wspan)
-    # the unit's flow (eatt.units): run_cores for eatt/vanilla, run_window_unit for window
-    flow = unit_for(cfg).load("flow")
-    part = flow(cfg, weights, seed, vectors, out_dir, resources, inputs, span)
+    # the unit's flow (FLOWS): run_cores for eatt/vanilla, run_window_unit for window
+    part = FLOWS[unit_for(cfg).name](cfg, weights, seed, vectors, out_dir, resources, inputs, span)
     result.update(part if "cores" in part else {"cores": {}, **part})
     if beside:
-        wflow, wweights = wunit.load("flow"), random_weights(wcfg, seed)
+        wflow, wweights = FLOWS[wunit.name], random_weights(wcfg, seed)
         result.update(wflow(wcfg, wweights, seed, vectors, out_dir, resources, None, wspan))
     cores = result["cores"]
     result["ok"] = all(c["ok"] for c in cores.values()) and result.get("window", {}).get("ok", True)
@@ -373,3 +373,9 @@ def run_window_unit(
     """The window unit's flow: run_window in out_dir/window; returns the result's "window"."""
     out = out_dir / "window"
     return {"window": run_window(cfg, weights, seed, vectors, out, resources, None, span)}
+
+
+#: each unit's flow (eatt/units.py names the stages; a flow runs them through their dispatchers,
+#: so it stays out of the registry, which must not reach back up here): unit name -> (cfg,
+#: weights, seed, vectors, out_dir, resources, inputs, span) -> the result's entries
+FLOWS: dict[str, Callable[..., dict]] = {"core": run_cores, "window": run_window_unit}

@@ -2,16 +2,21 @@
 
 A unit (the attention core, the windowed unit; later the folded engine) is the same chain of
 stages: config -> golden model -> Brevitas module -> QONNX op -> hls4ml layer -> RTL +
-cocotb testbench, plus the flow that runs it end to end. ``UNITS`` names, for each unit, the
-config kinds it serves and every stage's entry point as a dotted path ``"module:attribute"``,
-resolved only on use (``Unit.load``): importing this module imports no other eatt module but
-the numpy-only registry of attention mechanisms (eatt.mechanisms: the core's kinds) and no
-heavy dependency (torch, brevitas, qonnx, hls4ml), and a stage may dispatch through the
-registry without an import cycle between the units' modules.
+cocotb testbench. ``UNITS`` names, for each unit, the config kinds it serves and every stage's
+entry point as a dotted path ``"module:attribute"``, resolved only on use (``Unit.load``):
+importing this module imports no other eatt module but the numpy-only registry of attention
+mechanisms (eatt.mechanisms: the core's kinds) and no heavy dependency (torch, brevitas, qonnx,
+hls4ml).
 
-The generic entry points (``golden_check``, ``generate_rtl``, ``simulate``, the flow, ...)
-dispatch with ``unit_for(cfg).load(stage)``; tests/test_units.py walks the registry, so a unit
-cannot be half registered. docs/architecture.md, "How to add a unit".
+The generic entry points dispatch with ``unit_for(cfg).load(stage)``: ``golden_check``
+(quant/check.py), ``build_model`` / ``export_core`` / ``check_export`` (quant/export.py),
+``convert`` (hls/convert.py), ``write_project`` (hls/project.py), the layer registration
+(hls/__init__.py), ``generate_rtl`` (rtl_sim/generate.py), ``simulate`` (rtl_sim/runner.py).
+The registry stays below them: no stage names a dispatcher's module, and no stage's module
+imports one (directly or through another module), so counted with its hooks as import edges
+the graph has no cycle (tests/test_imports.py). A unit's flow is above all of it: eatt/flow.py
+(``FLOWS``) runs the stages through the dispatchers. tests/test_units.py walks the registry, so
+a unit cannot be half registered. docs/architecture.md, "How to add a unit".
 """
 
 from __future__ import annotations
@@ -29,7 +34,6 @@ STAGES = (
     "formats",  # (cfg) -> the derived formats (widths, shifts; .to_dict())
     "golden_check",  # (cfg, weights, vectors, seed) -> report dict (`eatt golden`)
     "brevitas",  # (cfg, weights) -> the Brevitas module holding those integer weights
-    "export",  # (cfg, weights, path) -> report dict: writes the QONNX file
     "float32_carried",  # (cfg) -> ((setting, frac, bits), ...) the file carries as float32
     "qonnx_graph",  # (cfg, weights, inputs, inits) -> (nodes, output, name, input datatypes)
     "output_frac",  # (cfg) -> fraction bits of the output codes
@@ -44,7 +48,6 @@ STAGES = (
     "hls_check_data",  # (model, cfg, weights, vectors, seed, capture) -> C simulation vectors
     "generate_rtl",  # (cfg, weights, out_dir, level, eatt_datapath, adder_levels) -> metadata
     "simulate",  # (out_dir, vectors, seed, build_dir, inputs, simulator, lock_timeout) -> dict
-    "flow",  # (cfg, weights, seed, vectors, out_dir, resources) -> the flow's result entries
 )
 
 
@@ -122,25 +125,23 @@ register(
             "config": "eatt.config:CoreConfig",
             "golden": "eatt.quant.golden:GoldenCore",
             "formats": "eatt.quant.golden:derive_formats",
-            "golden_check": "eatt.quant.check:core_golden_check",
+            "golden_check": "eatt.quant.golden_checks:core_golden_check",
             "brevitas": "eatt.quant.modules:from_integer",
-            "export": "eatt.quant.export:export_core",
-            "float32_carried": "eatt.quant.export:core_float32_carried",
-            "qonnx_graph": "eatt.quant.export:core_graph",
-            "output_frac": "eatt.quant.export:core_output_frac",
+            "float32_carried": "eatt.quant.core_export:core_float32_carried",
+            "qonnx_graph": "eatt.quant.core_export:core_graph",
+            "output_frac": "eatt.quant.core_export:core_output_frac",
             "from_node": "eatt.quant.ops:core_from_node",
-            "check_export": "eatt.quant.export:check_core_export",
+            "check_export": "eatt.quant.core_export:check_core_export",
             "qonnx_op": "eatt.quant.ops:AttentionCore",
             "hls_layer": "eatt.hls.layers:AttentionCore",
             "hls_handler": "eatt.hls.handlers:parse_attention_core",
             "hls_templates": "eatt.hls.handlers:core_templates",
-            "hls_ports": "eatt.hls.project:core_hls_ports",
-            "hls_finish": "eatt.hls.project:core_hls_finish",
-            "hls_check_data": "eatt.hls.project:core_check_data",
-            # level folded in rtl_sim/folded.py, the unrolled levels on to generate / runner
+            "hls_ports": "eatt.hls.unit_types:core_hls_ports",
+            "hls_finish": "eatt.hls.unit_types:core_hls_finish",
+            "hls_check_data": "eatt.hls.csim:core_check_data",
+            # level folded in rtl_sim/folded.py, the unrolled levels on to unrolled / sim_run
             "generate_rtl": "eatt.rtl_sim.folded:generate_core_levels",
             "simulate": "eatt.rtl_sim.folded:simulate_core_levels",
-            "flow": "eatt.flow:run_cores",
         },
     )
 )
@@ -155,9 +156,8 @@ register(
             "config": "eatt.config:WindowConfig",
             "golden": "eatt.quant.window:WindowGolden",
             "formats": "eatt.quant.window:derive_window_formats",
-            "golden_check": "eatt.quant.check:window_golden_check",
+            "golden_check": "eatt.quant.golden_checks:window_golden_check",
             "brevitas": "eatt.quant.window_modules:from_integer",
-            "export": "eatt.quant.export:export_core",
             "float32_carried": "eatt.quant.window_export:window_float32_carried",
             "qonnx_graph": "eatt.quant.window_export:window_graph",
             "output_frac": "eatt.quant.window_export:window_output_frac",
@@ -167,12 +167,11 @@ register(
             "hls_layer": "eatt.hls.layers:WindowAttention",
             "hls_handler": "eatt.hls.handlers:parse_window_attention",
             "hls_templates": "eatt.hls.handlers:window_templates",
-            "hls_ports": "eatt.hls.project:window_hls_ports",
-            "hls_finish": "eatt.hls.project:window_hls_finish",
-            "hls_check_data": "eatt.hls.project:window_check_data",
+            "hls_ports": "eatt.hls.unit_types:window_hls_ports",
+            "hls_finish": "eatt.hls.unit_types:window_hls_finish",
+            "hls_check_data": "eatt.hls.csim:window_check_data",
             "generate_rtl": "eatt.rtl_sim.window:generate_window_rtl",
             "simulate": "eatt.rtl_sim.window:simulate_window",
-            "flow": "eatt.flow:run_window_unit",
         },
         weight_names=("wq",),  # the memory comes projected; W_O is outside the unit
     )

@@ -1,8 +1,9 @@
 """The hls stage's check: the vectors a project's C simulation is checked on, and its run.
 
-    check_data(model, cfg, weights, vectors, seed, capture)
-        the real inputs (graph order) and the golden output codes: the unit's through
-        eatt.units (core_check_data: GoldenCore; window_check_data: WindowGolden)
+    core_check_data / window_check_data(model, cfg, weights, vectors, seed, capture)
+        the real inputs (graph order) and the golden output codes of a core (GoldenCore) or of
+        the window unit (WindowGolden): the unit's ``hls_check_data`` stage (eatt/units.py),
+        which eatt.hls.project.check_data asks the registry for
     predict_codes / run_csim
         integer output codes of the compiled C simulation
     write_testbench_data / _write_tb
@@ -37,8 +38,8 @@ from eatt.quant.ops import (
     window_input_fracs,
     window_input_names,
 )
+from eatt.quant.reader import core_input_names
 from eatt.quant.window import WindowGolden
-from eatt.units import unit_for
 
 
 def _vectors(cfg: CoreConfig, vectors: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -100,21 +101,6 @@ def write_testbench_data(
     _write_tb(project, reals, expected, out_frac, edges, n)
 
 
-def check_data(
-    model: onnx.ModelProto,
-    cfg: CoreConfig,
-    weights: CoreWeights,
-    vectors: int,
-    seed: int,
-    capture: dict | None = None,
-) -> tuple[list[np.ndarray], np.ndarray, int, int]:
-    """The checked vectors: (real inputs, one (n, features) array per graph input in graph
-    order; golden output codes; output fraction; number of edge vectors, which come last).
-    ``capture``: the unit's captured vectors (load_capture / load_window_capture) replace the
-    random ones. Dispatches to the unit's (eatt.units: core_check_data, window_check_data)."""
-    return unit_for(cfg).load("hls_check_data")(model, cfg, weights, vectors, seed, capture)
-
-
 def core_check_data(
     model: onnx.ModelProto,
     cfg: CoreConfig,
@@ -127,8 +113,6 @@ def core_check_data(
     vectors carry their length / offset (golden.vector_masks: every length and offset among
     the first random vectors, the extremes on the edge ones), fed as integers. ``capture``
     (eatt.quant.vectors.load_capture): its first ``vectors`` vectors replace the random ones."""
-    from eatt.quant.export import core_input_names
-
     x, y = _vectors(cfg, vectors, seed)
     n_edge = len(edge_inputs(cfg)[0])
     masks = vector_masks(cfg, vectors, seed, n_edge)
@@ -160,7 +144,6 @@ def window_check_data(
 ) -> tuple[list[np.ndarray], np.ndarray, int, int]:
     """check_data of the window unit: random plus edge steps against WindowGolden.
     ``capture`` (eatt.quant.vectors.load_window_capture): its steps replace the random ones."""
-    from eatt.quant.export import core_input_names
     from eatt.quant.window_export import WINDOW_STEP_NAMES, window_expected, window_vectors
 
     captured = None if capture is None else capture["steps"]

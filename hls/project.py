@@ -28,8 +28,8 @@ plus the edge steps (quant.export.window_edge_inputs: windows at both sequence e
 one-row memory, the widest sums, L0Drop compacted memories).
 
 Its pieces, their names importable from here too: eatt.hls.convert (the hls4ml conversion, its
-options, each unit's input types) and eatt.hls.csim (the checked vectors, the C simulation's run,
-tb_data/).
+options), eatt.hls.unit_types (each unit's input types and changes to the converted model) and
+eatt.hls.csim (the checked vectors, the C simulation's run, tb_data/).
 """
 
 from __future__ import annotations
@@ -42,13 +42,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 import yaml
 
 from eatt.config import CoreConfig
 
-# the names marked F401 live in eatt.hls.convert / eatt.hls.csim and are re-exported here, their
-# first home (callers, and the hooks eatt.units names, import them from eatt.hls.project)
+# the names marked F401 live in eatt.hls.convert / eatt.hls.csim / eatt.hls.unit_types and are
+# re-exported here, their first home (callers import them from eatt.hls.project)
 from eatt.hls.convert import (
     BACKENDS,  # noqa: F401
     IO_TYPES,  # noqa: F401
@@ -57,16 +58,10 @@ from eatt.hls.convert import (
     _is_int,
     check_options,
     convert,
-    core_hls_finish,  # noqa: F401
-    core_hls_ports,  # noqa: F401
     stdout_to_stderr,
-    window_hls_finish,  # noqa: F401
-    window_hls_ports,  # noqa: F401
-    window_port_types,  # noqa: F401
 )
 from eatt.hls.csim import (
     _write_tb,
-    check_data,
     compare,
     core_check_data,  # noqa: F401
     folded_iterations,
@@ -77,6 +72,13 @@ from eatt.hls.csim import (
 )
 from eatt.hls.folding import ITERATION_FORMULA, hls_iterations, resolve_folding
 from eatt.hls.handlers import ConversionError
+from eatt.hls.unit_types import (  # noqa: F401
+    core_hls_finish,
+    core_hls_ports,
+    window_hls_finish,
+    window_hls_ports,
+    window_port_types,
+)
 from eatt.outdir import check_output_dir, replaced_dir
 from eatt.progress import step
 from eatt.quant.golden import CoreWeights, random_weights
@@ -188,6 +190,22 @@ def load_source(source: Any, seed: int = 1) -> tuple[onnx.ModelProto, CoreConfig
 # -- the project -------------------------------------------------------------------------------
 def _formats(cfg: CoreConfig) -> dict:
     return unit_for(cfg).load("formats")(cfg).to_dict()  # the unit's derived formats
+
+
+def check_data(
+    model: onnx.ModelProto,
+    cfg: CoreConfig,
+    weights: CoreWeights,
+    vectors: int,
+    seed: int,
+    capture: dict | None = None,
+) -> tuple[list[np.ndarray], np.ndarray, int, int]:
+    """The checked vectors: (real inputs, one (n, features) array per graph input in graph
+    order; golden output codes; output fraction; number of edge vectors, which come last).
+    ``capture``: the unit's captured vectors (load_capture / load_window_capture) replace the
+    random ones. Dispatches to the unit's (eatt.units: eatt.hls.csim.core_check_data,
+    window_check_data)."""
+    return unit_for(cfg).load("hls_check_data")(model, cfg, weights, vectors, seed, capture)
 
 
 def _slug(folding: dict) -> str:

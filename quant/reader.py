@@ -29,7 +29,6 @@ from eatt.quant.ops import (
 from eatt.quant.window import (
     derive_window_formats,
 )
-from eatt.units import unit_for
 
 QONNX_DOMAIN = "qonnx.custom_op.general"
 
@@ -116,7 +115,7 @@ def _input_quant(
         )
     quants = zip("XY", core.input[:2], (cfg.len_q, cfg.len_k), strict=True)
     for label, tensor, length in quants:
-        source = _check_quant(label, tensor, cfg, where, producers, inits, graph_inputs)
+        source = _check_quant(OP_TYPE, label, tensor, cfg, where, producers, inits, graph_inputs)
         if graph_inputs[source][1:] != [length, cfg.dim]:
             raise ValueError(
                 f"{where}: input {label} '{source}' has shape {graph_inputs[source]}, "
@@ -142,7 +141,9 @@ def _window_inputs(core, cfg, where, producers, graph_inputs, inits) -> list[str
     names = []
     for label, tensor in zip(labels, core.input, strict=True):
         if label == "X":
-            source = _check_quant(label, tensor, cfg, where, producers, inits, graph_inputs)
+            source = _check_quant(
+                WINDOW_OP_TYPE, label, tensor, cfg, where, producers, inits, graph_inputs
+            )
         else:
             source = tensor
             if source not in graph_inputs:
@@ -156,11 +157,11 @@ def _window_inputs(core, cfg, where, producers, graph_inputs, inits) -> list[str
     return names
 
 
-def _check_quant(label, tensor, cfg, where, producers, inits, graph_inputs) -> str:
-    """The graph input behind the Quant node feeding `tensor` (checked: the input format)."""
+def _check_quant(op, label, tensor, cfg, where, producers, inits, graph_inputs) -> str:
+    """The graph input behind the Quant node feeding `tensor`, input `label` of the `op` node
+    (checked: the input format)."""
     q = producers.get(tensor)
     if q is None or q.op_type != "Quant":
-        op = unit_for(cfg).op_type
         raise ValueError(f"{where}: {op} input {label} does not come from a Quant node")
     attrs = {a.name: helper.get_attribute_value(a) for a in q.attribute}
     rounding = attrs.get("rounding_mode", b"ROUND")

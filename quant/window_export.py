@@ -1,7 +1,7 @@
 """The windowed unit's QONNX file (kind window): its graph (a Quant node on X, the
 WindowAttention node), its float32 carriers, and executing and checking a file with qonnx
 against WindowGolden on random and edge decoding steps (docs/export.md, "Kind window"). The
-core's writer, reader and executor it builds on are eatt.quant.export's."""
+core's pieces it builds on are eatt.quant.core_export's and eatt.quant.reader's."""
 
 from __future__ import annotations
 
@@ -15,16 +15,7 @@ from onnx import TensorProto, helper
 from qonnx.core.modelwrapper import ModelWrapper
 
 from eatt.config import CoreConfig, WindowConfig
-from eatt.quant.export import (
-    _CHUNK,
-    _batched,
-    _load,
-    _mismatch_report,
-    _quant_node,
-    _read_model,
-    window_input_datatypes,
-    window_input_shapes,
-)
+from eatt.quant.core_export import _CHUNK, _batched, _mismatch_report, _quant_node
 from eatt.quant.golden import CoreWeights
 from eatt.quant.ops import (
     WINDOW_OP_TYPE,
@@ -35,6 +26,7 @@ from eatt.quant.ops import (
     window_input_names,
     window_output_names,
 )
+from eatt.quant.reader import _load, _read_model, window_input_datatypes, window_input_shapes
 from eatt.quant.vectors import window_step_inputs
 from eatt.quant.window import (
     STEP_INPUTS,

@@ -1,6 +1,6 @@
 """The folded attention engine: RTL level ``folded`` of the core (kinds eatt and vanilla).
 
-The unrolled levels (rtl_sim/generate.py) compute every operation of a vector in one cycle, so
+The unrolled levels (rtl_sim/unrolled.py) compute every operation of a vector in one cycle, so
 their size grows with len_q x len_k x dim. The folded level reuses one small datapath over
 many cycles, set by its folding parameters:
 
@@ -25,8 +25,8 @@ and softmax tables as $readmemh files next to the RTL, so the text stays a few K
     weights.npz              the integer weights (the golden model checks the RTL with them)
 
 The core unit's generate_rtl and simulate stages point here (eatt/units.py): the folded level
-is handled in this module, the unrolled levels go on to rtl_sim/generate.py and
-rtl_sim/runner.py as before.
+is handled in this module, the unrolled levels go on to rtl_sim/unrolled.py and
+rtl_sim/sim_run.py.
 """
 
 from __future__ import annotations
@@ -58,16 +58,16 @@ from eatt.rtl_sim.folding import (  # noqa: F401  (their home was this module)
     folding_for_reuse,
     peer_foldings,
 )
-from eatt.rtl_sim.generate import generate_core_rtl
 from eatt.rtl_sim.memory_energy import MIN_ROWS
 from eatt.rtl_sim.rtldir import load_metadata, load_weights, write_rtl_dir
-from eatt.rtl_sim.runner import (
+from eatt.rtl_sim.sim_run import (
     compare_runs,
     core_vectors,
     sim_run,
     simulate_core,
     write_vectors_job,
 )
+from eatt.rtl_sim.unrolled import generate_core_rtl
 
 LEVEL = "folded"
 ENGINE_FILE = "folded_attention.sv"
@@ -351,7 +351,7 @@ def generate_core_levels(
     folding: dict | None = None,
 ) -> dict:
     """The core unit's generate_rtl stage: level folded here, the unrolled levels in
-    rtl_sim/generate.py (generate_core_rtl)."""
+    rtl_sim/unrolled.py (generate_core_rtl)."""
     reuse = cfg.reuse_factor
     if (level == LEVEL or reuse > 1) and not mechanism_of(cfg).folded:
         raise ValueError(
@@ -402,7 +402,7 @@ def simulate_core_levels(
     simulator: str = "verilator",
     lock_timeout: float | None = None,
 ) -> dict:
-    """The core unit's simulate stage: level folded here, the others in runner.simulate_core."""
+    """The core unit's simulate stage: level folded here, the others in sim_run.simulate_core."""
     out = Path(out_dir).resolve()
     args = dict(vectors=vectors, seed=seed, build_dir=build_dir, inputs=inputs)
     args.update(simulator=simulator, lock_timeout=lock_timeout)

@@ -55,7 +55,7 @@ from eatt.rtl_sim.emit_window import (  # noqa: F401 - re-exported: the top's pi
     window_widths,
 )
 from eatt.rtl_sim.rtldir import load_metadata, load_weights, write_rtl_dir
-from eatt.rtl_sim.runner import compare_runs, sim_run, write_job
+from eatt.rtl_sim.sim_run import compare_runs, sim_run, write_job
 
 HAND_WRITTEN = ("window_ctrl.sv", "window_ram.sv", RECIP_NORMALIZE_FILE)
 
@@ -177,7 +177,7 @@ def simulate_window(
 
 
 def _run_window(sr, meta: dict, cfg: CoreConfig, steps: dict, expected, seed: int) -> dict:
-    """One window run inside runner.sim_run: the job, the testbench, the comparison."""
+    """One window run inside sim_run: the job, the testbench, the comparison."""
 
     n = len(expected)
     run = sr.dir

@@ -115,9 +115,9 @@ def test_quant_nodes_define_the_input_format():
 
 
 def test_execute_core_matches_golden_in_batches(tmp_path, monkeypatch):
-    import eatt.quant.export as export
+    import eatt.quant.core_export as core_export
 
-    monkeypatch.setattr(export, "_CHUNK", 300)  # several chunks and a partial one
+    monkeypatch.setattr(core_export, "_CHUNK", 300)  # several chunks and a partial one
     cfg = make("dot-default")
     weights = random_weights(cfg, seed=2)
     export_core(cfg, weights, tmp_path / "d.onnx")

@@ -1,7 +1,7 @@
-"""The simulation runner under faults (rtl_sim/runner.py, rtl_sim/procs.py): builds in a cache
-outside the RTL folder, a folder path with a space, run results that never describe another
-run, a lock for two simulations of one folder, interrupts that end every child, progress on
-stderr only.
+"""The simulation runner under faults (rtl_sim/runner.py, rtl_sim/sim_run.py,
+rtl_sim/procs.py): builds in a cache outside the RTL folder, a folder path with a space, run
+results that never describe another run, a lock for two simulations of one folder, interrupts
+that end every child, progress on stderr only.
 
 One Verilator build in a fresh cache (the `fresh` fixture, 15-30 s), two builds interrupted
 after a few seconds, the rest reuses the build.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-import eatt.rtl_sim.runner as runner
+import eatt.rtl_sim.sim_run as sim_run
 from eatt.config import CoreConfig
 from eatt.outdir import MARKER
 from eatt.quant.golden import random_weights
@@ -104,7 +104,7 @@ def test_interrupted_or_failed_run_leaves_no_summary(fresh, monkeypatch):
         raise KeyboardInterrupt
 
     with monkeypatch.context() as mp:
-        mp.setattr(runner, "run_testbench", interrupted)
+        mp.setattr(sim_run, "run_testbench", interrupted)
         with pytest.raises(KeyboardInterrupt):
             simulate(out, vectors=10, seed=1)
     assert run.is_dir() and not (run / "summary.json").exists()

@@ -1,9 +1,9 @@
 """The unit registry (eatt/units.py): no unit is half registered.
 
-Every unit declares every stage and each entry point resolves (import + getattr); every config
-kind belongs to exactly one unit, every RTL level too, each with its cocotb testbench; and a
-tiny config of each unit goes golden model -> golden check -> RTL text through the registry
-(no Verilator build).
+Every unit declares every stage and each entry point resolves (import + getattr), and has its
+flow (eatt/flow.py); every config kind belongs to exactly one unit, every RTL level too, each
+with its cocotb testbench; and a tiny config of each unit goes golden model -> golden check ->
+RTL text through the registry (no Verilator build).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 
 from eatt import units
 from eatt.config import CoreConfig, kinds
+from eatt.flow import FLOWS
 from eatt.quant.golden import CoreWeights, random_weights
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.runner import TB_DIR
@@ -56,6 +57,13 @@ def test_every_stage_resolves(name):
     config = unit.load("config")
     assert issubclass(config, CoreConfig) and config.KINDS == unit.kinds, unit.name
     assert set(unit.weight_names) <= set(CoreWeights.NAMES)
+
+
+def test_every_unit_has_its_flow():
+    """A unit's flow is not a stage (it runs the stages through their dispatchers, above the
+    registry): eatt/flow.py keeps one per unit, FLOWS."""
+    assert set(FLOWS) == set(UNITS)
+    assert all(callable(flow) for flow in FLOWS.values())
 
 
 def test_register_refuses_a_half_or_clashing_unit():
