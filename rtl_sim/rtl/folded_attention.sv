@@ -395,6 +395,13 @@ module folded_attention #(
     logic [RIDX_W-1:0]       recip_index;
     logic [SIMD*ATTN_W-1:0]  o_word;
 
+    // key j is visible to query i: j < length (key padding), j <= i + offset (causal); every
+    // input an argument (a continuous assign is sensitive to its arguments only)
+    function automatic logic is_visible(input int unsigned j, input logic [LEN_W-1:0] len,
+                                        input logic [Q_CW-1:0] i, input logic [OFF_W-1:0] off);
+        return (KEY_PADDING == 0 || j < 32'(len)) && (CAUSAL == 0 || j <= 32'(i) + 32'(off));
+    endfunction
+
     assign sc0 = (state == S_SCORE) && (drain == 0);
     assign ex0 = (state == S_EXP) && (drain == 0);
     assign nm0 = (state == S_NUMER) && (drain == 0);
@@ -402,6 +409,13 @@ module folded_attention #(
                                 : (state == S_SCORE) ? FILL_S : FILL_E));
     // the max (stage 3), exp (its table's address: stage 1, E_EXTRA - 1 cycles later)
     assign vis_jb = (state == S_SCORE) ? p3_jb : ea_jb;
+    // ADDER_LEVELS >= 1: visible[] registered, from the items a cycle before vis_jb's (p3_jb
+    // is p2_jb a cycle later; ea_jb, at E_EXTRA = 2, is p1_jb a cycle later). The phase, the
+    // query and the masks hold while a phase's items are in flight (a phase changes after its
+    // drain), so the flags equal the combinational ones: the key compares leave the path from
+    // the phase state into the max tree and the exp table's read enables.
+    logic [KB_CW-1:0] vis_pre_jb;
+    assign vis_pre_jb = (state == S_SCORE) ? p2_jb : p1_jb;
 
     logic [SIMD*QK_W-1:0] q_in;  // q as the lanes take it: registered with ADDER_LEVELS
     if (ADDER_LEVELS > 0) begin : g_q_reg
@@ -471,9 +485,15 @@ module folded_attention #(
         assign s_next[l] = ((p2_c == 0) ? SCORE_W'(0) : s_acc) + part_r;
         assign s_hold[l] = s_acc;
 
-        assign key = vis_jb * LANES + l;
-        assign visible[l] = (KEY_PADDING == 0 || key < 32'(length))
-                         && (CAUSAL == 0 || key <= qi + 32'(offset));
+        if (ADDER_LEVELS > 0) begin : g_vis_reg
+            logic vis_r;
+            assign key = vis_pre_jb * LANES + l;
+            always_ff @(posedge clk) vis_r <= is_visible(key, length, qi, offset);
+            assign visible[l] = vis_r;
+        end else begin : g_vis
+            assign key = vis_jb * LANES + l;
+            assign visible[l] = is_visible(key, length, qi, offset);
+        end
         folded_ram #(.WIDTH(SCORE_W), .DEPTH(KB), .MACRO_ROWS(MACRO_ROWS), .AW(SA_W)) s_bank (
             .clk(clk), .we(p2_v && p2_ph == S_SCORE && p2_c == HC - 1), .waddr(SA_W'(p2_jb)),
             .wdata(s_next[l]), .re(ex0), .raddr(SA_W'(jb)), .rdata(s_read[l])
