@@ -8,6 +8,7 @@ from eatt.cli.exits import EXIT_CHECK_FAILED, EXIT_OK, CommandError, tool_failur
 from eatt.config import CoreConfig, check_vectors
 from eatt.quant.vectors import capture_inputs, load_window_capture, model_line
 from eatt.rtl_sim.generate import load_metadata
+from eatt.rtl_sim.netlist_sim import NETLISTS, simulate_netlist
 from eatt.rtl_sim.runner import simulate
 
 HELP = "simulate an RTL folder (Verilator, Icarus) vs golden"
@@ -29,6 +30,12 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--inputs", metavar="ACTS.npz", help="simulate these captured vectors (eatt capture)"
     )
+    p.add_argument(
+        "--netlist",
+        choices=NETLISTS,
+        help="simulate the folder's mapped netlist instead of its RTL (ecp5: Yosys synth_ecp5 "
+        "with the ECP5 cell models, what eatt pnr places; outputs only, no activity)",
+    )
     add_json(p)
 
 
@@ -44,6 +51,8 @@ def run(args) -> int:
             inputs = capture_inputs(args.inputs, cfg, args.vectors)
         else:
             raise CommandError(f"--inputs: captures are of attention cores, not a {cfg.kind} unit")
+    if args.netlist:
+        return _netlist(args, inputs)
     with tool_failures(first_line_only=False):  # a handshake assertion, a failed build
         result = simulate(
             args.dir, vectors=args.vectors, seed=args.seed, simulator=args.simulator, inputs=inputs
@@ -64,6 +73,35 @@ def run(args) -> int:
         if r.get("first_mismatch"):
             lines.append(f"  first mismatch: {r['first_mismatch']['message']}")
         lines[-1] += model_line(r.get("vs_model"), "RTL")
+        lines.append("  result: " + ("PASS" if r["ok"] else "FAIL"))
+        return "\n".join(lines)
+
+    emit(result, args.json, text)
+    return EXIT_OK if result["ok"] else EXIT_CHECK_FAILED
+
+
+def _netlist(args, inputs) -> int:
+    """--netlist: the mapped netlist against the golden model (rtl_sim/netlist_sim.py)."""
+    with tool_failures(first_line_only=False):
+        result = simulate_netlist(
+            args.dir, vectors=args.vectors, seed=args.seed, inputs=inputs, simulator=args.simulator
+        )
+
+    def text(r: dict) -> str:
+        y = r["yosys"]
+        lines = [
+            f"{r['netlist'].upper()} netlist of {r['top']} (Yosys synth_ecp5"
+            + (", cached" if y.get("cached") else f", {y['seconds']:.0f} s")
+            + f"; {SIMULATORS[r['sim']['simulator']]}): {r['vectors']} "
+            f"{'captured ' if inputs is not None else ''}vectors, {r['mismatches']} mismatching "
+            f"against the golden model; {r['cycles']:,} cycles; build "
+            f"{r['sim']['build_seconds']:.1f} s"
+            + (" (cached)" if r["sim"].get("cached_build") else "")
+            + f", sim {r['sim']['sim_seconds']:.1f} s",
+        ]
+        if r.get("first_mismatch"):
+            lines.append(f"  first mismatch: {r['first_mismatch']['message']}")
+        lines[-1] += model_line(r.get("vs_model"), "netlist")
         lines.append("  result: " + ("PASS" if r["ok"] else "FAIL"))
         return "\n".join(lines)
 

@@ -399,7 +399,8 @@ module folded_attention #(
     // input an argument (a continuous assign is sensitive to its arguments only)
     function automatic logic is_visible(input int unsigned j, input logic [LEN_W-1:0] len,
                                         input logic [Q_CW-1:0] i, input logic [OFF_W-1:0] off);
-        return (KEY_PADDING == 0 || j < 32'(len)) && (CAUSAL == 0 || j <= 32'(i) + 32'(off));
+        is_visible = (KEY_PADDING == 0 || j < 32'(len))
+                  && (CAUSAL == 0 || j <= 32'(i) + 32'(off));
     endfunction
 
     assign sc0 = (state == S_SCORE) && (drain == 0);
