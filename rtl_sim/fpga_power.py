@@ -104,18 +104,10 @@ LARGEST_PART = "ecp5-85k"
 
 # -- 1. synthesis --------------------------------------------------------------------------------
 def synthesize(
-    out: Path,
-    meta: dict,
-    work: Path,
-    timeout: float | None,
-    nobram: bool = False,
-    split_nets: bool = False,
+    out: Path, meta: dict, work: Path, timeout: float | None, nobram: bool = False
 ) -> dict:
     """synth_ecp5 [-nobram] of out's sources (Yosys runs in out: relative paths, which yowasp
-    needs): work/netlist.v, work/netlist.json, work/stat.txt. ``split_nets``: every multi-bit
-    net written as single bits (Yosys' splitnets), which Verilator evaluates without settle
-    loops (a bus whose bits feed each other through cells is "circular" to it); a simulation's
-    choice only: eatt power's activity names bus bits as the RTL's buses."""
+    needs): work/netlist.v, work/netlist.json, work/stat.txt."""
     for rel in meta["sources"]:
         if any(c in rel for c in ";\"'\n") or Path(rel).is_absolute() or ".." in Path(rel).parts:
             raise ValueError(f"{out}: source {rel!r} must be a plain relative path")
@@ -127,8 +119,7 @@ def synthesize(
         "delete t:$scopeinfo; opt_clean -purge; "
         # short names for Yosys' internal nets and the cells; the RTL's names stay
         "setundef -zero; rename -enumerate; "
-        + ("splitnets; " if split_nets else "")
-        + f"tee -q -o {rel}/stat.txt stat; write_verilog -noattr {rel}/netlist.v; "
+        f"tee -q -o {rel}/stat.txt stat; write_verilog -noattr {rel}/netlist.v; "
         f"write_json {rel}/netlist.json"
     )
     log = work / "yosys.log"

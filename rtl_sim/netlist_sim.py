@@ -5,11 +5,9 @@ The netlist is the one `eatt power --target fpga` measures and `eatt pnr` places
 ``synth_ecp5`` of the folder (rtl_sim/fpga_power.py ``synthesize``, cached by
 rtl_sim/yosys_cache.py), simulated with Yosys' ECP5 cell models and eatt's models of the cells
 Yosys ships as blackboxes (rtl_sim/ecp5_models.py: MULT18X18D, the DP16KD modes it maps).
-Unlike `eatt power` it records no activity, so Verilator builds the netlist without its trace,
-and its multi-bit nets are split into bits (Yosys' splitnets: no circular buses for Verilator's
-settle loop), so it runs many times faster: the check that scales to hundreds of a trained
-layer's captured calls (issue 43: the mapped netlist equals the golden model on >= 200 of
-them).
+Unlike `eatt power` it records no activity, so Verilator builds the netlist without its trace
+and runs many times faster: the check that scales to hundreds of a trained layer's captured
+calls (issue 43: the mapped netlist equals the golden model on >= 200 of them).
 
 Result (also ``DIR/netlist_ecp5/result.json``; the folder, written in a temporary one beside
 it, holds the netlist, the logs and the simulation)::
@@ -88,11 +86,11 @@ def simulate_netlist(
         expected = golden.forward(x, y, masks=masks)
     t0 = time.perf_counter()
     with result_dir(out, NETLIST_DIR, WHAT) as work:
-        synth = synthesize(out, meta, work, timeout, split_nets=True)
+        synth = synthesize(out, meta, work, timeout)
         module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
         beyond_model = check_block_rams(module)
         if beyond_model:  # block RAMs the model does not cover: none at all
-            synth = synthesize(out, meta, work, timeout, nobram=True, split_nets=True)
+            synth = synthesize(out, meta, work, timeout, nobram=True)
             synth["nobram_why"] = beyond_model[:4]
             module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
         missing = without_model(module, models)
