@@ -16,7 +16,7 @@ from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.tools import ToolMissing
 
 #: the masked E-ATT engine with its stages for a clock (the visible flags registered)
-MASKED = dict(kind="eatt", len_q=3, len_k=4, dim=8, heads=2, key_padding=True, causal=True)
+MASKED = dict(kind="eatt", len_q=2, len_k=2, dim=4, heads=1, key_padding=True, causal=True)
 
 
 def eatt(*args: str) -> subprocess.CompletedProcess:
@@ -41,7 +41,7 @@ def test_the_folded_engines_netlist_equals_the_golden_model(tmp_path):
     _tools()
     rtl = tmp_path / "rtl"
     cfg = CoreConfig.from_dict(MASKED)
-    folding = {"lanes": 2, "simd": 4, "pe": 1}
+    folding = {"lanes": 1, "simd": 2, "pe": 1}
     generate_rtl(cfg, random_weights(cfg, seed=3), rtl, level="folded", folding=folding,
                  adder_levels=1)  # fmt: skip
     r = eatt("sim", str(rtl), "--netlist", "ecp5", "--vectors", "24", "--json")
@@ -68,7 +68,7 @@ def test_what_it_refuses_in_one_line(tmp_path):
     mine = tmp_path / "core"
     cfg = CoreConfig.from_dict(MASKED)
     generate_rtl(cfg, random_weights(cfg), mine, level="folded",
-                 folding={"lanes": 2, "simd": 4, "pe": 1})  # fmt: skip
+                 folding={"lanes": 1, "simd": 2, "pe": 1})  # fmt: skip
     (mine / "netlist_ecp5").mkdir()
     (mine / "netlist_ecp5" / "notes.txt").write_text("mine\n")
     for folder, extra, message in (
