@@ -143,6 +143,31 @@ def synthesize(
     }
 
 
+def simulable_netlist(
+    out: Path, meta: dict, work: Path, timeout: float | None, models: dict
+) -> tuple[dict, dict]:
+    """synth_ecp5 of out into work, again with -nobram where its block RAMs are beyond eatt's
+    model, checked to have a model of every cell, with work/cells.v (the models it uses):
+    (synthesize's report, the top module of netlist.json). RuntimeError for a cell without a
+    model or a multiplier the model does not cover."""
+    synth = synthesize(out, meta, work, timeout)
+    module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
+    beyond_model = check_block_rams(module)
+    if beyond_model:  # block RAMs the model does not cover: none at all
+        synth = synthesize(out, meta, work, timeout, nobram=True)
+        synth["nobram_why"] = beyond_model[:4]
+        module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
+    missing = without_model(module, models)
+    if missing:
+        raise RuntimeError(
+            f"no simulation model of the ECP5 cells {', '.join(missing)} (Yosys ships "
+            "them as blackboxes); eatt cannot simulate this netlist"
+        )
+    check_multipliers(module)
+    (work / "cells.v").write_text(cell_models(models, module))
+    return synth, module
+
+
 # -- the whole measurement ----------------------------------------------------------------------
 def fpga_power(
     rtl_dir: str | os.PathLike,
@@ -190,21 +215,7 @@ def fpga_power(
     )
     t0 = time.perf_counter()
     with result_dir(out, FPGA_DIR, WHAT) as work:
-        synth = synthesize(out, meta, work, timeout)
-        module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
-        beyond_model = check_block_rams(module)
-        if beyond_model:  # block RAMs the model does not cover: none at all
-            synth = synthesize(out, meta, work, timeout, nobram=True)
-            synth["nobram_why"] = beyond_model[:4]
-            module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
-        missing = without_model(module, models)
-        if missing:
-            raise RuntimeError(
-                f"no simulation model of the ECP5 cells {', '.join(missing)} (Yosys ships "
-                "them as blackboxes); eatt cannot simulate this netlist"
-            )
-        check_multipliers(module)
-        (work / "cells.v").write_text(cell_models(models, module))
+        synth, module = simulable_netlist(out, meta, work, timeout, models)
         gate, gmeta = gate_folder(work, meta, simulator=sim)
         act = activity(gate, gmeta, x, y, masks, expected)
         if act["mismatches"]:

@@ -32,15 +32,8 @@ from eatt.config import CoreConfig, atomic_write_text
 from eatt.outdir import check_result_dir, result_dir
 from eatt.quant.golden import GoldenCore
 from eatt.quant.vectors import compare_model, inputs_model
-from eatt.rtl_sim.ecp5_models import (
-    cell_models,
-    check_block_rams,
-    check_multipliers,
-    find_ecp5_models,
-    model_library,
-    without_model,
-)
-from eatt.rtl_sim.fpga_power import LARGEST_PART, synthesize
+from eatt.rtl_sim.ecp5_models import find_ecp5_models, model_library
+from eatt.rtl_sim.fpga_power import LARGEST_PART, simulable_netlist
 from eatt.rtl_sim.gate_activity import activity, gate_folder
 from eatt.rtl_sim.pnr import weights_beyond_part
 from eatt.rtl_sim.resources import find_yosys
@@ -86,21 +79,7 @@ def simulate_netlist(
         expected = golden.forward(x, y, masks=masks)
     t0 = time.perf_counter()
     with result_dir(out, NETLIST_DIR, WHAT) as work:
-        synth = synthesize(out, meta, work, timeout)
-        module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
-        beyond_model = check_block_rams(module)
-        if beyond_model:  # block RAMs the model does not cover: none at all
-            synth = synthesize(out, meta, work, timeout, nobram=True)
-            synth["nobram_why"] = beyond_model[:4]
-            module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
-        missing = without_model(module, models)
-        if missing:
-            raise RuntimeError(
-                f"no simulation model of the ECP5 cells {', '.join(missing)} (Yosys ships "
-                "them as blackboxes); eatt cannot simulate this netlist"
-            )
-        check_multipliers(module)
-        (work / "cells.v").write_text(cell_models(models, module))
+        synth, _ = simulable_netlist(out, meta, work, timeout, models)
         gate, gmeta = gate_folder(work, meta, simulator=simulator, trace=False)
         run = activity(gate, gmeta, x, y, masks, expected)
         model = inputs_model(inputs) if meta["level"] != "alignment" else None
