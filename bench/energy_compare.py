@@ -45,6 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig, atomic_write_text, default_config
 from eatt.mechanisms import PEER
 from eatt.model import energy
@@ -401,11 +402,10 @@ def main(argv: list[str] | None = None) -> int:
                 out = Path(tmp) / f"{level}_{kind}"
                 folding = (QUICK_FOLDING if args.quick else FOLDING).get(kind)
                 folding = {**(folding or {}), "macro_rows": args.macro_rows}
-                extra = {"folding": folding} if level == "folded" else {}
-                generate_rtl(
-                    kcfg, random_weights(kcfg, seed=1), out, level=level,
-                    adder_levels=args.adder_levels, **extra,
-                )  # fmt: skip
+                options = BuildOptions(
+                    folding=folding if level == "folded" else None, adder_levels=args.adder_levels
+                )
+                generate_rtl(kcfg, random_weights(kcfg, seed=1), out, level=level, options=options)
                 t0 = time.perf_counter()
                 r = power(
                     out, vectors=args.vectors, seed=0, clock_ns=args.clock,

@@ -42,6 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig, atomic_write_text
 from eatt.mechanisms import mechanism_of
 from eatt.model import energy
@@ -311,8 +312,9 @@ def _cores(size: str, args, tmp: Path):
         for kind in KINDS:
             cfg = CoreConfig.from_dict(dict(kind=kind, **PAPER))
             out = tmp / f"{size}_{kind}"
-            generate_rtl(cfg, random_weights(cfg.replace(kind="eatt"), seed=1), out,
-                         level="folded", folding=folding(size, kind))  # fmt: skip
+            weights = random_weights(cfg.replace(kind="eatt"), seed=1)
+            options = BuildOptions(folding=folding(size, kind))
+            generate_rtl(cfg, weights, out, level="folded", options=options)
             yield kind, out, None, cfg
         return
     from eatt.quant.reader import load_core  # onnx: heavy
@@ -322,7 +324,8 @@ def _cores(size: str, args, tmp: Path):
     for kind in KINDS:
         kcfg = cfg.replace(kind=kind)
         out = tmp / f"{size}_{kind}"
-        generate_rtl(kcfg, weights, out, level="folded", folding=folding(size, kind))
+        options = BuildOptions(folding=folding(size, kind))
+        generate_rtl(kcfg, weights, out, level="folded", options=options)
         yield kind, out, inputs, kcfg
 
 

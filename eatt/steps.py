@@ -27,10 +27,11 @@ bleu        eatt.model.evaluate.evaluate: BLEU and the model's analytic energy
 "levels": a step run once per RTL level the context builds (``BuildOptions.levels``), or once
 on the first of them (the level a flow synthesizes). :class:`BuildContext` carries what the
 steps share: config, integer weights, seed, vectors, captured inputs, the output folder and the
-:class:`BuildOptions` (how it is built, apart from what it computes). :func:`run_steps` runs a
-list of names (from / to a named step), shows each on stderr, records each step's wall time and
-peak memory in the context (``times``, written as time_per_step.json by the flows) and its
-results (``results``, written as steps.json, which a later ``--from-step`` run starts from).
+:class:`BuildOptions` (how it is built, apart from what it computes; eatt/build_options.py,
+re-exported here). :func:`run_steps` runs a list of names (from / to a named step), shows each
+on stderr, records each step's wall time and peak memory in the context (``times``, written as
+time_per_step.json by the flows) and its results (``results``, written as steps.json, which a
+later ``--from-step`` run starts from).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from typing import Any
 
 import yaml
 
+from eatt.build_options import BuildOptions  # re-exported: eatt.steps.BuildOptions
 from eatt.config import CoreConfig, atomic_write_text
 from eatt.model import energy
 from eatt.model.evaluate import evaluate
@@ -71,27 +73,6 @@ CELL_KEYS = ("LUT", "FF", "CARRY4", "DSP48E1", "BRAM")
 
 class CheckFailed(Exception):
     """A step ran and its check failed (simulation mismatches, golden self-check)."""
-
-
-@dataclass
-class BuildOptions:
-    """How a core is built, apart from the function it computes (its config and weights)."""
-
-    #: RTL levels built and simulated; the first is the one synthesized and measured
-    levels: tuple = ("alignment",)
-    #: the folded engine's {lanes, simd, pe} (level "folded"), or None
-    folding: dict | None = None
-    adder_levels: int = 0
-    #: hls4ml backend and reuse factor (None: the config's)
-    backend: str = "vitis"
-    hls_reuse_factor: int | None = None
-    abc_verify: bool = True
-    #: at most this many vectors in the netlist simulation of the power step (minutes per 100)
-    power_vectors: int = 100
-    #: a missing tool of the power step skips it with a line (a flow) instead of failing (a sweep)
-    power_optional: bool = False
-    #: per-level results keyed by level ({"alignment": ...}); else the one level's own result
-    by_level: bool = False
 
 
 @dataclass
@@ -196,13 +177,7 @@ def _rtl(ctx: BuildContext, level) -> dict:
     started = time.monotonic()
     at = {} if level is None else {"level": level}
     meta = generate_rtl(
-        ctx.rtl_cfg or ctx.cfg,
-        ctx.weights,
-        rtl_dir,
-        adder_levels=ctx.options.adder_levels,
-        source=ctx.source,
-        folding=ctx.options.folding,
-        **at,
+        ctx.rtl_cfg or ctx.cfg, ctx.weights, rtl_dir, options=ctx.options, source=ctx.source, **at
     )
     meta["seconds"] = time.monotonic() - started
     meta["bytes"] = sum(p.stat().st_size for p in rtl_dir.rglob("*.sv"))

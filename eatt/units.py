@@ -46,7 +46,7 @@ STAGES = (
     "hls_ports",  # (cfg, input names) -> (hls4ml type per input, Model options) for convert
     "hls_finish",  # (cfg, hls_model) -> None: the unit's changes to the converted model
     "hls_check_data",  # (model, cfg, weights, vectors, seed, capture) -> C simulation vectors
-    "generate_rtl",  # (cfg, weights, out_dir, level, eatt_datapath, adder_levels) -> metadata
+    "generate_rtl",  # (cfg, weights, out_dir, level, options: BuildOptions) -> metadata
     "simulate",  # (out_dir, vectors, seed, build_dir, inputs, simulator, lock_timeout) -> dict
 )
 

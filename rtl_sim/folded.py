@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig
 from eatt.mechanisms import mechanism_of
 from eatt.quant.golden import (
@@ -284,24 +286,28 @@ def generate_folded_rtl(
     cfg: CoreConfig,
     weights: CoreWeights,
     out_dir: str | os.PathLike,
-    lanes: int | None = None,
-    simd: int | None = None,
-    pe: int | None = None,
-    macro_rows: int = MACRO_ROWS,
-    adder_levels: int = 0,
+    options: BuildOptions | None = None,
 ) -> dict:
     """Write the folded RTL of one core into out_dir (all or nothing, as every RTL folder);
-    return the metadata (also in metadata.json). pe defaults to simd; memories of at least
-    macro_rows words are memory macros (folded_ram.sv, folded_rom.sv; eatt power prices them
-    per access), smaller ones flip-flops. adder_levels N >= 1 pipelines the engine for a clock
-    (registered block-RAM reads; the walks' tiles and the score lanes with their terms and
-    adder trees registered every N levels; the lanes' max and N x R registered; walk_drain
+    return the metadata (also in metadata.json). Of the options: ``folding`` {lanes, simd, pe,
+    macro_rows}, each optional (lanes and simd: default_folding; pe: simd); memories of at
+    least macro_rows words are memory macros (folded_ram.sv, folded_rom.sv; eatt power prices
+    them per access), smaller ones flip-flops. ``adder_levels`` N >= 1 pipelines the engine for
+    a clock (registered block-RAM reads; the walks' tiles and the score lanes with their terms
+    and adder trees registered every N levels; the lanes' max and N x R registered; walk_drain
     and attention_fill in rtl_sim/folding.py count the cycles)."""
+    options = BuildOptions() if options is None else options
+    folding = dict(options.folding or {})
+    unknown = sorted(set(folding) - {"lanes", "simd", "pe", "macro_rows"})
+    if unknown:
+        raise ValueError(f"folding: unknown key {unknown[0]!r} (lanes, simd, pe, macro_rows)")
+    macro_rows = folding.get("macro_rows", MACRO_ROWS)
     if isinstance(macro_rows, bool) or not isinstance(macro_rows, int) or macro_rows < 1:
         raise ValueError(f"macro_rows: a positive number of words, got {macro_rows!r}")
-    if isinstance(adder_levels, bool) or not isinstance(adder_levels, int) or adder_levels < 0:
-        raise ValueError(f"adder_levels: must be an integer >= 0, got {adder_levels!r}")
+    options.check()  # adder_levels
+    adder_levels = options.adder_levels
     default = default_folding(cfg)
+    lanes, simd, pe = (folding.get(k) for k in ("lanes", "simd", "pe"))
     lanes = default["lanes"] if lanes is None else lanes
     simd = default["simd"] if simd is None else simd
     check_folding(cfg, lanes, simd, pe)
@@ -346,12 +352,13 @@ def generate_core_levels(
     weights: CoreWeights,
     out_dir: str | os.PathLike,
     level: str = "alignment",
-    eatt_datapath: dict | None = None,
-    adder_levels: int = 0,
-    folding: dict | None = None,
+    options: BuildOptions | None = None,
 ) -> dict:
-    """The core unit's generate_rtl stage: level folded here, the unrolled levels in
-    rtl_sim/unrolled.py (generate_core_rtl)."""
+    """The core unit's generate_rtl stage: level folded here (generate_folded_rtl; the
+    folding: options.folding, else the one the config's reuse_factor selects, else
+    default_folding), the unrolled levels in rtl_sim/unrolled.py (generate_core_rtl)."""
+    options = BuildOptions() if options is None else options
+    folding = options.folding
     reuse = cfg.reuse_factor
     if (level == LEVEL or reuse > 1) and not mechanism_of(cfg).folded:
         raise ValueError(
@@ -366,30 +373,17 @@ def generate_core_levels(
                 f"reuse_factor: {reuse} folds the core: --level folded (or no --level) builds "
                 f"it; the {level} level is the unrolled core (reuse_factor 1)"
             )
-        return generate_core_rtl(cfg, weights, out_dir, level, eatt_datapath, adder_levels)
-    if eatt_datapath:
+        return generate_core_rtl(cfg, weights, out_dir, level, options)
+    if options.datapath:
         raise ValueError("eatt_datapath: the folded level has one E-ATT datapath")
     if folding and reuse > 1:
         raise ValueError(
             f"--lanes/--simd/--pe: the config's reuse_factor {reuse} sets the folding; give one "
             f"of them"
         )
-    unknown = sorted(set(folding or {}) - {"lanes", "simd", "pe", "macro_rows"})
-    if unknown:
-        raise ValueError(f"folding: unknown key {unknown[0]!r} (lanes, simd, pe, macro_rows)")
-    rows = (folding or {}).get("macro_rows", MACRO_ROWS)
-    folding = {k: v for k, v in (folding or {}).items() if k != "macro_rows"}
-    folding = dict(folding or (folding_for_reuse(cfg, reuse) if reuse > 1 else {}))
-    return generate_folded_rtl(
-        cfg,
-        weights,
-        out_dir,
-        folding.get("lanes"),
-        folding.get("simd"),
-        folding.get("pe"),
-        macro_rows=rows,
-        adder_levels=adder_levels,
-    )
+    if reuse > 1:  # (no folding given)
+        options = replace(options, folding=folding_for_reuse(cfg, reuse))
+    return generate_folded_rtl(cfg, weights, out_dir, options)
 
 
 # -- simulation -----------------------------------------------------------------------------------

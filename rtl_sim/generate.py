@@ -2,12 +2,14 @@
 metadata.json) that a simulator or a synthesizer can use on its own ("An RTL directory",
 docs/rtl.md).
 
-``generate_rtl(cfg, weights, out_dir, level=...)`` checks what every unit shares, then asks the
-registry (eatt/units.py) for cfg's unit's generator: the core's (rtl_sim/folded.py:
-generate_core_levels; level folded there, the unrolled levels alignment and attention in
-rtl_sim/unrolled.py, which describes their arithmetic) or the window unit's
-(rtl_sim/window.py). The names of the unrolled core's pieces are re-exported here (their homes:
-unrolled.py, widths.py, eatt_datapath.py, emit_alignment.py, emit_attention.py, rtldir.py).
+``generate_rtl(cfg, weights, out_dir, level=..., options=BuildOptions(...))`` checks what every
+unit shares, then asks the registry (eatt/units.py) for cfg's unit's generator: the core's
+(rtl_sim/folded.py: generate_core_levels; level folded there, the unrolled levels alignment and
+attention in rtl_sim/unrolled.py, which describes their arithmetic) or the window unit's
+(rtl_sim/window.py). How it is built (folding, adder_levels, the E-ATT datapath) travels as one
+BuildOptions (eatt/build_options.py), apart from the config (what it computes). The names of the
+unrolled core's pieces are re-exported here (their homes: unrolled.py, widths.py,
+eatt_datapath.py, emit_alignment.py, emit_attention.py, rtldir.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import os
 from pathlib import Path
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig, atomic_write_text
 from eatt.outdir import check_output_dir
 from eatt.quant.golden import CoreWeights
@@ -44,6 +47,7 @@ from eatt.units import unit_for
 __all__ = [
     "ALIGNMENT_LATENCY",
     "ATTENTION_LATENCY",
+    "BuildOptions",
     "CTRL_FILE",
     "EATT_DATAPATH",
     "L1_SCORE_ROW_FILE",
@@ -69,32 +73,24 @@ def generate_rtl(
     weights: CoreWeights,
     out_dir: str | os.PathLike,
     level: str = "alignment",
-    eatt_datapath: dict | None = None,
-    adder_levels: int = 0,
+    options: BuildOptions | None = None,
     source: dict | None = None,
-    folding: dict | None = None,
 ) -> dict:
     """Write the RTL of cfg's unit into out_dir; return the metadata (also in metadata.json).
 
     Dispatches to the unit's generator (eatt.units: rtl_sim.folded.generate_core_levels for
-    kinds eatt and vanilla, rtl_sim.window.generate_window_rtl for the window unit) after the
-    checks every unit shares. ``source`` (JSON-ready: the QONNX file, and the checkpoint and
-    layer it was taken from) is recorded in metadata.json. ``folding`` ({"lanes": P, "simd": S,
-    "pe": N}) is for the core's level folded (rtl_sim/folded.py).
+    the core's kinds, rtl_sim.window.generate_window_rtl for the window unit) after the checks
+    every unit shares. ``level`` is the one level written; ``options`` (eatt/build_options.py,
+    default BuildOptions()) how it is built: ``folding`` ({"lanes": P, "simd": S, "pe": N}) for
+    the core's level folded (rtl_sim/folded.py), ``adder_levels``, ``datapath`` (the unrolled
+    E-ATT levels' EATT_DATAPATH keys). ``source`` (JSON-ready: the QONNX file, and the
+    checkpoint and layer it was taken from) is recorded in metadata.json.
     """
-    if isinstance(adder_levels, bool) or not isinstance(adder_levels, int) or adder_levels < 0:
-        raise ValueError(f"adder_levels: must be an integer >= 0, got {adder_levels!r}")
+    options = BuildOptions() if options is None else options
+    options.check()
     check_output_dir(out_dir, "RTL", legacy=_legacy_rtl_dir)  # refuse before any work
     generate = unit_for(cfg).load("generate_rtl")
-    meta = generate(
-        cfg,
-        weights,
-        out_dir,
-        level=level,
-        eatt_datapath=eatt_datapath,
-        adder_levels=adder_levels,
-        **({"folding": folding} if folding else {}),
-    )
+    meta = generate(cfg, weights, out_dir, level=level, options=options)
     if source is not None:  # the folder is ours now: add the provenance to its metadata
         meta["source"] = source
         atomic_write_text(Path(out_dir) / "metadata.json", json.dumps(meta, indent=2) + "\n")

@@ -46,10 +46,10 @@ W_O) are left to synthesis; the variable products (dot scores, e * V, N * R) are
 
 Pipelines (II 1, ap_pipe_ctrl): alignment 2 register stages (Q/K, scores: latency 2);
 attention 6 (Q/K/V, scores, exp, sum and numerator, normalized output, W_O: latency 6).
-``adder_levels=N >= 1`` (_Pipe) cuts the adder trees of the projections, the scores, the sum and
-numerator and W_O so that at most N adder levels lie between two registers: a segment whose
-deepest tree has D levels gains ceil(D / N) - 1 register stages (docs/rtl.md, "Pipelining for a
-clock"); 0 is the fixed pipeline above, byte for byte.
+``adder_levels`` N >= 1 (BuildOptions; _Pipe) cuts the adder trees of the projections, the
+scores, the sum and numerator and W_O so that at most N adder levels lie between two registers:
+a segment whose deepest tree has D levels gains ceil(D / N) - 1 register stages (docs/rtl.md,
+"Pipelining for a clock"); 0 is the fixed pipeline above, byte for byte.
 
 The entry point of every unit is eatt.rtl_sim.generate.generate_rtl (which dispatches through
 the registry, eatt/units.py); this file writes the unrolled core, and its pieces live beside it:
@@ -69,6 +69,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig
 from eatt.mechanisms import mechanism_of
 from eatt.quant.golden import CoreWeights, derive_formats
@@ -86,14 +87,12 @@ def generate_core_rtl(
     weights: CoreWeights,
     out_dir: str | os.PathLike,
     level: str = "alignment",
-    eatt_datapath: dict | None = None,
-    adder_levels: int = 0,
+    options: BuildOptions | None = None,
 ) -> dict:
     """Write the RTL of one core into out_dir; return the metadata (also in metadata.json).
 
-    Called through generate_rtl (which checks adder_levels and out_dir first).
-
-    eatt_datapath overrides keys of EATT_DATAPATH (E-ATT only: how Q/K and the scores are
+    Called through generate_rtl (which checks the options and out_dir first). Of the options:
+    datapath overrides keys of EATT_DATAPATH (E-ATT only: how Q/K and the scores are
     built; every choice is bit-exact, they differ in resources).
     adder_levels: 0 = the fixed pipeline (ALIGNMENT_LATENCY / ATTENTION_LATENCY); N >= 1 = at
     most N adder levels between registers in the adder trees (_Pipe), a longer latency, II 1.
@@ -102,7 +101,9 @@ def generate_core_rtl(
     """
     if level not in LEVELS:
         raise ValueError(f"level: must be one of {', '.join(LEVELS)}, got {level!r}")
-    opts = _eatt_datapath(eatt_datapath)
+    options = BuildOptions() if options is None else options
+    adder_levels = options.adder_levels
+    opts = _eatt_datapath(options.datapath)
     binarized = mechanism_of(cfg).binarized  # E-ATT's datapath options
     if adder_levels and binarized and opts["scores"] == "min":
         raise ValueError("adder_levels: the 'min' scores have no pipelined form; use xor or abs")

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig, WindowConfig
 from eatt.mechanisms import mechanism_of
 from eatt.quant.golden import CoreWeights
@@ -65,18 +66,20 @@ def generate_window_rtl(
     weights: CoreWeights,
     out_dir: str | os.PathLike,
     level: str = "window",
-    eatt_datapath: dict | None = None,
-    adder_levels: int = 0,
+    options: BuildOptions | None = None,
 ) -> dict:
     """Write the window unit's RTL directory; return its metadata (also metadata.json).
 
-    One level (the sequential unit): `level` and `eatt_datapath` (core options, passed by
-    generate_rtl) are not read; a pipelined form (adder_levels) does not exist.
+    One level (the sequential unit): `level` and `options.datapath` (the core's, passed by
+    generate_rtl) are not read; a pipelined form (adder_levels) and a folded one do not exist.
     """
+    options = BuildOptions() if options is None else options
     if not isinstance(cfg, WindowConfig):
         raise ValueError(f"kind: expected window, got {cfg.kind}")
-    if adder_levels:
+    if options.adder_levels:
         raise ValueError("adder_levels: the window unit has a fixed pipeline; use 0")
+    if options.folding:
+        raise ValueError("folding: the window unit has no folded form")
     weights.check(cfg)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim import clock_gating as gating
@@ -39,7 +40,8 @@ def test_gated_clocks_save_register_energy(tmp_path):
         pytest.skip(str(err))
     cfg = CoreConfig.from_dict(dict(kind="eatt", **TINY))
     out = tmp_path / "rtl"
-    generate_folded_rtl(cfg, random_weights(cfg, seed=2), out, 1, 2, 2)
+    folding = {"lanes": 1, "simd": 2, "pe": 2}
+    generate_folded_rtl(cfg, random_weights(cfg, seed=2), out, BuildOptions(folding=folding))
     plain = power(out, vectors=4, seed=1)
     gated = power(out, vectors=4, seed=1, clock_gating=4)
     assert plain["mismatches"] == gated["mismatches"] == 0

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import yaml
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.folded import (
@@ -67,8 +68,8 @@ def simulated(request, tmp_path_factory):
     cfg = CoreConfig.from_dict(config)
     out = tmp_path_factory.mktemp(request.param) / "rtl"
     folding = {"lanes": lanes, "simd": simd, "pe": pe}
-    weights, levels = random_weights(cfg, seed=3), levels[0] if levels else 0
-    meta = generate_rtl(cfg, weights, out, level="folded", folding=folding, adder_levels=levels)
+    options = BuildOptions(folding=folding, adder_levels=levels[0] if levels else 0)
+    meta = generate_rtl(cfg, random_weights(cfg, seed=3), out, level="folded", options=options)
     return cfg, out, meta, simulate(out, vectors=VECTORS, seed=5)
 
 
@@ -183,7 +184,8 @@ def test_folding_errors_are_one_line(tmp_path):
     with pytest.raises(ValueError, match=r"^--pe: only E-ATT narrows its V/O tile"):
         check_folding(vanilla, 2, 4, 2)
     with pytest.raises(ValueError, match="--lanes"):
-        generate_folded_rtl(cfg, random_weights(cfg), tmp_path / "x", lanes=0)
+        options = BuildOptions(folding={"lanes": 0})
+        generate_folded_rtl(cfg, random_weights(cfg), tmp_path / "x", options)
     assert not (tmp_path / "x").exists()
     assert default_folding(cfg) == {"lanes": 4, "simd": 4, "pe": 4}
 
@@ -343,7 +345,8 @@ def test_paper_size_generation_is_small(tmp_path):
     """l 22, d 512, 8 heads: a few tens of KB of SystemVerilog, the weights in .mem files."""
     cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=22, len_k=22, dim=512, heads=8))
     out = tmp_path / "rtl"
-    meta = generate_folded_rtl(cfg, random_weights(cfg), out, lanes=11, simd=16)
+    options = BuildOptions(folding={"lanes": 11, "simd": 16})
+    meta = generate_folded_rtl(cfg, random_weights(cfg), out, options)
     assert load_metadata(out)["level"] == "folded"
     sv = sum((out / s).stat().st_size for s in meta["sources"])
     assert sv < 100_000  # the hand-written engine and its leaves (fixed), the memories among them
@@ -363,9 +366,9 @@ def test_folded_compiles_clean_in_slang(name, tmp_path):
     config, lanes, simd, pe, *levels = CASES[name]
     cfg = CoreConfig.from_dict(config)
     out = tmp_path / "rtl"
-    generate_folded_rtl(
-        cfg, random_weights(cfg), out, lanes, simd, pe, adder_levels=levels[0] if levels else 0
-    )
+    folding = {"lanes": lanes, "simd": simd, "pe": pe}
+    options = BuildOptions(folding=folding, adder_levels=levels[0] if levels else 0)
+    generate_folded_rtl(cfg, random_weights(cfg), out, options)
     assert lint_rtl(out) == []
 
 
@@ -378,9 +381,9 @@ def test_folded_in_icarus(name, tmp_path):
     config, lanes, simd, pe, *levels = CASES[name]
     cfg = CoreConfig.from_dict(config)
     out = tmp_path / "rtl"
-    meta = generate_folded_rtl(
-        cfg, random_weights(cfg, seed=3), out, lanes, simd, pe, adder_levels=sum(levels)
-    )
+    folding = {"lanes": lanes, "simd": simd, "pe": pe}
+    options = BuildOptions(folding=folding, adder_levels=sum(levels))
+    meta = generate_folded_rtl(cfg, random_weights(cfg, seed=3), out, options)
     result = simulate(out, vectors=12, seed=5, simulator="icarus")
     assert result["mismatches"] == 0, result["first_mismatch"]
     assert result["latency_cycles"] == meta["latency_cycles"] and result["reset_ok"]

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.fpga_energy import CLASSES, load_coefficients, proxy_energy
@@ -352,8 +353,8 @@ def test_multipliers_and_the_folded_engine(tmp_path, kind, level, rows):
     from eatt.rtl_sim.fpga_power import fpga_power
 
     cfg = CoreConfig.from_dict(dict(kind=kind, **SMALL))
-    folding = {"folding": {"lanes": 1, "simd": 2, "pe": 1}} if level == "folded" else {}
-    generate_rtl(cfg, random_weights(cfg, seed=3), tmp_path / "rtl", level=level, **folding)
+    options = BuildOptions(folding={"lanes": 1, "simd": 2, "pe": 1} if level == "folded" else None)
+    generate_rtl(cfg, random_weights(cfg, seed=3), tmp_path / "rtl", level=level, options=options)
     r = fpga_power(tmp_path / "rtl", vectors=4, seed=1, timeout=600)
     assert r["mismatches"] == 0 and r["level"] == level
     for name in rows:

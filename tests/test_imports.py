@@ -344,6 +344,14 @@ def test_lazy_hooks_close_no_cycle():
     )
 
 
+def test_build_options_is_a_bottom_module():
+    """BuildOptions (how a core is built, apart from its config; issue 41 item 5) is taken by the
+    steps, rtl_sim and hls alike, so its module imports no eatt module (eatt.steps re-exports
+    it)."""
+    assert [m for m, _, _ in IMPORTS["eatt.build_options"] if m.startswith("eatt")] == []
+    assert ("eatt.build_options", False) in {(m, f) for m, _, f in IMPORTS["eatt.steps"]}
+
+
 #: the longest a Python file of the repository may be (issue 41: a newcomer reads a file whole)
 MAX_LINES = 600
 

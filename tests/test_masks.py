@@ -13,6 +13,7 @@ import shutil
 import numpy as np
 import pytest
 
+from eatt.build_options import BuildOptions
 from eatt.config import ConfigError, CoreConfig
 from eatt.quant.check import golden_check
 from eatt.quant.golden import (
@@ -232,12 +233,12 @@ def test_rtl_with_masks_is_the_golden_model(name, tmp_path):
 
     cfg = CoreConfig.from_dict(RTL_MASKED[name])
     w = random_weights(cfg, seed=4)
-    levels = 1 if name.endswith("levels") else 0
-    meta = generate_rtl(cfg, w, tmp_path / "rtl", level="attention", adder_levels=levels)
+    options = BuildOptions(adder_levels=1 if name.endswith("levels") else 0)
+    meta = generate_rtl(cfg, w, tmp_path / "rtl", level="attention", options=options)
     assert set(meta["interface"]["inputs"]) == {"x", "y", *cfg.mask_inputs}
     plain = generate_rtl(
         cfg.replace(key_padding=False, causal=False), w, tmp_path / "plain", level="attention",
-        adder_levels=levels,
+        options=options,
     )  # fmt: skip
     assert meta["latency_cycles"] == plain["latency_cycles"]
     r = simulate(tmp_path / "rtl", vectors=120, seed=3)

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim import memory_energy as mem
@@ -68,8 +69,9 @@ def test_weights_that_are_macros_are_not_refused(tmp_path):
     eatt power measures the engine; with 16 words (simd 32) they would be cells: refused."""
     cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=2, len_k=2, dim=128, heads=4))
     deep, shallow = tmp_path / "deep", tmp_path / "shallow"
-    generate_rtl(cfg, random_weights(cfg), deep, level="folded", folding={"simd": 4})
-    generate_rtl(cfg, random_weights(cfg), shallow, level="folded", folding={"simd": 32})
+    for out, simd in ((deep, 4), (shallow, 32)):
+        options = BuildOptions(folding={"simd": simd})
+        generate_rtl(cfg, random_weights(cfg), out, level="folded", options=options)
     assert too_many_weights(cfg, "folded", deep) is None
     why = too_many_weights(cfg, "folded", shallow)
     assert "65,536 weights would become standard cells" in why and "fewer than 32 words" in why
@@ -82,8 +84,8 @@ def test_every_memory_a_macro_is_bit_exact(kind, tmp_path):
     golden model with back-pressure, in Verilator and (4-state) in Icarus."""
     cfg = CoreConfig.from_dict(dict(kind=kind, **TINY))
     out = tmp_path / "rtl"
-    meta = generate_folded_rtl(cfg, random_weights(cfg, seed=2), out, 2, 2, 1 if kind == "eatt"
-                               else 2, macro_rows=1)  # fmt: skip
+    folding = {"lanes": 2, "simd": 2, "pe": 1 if kind == "eatt" else 2, "macro_rows": 1}
+    meta = generate_folded_rtl(cfg, random_weights(cfg, seed=2), out, BuildOptions(folding=folding))
     assert meta["parameters"]["MACRO_ROWS"] == 1
     assert {"folded_macro.sv", "folded_ram.sv", "folded_rom.sv"} <= set(meta["sources"])
     simulators = ["verilator"] + (["icarus"] if shutil.which("iverilog") else [])
@@ -108,7 +110,8 @@ def test_power_prices_every_macro(tmp_path):
     _tools()
     cfg = CoreConfig.from_dict(dict(kind="vanilla", **TINY))
     out = tmp_path / "rtl"
-    generate_folded_rtl(cfg, random_weights(cfg, seed=2), out, 1, 2, 2, macro_rows=1)
+    folding = {"lanes": 1, "simd": 2, "pe": 2, "macro_rows": 1}
+    generate_folded_rtl(cfg, random_weights(cfg, seed=2), out, BuildOptions(folding=folding))
     r = power(out, vectors=VECTORS, seed=1, timeout=900)
     assert r["mismatches"] == 0 and r["level"] == "folded"
     names = _names(r)

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig, default_config
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.generate import generate_rtl
@@ -41,9 +42,8 @@ def test_the_folded_engines_netlist_equals_the_golden_model(tmp_path):
     _tools()
     rtl = tmp_path / "rtl"
     cfg = CoreConfig.from_dict(MASKED)
-    folding = {"lanes": 1, "simd": 2, "pe": 1}
-    generate_rtl(cfg, random_weights(cfg, seed=3), rtl, level="folded", folding=folding,
-                 adder_levels=1)  # fmt: skip
+    options = BuildOptions(folding={"lanes": 1, "simd": 2, "pe": 1}, adder_levels=1)
+    generate_rtl(cfg, random_weights(cfg, seed=3), rtl, level="folded", options=options)
     r = eatt("sim", str(rtl), "--netlist", "ecp5", "--vectors", "24", "--json")
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads(r.stdout)
@@ -67,8 +67,8 @@ def test_what_it_refuses_in_one_line(tmp_path):
     generate_rtl(wcfg, random_weights(wcfg), window)
     mine = tmp_path / "core"
     cfg = CoreConfig.from_dict(MASKED)
-    generate_rtl(cfg, random_weights(cfg), mine, level="folded",
-                 folding={"lanes": 1, "simd": 2, "pe": 1})  # fmt: skip
+    options = BuildOptions(folding={"lanes": 1, "simd": 2, "pe": 1})
+    generate_rtl(cfg, random_weights(cfg), mine, level="folded", options=options)
     (mine / "netlist_ecp5").mkdir()
     (mine / "netlist_ecp5" / "notes.txt").write_text("mine\n")
     for folder, extra, message in (

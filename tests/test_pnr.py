@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.generate import alignment_interface, generate_rtl
@@ -247,8 +248,8 @@ def test_a_folded_engine_goes_on_pins_with_its_own_streams(tmp_path):
     are (tdata, tvalid, tready, tlast, tuser each way; clk, rst), and a bitstream."""
     cfg = CoreConfig.from_dict(dict(kind="eatt", **TINY))
     out = tmp_path / "rtl"
-    folding = {"lanes": 1, "simd": 2, "pe": 1}
-    meta = generate_rtl(cfg, random_weights(cfg, seed=3), out, level="folded", folding=folding)
+    options = BuildOptions(folding={"lanes": 1, "simd": 2, "pe": 1})
+    meta = generate_rtl(cfg, random_weights(cfg, seed=3), out, level="folded", options=options)
     text = cli(str(out), "--wrapper")
     assert text.returncode == 0, text.stderr
     pins = axis_pins(meta)  # 2 x 8-bit in, 2 x out code bits, the handshakes, clk, rst

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.folded import folded_schedule
@@ -205,7 +206,8 @@ def test_a_folded_engine_too_big_for_cells_is_one_line(tmp_path):
     tests/test_memory_macros.py.)"""
     cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=2, len_k=2, dim=128, heads=4))
     rtl = tmp_path / "rtl"
-    generate_rtl(cfg, random_weights(cfg), rtl, level="folded", folding={"simd": 32})
+    options = BuildOptions(folding={"simd": 32})
+    generate_rtl(cfg, random_weights(cfg), rtl, level="folded", options=options)
     before = sorted(p.name for p in rtl.iterdir())
     for extra in ([], ["--json"]):
         r = cli(str(rtl), *extra)
@@ -284,9 +286,8 @@ def test_the_folded_engine_pipelined_for_a_clock(tmp_path):
     cfg = CoreConfig.from_dict(dict(kind="eatt", **dict(SMALL, dim=4, heads=1)))
     folding = {"lanes": 1, "simd": 4, "pe": 2}
     out = tmp_path / "rtl"
-    generate_rtl(
-        cfg, random_weights(cfg, seed=3), out, level="folded", folding=folding, adder_levels=1
-    )
+    options = BuildOptions(folding=folding, adder_levels=1)
+    generate_rtl(cfg, random_weights(cfg, seed=3), out, level="folded", options=options)
     r = power(out, vectors=4, seed=1, timeout=900)
     assert r["mismatches"] == 0 and r["vectors"] == 4 and r["sta"]["fmax_mhz"] > 0
     assert r["cycles"] > folded_schedule(cfg, **folding, vectors=4, adder_levels=1)["out"][-1]
@@ -305,7 +306,8 @@ def test_the_folded_engine_at_equal_cycles(tmp_path):
         cfg = CoreConfig.from_dict(dict(kind=kind, **SMALL))
         out = tmp_path / kind
         folding = {"lanes": 1, "simd": 2, "pe": pe}
-        generate_rtl(cfg, random_weights(cfg, seed=3), out, level="folded", folding=folding)
+        options = BuildOptions(folding=folding)
+        generate_rtl(cfg, random_weights(cfg, seed=3), out, level="folded", options=options)
         r = power(out, vectors=6, seed=1, timeout=900)
         assert r["mismatches"] == 0 and r["vectors"] == 6 and r["level"] == "folded"
         split, e = r["energy_split_per_call_pj"], r["energy_per_call_pj"]

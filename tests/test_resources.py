@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim import yosys_native
@@ -257,7 +258,7 @@ def test_eatt_alignment_has_no_dsp(tmp_path):
     json.dumps(r)  # plain JSON
     # adder_levels 1: a register after every adder level of the trees: a shorter longest
     # path, paid for in flip-flops
-    generate_rtl(cfg, random_weights(cfg, seed=3), out, adder_levels=1)
+    generate_rtl(cfg, random_weights(cfg, seed=3), out, options=BuildOptions(adder_levels=1))
     cut = resources(out)
     assert cut["logic_depth"] < r["logic_depth"] and cut["FF"] > r["FF"]
 

@@ -13,7 +13,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from eatt.config import CoreConfig
+from eatt.build_options import BuildOptions
+from eatt.config import CoreConfig, default_config
 from eatt.outdir import MARKER
 from eatt.quant.golden import (
     GoldenCore,
@@ -150,7 +151,7 @@ def test_eatt_datapath_variants_bit_exact(case, tmp_path):
     dims = dict(len_q=3, len_k=2, dim=7, heads=1) if case == "rom3-dim7" else {}
     cfg = CoreConfig.from_dict({**CONFIGS["eatt-4x4-d8-h2-narrow"], **dims})
     out = tmp_path / "rtl"
-    meta = generate_rtl(cfg, random_weights(cfg, seed=4), out, eatt_datapath=opts)
+    meta = generate_rtl(cfg, random_weights(cfg, seed=4), out, options=BuildOptions(datapath=opts))
     assert {k: meta["eatt_datapath"][k] for k in opts} == opts
     result = simulate(out, vectors=200, seed=6)
     assert result["mismatches"] == 0, result["first_mismatch"]
@@ -189,9 +190,11 @@ def test_small_weights_give_narrow_widths(tmp_path):
 def test_bad_datapath_option(tmp_path):
     cfg = CoreConfig.from_dict(CONFIGS["eatt-2x3-d4-h2"])
     with pytest.raises(ValueError, match="scores"):
-        generate_rtl(cfg, random_weights(cfg), tmp_path / "a", eatt_datapath={"scores": "l2"})
+        options = BuildOptions(datapath={"scores": "l2"})
+        generate_rtl(cfg, random_weights(cfg), tmp_path / "a", options=options)
     with pytest.raises(ValueError, match="unknown key"):
-        generate_rtl(cfg, random_weights(cfg), tmp_path / "b", eatt_datapath={"luts": 6})
+        options = BuildOptions(datapath={"luts": 6})
+        generate_rtl(cfg, random_weights(cfg), tmp_path / "b", options=options)
     assert not (tmp_path / "a").exists()
 
 
@@ -232,6 +235,14 @@ def test_generate_rejects_bad_input(tmp_path):
     with pytest.raises(ValueError, match="wq"):
         generate_rtl(cfg, w, tmp_path / "b")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    window = default_config("window")  # one form: no pipelined one, no folded one
+    for options, message in (
+        (BuildOptions(adder_levels=1), "^adder_levels: the window unit has a fixed pipeline"),
+        (BuildOptions(folding={"simd": 2}), "^folding: the window unit has no folded form"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            generate_rtl(window, random_weights(window), tmp_path / "c", options=options)
+    assert not (tmp_path / "c").exists()
 
 
 # -- attention level: the whole core ---------------------------------------------------------------
@@ -353,8 +364,10 @@ def pipelined(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"pipe-{kind}-{level}-{levels}")
     w = random_weights(cfg, seed=3)
     opts = DATAPATH_CASES["select-abs-chain-config"] if datapath == "chain" else None
-    base = generate_rtl(cfg, w, tmp / "base", level=level, eatt_datapath=opts)  # adder_levels 0
-    meta = generate_rtl(cfg, w, tmp / "rtl", level=level, eatt_datapath=opts, adder_levels=levels)
+    base_options = BuildOptions(datapath=opts)  # adder_levels 0
+    base = generate_rtl(cfg, w, tmp / "base", level=level, options=base_options)
+    options = BuildOptions(datapath=opts, adder_levels=levels)
+    meta = generate_rtl(cfg, w, tmp / "rtl", level=level, options=options)
     if datapath == "chain":
         assert meta["tree_stages"]["projection"] >= 1
     return levels, tmp, base, meta, simulate(tmp / "rtl", vectors=100, seed=5)
@@ -413,16 +426,18 @@ def test_bad_adder_levels(tmp_path, capsys):
 
     cfg = CoreConfig.from_dict(CONFIGS["eatt-2x3-d4-h2"])
     for bad in (-1, 1.5, "2", True):
-        with pytest.raises(ValueError, match="adder_levels"):
-            generate_rtl(cfg, random_weights(cfg), tmp_path / "a", adder_levels=bad)
+        with pytest.raises(ValueError, match=r"^adder_levels: must be an integer >= 0, got "):
+            BuildOptions(adder_levels=bad)
+    from eatt.steps import BuildOptions as steps_options  # its old home re-exports it
+
+    assert steps_options is BuildOptions
+    changed = BuildOptions()
+    changed.adder_levels = -1  # set after it was made: generate_rtl checks again
+    with pytest.raises(ValueError, match=r"^adder_levels: must be an integer >= 0, got -1$"):
+        generate_rtl(cfg, random_weights(cfg), tmp_path / "a", options=changed)
     with pytest.raises(ValueError, match="min"):
-        generate_rtl(
-            cfg,
-            random_weights(cfg),
-            tmp_path / "a",
-            eatt_datapath={"scores": "min"},
-            adder_levels=1,
-        )
+        options = BuildOptions(datapath={"scores": "min"}, adder_levels=1)
+        generate_rtl(cfg, random_weights(cfg), tmp_path / "a", options=options)
     assert not (tmp_path / "a").exists()
     for arg in ("-1", "x"):
         code = main(["rtl", "--adder-levels", arg, "-o", str(tmp_path / "b")])

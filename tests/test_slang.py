@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.generate import generate_rtl
@@ -36,10 +37,11 @@ WINDOW_CASES = [(score, position) for score in ("eatt", "dot") for position in
                 ("none", "gaussian", "flexible")]  # fmt: skip
 
 
-def _generate(tmp_path, cfg_dict: dict, **kwargs):
+def _generate(tmp_path, cfg_dict: dict, level: str | None = None, **options):
     cfg = CoreConfig.from_dict(cfg_dict)
     out = tmp_path / "rtl"
-    generate_rtl(cfg, random_weights(cfg, seed=3), out, **kwargs)
+    at = {} if level is None else {"level": level}
+    generate_rtl(cfg, random_weights(cfg, seed=3), out, options=BuildOptions(**options), **at)
     return out
 
 
@@ -51,7 +53,7 @@ def test_cores_compile_clean(kind, level, levels, tmp_path):
 
 @pytest.mark.parametrize("variant", sorted(DATAPATHS))
 def test_eatt_datapath_variants_compile_clean(variant, tmp_path):
-    out = _generate(tmp_path, CORES["eatt"], level="attention", eatt_datapath=DATAPATHS[variant])
+    out = _generate(tmp_path, CORES["eatt"], level="attention", datapath=DATAPATHS[variant])
     assert lint_rtl(out) == []
 
 

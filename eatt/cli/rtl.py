@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from eatt.build_options import BuildOptions
 from eatt.cli.common import add_core_arguments, add_folding_arguments, emit, folding, random_core
 from eatt.cli.exits import EXIT_OK, EXIT_TOOL_MISSING, CommandError
 from eatt.config import check_rtl_size
@@ -65,15 +66,10 @@ def run(args) -> int:
     if args.level != "folded":  # the folded engine's size does not grow with the config
         check_rtl_size(cfg)
     # window: one level, a fixed pipeline (adder_levels must be 0)
-    meta = generate_rtl(
-        cfg,
-        weights,
-        args.output,
-        level=args.level,
-        adder_levels=args.adder_levels,
-        source=source,
-        folding=parallelism or None,
+    options = BuildOptions(
+        levels=(args.level,), folding=parallelism or None, adder_levels=args.adder_levels
     )
+    meta = generate_rtl(cfg, weights, args.output, level=args.level, options=options, source=source)
 
     def text(m: dict) -> str:
         if "latency_cycles" in m:
