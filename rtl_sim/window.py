@@ -4,14 +4,17 @@
 (rtl_sim/generate.py; ``eatt rtl`` dispatches here for kind window):
 
     metadata.json      config, level "window", interface, latency, formats, sources (top first)
-    window_attention.sv   generated top: Q projection (W_Q constants), score datapath, position
-                       table, window buffer, reduction, reciprocal (bit-exact with
-                       eatt.quant.window.WindowGolden.forward)
+    window_attention.sv   generated top: window_unit with the config's parameters, and the
+                       config's constants as four small modules (the Q projection with W_Q,
+                       the position, exp and reciprocal tables as lookups)
+    window_unit.sv     hand-written unit: score datapath, position term, window buffer,
+                       reduction, normalization (bit-exact with eatt.quant.window.WindowGolden)
     window_ctrl.sv     hand-written handshake (ap_ctrl_hs) and address generator
     window_ram.sv      hand-written memory: one row = {count, V codes, K codes}, synchronous read
     recip_normalize.sv hand-written O = N / E with the reciprocal table, as the core's (one per
-                       head; the table itself is a ROM in the generated top)
-    l1_score_row.sv    hand-written E-ATT score, as the core's (one per head; E-ATT scores only)
+                       head; the table itself is a lookup in the generated top)
+    l1_score_row.sv    hand-written E-ATT score, as the core's (one per head; E-ATT scores only,
+                       listed for every mechanism: the tools resolve both branches' modules)
     weights.npz        the integer weights (W_Q is used; the memory holds K and V projected)
 
 Scheme (docs/window.md "RTL"): the memory is loaded through the write port (mem_we, mem_addr,
@@ -37,7 +40,6 @@ import numpy as np
 
 from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig, WindowConfig
-from eatt.mechanisms import mechanism_of
 from eatt.quant.golden import CoreWeights
 from eatt.quant.vectors import window_step_inputs
 from eatt.quant.window import (
@@ -51,6 +53,7 @@ from eatt.rtl_sim.emit_attention import RECIP_NORMALIZE_FILE
 from eatt.rtl_sim.emit_window import (  # noqa: F401 - re-exported: the top's pieces
     LATENCY_EXTRA,
     TOP,
+    UNIT_FILE,
     _window_sv,
     window_interface,
     window_widths,
@@ -58,7 +61,15 @@ from eatt.rtl_sim.emit_window import (  # noqa: F401 - re-exported: the top's pi
 from eatt.rtl_sim.rtldir import load_metadata, load_weights, write_rtl_dir
 from eatt.rtl_sim.sim_run import compare_runs, sim_run, write_job
 
-HAND_WRITTEN = ("window_ctrl.sv", "window_ram.sv", RECIP_NORMALIZE_FILE)
+#: the unit (window_unit.sv instantiates the others; l1_score_row only where it binarizes, but
+#: every tool resolves the module names of both branches)
+HAND_WRITTEN = (
+    UNIT_FILE,
+    "window_ctrl.sv",
+    "window_ram.sv",
+    RECIP_NORMALIZE_FILE,
+    L1_SCORE_ROW_FILE,
+)
 
 
 def generate_window_rtl(
@@ -86,7 +97,7 @@ def generate_window_rtl(
         raise ValueError(f"{out}: exists and is not a directory")
     text = _window_sv(cfg, weights)
     rows = cfg.window_rows
-    hand = [*HAND_WRITTEN, L1_SCORE_ROW_FILE] if mechanism_of(cfg).binarized else list(HAND_WRITTEN)
+    hand = list(HAND_WRITTEN)
     meta = {
         "generator": "eatt.rtl_sim.window",
         "level": "window",

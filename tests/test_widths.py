@@ -265,8 +265,8 @@ def test_rtl_window_widths_are_golden(name, tmp_path):
     wf = derive_window_formats(cfg)
     f = wf.core
     text = rtl_text(cfg, "alignment", tmp_path)
-    d = declarations(text)
-    expected = {
+    d = declarations(text)  # the generated top: its ports
+    ports = {
         "x": (False, cfg.dim * f.in_bits),
         "p": (False, wf.addr_bits),
         "w": (False, wf.w_bits),
@@ -276,39 +276,51 @@ def test_rtl_window_widths_are_golden(name, tmp_path):
         "mem_v": (False, cfg.dim * wf.v_code_bits),
         "mem_cnt": (False, wf.count_bits),
         "o": (False, cfg.dim * wf.attn_bits),
-        "item_idx": (False, wf.index_bits),
-        "item_dist": (False, wf.dist_bits),
-        "red_rows": (False, wf.rows_bits),
-        "qa": (True, f.q_acc_bits),
-        "q": (True, wf.qk_code_bits),
-        "pen": (False, wf.penalty_bits),
-        "sc": (True, f.score_bits),
-        "lg": (True, wf.logit_bits),
-        "df": (False, wf.diff_bits),
-        "ei": (False, wf.exp_index_bits),
-        "ex": (False, f.exp_bits),
-        "cw": (False, wf.weighted_bits),
-        "e_sum": (False, wf.esum_bits),
-        "numer": (True, wf.numer_bits),
-        "recip_index": (False, f.recip_index_bits),
-        "recip": (False, wf.recip_bits),
-        "o_norm": (False, cfg.d_head * wf.attn_bits),
     }
+    # window_unit.sv declares every register and wire from its parameters: the golden widths
+    unit = {
+        "IB": f.in_bits, "AB": f.q_acc_bits, "QB": wf.qk_code_bits, "VB": wf.v_code_bits,
+        "CB": wf.count_bits, "SB": f.score_bits, "PNB": wf.penalty_bits, "LB": wf.logit_bits,
+        "DB": wf.diff_bits, "EIB": wf.exp_index_bits, "EKB": wf.exp_table_bits,
+        "EW": f.exp_bits, "CEB": wf.weighted_bits, "TB": wf.esum_bits, "NB": wf.numer_bits,
+        "KI": f.recip_index_bits, "RB": wf.recip_bits, "OB": wf.attn_bits,
+        "ADB": wf.addr_bits, "LNB": wf.len_bits, "WB": wf.w_bits, "DSB": wf.dist_bits,
+        "IXB": wf.index_bits, "RWB": wf.rows_bits, "ROWS": wf.window_rows,
+    }  # fmt: skip
     leaf = recip_normalize_expected(cfg, wf)
     if cfg.position == "flexible":
-        expected["g"] = (False, wf.g_bits)
+        ports["g"] = (False, wf.g_bits)
+        ports["f"] = (False, cfg.heads * wf.addr_bits)
+        unit["GW"], unit["FNB"] = wf.g_bits, wf.focus_numer_bits
         # the focus F: F_N = sum_j e_j j is one more lane of O's reciprocal leaf
-        expected["fnum_c"] = expected["fnum"] = (True, wf.focus_numer_bits)
-        expected["f"] = (False, cfg.heads * wf.addr_bits)
-        expected["o_norm"] = (False, (cfg.d_head + 1) * wf.attn_bits)
         leaf["LANES"] += 1
         leaf["NUMER_W"] = max(wf.numer_bits, wf.focus_numer_bits)
         leaf["PROD_W"] = max(wf.prod_bits, wf.focus_prod_bits)
-    assert {key: d.get(key) for key in expected} == expected
-    r = roms(text)
-    assert r["exp_rom"] == (wf.exp_table_bits, f.exp_bits)
-    assert r["recip_rom"] == (f.recip_index_bits, wf.recip_bits)
-    assert leaf_parameters(text, "recip_normalize") == [leaf] * cfg.heads
+    assert {key: d.get(key) for key in ports} == ports
+    (params,) = leaf_parameters(text, "window_unit")
+    assert {key: params[key] for key in unit} == unit
+    # the unit's recip_normalize leaf, one per head, from these parameters
+    assert {
+        "LANES": params["LEAF_LANES"], "SUM_W": params["TB"], "NUMER_W": params["LEAF_NB"],
+        "INDEX_W": params["KI"], "RECIP_W": params["RB"], "RECIP_FRAC": params["RECIP_FRAC"],
+        "PROD_W": params["LEAF_PB"], "OUT_W": params["OB"],
+    } == leaf  # fmt: skip
+    # the tables: (index bits, value bits) of each generated lookup module
+    assert roms(module_text(text, "window_exp_rom"))["lookup"] == (
+        wf.exp_table_bits,
+        f.exp_bits,
+    )
+    assert roms(module_text(text, "window_recip_rom"))["lookup"] == (
+        f.recip_index_bits,
+        wf.recip_bits,
+    )
+    assert roms(module_text(text, "window_pen_rom"))["lookup"][1] == wf.penalty_bits
+
+
+def module_text(text: str, name: str) -> str:
+    """One module of a file with several (the window unit's generated top)."""
+    start = text.index(f"module {name} (")
+    return text[start : text.index("endmodule", start)]
 
 
 # -- the golden widths themselves hold their bounds ------------------------------------------

@@ -147,9 +147,10 @@ def test_the_focus_is_compared(simulated):
 
 def test_lint_wall_clean(simulated):
     cfg, out, meta, _ = simulated
-    hand = meta["sources"][1:]  # the hand-written leaves, each clean on its own
-    assert {"window_ctrl.sv", "window_ram.sv", "recip_normalize.sv"} <= set(hand)
-    for top in (name.removesuffix(".sv") for name in hand):
+    hand = meta["sources"][1:]  # the hand-written files, each leaf clean on its own
+    assert {"window_unit.sv", "window_ctrl.sv", "window_ram.sv", "recip_normalize.sv"} <= set(hand)
+    # (window_unit needs the generated constants' modules: linted with the whole design below)
+    for top in (name.removesuffix(".sv") for name in hand if name != "window_unit.sv"):
         cmd = ["verilator", "--lint-only", "-Wall", "--top-module", top, f"{top}.sv"]
         proc = subprocess.run(cmd, cwd=out, env=verilator_env(), capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr[-2000:]
