@@ -1,7 +1,9 @@
 """The windowed unit's generated SystemVerilog top (kind window): its widths and ports, and the
-emitter of window_attention.sv (the query projection, the window's scores, position penalty,
-softmax over the window rows and the weighted values, around the hand-written controller and
-RAM). rtl_sim/window.py writes the folder and simulates it; it re-exports these."""
+emitter of window_attention.sv, a thin wrapper that sets the hand-written unit's parameters
+(rtl_sim/rtl/window_unit.sv: scores, position term, window buffer, softmax and weighted values)
+and holds the config's constants as four small modules the unit instantiates (W_Q's projection
+and the position, exp and reciprocal lookups). rtl_sim/window.py writes the folder and
+simulates it; it re-exports these."""
 
 from __future__ import annotations
 

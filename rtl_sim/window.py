@@ -14,7 +14,7 @@
     recip_normalize.sv hand-written O = N / E with the reciprocal table, as the core's (one per
                        head; the table itself is a lookup in the generated top)
     l1_score_row.sv    hand-written E-ATT score, as the core's (one per head; E-ATT scores only,
-                       listed for every mechanism: the tools resolve both branches' modules)
+                       listed for every mechanism: Yosys' hierarchy check wants it)
     weights.npz        the integer weights (W_Q is used; the memory holds K and V projected)
 
 Scheme (docs/window.md "RTL"): the memory is loaded through the write port (mem_we, mem_addr,
@@ -62,7 +62,8 @@ from eatt.rtl_sim.rtldir import load_metadata, load_weights, write_rtl_dir
 from eatt.rtl_sim.sim_run import compare_runs, sim_run, write_job
 
 #: the unit (window_unit.sv instantiates the others; l1_score_row only where it binarizes, but
-#: every tool resolves the module names of both branches)
+#: Yosys' `hierarchy -check` wants the module of both generate branches: Verilator and Icarus
+#: do without it)
 HAND_WRITTEN = (
     UNIT_FILE,
     "window_ctrl.sv",

@@ -61,8 +61,8 @@ def test_eatt_datapath_variants_compile_clean(variant, tmp_path):
 def test_window_compiles_clean(score, position, tmp_path):
     out = _generate(tmp_path, {**WINDOW, "window_score": score, "position": position})
     meta = json.loads((out / "metadata.json").read_text())
-    # the hand-written unit and its leaves (l1_score_row for both: the tools resolve the
-    # module names of both score branches)
+    # the hand-written unit and its leaves (l1_score_row for both: Yosys' hierarchy check
+    # wants the module of both score branches)
     leaves = ["window_unit.sv", "window_ctrl.sv", "window_ram.sv", "recip_normalize.sv"]
     leaves += ["l1_score_row.sv"]
     assert meta["sources"] == ["window_attention.sv", *leaves]
