@@ -49,6 +49,7 @@ from eatt.flow import (
     flow_folding,
     folded_config,
     open_flow_dir,
+    shared_weights,
     write_report,
     write_times,
 )
@@ -112,7 +113,7 @@ def layer_energy(cfg: CoreConfig, calls_per_sentence: float | None) -> dict:
     """Analytic energy (pJ, the paper's Table 1 costs) of the layer's core and its peer: per
     call of the unrolled core (every max_len position computed) and per decoded sentence."""
     out: dict = {}
-    for kind in energy.CORE_KINDS:
+    for kind in (cfg.kind, peer_config(cfg).kind):
         for level in energy.CORE_LEVELS:
             counts = energy.core_counts(kind, cfg.len_q, cfg.len_k, cfg.dim, cfg.heads, level)
             per_call = {t: energy.energy_pj(counts, "paper", t) for t in ("asic", "fpga")}
@@ -301,8 +302,9 @@ def _run(
         label = core_label(c)
         earlier = {k: v for k, v in span.state.get("cores", {}).get(label, {}).items()
                    if k in span.earlier}  # fmt: skip
+        own = weights if c is cfg else shared_weights(c, weights, seed)
         r["core_steps"][label], r["cores"][label] = _core_rtl(
-            c, weights, out / f"rtl_{label.replace(' ', '_')}", captured, n, seed,
+            c, own, out / f"rtl_{label.replace(' ', '_')}", captured, n, seed,
             [k for k in core_names if span.runs(k)], earlier, source if c is cfg else None, layer,
         )  # fmt: skip
         span.save(out, r)

@@ -21,11 +21,12 @@ def core_label(cfg: CoreConfig) -> str:
 
 
 def peer_config(cfg: CoreConfig) -> CoreConfig:
-    """The peer of a layer's core: the other kind (E-ATT <-> vanilla) or, for the window unit,
-    the other score; the same formats, and the same integer weights."""
+    """The peer of a layer's core: the other kind (E-ATT <-> vanilla; vanilla for every other
+    mechanism) or, for the window unit, the other score; the same formats, and the same integer
+    weights where the peer takes them (eatt.flow.shared_weights)."""
     if isinstance(cfg, WindowConfig):
         return cfg.replace(window_score=WINDOW_PEER[cfg.window_score])
-    return cfg.replace(kind=PEER[cfg.kind])
+    return cfg.replace(kind=PEER.get(cfg.kind, "vanilla"))
 
 
 # -- the report -----------------------------------------------------------------------------------

@@ -43,9 +43,16 @@ ATTENTION_KINDS = (
     "randinit",
     "quant-eatt",
     "quant-vanilla",
+    "quant-dense",
+    "quant-randinit",
 )
 #: kinds run by eatt.quant.modules.QuantAttentionCore, and the hardware kind of each
-QUANT_KINDS = {"quant-eatt": "eatt", "quant-vanilla": "vanilla"}
+QUANT_KINDS = {
+    "quant-eatt": "eatt",
+    "quant-vanilla": "vanilla",
+    "quant-dense": "dense",
+    "quant-randinit": "randinit",
+}
 #: Luong / Flexible windowed single-head cross-attention (eatt.model.windowed); ``cross`` only
 WINDOW_KINDS = ("global", "local-m", "local-p", "flexible")
 #: windowed kinds computed by the window unit (eatt.quant.window_cross), and the float kind of

@@ -117,6 +117,11 @@ def layer_core(model: Seq2Seq, name: str, step: bool = False) -> tuple[CoreConfi
         weights.check(core.cfg)
         return core.cfg, weights
     cfg = core.cfg.replace(key_padding=True, causal=layer.role == "dec_self")
+    if step and getattr(module, "synthesized", False):
+        raise ValueError(
+            f"--step: {name} is {layer.kind}, whose core runs every call at its own max_len rows "
+            "(the queries at their positions, docs/models.md): it has no one-row step core"
+        )
     if step:
         cfg = cfg.replace(len_q=1)
     weights = CoreWeights(**{k: v.numpy() for k, v in core.weight_codes().items()})

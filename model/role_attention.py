@@ -102,7 +102,8 @@ class RoleAttention(nn.Module):
         else:  # a Table 5 variant; the dot product's (vanilla) has no binarization
             switches = {} if ATTENTION_VARIANTS[kind] is None else {"tau": tau}
             self.core = attention_variant(kind, dim, heads, **switches)
-        self.synthesized = kind in synthesized_kinds()
+        #: scores over key positions without keys (the Synthesizer's, float or quantized)
+        self.synthesized = QUANT_KINDS.get(kind, kind) in synthesized_kinds()
         self.quantized = kind in QUANT_KINDS
         # EAttention's switches (Table 5); a quantized kind has those of its float variant
         # (quant-eatt: eatt, quant-vanilla: vanilla), synthesized and windowed kinds neither
@@ -170,7 +171,7 @@ class RoleAttention(nn.Module):
         if self.quantized and not self.training and counts is None:
             if self.arithmetic != "surrogate":
                 return self._hardware(
-                    x, memory, key_padding_mask, causal, cache, query_padding_mask
+                    x, memory, key_padding_mask, causal, cache, query_padding_mask, offset
                 )
         self_attention = memory is None
         batch, len_q, _ = x.shape
@@ -213,7 +214,7 @@ class RoleAttention(nn.Module):
             keep = counts.gt(0)[:, None, None, :]
             mask = keep if mask is None else mask & keep
         if self.synthesized:
-            out, _ = synthesized_attention(core.scores(x, len_k, offset), v, mask)
+            out, _ = synthesized_attention(self._synthesized_scores(x, len_k, offset), v, mask)
         else:
             q = self._split(self._project("q", x_sel))
             if self.l1:
@@ -238,6 +239,7 @@ class RoleAttention(nn.Module):
         causal: bool,
         cache: dict | None,
         query_padding_mask: Tensor | None,
+        offset: int = 0,
     ) -> Tensor:
         """A quantized kind in eval: the hardware core's own integer arithmetic (the golden
         model, exp and reciprocal tables, requantizing shifts), bit for bit what the exported
@@ -252,7 +254,20 @@ class RoleAttention(nn.Module):
             self._select(x, "", query_padding_mask)
             if memory is not None:
                 self._select(memory, "key", key_padding_mask)
-        return hardware_attention(self, x, memory, key_padding_mask, causal, cache)
+        return hardware_attention(self, x, memory, key_padding_mask, causal, cache, offset)
+
+    def _synthesized_scores(self, x: Tensor, len_k: int, offset: int) -> Tensor:
+        """A Synthesizer's scores (batch, heads, len_q, len_k) of queries ``x`` at absolute
+        positions offset.. over keys 0..len_k-1. Quantized kinds: the core's surrogate scores
+        at its own shape (Dense: len_k = max_len columns; RandInit: max_len rows too), cut to
+        the call's rows and keys (the hardware runs them at those rows: quant/decoding.py)."""
+        if not self.quantized:
+            return self.core.scores(x, len_k, offset)
+        core = self.core
+        scores = core.mechanism.synthesized_scores(core, core.input_quant(x))
+        if scores.shape[2] != x.shape[1]:  # rows by position (RandInit), not by input
+            scores = scores[:, :, offset : offset + x.shape[1]]
+        return scores[..., :len_k]
 
     def _project(self, which: str, t: Tensor) -> Tensor:
         """Q or K projection (quantized kinds: requantized to the core's Q/K format)."""

@@ -34,7 +34,8 @@ import torch
 from torch import Tensor
 
 from eatt.config import CoreConfig
-from eatt.quant.golden import GoldenCore, check_masks, visible_keys
+from eatt.mechanisms.base import Synthesized
+from eatt.quant.golden import CoreWeights, GoldenCore, check_masks, visible_keys
 from eatt.quant.modules import QuantAttentionCore, integer_forward, integer_weights
 
 __all__ = ["DecodingGolden", "cached_kinds", "hardware_attention"]
@@ -165,6 +166,7 @@ def hardware_attention(
     key_padding_mask: Tensor | None,
     causal: bool,
     cache: dict | None,
+    offset: int = 0,
 ) -> Tensor:
     """One call of a seq2seq model's quantized attention (RoleAttention, eval): its core's
     output (batch, len_q, dim) in x's dtype, computed as the golden model computes it.
@@ -176,9 +178,14 @@ def hardware_attention(
     max_len, both masks). Through :class:`DecodingGolden` when ``module.cached_golden`` (and no
     ``module.probe``, which sees each call's whole inputs); else GoldenCore.forward on each
     whole call, the reference (cache entry ``codes``: the key rows' input codes).
+
+    ``offset``: the absolute position of x's first row. A Synthesizer core (Dense, RandInit)
+    runs at its own shape with the queries at their absolute rows (:func:`_at_positions`).
     """
     core = module.core
     x_codes = core.input_codes(x)
+    if isinstance(core.mechanism, Synthesized):
+        return _at_positions(module, x, x_codes, memory, key_padding_mask, causal, cache, offset)
     fast = module.cached_golden and module.probe is None and core.cfg.kind in cached_kinds()
     known = cache is not None and ("golden_kt" if fast else "codes") in cache
     if fast:  # the key rows this call adds: the new ones, or the memory once
@@ -231,4 +238,75 @@ def hardware_attention(
         full = {"length": torch.full((batch,), len_k), "offset": torch.full((batch,), len_k - 1)}
         seen = {k: masks.get(k, v) for k, v in full.items()}
         module.probe(x_codes[:, :len_q], y_codes[:, :len_k], seen, codes)
+    return (codes.to(torch.float64) * core.formats.out_lsb).to(x.device, x.dtype)
+
+
+def _at_positions(
+    module,
+    x: Tensor,
+    x_codes: Tensor,
+    memory: Tensor | None,
+    key_padding_mask: Tensor | None,
+    causal: bool,
+    cache: dict | None,
+    offset: int,
+) -> Tensor:
+    """A Synthesizer core's call (Dense, RandInit): its scores are over key positions, and
+    RandInit's rows are query positions too, so the core runs at its own shape (len_q = len_k
+    = max_len) with the call's queries at their absolute rows offset..offset+len_q-1, the keys
+    at rows 0..len_k-1, zero codes elsewhere; the mask inputs: the valid key length and, when
+    ``causal``, offset 0 (row r sees keys 0..r). The probe sees that whole call (what the
+    exported core takes); the output is the call's rows. Without a probe only those rows are
+    computed: the core at len_q rows with the mechanism's weights of those rows
+    (``weights_at_rows``: RandInit's rows of R) and the causal offset of the first row, the
+    same integers (an output row depends on its own query row and the keys alone)."""
+    core = module.core
+    cfg = core.cfg
+    if memory is not None:
+        y_codes = cache["codes"] if cache is not None and "codes" in cache else None
+        if y_codes is None:
+            y_codes = core.input_codes(memory)
+    else:
+        y_codes = x_codes
+        if cache is not None and "codes" in cache:
+            y_codes = torch.cat([cache["codes"], x_codes], dim=1)
+    if cache is not None:
+        cache["codes"] = y_codes
+    batch, len_q, _ = x.shape
+    len_k = y_codes.shape[1]
+    if offset + len_q > cfg.len_q or len_k > cfg.len_k:
+        raise ValueError(
+            f"{cfg.kind}: rows {offset}..{offset + len_q - 1} and {len_k} keys do not fit the "
+            f"core's {cfg.len_q} x {cfg.len_k}"
+        )
+    yp = y_codes.new_zeros(batch, cfg.len_k, cfg.dim)
+    yp[:, :len_k] = y_codes
+    masks = {"length": torch.full((batch,), len_k, dtype=torch.int64)}
+    if key_padding_mask is not None:
+        masks["length"] = (~key_padding_mask).sum(1).cpu()
+        suffix = torch.arange(len_k)[None, :] >= masks["length"][:, None]
+        if not torch.equal(suffix, key_padding_mask.cpu()) or bool((masks["length"] == 0).any()):
+            raise ValueError(
+                "key_padding_mask: the hardware core takes a valid length (padding at the "
+                "end, at least one key)"
+            )
+    weights = {k: v.numpy() for k, v in core.weight_codes().items()}
+    full = cfg.replace(key_padding=True, causal=True)
+    if module.probe is None:  # only the call's rows (the others' outputs are dropped)
+        rows = full.replace(len_q=len_q)
+        weights = core.mechanism.weights_at_rows(cfg, weights, offset, len_q)
+        masks["offset"] = torch.full((batch,), offset if causal else cfg.len_k - 1)
+        golden = GoldenCore(rows, CoreWeights(**weights))
+        np_masks = {k: v.numpy() for k, v in masks.items()}
+        out = golden.forward(x_codes.cpu().numpy(), yp.cpu().numpy(), masks=np_masks)
+        codes = torch.from_numpy(out)
+    else:  # the whole core, as the exported one runs it: what a capture records
+        xp = x_codes.new_zeros(batch, cfg.len_q, cfg.dim)
+        xp[:, offset : offset + len_q] = x_codes
+        masks["offset"] = torch.full((batch,), 0 if causal else cfg.len_k - 1)
+        np_masks = {k: v.numpy() for k, v in masks.items()}
+        golden = GoldenCore(full, CoreWeights(**weights))
+        codes = torch.from_numpy(golden.forward(xp.cpu().numpy(), yp.cpu().numpy(), masks=np_masks))
+        module.probe(xp, yp, masks, codes)
+        codes = codes[:, offset : offset + len_q]
     return (codes.to(torch.float64) * core.formats.out_lsb).to(x.device, x.dtype)

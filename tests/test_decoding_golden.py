@@ -115,3 +115,20 @@ def test_step_by_step_calls_equal_golden_core_forward():
             full = {"length": length, "offset": np.full(6, offset)}
             want = golden.forward(q, y, masks=full)[:, :1]
             assert np.array_equal(got.numpy(), want), (exported, padding_shown, t)
+
+
+@pytest.mark.parametrize("attention", ["quant-dense", "quant-randinit"])
+def test_synthesizer_cores_decode_at_their_rows(attention):
+    """A Synthesizer core (Dense, RandInit) runs at its own shape with the queries at their
+    absolute rows: decoding step by step with a cache (one query row at offset t) gives the
+    hypotheses that decoding the whole prefix again at every step gives, in both
+    arithmetics; RandInit's scores are rows of R by position, so a query at the wrong row
+    would change them."""
+    model, batches = _model(attention, seed=4)
+    for arithmetic in ("hardware", "exported"):
+        set_arithmetic(model, arithmetic)
+        for b in batches[:2]:
+            cached = greedy_decode(model, b.src, max_len=6)
+            whole = greedy_decode(model, b.src, max_len=6, incremental=False)
+            assert cached == whole, arithmetic
+    set_arithmetic(model, "hardware")

@@ -77,8 +77,8 @@ def test_the_exported_layer_computes_what_the_model_computes(checkpoint, tmp_pat
     calls = []
     original = RoleAttention._hardware
 
-    def spy(self, x, memory, kpm, causal, cache, qpm):
-        out = original(self, x, memory, kpm, causal, cache, qpm)
+    def spy(self, x, memory, kpm, causal, cache, qpm, offset=0):
+        out = original(self, x, memory, kpm, causal, cache, qpm, offset)
         if self is module:
             calls.append((x, memory, kpm, causal, out))
         return out

@@ -66,9 +66,11 @@ def test_quant_core_config_follows_the_model():
     core = cfg.quant_core("quant-eatt")
     assert (core.kind, core.len_q, core.len_k, core.dim, core.heads) == ("eatt", 12, 12, 16, 2)
     assert (core.weight_bits, core.weight_frac, core.qk_bits, core.out_bits) == (4, 3, 20, 20)
-    assert cfg.quant_core("quant-vanilla").kind == "vanilla" and set(QUANT_KINDS) == {
-        "quant-eatt",
-        "quant-vanilla",
+    assert cfg.quant_core("quant-vanilla").kind == "vanilla" and QUANT_KINDS == {
+        "quant-eatt": "eatt",
+        "quant-vanilla": "vanilla",
+        "quant-dense": "dense",
+        "quant-randinit": "randinit",
     }
 
 
@@ -163,23 +165,25 @@ def _hardware_calls(monkeypatch):
     original = RoleAttention._hardware
     earlier = {}  # id(cache) -> (cache, the key rows' codes so far): self-attention's prefix
 
-    def spy(self, x, memory, key_padding_mask, causal, cache, query_padding_mask):
-        out = original(self, x, memory, key_padding_mask, causal, cache, query_padding_mask)
+    def spy(self, x, memory, key_padding_mask, causal, cache, query_padding_mask, offset=0):
+        out = original(self, x, memory, key_padding_mask, causal, cache, query_padding_mask, offset)
         y_codes = self.core.input_codes(x if memory is None else memory)
         if memory is None and cache is not None:  # the earlier steps' rows, then this one's
             if id(cache) in earlier:
                 y_codes = torch.cat([earlier[id(cache)][1], y_codes], dim=1)
             earlier[id(cache)] = (cache, y_codes)
-        calls.append((self, x, y_codes, key_padding_mask, causal, out))
+        calls.append((self, x, y_codes, key_padding_mask, causal, offset, out))
         return out
 
     monkeypatch.setattr(RoleAttention, "_hardware", spy)
     return calls
 
 
-def _golden_at_max_len(role, x, y_codes, key_padding_mask, causal):
+def _golden_at_max_len(role, x, y_codes, key_padding_mask, causal, offset):
     """The exported core (len_q = len_k = max_len) with key_padding and causal on: inputs
-    padded with zeros to max_len, the valid length and the offset as its mask inputs."""
+    padded with zeros to max_len, the valid length and the offset as its mask inputs. A
+    Synthesizer core (Dense, RandInit) takes the queries at their absolute rows ``offset``..
+    and a causal offset of 0 (row r sees keys 0..r)."""
     import numpy as np
 
     from eatt.quant.golden import CoreWeights, GoldenCore
@@ -190,13 +194,14 @@ def _golden_at_max_len(role, x, y_codes, key_padding_mask, causal):
     len_k = y_codes.shape[1]
     xp = np.zeros((n, cfg.len_q, cfg.dim), dtype=np.int64)
     yp = np.zeros((n, cfg.len_k, cfg.dim), dtype=np.int64)
-    xp[:, :len_q] = core.input_codes(x).numpy()
+    row = offset if role.synthesized else 0
+    xp[:, row : row + len_q] = core.input_codes(x).numpy()
     yp[:, :len_k] = y_codes.numpy()
     length = np.full(n, len_k) if key_padding_mask is None else (~key_padding_mask).sum(1).numpy()
-    offset = np.full(n, len_k - len_q if causal else cfg.len_k - 1)
+    shift = (0 if role.synthesized else len_k - len_q) if causal else cfg.len_k - 1
     w = CoreWeights(**{k: v.numpy() for k, v in core.weight_codes().items()})
-    out = GoldenCore(cfg, w).forward(xp, yp, masks={"length": length, "offset": offset})
-    return out[:, :len_q]
+    out = GoldenCore(cfg, w).forward(xp, yp, masks={"length": length, "offset": np.full(n, shift)})
+    return out[:, row : row + len_q]
 
 
 @pytest.mark.parametrize("kind", sorted(QUANT_KINDS))
@@ -224,8 +229,8 @@ def test_eval_attention_is_the_exported_core_on_real_padded_batches(kind, monkey
     roles = {id(c[0]) for c in calls}
     assert len(roles) == 3 and len(calls) > 6  # enc self, dec self, cross; many steps
     compared = 0
-    for role, x, y_codes, kpm, causal, out in calls:
-        expect = _golden_at_max_len(role, x, y_codes, kpm, causal)
+    for role, x, y_codes, kpm, causal, offset, out in calls:
+        expect = _golden_at_max_len(role, x, y_codes, kpm, causal, offset)
         codes = torch.round(out.double() / role.core.formats.out_lsb).to(torch.int64).numpy()
         np.testing.assert_array_equal(codes, expect)
         compared += codes.size

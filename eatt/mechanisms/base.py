@@ -294,6 +294,12 @@ class Synthesized(Mechanism):
         """QAT's real scores (n, heads, len_q, len_k) of quantized queries xq (torch)."""
         raise NotImplementedError
 
+    def weights_at_rows(self, cfg, weights: dict, start: int, count: int) -> dict:
+        """The integer weights (by name) of this core cut to ``count`` query rows that sit at
+        rows start.. of a core of ``cfg`` (a decoding call's rows, docs/models.md): the same
+        weights where the scores depend on the query's input only (Dense)."""
+        return weights
+
     def surrogate(self, core, xq, yq, v, mask):
         scores = self.synthesized_scores(core, xq)
         o, _ = self.load("softmax")(scores, v, mask)

@@ -31,6 +31,11 @@ class RandInit(Synthesized):
         r = weights.r.reshape(cfg.heads, cfg.len_q, cfg.len_k)
         return {"scores": np.ascontiguousarray(np.broadcast_to(r, (len(x),) + r.shape))}
 
+    def weights_at_rows(self, cfg, weights, start, count):
+        r = np.asarray(weights["r"]).reshape(cfg.heads, cfg.len_q, cfg.len_k)
+        rows = r[:, start : start + count].reshape(cfg.heads * count, cfg.len_k)
+        return {**weights, "r": np.ascontiguousarray(rows)}
+
     def qk_error(self, cfg, weights, delta):
         return 0.0  # the scores are the weights themselves
 
