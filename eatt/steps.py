@@ -40,7 +40,7 @@ import json
 import resource
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -161,14 +161,9 @@ def _hls(ctx: BuildContext, level) -> dict:
     exported = ctx.out_dir / ctx.onnx_name
     source = exported if "export" in ctx.results else (ctx.cfg, ctx.weights)
     folded = ctx.options.folding is not None and "folded" in ctx.options.levels
+    options = ctx.options if folded else replace(ctx.options, folding=None)
     return write_project(
-        source,
-        ctx.out_dir / "hls",
-        backend=ctx.options.backend,
-        vectors=ctx.vectors,
-        inputs=ctx.inputs,
-        reuse_factor=ctx.options.hls_reuse_factor,
-        folding=ctx.options.folding if folded else None,
+        source, ctx.out_dir / "hls", options=options, vectors=ctx.vectors, inputs=ctx.inputs
     )
 
 

@@ -1,6 +1,6 @@
 """Library API of the hls stage: QONNX core -> hls4ml project, C simulation vs golden, synthesis.
 
-    write_project(source, out_dir, backend="vitis", part=None, clock_ns=5.0, vectors=1000)
+    write_project(source, out_dir, options=BuildOptions(), part=None, clock_ns=5.0, vectors=1000)
         convert with hls4ml (our extension registered), write the project, compile the C
         simulation (g++ and hls4ml's bundled ap_types), run `vectors` random + the edge vectors
         through it and compare every output with GoldenCore; returns a dict (docs/hls.md)
@@ -46,6 +46,7 @@ import numpy as np
 import onnx
 import yaml
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig
 
 # the names marked F401 live in eatt.hls.convert / eatt.hls.csim / eatt.hls.unit_types and are
@@ -234,12 +235,10 @@ def write_project(
     source: Any,
     out_dir: str | os.PathLike,
     *,
+    options: BuildOptions | None = None,
     seed: int = 1,
-    backend: str = "vitis",
     part: str | None = None,
     clock_ns: float = 5.0,
-    reuse_factor: int | None = None,
-    folding: dict | None = None,
     io_type: str = "io_parallel",
     vectors: int = 1000,
     vector_seed: int = 1,
@@ -258,8 +257,10 @@ def write_project(
     the project is written (no g++, no C simulation; "csim" is None). Conversion, the g++ build
     and the C simulation report their progress on stderr (eatt.progress).
 
-    reuse_factor (default: the config's, 1 for a QONNX file) > 1, or a ``folding`` ({lanes,
-    simd, pe}, any of them), writes the folded layer (eatt.hls.folding, docs/hls.md "Folded"):
+    ``options`` (eatt.build_options.BuildOptions; default BuildOptions()): how the core is
+    built: its ``backend`` (vitis or vivado), ``hls_reuse_factor`` and ``folding``. A reuse
+    factor (default: the config's, 1 for a QONNX file) > 1, or a ``folding`` ({lanes, simd,
+    pe}, any of them), writes the folded layer (eatt.hls.folding, docs/hls.md "Folded"):
     the result then has "folding" and "iterations" (the formula), and its "csim" the iterations
     the C simulation counted per call ("iterations_per_call"). io_type "io_stream" writes the
     folded layer with hls4ml's streams (one token a beat; the folded layer only).
@@ -268,6 +269,8 @@ def write_project(
     "edge_vectors", "mismatches", "first_mismatch", "compile_s", "csim_s", "vectors_per_s"},
     "ok"}.
     """
+    options = BuildOptions() if options is None else options
+    backend, reuse_factor, folding = options.backend, options.hls_reuse_factor, options.folding
     if not _is_int(vectors) or vectors < 0:
         raise ValueError(f"vectors: must be a non-negative integer, got {vectors!r}")
     if not _is_int(tb_vectors) or tb_vectors < 0:

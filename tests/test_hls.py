@@ -19,6 +19,7 @@ import onnx
 import pytest
 from onnx import helper
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig
 from eatt.hls import TEMPLATES, register
 from eatt.hls.handlers import ConversionError
@@ -35,6 +36,18 @@ from eatt.outdir import MARKER, OutputError
 from eatt.quant.export import build_model
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.tools import ToolMissing as RtlToolMissing
+
+
+def built(kwargs: dict) -> dict:
+    """write_project's arguments of a test's flags: backend, reuse_factor and folding as the
+    BuildOptions they are."""
+    names = {"backend": "backend", "reuse_factor": "hls_reuse_factor", "folding": "folding"}
+    rest = {k: v for k, v in kwargs.items() if k not in names}
+    return {
+        **rest,
+        "options": BuildOptions(**{names[k]: v for k, v in kwargs.items() if k in names}),
+    }
+
 
 pytestmark = pytest.mark.hls
 
@@ -94,7 +107,12 @@ def projects(tmp_path_factory):
     base = tmp_path_factory.mktemp("hls")
     return {
         name: write_project(
-            cfg, base / name, seed=1, backend=BACKEND[name], vectors=1000, vector_seed=7
+            cfg,
+            base / name,
+            seed=1,
+            options=BuildOptions(backend=BACKEND[name]),
+            vectors=1000,
+            vector_seed=7,
         )
         for name, cfg in CORES.items()
     }
@@ -320,7 +338,7 @@ def test_project_mode_and_paths_name_the_final_folder(tmp_path):
 )
 def test_bad_options_are_refused_before_any_work(tmp_path, kwargs, match):
     with pytest.raises(ValueError, match=match) as err:
-        write_project(SMALL, tmp_path / "prj", compile=False, **kwargs)
+        write_project(SMALL, tmp_path / "prj", compile=False, **built(kwargs))
     assert "\n" not in str(err.value)
     assert list(tmp_path.iterdir()) == []
 
@@ -362,13 +380,13 @@ def test_compiler_failure_is_one_line(tmp_path, monkeypatch):
 
 def test_synth_without_tool_names_tool_and_project(tmp_path, monkeypatch):
     out = tmp_path / "prj"
-    write_project(SMALL, out, backend="vivado", compile=False)
+    write_project(SMALL, out, options=BuildOptions(backend="vivado"), compile=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(ToolMissing, match="vivado_hls not found") as err:
         synth(out)
     assert err.value.tool == "vivado_hls" and err.value.project == str(out)
     assert str(out) in str(err.value) and "\n" not in str(err.value)
-    write_project(SMALL, out, backend="vitis", compile=False)
+    write_project(SMALL, out, options=BuildOptions(backend="vitis"), compile=False)
     with pytest.raises(ToolMissing, match="vitis-run or vitis_hls not found") as err:
         synth(out)
     assert "vitis-run --mode hls --tcl build_prj.tcl" in str(err.value)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig
 from eatt.hls import TEMPLATES
 from eatt.hls.handlers import ConversionError, parse_attention_core
@@ -70,7 +71,7 @@ def projects(tmp_path_factory):
             shuffled_model(cfg) if name == SHUFFLED else cfg,
             base / name,
             seed=1,
-            backend=BACKEND[name],
+            options=BuildOptions(backend=BACKEND[name]),
             vectors=VECTORS,
             vector_seed=VECTOR_SEED,
         )

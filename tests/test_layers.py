@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from eatt.build_options import BuildOptions
 from eatt.model.config import ModelConfig
 from eatt.model.data import Vocab
 from eatt.model.layers import checkpoint_layer_core, checkpoint_layers, layer_core, layers
@@ -227,7 +228,11 @@ def test_hls_csim_on_captured_vectors(trained, tmp_path):
     assert r["ok"] and r["csim"]["captured"] and r["csim"]["vectors"] == 120, r["csim"]
     # the folded layer (docs/hls.md "Folded") on the same captured vectors, masks included
     r = write_project(
-        tmp_path / "layer.onnx", tmp_path / "hls_folded", vectors=1000, inputs=acts, folding={}
+        tmp_path / "layer.onnx",
+        tmp_path / "hls_folded",
+        vectors=1000,
+        inputs=acts,
+        options=BuildOptions(folding={}),
     )
     assert r["ok"] and r["csim"]["captured"] and r["csim"]["mismatches"] == 0, r["csim"]
     assert r["folding"] and r["csim"]["iterations_per_call"] == r["iterations"]["total"]

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig
 from eatt.hls import TEMPLATES
 from eatt.hls.project import write_project
@@ -71,7 +72,7 @@ def projects(tmp_path_factory):
             path if name == FROM_FILE else cfg,
             base / name,
             seed=1,
-            backend=BACKEND[name],
+            options=BuildOptions(backend=BACKEND[name]),
             vectors=600,
             vector_seed=7,
         )

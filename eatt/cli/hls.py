@@ -3,6 +3,7 @@ simulation against the golden model (against qonnx for a whole model)."""
 
 from __future__ import annotations
 
+from eatt.build_options import BuildOptions
 from eatt.cli.common import (
     INT32_MAX,
     BoundedInt,
@@ -80,7 +81,7 @@ def run(args) -> int:
         if model_project.is_whole_model(args.onnx):
             return _hls_whole_model(args, kwargs, model_project)
     try:
-        result = write_project(source, args.output, **kwargs)
+        result = write_project(source, args.output, **_with_options(kwargs))
     except BuildError as err:  # g++ failed on the project: its output is above
         raise CommandError(str(err), EXIT_CHECK_FAILED) from None
     if args.synth and result["ok"]:
@@ -133,6 +134,18 @@ def _project_options(args) -> dict:
     if args.io_type != "io_parallel":
         kwargs["io_type"] = args.io_type
     return kwargs
+
+
+def _with_options(kwargs: dict) -> dict:
+    """write_project's arguments: the flags of how the core is built (backend, reuse factor,
+    folding) as one BuildOptions, the rest as they are."""
+    rest = {k: v for k, v in kwargs.items() if k not in ("backend", "reuse_factor", "folding")}
+    options = BuildOptions(
+        backend=kwargs["backend"],
+        hls_reuse_factor=kwargs.get("reuse_factor"),
+        folding=kwargs.get("folding"),
+    )
+    return {**rest, "options": options}
 
 
 def _vector_kind(report: dict) -> str:
