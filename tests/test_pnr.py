@@ -74,6 +74,8 @@ def test_bad_options(tmp_path, device, clock, match):
 def test_bad_router(tmp_path):
     with pytest.raises(ValueError, match="^router: one of router1, router2"):
         pnr(tmp_path, router="router3")
+    with pytest.raises(ValueError, match="^--seed: must be an integer >= 1"):
+        pnr(tmp_path, seed=0)
 
 
 def test_missing_nextpnr_is_tool_missing(tmp_path, monkeypatch):
@@ -102,6 +104,8 @@ def cli(*args: str) -> subprocess.CompletedProcess:
         (["{rtl}", "--clock", "-1"], "--clock"),
         (["{rtl}", "--device", "ice40"], "--device"),
         (["{rtl}", "--router", "router3"], "--router"),
+        (["{rtl}", "--seed", "0"], "--seed"),
+        (["{rtl}", "--seed", "x"], "--seed"),
     ],
 )
 def test_cli_bad_input_is_one_line(tmp_path, args, match):
@@ -195,11 +199,11 @@ def test_cli_text_and_json(tmp_path):
     assert "routed" in text.stdout and "Fmax" in text.stdout and "ap_clk" in text.stdout
     assert "nextpnr-ecp5" in text.stderr  # progress while it runs
     assert json.loads((out / "pnr" / "result.json").read_text())["router"] == "router1"
-    js = cli(str(out), "--json", "--clock", "5", "--router", "router2")
+    js = cli(str(out), "--json", "--clock", "5", "--router", "router2", "--seed", "2")
     assert js.returncode == 0, js.stderr
     r = json.loads(js.stdout)
     assert r["routed"] and r["fmax_mhz"]["ap_clk"] > 0 and r["constraint_mhz"] == 200.0
-    assert r["router"] == "router2"
+    assert r["router"] == "router2" and r["seed"] == 2
 
 
 @pytest.mark.rtl

@@ -41,6 +41,13 @@ def add_arguments(p) -> None:
         "design)",
     )
     p.add_argument(
+        "--seed",
+        type=int,
+        default=1,
+        help="nextpnr's placer seed (1): another placement of the same netlist, for a design "
+        "whose routing depends on it",
+    )
+    p.add_argument(
         "--wrapper",
         action="store_true",
         help="on pins, with a bitstream (pnr/design.bit): a core behind a serial-load wrapper, "
@@ -64,6 +71,7 @@ def run(args) -> int:
             nodsp=args.nodsp,
             wrapper=args.wrapper,
             router=args.router,
+            seed=args.seed,
         )
     if result["error"]:  # does not fit: the one line with the numbers, the JSON still printed
         print(f"eatt: error: {result['error']}", file=sys.stderr)
