@@ -322,10 +322,10 @@ def attention_energy(
     module is counted with :func:`eatt.model.energy.paper_counts` (Appendix A, which assumes
     l1 = l2): encoder self-attention at the source length, decoder self- and cross-attention at
     the target length. Summed over sentences and modules; ``percent_of_vanilla`` compares with
-    the same model with vanilla attention everywhere. The fixed-point kinds (quant-eatt /
-    quant-vanilla) are counted as their hardware core computes (:func:`core_counts`: the
-    attention level includes W_O; no block level). Kinds without a formula (binary-dot,
-    linear-l1) make the totals None.
+    the same model with vanilla attention everywhere. The fixed-point kinds (quant-eatt,
+    quant-vanilla, quant-dense, quant-randinit) are counted as their hardware core computes
+    (:func:`core_counts`: the attention level includes W_O; no block level). Kinds without a
+    formula (binary-dot, linear-l1) make the totals None.
     """
     dim = model.cfg.dim
     totals = {"asic": 0.0, "fpga": 0.0}

@@ -49,7 +49,7 @@ def test_captured_calls_are_whole_cores_with_the_queries_at_their_rows(checkpoin
             assert not len(r) or length == r[0] + 1
 
 
-@pytest.mark.parametrize("kind", ["dense", "randinit"])
+@pytest.mark.parametrize("kind", ["dense", "randinit", "vanilla"])
 def test_the_default_size_examples_load(kind):
     from pathlib import Path
 
