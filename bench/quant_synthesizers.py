@@ -9,8 +9,9 @@ without it is evaluated here (the same call, beam 4) and the file written. Rows:
 (steps, seconds, best dev loss), test BLEU (the model's own decoding: its cores' arithmetic),
 BLEU with every core run as its exported max_len core (and how many hypotheses differ from
 the model's: 0 expected) and with the QAT surrogate, and the analytic attention energy of the
-test split in % of vanilla's (the paper's Table 1 costs). Ratios are to quant-vanilla's row when
-there is one, else to the first row.
+test split in % of vanilla's (``eatt evaluate``'s: the hardware cores' operation counts at the
+paper's Table 1 costs, against the paper's float vanilla count). Ratios (BLEU, energy) are to
+quant-vanilla's row when there is one, else to the first row.
 
 Usage: ``python bench/quant_synthesizers.py --run quant-eatt=runs/default_quant --run
 quant-dense=runs/dense_quant --run quant-randinit=runs/randinit_quant [--out PATH]``. Writes
@@ -77,6 +78,10 @@ def measure(kind: str, folder: Path) -> dict:
     }
 
 
+def _ratio(value) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def _markdown(result: dict) -> str:
     rows = result["rows"]
     lines = [
@@ -86,16 +91,18 @@ def _markdown(result: dict) -> str:
         f"{rows[0]['sentences']} test sentences; ratios to {result['reference']}.",
         "",
         "| kind | steps | dev loss | test BLEU | BLEU ratio | exported cores (differ) | "
-        "surrogate (differ) | attention energy % of vanilla (ASIC / FPGA) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "surrogate (differ) | attention energy % of vanilla (ASIC / FPGA) | energy ratio "
+        "(ASIC / FPGA) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         e = r["energy_percent_of_vanilla"]
         lines.append(
             f"| {r['kind']} | {r['steps']} | {r['dev_loss']:.3f} | {r['bleu']:.2f} | "
-            f"{r['bleu_ratio']:.3f} | {r['bleu_exported']:.2f} ({r['exported_differ']}) | "
+            f"{_ratio(r['bleu_ratio'])} | {r['bleu_exported']:.2f} ({r['exported_differ']}) | "
             f"{r['bleu_surrogate']:.2f} ({r['surrogate_differ']}) | "
-            f"{e['asic']:.1f} / {e['fpga']:.1f} |"
+            f"{e['asic']:.1f} / {e['fpga']:.1f} | {_ratio(r['energy_ratio']['asic'])} / "
+            f"{_ratio(r['energy_ratio']['fpga'])} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -130,8 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"quant_synthesizers: {err}", file=sys.stderr)
         return 2
     reference = next((r for r in rows if r["kind"] == "quant-vanilla"), rows[0])
+    ref_energy = reference["energy_percent_of_vanilla"]
     for r in rows:
         r["bleu_ratio"] = r["bleu"] / reference["bleu"] if reference["bleu"] else None
+        e = r["energy_percent_of_vanilla"]
+        r["energy_ratio"] = {t: e[t] / ref_energy[t] if ref_energy[t] else None for t in e}
     result = {
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, {platform.python_version()}",

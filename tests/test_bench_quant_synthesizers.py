@@ -34,6 +34,8 @@ def test_tiny_runs_write_results(tmp_path, capsys):
         assert row["exported_differ"] == 0 and row["bleu_exported"] == row["bleu"]
         assert (tmp_path / row["kind"] / "eval_hw.json").is_file()  # kept for the next run
     assert result["rows"][0]["bleu_ratio"] in (1.0, None)
+    assert result["rows"][0]["energy_ratio"]["asic"] == 1.0
+    assert result["rows"][1]["energy_ratio"]["asic"] < 1.0  # RandInit: no alignment work
     assert out.with_suffix(".md").is_file() and out.with_suffix(".png").is_file()
     assert "| quant-randinit |" in capsys.readouterr().out
 
