@@ -116,6 +116,7 @@ def _plot(result: dict, path: Path) -> None:
         x, y = r["energy_percent_of_vanilla"]["asic"], r["bleu"]
         ax.scatter([x], [y])
         ax.annotate(r["kind"], (x, y), textcoords="offset points", xytext=(4, 4))
+    ax.margins(x=0.2, y=0.1)  # room for the labels
     ax.set_xlabel("attention energy, % of vanilla (ASIC, analytic)")
     ax.set_ylabel("test BLEU (the cores' integer arithmetic)")
     ax.set_title("quantized attention kinds")
