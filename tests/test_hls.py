@@ -20,6 +20,7 @@ import pytest
 from onnx import helper
 
 from eatt.build_options import BuildOptions
+from eatt.cli.hls import _with_options
 from eatt.config import CoreConfig
 from eatt.hls import TEMPLATES, register
 from eatt.hls.handlers import ConversionError
@@ -36,18 +37,6 @@ from eatt.outdir import MARKER, OutputError
 from eatt.quant.export import build_model
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.tools import ToolMissing as RtlToolMissing
-
-
-def built(kwargs: dict) -> dict:
-    """write_project's arguments of a test's flags: backend, reuse_factor and folding as the
-    BuildOptions they are."""
-    names = {"backend": "backend", "reuse_factor": "hls_reuse_factor", "folding": "folding"}
-    rest = {k: v for k, v in kwargs.items() if k not in names}
-    return {
-        **rest,
-        "options": BuildOptions(**{names[k]: v for k, v in kwargs.items() if k in names}),
-    }
-
 
 pytestmark = pytest.mark.hls
 
@@ -338,7 +327,7 @@ def test_project_mode_and_paths_name_the_final_folder(tmp_path):
 )
 def test_bad_options_are_refused_before_any_work(tmp_path, kwargs, match):
     with pytest.raises(ValueError, match=match) as err:
-        write_project(SMALL, tmp_path / "prj", compile=False, **built(kwargs))
+        write_project(SMALL, tmp_path / "prj", compile=False, **_with_options(kwargs))
     assert "\n" not in str(err.value)
     assert list(tmp_path.iterdir()) == []
 

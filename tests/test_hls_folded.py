@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from eatt.build_options import BuildOptions
+from eatt.cli.hls import _with_options
 from eatt.config import CoreConfig
 from eatt.hls import TEMPLATES
 from eatt.hls.folding import hls_iterations, resolve_folding
@@ -25,18 +26,6 @@ from eatt.quant.golden import random_weights
 from eatt.rtl_sim.folded import folded_cycles, folding_for_reuse, weight_tiles
 from eatt.rtl_sim.folding import WALK_DRAIN
 from tests.test_hls import function_body, multiplications, run_project_testbench
-
-
-def built(kwargs: dict) -> dict:
-    """write_project's arguments of a test's flags: backend, reuse_factor and folding as the
-    BuildOptions they are."""
-    names = {"backend": "backend", "reuse_factor": "hls_reuse_factor", "folding": "folding"}
-    rest = {k: v for k, v in kwargs.items() if k not in names}
-    return {
-        **rest,
-        "options": BuildOptions(**{names[k]: v for k, v in kwargs.items() if k in names}),
-    }
-
 
 pytestmark = pytest.mark.hls
 
@@ -196,7 +185,7 @@ def test_reuse_factor_folds_as_the_rtl():
 def test_a_bad_folding_is_one_line_before_any_work(tmp_path, kwargs, match):
     cfg = CoreConfig.from_dict({**SMALL, "kind": "eatt"})
     with pytest.raises(ValueError, match=match) as err:
-        write_project(cfg, tmp_path / "prj", compile=False, **built(kwargs))
+        write_project(cfg, tmp_path / "prj", compile=False, **_with_options(kwargs))
     assert "\n" not in str(err.value)
     assert not (tmp_path / "prj").exists()
 

@@ -141,7 +141,7 @@ def _with_options(kwargs: dict) -> dict:
     folding) as one BuildOptions, the rest as they are."""
     rest = {k: v for k, v in kwargs.items() if k not in ("backend", "reuse_factor", "folding")}
     options = BuildOptions(
-        backend=kwargs["backend"],
+        backend=kwargs.get("backend", "vitis"),
         hls_reuse_factor=kwargs.get("reuse_factor"),
         folding=kwargs.get("folding"),
     )
