@@ -205,14 +205,7 @@ def hardware_attention(
     batch, len_q, _ = x.shape
     masks = {}
     if key_padding_mask is not None:
-        length = (~key_padding_mask).sum(1)
-        suffix = torch.arange(len_k, device=x.device)[None, :] >= length[:, None]
-        if not torch.equal(suffix, key_padding_mask) or bool((length == 0).any()):
-            raise ValueError(
-                "key_padding_mask: the hardware core takes a valid length (padding at the "
-                "end, at least one key)"
-            )
-        masks["length"] = length.cpu()
+        masks["length"] = _valid_length(key_padding_mask, len_k)
     if causal:
         masks["offset"] = torch.full((batch,), len_k - len_q, dtype=torch.int64)
     exported = module.arithmetic == "exported"
@@ -239,6 +232,20 @@ def hardware_attention(
         seen = {k: masks.get(k, v) for k, v in full.items()}
         module.probe(x_codes[:, :len_q], y_codes[:, :len_k], seen, codes)
     return (codes.to(torch.float64) * core.formats.out_lsb).to(x.device, x.dtype)
+
+
+def _valid_length(key_padding_mask: Tensor, len_k: int) -> Tensor:
+    """The valid key length (n,) of a padding mask (True = padding) on the CPU; ValueError
+    unless the padding is a suffix and at least one key is valid (what the core takes)."""
+    mask = key_padding_mask.cpu()
+    length = (~mask).sum(1)
+    suffix = torch.arange(len_k)[None, :] >= length[:, None]
+    if not torch.equal(suffix, mask) or bool((length == 0).any()):
+        raise ValueError(
+            "key_padding_mask: the hardware core takes a valid length (padding at the "
+            "end, at least one key)"
+        )
+    return length
 
 
 def _at_positions(
@@ -283,13 +290,7 @@ def _at_positions(
     yp[:, :len_k] = y_codes
     masks = {"length": torch.full((batch,), len_k, dtype=torch.int64)}
     if key_padding_mask is not None:
-        masks["length"] = (~key_padding_mask).sum(1).cpu()
-        suffix = torch.arange(len_k)[None, :] >= masks["length"][:, None]
-        if not torch.equal(suffix, key_padding_mask.cpu()) or bool((masks["length"] == 0).any()):
-            raise ValueError(
-                "key_padding_mask: the hardware core takes a valid length (padding at the "
-                "end, at least one key)"
-            )
+        masks["length"] = _valid_length(key_padding_mask, len_k)
     weights = {k: v.numpy() for k, v in core.weight_codes().items()}
     full = cfg.replace(key_padding=True, causal=True)
     if module.probe is None:  # only the call's rows (the others' outputs are dropped)
