@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 
 from eatt.fileio import atomic_write_text
+from eatt.mechanisms import PEER
+from eatt.model.config import QUANT_KINDS
 from eatt.model.evaluate import evaluate
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "quant_synthesizers.json"
@@ -137,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"quant_synthesizers: {err}", file=sys.stderr)
         return 2
-    reference = next((r for r in rows if r["kind"] == "quant-vanilla"), rows[0])
+    peer = next(k for k, core in QUANT_KINDS.items() if core == PEER.kind)  # quant-vanilla
+    reference = next((r for r in rows if r["kind"] == peer), rows[0])
     ref_energy = reference["energy_percent_of_vanilla"]
     for r in rows:
         r["bleu_ratio"] = r["bleu"] / reference["bleu"] if reference["bleu"] else None
