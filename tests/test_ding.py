@@ -177,5 +177,19 @@ def test_quick_experiment_on_the_ding_task(tmp_path, monkeypatch):
     assert report["task"] == "ding" and report["data"]["kind"] == "ding"
     table = (tmp_path / "eatt-vs-vanilla-ding" / "results.md").read_text()
     assert "on the ding task" in table and "sacrebleu: nrefs:1|" in table
-    with pytest.raises(ValueError, match="--task ding: qat runs on the synthetic task only"):
-        run_experiment("qat", quick=True, out_dir=tmp_path, task="ding")
+    with pytest.raises(ValueError, match="--task ding: l0drop-redundant runs on the synthetic"):
+        run_experiment("l0drop-redundant", quick=True, out_dir=tmp_path, task="ding")
+
+
+@pytest.mark.parametrize("name", ["qat", "window", "l0drop"])
+def test_quick_staged_experiments_on_the_ding_task(name, tmp_path, monkeypatch):
+    """Issue 44 item 3: the QAT, Luong / Flexible window and L0Drop experiments on the Ding
+    task's natural data (a tiny size here): the report names the task, the table gives
+    sacrebleu's signature, the runs train on the Ding pairs."""
+    tiny = DingConfig(vocab_size=1000, n_train=200, n_dev=4, n_test=4, max_len=63)
+    monkeypatch.setattr(base, "_QUICK_DING_DATA", tiny)
+    monkeypatch.setattr(base, "_QUICK_TRAIN", base._QUICK_TRAIN.replace(steps=4, warmup=2))
+    report = run_experiment(name, quick=True, out_dir=tmp_path, quiet=True, task="ding")
+    assert report["task"] == "ding" and report["data"]["kind"] == "ding"
+    table = (tmp_path / f"{name}-ding" / "results.md").read_text()
+    assert "On the ding task; sacrebleu: nrefs:1|" in table and "Target:" in table

@@ -19,10 +19,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..data import BOS, EOS, PAD, encode_pairs, synthetic_task
+from ..corpus import load_data
+from ..data import BOS, EOS, PAD, encode_pairs
 from ..evaluate import beam_search
 from ..seq2seq import load_checkpoint
-from .base import BLEU_TOLERANCE, _markdown_table, _num
+from .base import BLEU_TOLERANCE, TASK, _markdown_table, _num
 from .staged import StagedExperiment, _fine_tune, _row, _train_and_eval, _window_sizes
 
 #: lambdas of the L0Drop sweep, and the source lengths of the compaction timing
@@ -146,12 +147,15 @@ def sparsest_within(rows: list[dict], reference_bleu: float) -> tuple[dict | Non
 class L0Drop(StagedExperiment):
     def __init__(self, name: str = "l0drop", redundant: bool = False) -> None:
         self.name, self.redundant = name, redundant
+        #: the redundant variant is the synthetic task's (its rules add the droppable words)
+        self.tasks = ("synthetic",) if redundant else ("synthetic", "ding")
 
     def stages(self, quick: bool, folder: Path, quiet: bool) -> dict:
         data_cfg, model, train_cfg, beam = _window_sizes(quick)
-        data_cfg = dataclasses.replace(data_cfg, redundant=self.redundant)
+        if self.redundant:
+            data_cfg = dataclasses.replace(data_cfg, redundant=True)
         train_cfg = train_cfg.replace(data=data_cfg)
-        data = synthetic_task(data_cfg)
+        data = load_data(data_cfg)
         rows = []
         summary, base = _train_and_eval("no pruning", model, train_cfg, data, folder, beam, quiet)
         rows.append(_row("no pruning", {**base, "sparsity_rate": 0.0}, rule=None, l0_lambda=None))
@@ -241,6 +245,9 @@ class L0Drop(StagedExperiment):
             and best["sparsity_rate"] >= 0.4
             and timing[-1]["speedup"] > 1.0,
         }
+        # the synthetic task's variant; on the Ding task its name (the report's task key)
+        on_ding = TASK.get() != "synthetic"
+        variant = TASK.get() if on_ding else "redundant" if self.redundant else "dense"
         return {
             "beam": beam,
             "rows": rows,
@@ -248,7 +255,7 @@ class L0Drop(StagedExperiment):
             "timing": timing,
             "timed_checkpoint": timed,
             "break_even": costs,
-            "task": "redundant" if self.redundant else "dense",
+            "task": variant,
             "fine_tune_steps": fine_steps,
             "target": target,
             "data": dataclasses.asdict(data_cfg),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from ..data import synthetic_task
+from ..corpus import load_data
 from ..seq2seq import ModelConfig, build_model, load_checkpoint, save_checkpoint
 from .base import BLEU_TOLERANCE, _log, _markdown_table, _num, _sizes
 from .staged import StagedExperiment, _eval, _fine_tune, _row, _train_and_eval
@@ -48,13 +48,14 @@ def _hw(row: dict, arithmetic: str, key: str, fmt: str) -> str:
 
 class Qat(StagedExperiment):
     name = "qat"
+    tasks = ("synthetic", "ding")
 
     def stages(self, quick: bool, folder: Path, quiet: bool) -> dict:
         from eatt.quant.modules import calibrate_weight_frac  # Brevitas: imported when needed
 
         data_cfg, model, train_cfg = _sizes(quick)
         train_cfg, beam = train_cfg.replace(data=data_cfg), 1 if quick else 4
-        data = synthetic_task(data_cfg)
+        data = load_data(data_cfg)
         float_cfg = model.replace(attention="eatt")
         summary, result = _train_and_eval(
             "float eatt", float_cfg, train_cfg, data, folder, beam, quiet

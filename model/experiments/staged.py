@@ -20,7 +20,7 @@ from ..data import TaskConfig
 from ..evaluate import evaluate
 from ..seq2seq import ModelConfig
 from ..train import TrainConfig, train
-from .base import Experiment, _log, _num, _sizes
+from .base import TASKS, Experiment, _log, _num, _sizes
 
 #: D of local-m / local-p on the bundled task (sources of 5-30 words; Luong's D = 10 would cover
 #: most sentences whole)
@@ -104,6 +104,11 @@ class StagedExperiment(Experiment):
 
     def table(self, report: dict) -> str:
         lines = self.table_lines(report)
+        task = report.get("task", "synthetic")
+        if task in TASKS and task != "synthetic":  # BLEU as papers report it, with its signature
+            rows = report.get("rows", [])
+            signature = next((r["signature"] for r in rows if r.get("signature")), "-")
+            lines += ["", f"On the {task} task; sacrebleu: {signature}"]
         target = report.get("target")
         if target:
             parts = [
@@ -154,7 +159,10 @@ def _train_and_eval(
 
 def _eval(checkpoint: str, data, split: str, beam: int, **kw) -> dict:
     result = evaluate(checkpoint, beam=beam, alpha=0.6, split=split, data=data, **kw)
-    keep = ("bleu", "exact_match", "vision_span", "sparsity_rate", "decode_seconds", "hardware")
+    keep = (
+        "bleu", "exact_match", "vision_span", "sparsity_rate", "decode_seconds", "hardware",
+        "signature",
+    )  # fmt: skip
     return {k: result[k] for k in keep if k in result}
 
 

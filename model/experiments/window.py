@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..data import synthetic_task
+from ..corpus import load_data
 from .base import BLEU_TOLERANCE, _log, _markdown_table, _num
 from .staged import (
     WINDOW_D,
@@ -152,6 +152,8 @@ def _span_figure(report: dict, plt, panels: int):
 
 
 class Window(StagedExperiment):
+    tasks = ("synthetic", "ding")
+
     def __init__(
         self,
         name: str = "window",
@@ -175,7 +177,7 @@ class Window(StagedExperiment):
         data_cfg, model, train_cfg, beam = _window_sizes(quick)
         model = model.replace(**self.model)
         train_cfg = train_cfg.replace(**self.train)
-        data = synthetic_task(data_cfg)
+        data = load_data(data_cfg)
         rows, runs = [], {}
         for kind in ("global", "local-m", "local-p") if self.luong else ():
             summary, result = _train_and_eval(
