@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from eatt.hls import register
+from eatt.hls.csim_cache import compile_csim
 from eatt.hls.project import BACKENDS, PROJECT_NAME, _final_paths, stdout_to_stderr
 from eatt.outdir import replaced_dir
 from eatt.progress import step
@@ -139,7 +140,8 @@ def write_model_project(
                     write_weights_txt=False,
                 )
             with step(f"g++ build of the C simulation in {out_dir}"):
-                hls_model.compile()
+                hls_model.write()  # compile() = write() + the build, here through the cache
+                compile_csim(hls_model)
             with step(f"C simulation of {n} inputs"):
                 feed = [np.ascontiguousarray(x.reshape(n, -1), dtype=np.float64) for x in inputs]
                 got = np.asarray(hls_model.predict(feed if len(feed) > 1 else feed[0]))
