@@ -42,6 +42,8 @@ SLOW_FILES = {
     "test_icarus.py": 50,
     "test_folded.py": 50,
     "test_hls_folded.py": 45,
+    "test_ding.py": 45,
+    "test_hls_csim_cache.py": 40,
     "test_clock_gating.py": 45,
     "test_masks.py": 30,
     "test_da4ml_trace.py": 30,
