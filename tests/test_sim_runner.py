@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+import eatt.rtl_sim.sim_build as sim_build
 import eatt.rtl_sim.sim_run as sim_run
 from eatt.config import CoreConfig
 from eatt.outdir import MARKER
@@ -87,6 +89,35 @@ def test_build_in_cache_and_space_in_rtl_path(fresh, monkeypatch, capfd):
     }
     assert captured.out == ""  # progress goes to stderr only
     assert "cached" in captured.err and "Verilator simulation of" in captured.err
+
+
+def test_builds_are_shared_by_venvs_with_the_same_tools(fresh, tmp_path, monkeypatch):
+    """The cache key names the tools by version and contents, never this venv's folders, so
+    another clone's venv reuses the builds; a Verilator build links cocotb's libraries by their
+    folder, which its stamp records: reused while that folder holds the same files."""
+    import cocotb_tools.config
+
+    cache, out, result = fresh
+    monkeypatch.setenv("EATT_CACHE", str(cache))
+    for simulator in ("verilator", "icarus"):
+        assert sys.prefix not in sim_build.simulator_version(simulator)
+    assert sys.prefix not in sim_build.cocotb_key()
+    stamp = Path(result["build_dir"]) / ".complete"
+    info = json.loads(stamp.read_text())
+    assert info["cocotb_libs"] == str(cocotb_tools.config.libs_dir)
+    assert sim_build._usable(stamp, "verilator")
+    other = tmp_path / "other-venv" / "libs"
+    shutil.copytree(cocotb_tools.config.libs_dir, other)
+    planted = tmp_path / "stamp"
+    planted.write_text(json.dumps({**info, "cocotb_libs": str(other)}))
+    assert sim_build._usable(planted, "verilator")  # another venv's, the same files
+    (other / "extra.so").write_bytes(b"not the same\n")
+    assert not sim_build._usable(planted, "verilator")
+    shutil.rmtree(other)
+    assert not sim_build._usable(planted, "verilator")  # that venv is gone: build again
+    assert sim_build._usable(planted, "icarus")  # vvp loads cocotb at run time
+    planted.write_text(json.dumps({"top": "x"}))  # a stamp from before the record
+    assert not sim_build._usable(planted, "verilator")
 
 
 def runner_keys() -> set[str]:

