@@ -196,6 +196,44 @@ def test_experiment_steps_and_seeds_override_the_plan(tmp_path):
         run_experiment("ablation", quick=True, out_dir=tmp_path, seeds=(1, 1))
     with pytest.raises(ValueError, match="not for the staged experiment 'window'"):
         run_experiment("window", quick=True, out_dir=tmp_path, steps=5)
+    _resume_of_a_seeded_experiment(tmp_path, report)
+
+
+class _NotAWeight:
+    pass
+
+
+def _resume_of_a_seeded_experiment(tmp_path, report):
+    """--resume: the finished runs are neither trained nor evaluated again, a new seed is
+    trained alone, a run without its saved row is evaluated again (not trained), a planted
+    last.pt stops the experiment before any training."""
+    from eatt.model.experiments import run_experiment, seeded
+
+    calls = {"train": 0, "evaluate": 0}
+
+    def counted(name, fn):
+        def wrapper(*args, **kw):
+            calls[name] += 1
+            return fn(*args, **kw)
+
+        return wrapper
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(seeded, "train", counted("train", seeded.train))
+        mp.setattr(seeded, "evaluate", counted("evaluate", seeded.evaluate))
+        kw = dict(quick=True, out_dir=tmp_path, quiet=True, steps=3, resume=True)
+        again = run_experiment("eatt-vs-vanilla", seeds=(7, 9), **kw)
+        assert calls == {"train": 0, "evaluate": 0}
+        assert again["rows"] == report["rows"]
+        runs = tmp_path / "eatt-vs-vanilla" / "runs"
+        (runs / "eatt-seed9" / seeded.RUN_RESULT).unlink()
+        more = run_experiment("eatt-vs-vanilla", seeds=(7, 9, 11), **kw)
+        assert calls == {"train": 2, "evaluate": 3}  # seed 11 twice; eatt seed 9 evaluated
+        assert [r["bleus"][:2] for r in more["rows"]] == [r["bleus"] for r in report["rows"]]
+        torch.save({"step": 3, "x": _NotAWeight()}, runs / "vanilla-seed11" / "last.pt")
+        with pytest.raises(ValueError, match="last.pt: holds objects"):
+            run_experiment("eatt-vs-vanilla", seeds=(1, 9, 11), **kw)
+        assert calls["train"] == 2 and not (runs / "vanilla-seed1").exists()
 
 
 def test_train_from_a_config_file(tmp_path):

@@ -294,8 +294,6 @@ def test_quick_staged_experiments_write_their_tables(tmp_path, monkeypatch, name
         assert [{k: r[k] for k in keep} for r in again["rows"]] == [
             {k: r[k] for k in keep} for r in report["rows"]
         ]
-        with pytest.raises(ValueError, match="^--resume: only the staged experiments"):
-            experiments.run_experiment("ablation", quick=True, out_dir=tmp_path, resume=True)
     if name in ("window", "window-lstm"):
         assert list(rows)[:4] == ["global", "local-m", "local-p", "flexible, tau = inf"]
         assert [c["tau"] for c in report["curve"]] == list(experiments.TAUS)

@@ -47,8 +47,8 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--resume",
         action="store_true",
-        help="staged experiments: reuse the runs in -o DIR/NAME/runs that finished with the "
-        "same model, training settings and data",
+        help="reuse the runs in -o DIR/NAME/runs that finished with the same model, training "
+        "settings and data (a seeded run's evaluation too): a long experiment across sessions",
     )
     add_json(p)
 

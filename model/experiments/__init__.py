@@ -130,9 +130,10 @@ def run_experiment(
     experiments, whose stages have their own lengths); the learning-rate schedule depends on
     the step only, so a longer run passes through the shorter one's model on the way (not in
     ``l0drop-scratch``, whose ramp and fixed phase are fractions of the steps).
-    ``resume`` (staged experiments): a run already finished in ``out_dir/name/runs`` with the
-    model, training settings and data asked for is reused, not trained again (every run is
-    deterministic); anything else is trained as without it.
+    ``resume``: a run already finished in ``out_dir/name/runs`` with the model, training
+    settings and data asked for is reused, not trained again (every run is deterministic; a
+    seeded run's evaluation too, eatt.model.experiments.seeded); anything else is trained as
+    without it.
     """
     experiment = REGISTRY.get(name)
     if experiment is None:
@@ -158,8 +159,6 @@ def run_experiment(
 
 def _run(experiment, name, quick, out_dir, quiet, workers, steps, seeds, resume, task) -> dict:
     experiment.check(quick, steps, seeds)
-    if resume and not experiment.staged:
-        raise ValueError(f"--resume: only the staged experiments reuse runs; {name!r} is not one")
     # -o is a folder of experiments (or new, or empty): a user's folder, an RTL folder or a
     # training run is refused before any work, as every command's output folder is
     parent = claim_dir(out_dir, "experiments", legacy=_legacy_experiments_dir)

@@ -1,5 +1,10 @@
 """Experiments of independent runs: every variant (one row) trained for every seed.
 
+Under ``--resume`` a run that finished in its folder (``runs/<label>-seed<S>``) with the same
+model, training settings and data is not trained again, and its row (:data:`RUN_RESULT`, saved
+after its evaluation with the checkpoint's digest, the beam and alpha) is not evaluated again:
+an experiment of many runs finishes across sessions.
+
 A :class:`SeededExperiment` gives its :class:`Plan` (:meth:`SeededExperiment.plan`); the run
 loop, the aggregated rows, the table (BLEU mean +- std and analytic attention energy) and the
 bar plot are shared, with hooks for what differs (the energy reference, extra table lines, the
@@ -8,6 +13,8 @@ figure).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import statistics
 import time
 from dataclasses import dataclass, replace
@@ -15,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from eatt.config import atomic_write_text
 from eatt.jobs import Job, run_jobs
 
 from ..corpus import DingConfig, load_data
@@ -23,9 +31,12 @@ from ..evaluate import evaluate
 from ..seq2seq import ModelConfig
 from ..train import TrainConfig, train
 from .base import Experiment, _log
+from .staged import RESUME, finished_run
 
 #: memory Ray reserves for one training run of ``workers`` > 1 (measured: under 1 GB each)
 RUN_MEMORY_GB = 1.0
+#: a run's row and what it was evaluated with, in its folder (``--resume`` reuses it)
+RUN_RESULT = "experiment_run.json"
 
 
 @dataclass(frozen=True)
@@ -46,17 +57,53 @@ class Plan:
     alpha: float = 0.6
 
 
+def _digest(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _saved_row(run_dir: Path, plan: Plan, summary: dict) -> dict | None:
+    """The row :data:`RUN_RESULT` holds when it is this checkpoint's evaluation at the plan's
+    beam and alpha (None: evaluate again)."""
+    try:
+        saved = json.loads((run_dir / RUN_RESULT).read_text())
+        same = (
+            saved["beam"] == plan.beam
+            and saved["alpha"] == plan.alpha
+            and saved["best_sha256"] == _digest(summary["checkpoint"])
+        )
+        row = dict(saved["row"]) if same else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if row is not None:
+        row["checkpoint"] = summary["checkpoint"]  # where it is now (the folder may have moved)
+    return row
+
+
 def _run_one(
-    variant: Variant, seed: int, plan: Plan, run_dir: Path, progress: bool, data=None
+    variant: Variant,
+    seed: int,
+    plan: Plan,
+    run_dir: Path,
+    progress: bool,
+    data=None,
+    resume: bool = False,
 ) -> dict:
-    """Train and evaluate one (variant, seed); in a worker process ``data`` is regenerated."""
+    """Train and evaluate one (variant, seed); in a worker process ``data`` is regenerated.
+    ``resume``: a run that finished in run_dir with this model, these settings and this data
+    is not trained again, nor evaluated again when its row was saved (:data:`RUN_RESULT`)."""
     if data is None:
         torch.set_num_threads(1)
         data = load_data(plan.data)
     train_cfg = plan.train.replace(seed=seed, progress=progress)
-    summary = train(variant.model, train_cfg, run_dir, data=data)
+    summary = finished_run(variant.model, train_cfg, run_dir, data) if resume else None
+    if summary is not None:
+        row = _saved_row(run_dir, plan, summary)
+        if row is not None:
+            return row
+    else:
+        summary = train(variant.model, train_cfg, run_dir, data=data)
     result = evaluate(summary["checkpoint"], beam=plan.beam, alpha=plan.alpha, data=data)
-    return {
+    row = {
         "label": variant.label,
         "seed": seed,
         "attention": variant.model.kinds,
@@ -71,6 +118,14 @@ def _run_one(
         "sparsity_rate": result.get("sparsity_rate"),
         "checkpoint": summary["checkpoint"],
     }
+    saved = {
+        "beam": plan.beam,
+        "alpha": plan.alpha,
+        "best_sha256": _digest(summary["checkpoint"]),
+        "row": row,
+    }
+    atomic_write_text(Path(run_dir) / RUN_RESULT, json.dumps(saved, indent=2) + "\n")
+    return row
 
 
 class SeededExperiment(Experiment):
@@ -120,8 +175,12 @@ class SeededExperiment(Experiment):
             for seed in plan.seeds
         ]
         runs = []
+        resume = RESUME.get()
+        data = load_data(plan.data) if workers == 1 or resume else None
+        if resume:  # every finished run read before any training: a planted file stops it all
+            for variant, seed, run_dir in jobs:
+                finished_run(variant.model, plan.train.replace(seed=seed), run_dir, data)
         if workers == 1:
-            data = load_data(plan.data)
             for i, (variant, seed, run_dir) in enumerate(jobs, 1):
                 elapsed = time.perf_counter() - start
                 _log(
@@ -129,7 +188,7 @@ class SeededExperiment(Experiment):
                     quiet,
                 )
                 progress = plan.train.progress and not quiet
-                runs.append(_run_one(variant, seed, plan, run_dir, progress, data))
+                runs.append(_run_one(variant, seed, plan, run_dir, progress, data, resume))
             return runs
         runs = [None] * len(jobs)
 
@@ -148,7 +207,7 @@ class SeededExperiment(Experiment):
 
         # Ray (eatt.jobs, the engine of `eatt sweep`): a local instance, one CPU per run
         tasks = [
-            Job((v, seed, plan, run_dir, False), cpus=1, memory_gb=RUN_MEMORY_GB)
+            Job((v, seed, plan, run_dir, False, None, resume), cpus=1, memory_gb=RUN_MEMORY_GB)
             for v, seed, run_dir in jobs
         ]
         run_jobs(_run_one, tasks, on_done, max_parallel=workers, what=f"[{name}] runs")
