@@ -41,7 +41,7 @@ def _marker_text(what: str) -> str:
     return json.dumps({"made_by": "eatt", "what": what}) + "\n"
 
 
-def marker_kind(path: Path) -> str | None:
+def marker_what(path: Path) -> str | None:
     """What eatt wrote into `path` (the marker's "what"); None without a marker."""
     marker = path / MARKER
     if not marker.is_file():
@@ -56,16 +56,16 @@ def marker_kind(path: Path) -> str | None:
 def is_ours(path: Path, what: str, legacy: Legacy = None) -> bool:
     """True when `path` is a `what` folder eatt made: its marker says so (or, without a marker,
     it passes `legacy`, the test for folders written before the marker existed)."""
-    kind = marker_kind(path)
-    if kind is not None:
-        return kind == what
+    made = marker_what(path)
+    if made is not None:
+        return made == what
     return bool(legacy is not None and legacy(path))
 
 
 def check_output_dir(path: str | os.PathLike, what: str, legacy: Legacy = None) -> Path:
     """The real (absolute, symlinks resolved) output folder, or OutputError when eatt must not
     write a `what` there: a file, a path under a file, the current folder or one holding it,
-    an eatt folder of another kind, or a non-empty folder eatt did not make."""
+    an eatt folder written by another command, or a non-empty folder eatt did not make."""
     raw = Path(path)
     if str(path) == "":
         raise OutputError("-o: an empty path; give a folder")
@@ -81,12 +81,12 @@ def check_output_dir(path: str | os.PathLike, what: str, legacy: Legacy = None) 
         cwd = Path.cwd().resolve()
         if out == cwd or out in cwd.parents:
             raise OutputError(f"{raw}: is the current folder (or holds it); give a new folder")
-        kind = marker_kind(out)
-        if kind is not None and kind != what:
+        made = marker_what(out)
+        if made is not None and made != what:
             raise OutputError(
-                f"{raw}: holds an eatt {kind or 'output'}, not a {what}; give another folder"
+                f"{raw}: holds an eatt {made or 'output'}, not a {what}; give another folder"
             )
-        if kind is None and any(out.iterdir()) and not (legacy is not None and legacy(out)):
+        if made is None and any(out.iterdir()) and not (legacy is not None and legacy(out)):
             raise OutputError(
                 f"{raw}: folder is not empty and was not made by eatt ({MARKER} missing); "
                 "refusing to write into it: give a new or empty folder"

@@ -230,7 +230,7 @@ class ModelConfig:
                 f"window_gaussian: must be one of {', '.join(WINDOW_GAUSSIANS)} or null, "
                 f"got {self.window_gaussian!r}"
             )
-        cross = self.kind("cross")
+        cross = self.attention_of("cross")
         if self.window_gaussian is not None and cross not in GAUSSIAN_KINDS:
             raise ConfigError(
                 "window_gaussian: only local-p and quant-local-p have a Gaussian; cross is "
@@ -283,14 +283,14 @@ class ModelConfig:
             raise ConfigError("l0drop_rule: a rule pattern needs l0drop: true")
         if not 0.0 <= self.l0drop_rule_rate <= 1.0:
             raise ConfigError(f"l0drop_rule_rate: must be in [0, 1], got {self.l0drop_rule_rate}")
-        for kind in sorted({k for k in self.kinds.values() if k in QUANT_KINDS}):
+        for kind in sorted({k for k in self.attentions.values() if k in QUANT_KINDS}):
             self.quant_core(kind)  # the core's own checks, under this config's key names
-        if self.kind("cross") in QUANT_WINDOW_KINDS:
+        if self.attention_of("cross") in QUANT_WINDOW_KINDS:
             self._check_quant_window()
 
     def _check_quant_window(self) -> None:
         """A quantized windowed kind is the window unit: its scores, its forms."""
-        kind = self.kind("cross")
+        kind = self.attention_of("cross")
         if self.window_score not in QUANT_WINDOW_SCORES:
             raise ConfigError(
                 f"window_score: {kind} computes {' or '.join(QUANT_WINDOW_SCORES)} scores "
@@ -326,7 +326,7 @@ class ModelConfig:
         quant-global), the quant_* formats. quant-global's window is the whole memory: D =
         max_len - 1 around p = 0; quant-flexible's D is max_len - 1 too, and its window comes
         per step from tau (window_d is not used by either)."""
-        kind = self.kind("cross")
+        kind = self.attention_of("cross")
         if kind not in QUANT_WINDOW_KINDS:
             raise ValueError(f"cross {kind!r} is not a quantized windowed kind")
         fields = dict(
@@ -391,7 +391,7 @@ class ModelConfig:
                 return names.get(key, f"quant_{key}") + message[len(key) :]
         return message
 
-    def kind(self, role: str) -> str:
+    def attention_of(self, role: str) -> str:
         """The attention kind of ``role`` (one of :data:`ROLES`)."""
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}; choose from {ROLES}")
@@ -401,18 +401,18 @@ class ModelConfig:
     def positional_cross(self) -> bool:
         """Whether the cross-attention's weights depend on source positions (windows, the
         synthesizers): then L0Drop decodes on the full gated memory, not the compacted one."""
-        return self.kind("cross") in (*POSITIONAL_KINDS, *synthesized_kinds())
+        return self.attention_of("cross") in (*POSITIONAL_KINDS, *synthesized_kinds())
 
     @property
     def windowed(self) -> bool:
         """Whether the cross-attention is one of the windowed kinds (eatt.model.windowed, or
         the window unit's quantized ones)."""
-        kind = self.kind("cross")
+        kind = self.attention_of("cross")
         return kind in WINDOW_KINDS or kind in QUANT_WINDOW_KINDS
 
     @property
-    def kinds(self) -> dict[str, str]:
-        return {role: self.kind(role) for role in ROLES}
+    def attentions(self) -> dict[str, str]:
+        return {role: self.attention_of(role) for role in ROLES}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

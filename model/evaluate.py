@@ -427,11 +427,11 @@ def evaluate(
     compared = None
     if hardware:
         hardware_kinds = (*QUANT_KINDS, *QUANT_WINDOW_KINDS)
-        if not any(k in hardware_kinds for k in model.cfg.kinds.values()):
+        if not any(k in hardware_kinds for k in model.cfg.attentions.values()):
             raise ValueError(
                 f"{checkpoint}: --hardware needs a model with quantized attention "
                 f"({', '.join(hardware_kinds)}); its kinds are "
-                + ", ".join(sorted(set(model.cfg.kinds.values())))
+                + ", ".join(sorted(set(model.cfg.attentions.values())))
             )
         compared = {}
         for arithmetic in ("exported", "surrogate"):
@@ -461,7 +461,7 @@ def evaluate(
         "vision_span": stats["vision_span"],
         "vision_span_per_layer": stats["vision_span_per_layer"],
         "sparsity_rate": stats["sparsity_rate"],
-        "attention": model.cfg.kinds,
+        "attention": model.cfg.attentions,
         "binarization": binarization_ratios(model, batches, dev),
         "energy": attention_energy(
             model, [(len(s) + 1, len(t) + 1) for s, t in pairs], level="attention"

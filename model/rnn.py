@@ -82,11 +82,11 @@ class LSTMSeq2Seq(nn.Module):
             batch_first=True,
             dropout=cfg.dropout if cfg.dec_layers > 1 else 0.0,
         )
-        if cfg.kind("cross") in QUANT_WINDOW_KINDS:
+        if cfg.attention_of("cross") in QUANT_WINDOW_KINDS:
             # Brevitas: loaded only for the quantized kinds (model/ stays below quant/)
             from eatt.quant.window_cross import QuantWindowedAttention
 
-            form = QUANT_WINDOW_KINDS[cfg.kind("cross")]
+            form = QUANT_WINDOW_KINDS[cfg.attention_of("cross")]
             self.attention = QuantWindowedAttention(
                 cfg.quant_window(), form, tau=cfg.flexible_tau, g_input_dim=dim
             )

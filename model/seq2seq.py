@@ -139,7 +139,7 @@ class EncoderLayer(nn.Module):
         super().__init__()
         pre = cfg.norm == "pre"
         self.self_attn = RoleAttention(
-            cfg.kind("enc_self"), cfg.dim, cfg.heads, cfg.tau, cfg.max_len, cfg=cfg
+            cfg.attention_of("enc_self"), cfg.dim, cfg.heads, cfg.tau, cfg.max_len, cfg=cfg
         )
         self.ffn = FeedForward(cfg.dim, cfg.ffn_dim, cfg.dropout)
         self.res_attn = _Residual(cfg.dim, cfg.dropout, pre)
@@ -157,10 +157,10 @@ class DecoderLayer(nn.Module):
         super().__init__()
         pre = cfg.norm == "pre"
         self.self_attn = RoleAttention(
-            cfg.kind("dec_self"), cfg.dim, cfg.heads, cfg.tau, cfg.max_len, cfg=cfg
+            cfg.attention_of("dec_self"), cfg.dim, cfg.heads, cfg.tau, cfg.max_len, cfg=cfg
         )
         self.cross_attn = RoleAttention(
-            cfg.kind("cross"), cfg.dim, cfg.heads, cfg.tau, cfg.max_len, cfg=cfg
+            cfg.attention_of("cross"), cfg.dim, cfg.heads, cfg.tau, cfg.max_len, cfg=cfg
         )
         self.ffn = FeedForward(cfg.dim, cfg.ffn_dim, cfg.dropout)
         self.res_self = _Residual(cfg.dim, cfg.dropout, pre)
@@ -233,10 +233,10 @@ class Seq2Seq(nn.Module):
         # dense / randinit weights are shaped by max_len; a quantized core's formats are sized
         # for it (its exp sums): longer inputs are refused
         sized = ("dense", "randinit", *QUANT_KINDS)
-        self._uses_max_len = any(k in sized for k in cfg.kinds.values())
+        self._uses_max_len = any(k in sized for k in cfg.attentions.values())
         #: the window unit (quant-global, quant-local-*) holds max_len memory rows: it limits
         #: the source only
-        self._source_max_len = self._uses_max_len or cfg.kind("cross") in QUANT_WINDOW_KINDS
+        self._source_max_len = self._uses_max_len or cfg.attention_of("cross") in QUANT_WINDOW_KINDS
         #: L0Drop gates on the encoder output (learned, or a rule pattern when l0drop_rule)
         self.l0drop: nn.Module | None = None
         if cfg.l0drop and cfg.l0drop_rule is None:
@@ -345,7 +345,7 @@ class Seq2Seq(nn.Module):
         out: dict[str, Tensor] = {}
         if self.l0drop is not None and self._l0_penalty is not None:
             out["l0"] = self._l0_penalty
-        if self.cfg.kind("cross") in FLEXIBLE_KINDS:
+        if self.cfg.attention_of("cross") in FLEXIBLE_KINDS:
             states = [layer.cross_attn.last_state for layer in self.decoder]
             values = [mean_strength(st, self._tgt_real) for st in states if st is not None]
             if values:

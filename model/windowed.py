@@ -510,7 +510,7 @@ def cross_attention(
 ) -> WindowedAttention:
     """The cross-attention that ``cfg`` describes: its windowed cross kind, or ``global`` when
     the cross kind is not a windowed one (an LSTM model with the default config)."""
-    kind = cfg.kind("cross")
+    kind = cfg.attention_of("cross")
     return WindowedAttention(
         kind if kind in WINDOW_KINDS else "global",
         cfg.window_score,

@@ -261,7 +261,7 @@ def test_model_config_files(tmp_path):
     (tmp_path / "m.json").write_text(json.dumps({"model": {"dim": 32, "attention": "eatt"}}))
     assert load_model_config(tmp_path / "m.json") == ModelConfig(dim=32, attention="eatt")
     (tmp_path / "m.yaml").write_text("dim: 32\ncross: randinit\n")
-    assert load_model_config(tmp_path / "m.yaml").kinds["cross"] == "randinit"
+    assert load_model_config(tmp_path / "m.yaml").attentions["cross"] == "randinit"
     (tmp_path / "bad.yaml").write_text("dim: [1,\n")
     for path, match in (
         (tmp_path / "bad.yaml", "cannot parse"),

@@ -106,7 +106,7 @@ def _run_one(
     row = {
         "label": variant.label,
         "seed": seed,
-        "attention": variant.model.kinds,
+        "attention": variant.model.attentions,
         "bleu": result["bleu"],
         "signature": result["signature"],
         "exact_match": result["exact_match"],
@@ -230,7 +230,7 @@ class SeededExperiment(Experiment):
             rows.append(
                 {
                     "label": variant.label,
-                    "attention": variant.model.kinds,
+                    "attention": variant.model.attentions,
                     "dim": variant.model.dim,
                     "bleu_mean": statistics.fmean(bleus),
                     "bleu_std": statistics.stdev(bleus) if len(bleus) > 1 else 0.0,
