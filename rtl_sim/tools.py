@@ -211,6 +211,7 @@ def verilator_env(base: dict[str, str] | None = None) -> dict[str, str]:
 _KIT = ("bin", "include")
 
 
+@functools.lru_cache(maxsize=8)
 def _kit_digest(root: Path) -> str:
     h = hashlib.sha256()
     for part in _KIT:
@@ -221,9 +222,8 @@ def _kit_digest(root: Path) -> str:
     return h.hexdigest()[:16]
 
 
-@functools.lru_cache(maxsize=8)
 def _shared_root(root: Path, cache: Path) -> Path:
-    target = cache / "verilator" / _kit_digest(root)
+    target = cache / "verilator" / _kit_digest(root)  # looked for every time: a user may clean
     if (target / "bin" / "verilator").is_file():
         return target
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")

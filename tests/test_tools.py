@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,9 @@ def test_builds_use_a_verilator_root_named_by_its_contents(tmp_path, monkeypatch
     assert env["PATH"].split(os.pathsep)[0] == str(root / "bin")
     assert root.name == tools._kit_digest(wheel)  # named by what it holds
     assert tools.verilator_env({"PATH": ""})["VERILATOR_ROOT"] == str(root)
+    shutil.rmtree(root)  # cleaned by the user: made again
+    assert tools.verilator_env({"PATH": ""})["VERILATOR_ROOT"] == str(root)
+    assert (root / "include" / "verilated.mk").is_file()
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the cache folder would be\n")
     monkeypatch.setenv("EATT_CACHE", str(blocked))
