@@ -68,6 +68,7 @@ from .seq2seq import (
     read_mapping,
     save_checkpoint,
 )
+from .train_state import PARTIAL, finished_run, load_partial, save_partial
 
 __all__ = [
     "TrainConfig",
@@ -310,6 +311,7 @@ def train(
     train_cfg: TrainConfig,
     out_dir: str | os.PathLike,
     data: TranslationData | None = None,
+    resume: bool = False,
 ) -> dict:
     """Train a model; returns (and writes to ``out_dir/train.json``) a summary.
 
@@ -317,12 +319,15 @@ def train(
     intent; the checkpoint records ``train_cfg``). The summary has ``steps``, ``seconds``,
     ``tokens_per_second``, ``train_loss`` (smoothed, last 50 updates), ``dev_loss`` (best),
     ``best_step``, ``checkpoint`` (path of best.pt), ``last_checkpoint`` and ``parameters``.
+    ``resume`` (eatt.model.train_state): a run of these settings that finished in out_dir is
+    returned as it is (``"resumed": "finished"``); one interrupted there continues from its
+    last evaluation (``"resumed": STEP``), ending bit for bit as an uninterrupted run.
     """
     previous = torch.get_num_threads()
     if train_cfg.threads:
         torch.set_num_threads(train_cfg.threads)
     try:
-        return _train(model_cfg, train_cfg, out_dir, data)
+        return _train(model_cfg, train_cfg, out_dir, data, resume)
     finally:
         torch.set_num_threads(previous)
 
@@ -332,8 +337,9 @@ def _train(
     train_cfg: TrainConfig,
     out_dir: str | os.PathLike,
     data: TranslationData | None,
+    resume: bool,
 ) -> dict:
-    check_output_dir(out_dir, "training run", legacy=_legacy_run_dir)  # before any work
+    real = check_output_dir(out_dir, "training run", legacy=_legacy_run_dir)  # before any work
     if model_cfg.l0drop_fix >= train_cfg.steps and not train_cfg.init_checkpoint:
         raise ConfigError(
             f"l0drop_fix: {model_cfg.l0drop_fix} fixed steps of {train_cfg.steps} leave none to "
@@ -343,6 +349,10 @@ def _train(
     torch.manual_seed(train_cfg.seed)
     if data is None:
         data = load_data(train_cfg.data)
+    if resume and real.is_dir():
+        done = finished_run(model_cfg, train_cfg, real, data)
+        if done is not None:
+            return {**done, "resumed": "finished"}
     model = build_model(model_cfg, len(data.src_vocab), len(data.tgt_vocab))
     if train_cfg.init_checkpoint:
         _load_weights(model, train_cfg.init_checkpoint)
@@ -371,15 +381,32 @@ def _train(
         "data_config": dict(data.config),
         "data_fingerprint": data.fingerprint(),
     }
-    bar = _Progress(train_cfg.progress, train_cfg.steps, f"train {model_cfg.attention}")
     history: list[dict] = []
     recent: list[float] = []
     best = (math.inf, 0)
     # the first step of the l0drop_fix phase (0: none); before it, no checkpoint is a candidate
     fix_from = max(1, train_cfg.steps - model_cfg.l0drop_fix + 1) if model_cfg.l0drop_fix else 0
-    tokens_seen, start = 0, time.perf_counter()
+    tokens_seen, before, first = 0, 0.0, 1
+    state = load_partial(out, model_cfg, stored, extra["data_fingerprint"]) if resume else None
+    if state is not None:  # where the interrupted run's last evaluation left it
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        history, recent, best = list(state["history"]), list(state["recent"]), tuple(state["best"])
+        tokens_seen, before, first = state["tokens_seen"], state["seconds"], state["step"] + 1
+        for _ in range(state["step"]):  # the batch stream to the same place
+            next(batches)
+        if fix_from and state["step"] >= fix_from:
+            model.l0drop.fixed = True
+        torch.set_rng_state(state["rng"])
+        if state.get("cuda_rng") is not None and device.type == "cuda":
+            torch.cuda.set_rng_state(state["cuda_rng"], device)
+        print(f"train: resuming {out} at step {state['step']}", file=sys.stderr)
+    else:
+        (out / PARTIAL).unlink(missing_ok=True)  # another run's state: not this one's
+    bar = _Progress(train_cfg.progress, train_cfg.steps, f"train {model_cfg.attention}")
+    start = time.perf_counter()
     try:
-        for step in range(1, train_cfg.steps + 1):
+        for step in range(first, train_cfg.steps + 1):
             batch = next(batches).to(device)
             if fix_from and step == fix_from:  # l0drop_fix: the test-time gates from here on
                 model.l0drop.fixed = True
@@ -411,9 +438,30 @@ def _train(
                     best = (loss, step)
                     save_checkpoint(out / "best.pt", model, data.src_vocab, data.tgt_vocab, info)
                 save_checkpoint(out / "last.pt", model, data.src_vocab, data.tgt_vocab, info)
+                if step < train_cfg.steps:  # what an interrupted run resumes from
+                    save_partial(
+                        out,
+                        {
+                            "step": step,
+                            "model": model.state_dict(),
+                            "optimizer": optimizer.state_dict(),
+                            "rng": torch.get_rng_state(),
+                            "cuda_rng": (
+                                torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+                            ),
+                            "history": history,
+                            "recent": recent,
+                            "best": list(best),
+                            "tokens_seen": tokens_seen,
+                            "seconds": before + time.perf_counter() - start,
+                            "model_config": model_cfg.to_dict(),
+                            "train_config": stored,
+                            "data_fingerprint": extra["data_fingerprint"],
+                        },
+                    )
     finally:
         bar.close()
-    seconds = time.perf_counter() - start
+    seconds = before + time.perf_counter() - start
     summary = {
         "steps": train_cfg.steps,
         "seconds": seconds,
@@ -428,7 +476,10 @@ def _train(
         "model_config": model_cfg.to_dict(),
         "history": history,
     }
+    if state is not None:
+        summary["resumed"] = state["step"]
     atomic_write_text(out / "train.json", json.dumps(summary, indent=2) + "\n")
+    (out / PARTIAL).unlink(missing_ok=True)
     if train_cfg.progress:
         print(
             f"trained {train_cfg.steps} steps in {seconds:.1f} s; best dev loss "
@@ -439,10 +490,14 @@ def _train(
 
 
 def train_from_config(
-    path: str | os.PathLike, out_dir: str | os.PathLike, progress: bool | None = None
+    path: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    progress: bool | None = None,
+    resume: bool = False,
 ) -> dict:
-    """``eatt train CONFIG``: :func:`load_run_config` then :func:`train` (one-line errors)."""
+    """``eatt train CONFIG [--resume]``: :func:`load_run_config` then :func:`train`
+    (one-line errors)."""
     model_cfg, train_cfg = load_run_config(path)
     if progress is not None:
         train_cfg = train_cfg.replace(progress=progress)
-    return train(model_cfg, train_cfg, out_dir)
+    return train(model_cfg, train_cfg, out_dir, resume=resume)

@@ -30,6 +30,12 @@ def checkpoint(work) -> Path:
 def test_train(work, checkpoint):
     r = both_modes(["train", str(work / "run.yaml"), "-o", str(work / "run2")], "trained 4 steps")
     assert Path(r["checkpoint"]).is_file()
+    # --resume on a finished run of the same config: nothing trained, the checkpoint kept
+    stamp = Path(r["checkpoint"]).stat().st_mtime_ns
+    args = ["train", str(work / "run.yaml"), "-o", str(work / "run2"), "--resume"]
+    again = both_modes(args, "already trained 4 steps")
+    assert again["resumed"] == "finished" and again["checkpoint"] == r["checkpoint"]
+    assert Path(r["checkpoint"]).stat().st_mtime_ns == stamp
 
 
 def test_evaluate(checkpoint):

@@ -211,10 +211,11 @@ def _resume_of_a_seeded_experiment(tmp_path, report):
 
     calls = {"train": 0, "evaluate": 0}
 
-    def counted(name, fn):
+    def counted(name, fn):  # calls that train or evaluate (a finished run returned: none)
         def wrapper(*args, **kw):
-            calls[name] += 1
-            return fn(*args, **kw)
+            result = fn(*args, **kw)
+            calls[name] += result.get("resumed") != "finished"
+            return result
 
         return wrapper
 
@@ -232,6 +233,11 @@ def _resume_of_a_seeded_experiment(tmp_path, report):
         assert [r["bleus"][:2] for r in more["rows"]] == [r["bleus"] for r in report["rows"]]
         torch.save({"step": 3, "x": _NotAWeight()}, runs / "vanilla-seed11" / "last.pt")
         with pytest.raises(ValueError, match="last.pt: holds objects"):
+            run_experiment("eatt-vs-vanilla", seeds=(1, 9, 11), **kw)
+        assert calls["train"] == 2 and not (runs / "vanilla-seed1").exists()
+        (runs / "vanilla-seed11" / "last.pt").unlink()
+        torch.save({"x": _NotAWeight()}, runs / "eatt-seed11" / "partial.pt")
+        with pytest.raises(ValueError, match="partial.pt: holds objects"):
             run_experiment("eatt-vs-vanilla", seeds=(1, 9, 11), **kw)
         assert calls["train"] == 2 and not (runs / "vanilla-seed1").exists()
 
@@ -388,3 +394,59 @@ def test_a_full_disk_while_saving_leaves_the_last_checkpoint(tmp_path):
     assert "Traceback" not in r.stderr
     assert hashlib.sha256(best.read_bytes()).hexdigest() == digest
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".best.pt.")]
+
+
+class _Interrupted(Exception):
+    pass
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        TINY_MODEL.replace(dropout=0.2),
+        TINY_MODEL.replace(l0drop=True, l0drop_lambda=0.5, l0drop_fix=4),  # fixed from step 5
+    ],
+    ids=["dropout", "l0drop-fix"],
+)
+def test_an_interrupted_run_resumes_bit_for_bit(tmp_path, monkeypatch, model):
+    """train(resume=True) continues a run stopped after step 6 from its evaluation at step 6
+    (partial.pt: the model, Adam's moments, the RNG, the batch stream's place): the same
+    checkpoints, history and best as a run never stopped; a finished run is returned as it is;
+    a state of other settings is not resumed."""
+    from eatt.model import train as train_module
+    from eatt.model.train_state import PARTIAL
+
+    cfg = _train_cfg(steps=10, eval_every=3)
+    whole = train(model, cfg, tmp_path / "whole")
+    assert not (tmp_path / "whole" / PARTIAL).exists()  # a finished run leaves no state
+    calls, real_loss = {"n": 0}, train_module.token_loss
+
+    def stopping(m, batch, *a):
+        if m.training:
+            calls["n"] += 1
+            if calls["n"] == 8:  # step 8: after the evaluation at step 6
+                raise _Interrupted
+        return real_loss(m, batch, *a)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(train_module, "token_loss", stopping)
+        with pytest.raises(_Interrupted):
+            train(model, cfg, tmp_path / "run")
+    assert (tmp_path / "run" / PARTIAL).is_file() and not (tmp_path / "run" / "train.json").exists()
+    resumed = train(model, cfg, tmp_path / "run", resume=True)
+    assert resumed["resumed"] == 6 and not (tmp_path / "run" / PARTIAL).exists()
+    for name in ("last_checkpoint", "checkpoint"):
+        a, b = (load_checkpoint(s[name])[0].state_dict() for s in (whole, resumed))
+        assert all(torch.equal(a[k], b[k]) for k in a), name
+    keep = ("history", "best_step", "dev_loss", "train_loss", "steps")
+    assert {k: resumed[k] for k in keep} == {k: whole[k] for k in keep}
+    again = train(model, cfg, tmp_path / "run", resume=True)  # finished: nothing trained
+    assert again["resumed"] == "finished" and again["history"] == whole["history"]
+    # a state of other settings is not resumed: the run starts from step 0
+    with monkeypatch.context() as mp:
+        calls["n"] = 0
+        mp.setattr(train_module, "token_loss", stopping)
+        with pytest.raises(_Interrupted):
+            train(model, cfg, tmp_path / "other")
+    fresh = train(model, cfg.replace(peak_lr=1e-3), tmp_path / "other", resume=True)
+    assert "resumed" not in fresh and fresh["history"][0]["step"] == 3

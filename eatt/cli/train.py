@@ -15,6 +15,12 @@ def add_arguments(p) -> None:
     p.add_argument("-o", "--output", metavar="DIR", help="checkpoints folder (runs/<config>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--threads", action=BoundedInt, default=1, help="torch intra-op threads")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run interrupted in -o DIR from its last evaluation (bit for bit as "
+        "if uninterrupted); a run there already finished with this config is left as it is",
+    )
     add_json(p)
 
 
@@ -23,13 +29,17 @@ def run(args) -> int:
 
     set_torch_threads(args.threads)
     out = args.output or str(Path("runs") / Path(args.config).stem)
-    summary = train_from_config(args.config, out, progress=False if args.no_progress else None)
-    emit(
-        summary,
-        args.json,
-        lambda s: (
-            f"trained {s['steps']} steps in {s['seconds']:.0f} s, best dev loss "
-            f"{s['dev_loss']:.3f} (step {s['best_step']}): {s['checkpoint']}"
-        ),
+    summary = train_from_config(
+        args.config, out, progress=False if args.no_progress else None, resume=args.resume
     )
+    emit(summary, args.json, _text)
     return EXIT_OK
+
+
+def _text(s: dict) -> str:
+    resumed = s.get("resumed")
+    how = {None: "trained", "finished": "already trained"}.get(resumed, f"resumed at {resumed},")
+    return (
+        f"{how} {s['steps']} steps in {s['seconds']:.0f} s, best dev loss "
+        f"{s['dev_loss']:.3f} (step {s['best_step']}): {s['checkpoint']}"
+    )

@@ -30,8 +30,9 @@ from ..data import TaskConfig
 from ..evaluate import evaluate
 from ..seq2seq import ModelConfig
 from ..train import TrainConfig, train
+from ..train_state import refuse_planted
 from .base import Experiment, _log
-from .staged import RESUME, finished_run
+from .staged import RESUME
 
 #: memory Ray reserves for one training run of ``workers`` > 1 (measured: under 1 GB each)
 RUN_MEMORY_GB = 1.0
@@ -90,18 +91,17 @@ def _run_one(
 ) -> dict:
     """Train and evaluate one (variant, seed); in a worker process ``data`` is regenerated.
     ``resume``: a run that finished in run_dir with this model, these settings and this data
-    is not trained again, nor evaluated again when its row was saved (:data:`RUN_RESULT`)."""
+    is not trained again, nor evaluated again when its row was saved (:data:`RUN_RESULT`); one
+    interrupted there continues from its last evaluation."""
     if data is None:
         torch.set_num_threads(1)
         data = load_data(plan.data)
     train_cfg = plan.train.replace(seed=seed, progress=progress)
-    summary = finished_run(variant.model, train_cfg, run_dir, data) if resume else None
-    if summary is not None:
+    summary = train(variant.model, train_cfg, run_dir, data=data, resume=resume)
+    if summary.get("resumed") == "finished":
         row = _saved_row(run_dir, plan, summary)
         if row is not None:
             return row
-    else:
-        summary = train(variant.model, train_cfg, run_dir, data=data)
     result = evaluate(summary["checkpoint"], beam=plan.beam, alpha=plan.alpha, data=data)
     row = {
         "label": variant.label,
@@ -176,10 +176,10 @@ class SeededExperiment(Experiment):
         ]
         runs = []
         resume = RESUME.get()
-        data = load_data(plan.data) if workers == 1 or resume else None
+        data = load_data(plan.data) if workers == 1 else None
         if resume:  # every finished run read before any training: a planted file stops it all
-            for variant, seed, run_dir in jobs:
-                finished_run(variant.model, plan.train.replace(seed=seed), run_dir, data)
+            for _, _, run_dir in jobs:
+                refuse_planted(run_dir)
         if workers == 1:
             for i, (variant, seed, run_dir) in enumerate(jobs, 1):
                 elapsed = time.perf_counter() - start

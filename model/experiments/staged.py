@@ -9,17 +9,13 @@ the table is shared. The helpers train and evaluate one model each.
 from __future__ import annotations
 
 import contextvars
-import json
-import os
-import pickle
 from pathlib import Path
-
-import torch
 
 from ..data import TaskConfig
 from ..evaluate import evaluate
 from ..seq2seq import ModelConfig
 from ..train import TrainConfig, train
+from ..train_state import finished_run  # noqa: F401 - the experiments' name for it
 from .base import TASKS, Experiment, _log, _num, _sizes
 
 #: D of local-m / local-p on the bundled task (sources of 5-30 words; Luong's D = 10 would cover
@@ -28,61 +24,15 @@ WINDOW_D = 4
 
 
 #: ``--resume``: a run already finished in its folder with the model, training settings and data
-#: asked for is reused, not trained again (the same seed gives the same model, bit for bit)
+#: asked for is reused, not trained again (the same seed gives the same model, bit for bit); one
+#: interrupted there continues from its last evaluation
 RESUME: contextvars.ContextVar[bool] = contextvars.ContextVar("resume", default=False)
 
 
-def finished_run(
-    model_cfg: ModelConfig, train_cfg: TrainConfig, run_dir: Path, data
-) -> dict | None:
-    """The training summary of the run in ``run_dir`` when it finished ``train_cfg.steps`` with
-    this model config, these training settings (progress bars aside) and this data; else None."""
-    run_dir = Path(run_dir)
-    summary, best, last = run_dir / "train.json", run_dir / "best.pt", run_dir / "last.pt"
-    if not (summary.is_file() and best.is_file() and last.is_file()):
-        return None
-    try:
-        done = json.loads(summary.read_text())
-        info = torch.load(last, weights_only=True, map_location="cpu")
-    except pickle.UnpicklingError:  # objects a checkpoint never holds: refused, not replaced
-        raise ValueError(
-            f"{last}: holds objects an eatt checkpoint does not (torch.load weights_only "
-            "refuses it); not loaded, not replaced"
-        ) from None
-    except Exception:  # noqa: BLE001 - an unreadable run is trained again
-        return None
-
-    def settings(cfg: TrainConfig) -> dict:
-        got = {k: v for k, v in cfg.to_dict().items() if k != "progress"}
-        init = got.get("init_checkpoint")
-        if init:  # as train() stores it: relative to the run (an older run's is absolute)
-            got["init_checkpoint"] = os.path.normpath(
-                os.path.relpath(init, run_dir) if os.path.isabs(init) else init
-            )
-        return got
-
-    try:  # read as a checkpoint load reads them: a key added since takes its default
-        stored_model = ModelConfig.from_dict(info.get("model_config"), upgrade=True)
-        stored_train = TrainConfig.from_dict(info.get("train_config"))
-    except Exception:  # noqa: BLE001 - a config this version cannot read is trained again
-        return None
-    same = (
-        stored_model == model_cfg
-        and settings(stored_train) == settings(train_cfg)
-        and info.get("data_fingerprint") == data.fingerprint()
-        and info.get("step") == train_cfg.steps
-    )
-    # the checkpoints where they are now (the folder may have moved since)
-    return {**done, "checkpoint": str(best), "last_checkpoint": str(last)} if same else None
-
-
 def train_run(model_cfg: ModelConfig, train_cfg: TrainConfig, run_dir: Path, data) -> dict:
-    """train(), or under ``--resume`` (:data:`RESUME`) the finished run already in run_dir."""
-    if RESUME.get():
-        done = finished_run(model_cfg, train_cfg, run_dir, data)
-        if done is not None:
-            return done
-    return train(model_cfg, train_cfg, run_dir, data=data)
+    """train(); under ``--resume`` (:data:`RESUME`) the run finished in run_dir as it is, or
+    one interrupted there continued (eatt.model.train_state)."""
+    return train(model_cfg, train_cfg, run_dir, data=data, resume=RESUME.get())
 
 
 class StagedExperiment(Experiment):
