@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from eatt.cli import main
 from eatt.outdir import MARKER
@@ -42,6 +43,10 @@ def eatt(*args: str, cwd: Path, env: dict | None = None, timeout: int = 300):
     )
 
 
+class _NotAWeight:
+    """An object no checkpoint holds (torch.load weights_only refuses it)."""
+
+
 @pytest.fixture
 def user_tree(tmp_path: Path) -> Path:
     """A folder as a user has one: notes, a source tree, a regular file, configs."""
@@ -68,6 +73,10 @@ def user_tree(tmp_path: Path) -> Path:
     run.mkdir()
     (run / MARKER).write_text('{"made_by": "eatt", "what": "training run"}\n')
     (run / "last.pt").write_bytes(b"weights")
+    planted = tmp_path / "plantedrun"  # a run whose resume state holds other objects
+    planted.mkdir()
+    (planted / MARKER).write_text('{"made_by": "eatt", "what": "training run"}\n')
+    torch.save({"format": 1, "x": _NotAWeight()}, planted / "partial.pt")
     rtl = tmp_path / "ourrtl"
     rtl.mkdir()
     (rtl / MARKER).write_text('{"made_by": "eatt", "what": "RTL"}\n')
@@ -130,6 +139,12 @@ CASES = [
     ("rtl into a training run", ["rtl", "-o", "ourrun"], 2, "eatt training run"),
     ("hls into an RTL folder", ["hls", "-o", "ourrtl"], 2, "eatt RTL"),
     ("train into an RTL folder", ["train", "run.yaml", "-o", "ourrtl"], 2, "eatt RTL"),
+    (
+        "train --resume of a planted state",
+        ["train", "run.yaml", "-o", "plantedrun", "--resume"],
+        2,
+        "partial.pt: holds objects",
+    ),  # fmt: skip
     ("rtl into a copied RTL folder", ["rtl", "-o", "copied"], 2, "not made by eatt"),
     ("train on a missing GPU", ["train", "cuda.yaml", "-o", "newrun"], 2, "CUDA"),
     ("energy --length huge", ["energy", "--length", "1" + "0" * 30, "--dim", "8"], 2, "--length"),
