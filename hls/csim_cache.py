@@ -39,7 +39,7 @@ from eatt.rtl_sim.sim_build import _prune
 from eatt.rtl_sim.tools import cache_dir
 
 #: libraries kept in the cache (least recently used go first)
-CACHE_KEEP = 64
+CACHE_KEEP = 400
 #: the marker of a finished entry
 STAMP = ".complete"
 #: bump when what an entry holds, or how the key is made, changes

@@ -41,8 +41,10 @@ from eatt.rtl_sim.tools import (
 
 #: the simulators simulate() can use; the first is the default
 SIMULATORS = ("verilator", "icarus")
-#: builds kept per simulator in the cache (least recently used go first)
-CACHE_KEEP = 48
+#: builds kept per simulator in the cache (least recently used go first): above what the test
+#: suite builds (over 100 distinct Verilator builds), since a least-recently-used cache smaller
+#: than a repeated run's builds reuses none of them; ~2 MB a Verilator build, 17 MB at most
+CACHE_KEEP = 400
 #: the marker of a finished build in the cache
 STAMP = ".complete"
 #: bump when what a cached build holds changes

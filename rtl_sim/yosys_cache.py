@@ -33,7 +33,7 @@ from eatt.rtl_sim.resources import run_yosys, tool_name
 from eatt.rtl_sim.tools import cache_dir
 
 #: entries kept (the least recently used beyond are removed)
-KEEP = 32
+KEEP = 160
 #: bumped when an entry's layout changes
 FORMAT = 1
 STAMP = ".complete"
