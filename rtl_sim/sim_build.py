@@ -35,6 +35,7 @@ from eatt.rtl_sim.tools import (
     cache_dir,
     check_build_tools,
     find_verilator,
+    tree_digest,
     use_local_icarus,
     verilator_env,
 )
@@ -98,18 +99,9 @@ def simulator_version(simulator: str) -> str:
     return _version_of((exe, "-V"), "icarus")
 
 
-def _digest(folder: Path) -> str:
-    h = hashlib.sha256()
-    for path in sorted(folder.rglob("*")):
-        if path.is_file():
-            h.update(str(path.relative_to(folder)).encode() + b"\0")
-            h.update(hashlib.sha256(path.read_bytes()).digest())
-    return h.hexdigest()[:16]
-
-
 @lru_cache(maxsize=16)
 def _libs_digest(folder: str, mtime_ns: int) -> str:
-    return _digest(Path(folder))
+    return tree_digest(Path(folder))
 
 
 def libs_digest(folder: str | os.PathLike) -> str | None:

@@ -211,15 +211,22 @@ def verilator_env(base: dict[str, str] | None = None) -> dict[str, str]:
 _KIT = ("bin", "include")
 
 
-@functools.lru_cache(maxsize=8)
-def _kit_digest(root: Path) -> str:
+def tree_digest(root: Path, parts: tuple[str, ...] = (".",)) -> str:
+    """A digest of the files under root's ``parts`` (relative names, executable bits, contents;
+    __pycache__ aside): what names a shared copy or a shared build in the cache."""
     h = hashlib.sha256()
-    for part in _KIT:
+    for part in parts:
         for path in sorted((root / part).rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:
-                h.update(f"{path.relative_to(root)} {path.stat().st_mode & 0o111}".encode())
+                rel = path.relative_to(root).as_posix()
+                h.update(f"{rel} {path.stat().st_mode & 0o111}".encode())
                 h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=8)
+def _kit_digest(root: Path) -> str:
+    return tree_digest(root, _KIT)
 
 
 def _shared_root(root: Path, cache: Path) -> Path:
