@@ -18,7 +18,7 @@ interval the reuse_factor bounds, as the RTL engine's II.
 from __future__ import annotations
 
 from eatt.config import CoreConfig
-from eatt.mechanisms import folded_kinds, mechanism_of
+from eatt.mechanisms import QueryKey, folded_kinds, mechanism_of
 from eatt.rtl_sim.folded import check_folding, default_folding, folding_for_reuse
 
 #: the header of the folded layer (registered with the others, eatt.hls.register)
@@ -53,11 +53,12 @@ def resolve_folding(
         raise ValueError(
             f"--lanes/--simd/--pe: reuse_factor {reuse_factor} sets the folding; give one of them"
         )
-    if cfg.kind not in folded_kinds():
+    kinds = [k for k in folded_kinds() if isinstance(mechanism_of(k), QueryKey)]  # (HLS: these)
+    if cfg.kind not in kinds:
         if folded or reuse_factor > 1:
             raise ValueError(
                 f"reuse_factor / --lanes/--simd/--pe: the folded layer is for kinds "
-                f"{' and '.join(folded_kinds())}, not {cfg.kind}"
+                f"{' and '.join(kinds)}, not {cfg.kind}"
             )
         return None
     if reuse_factor > 1:

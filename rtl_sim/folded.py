@@ -1,4 +1,5 @@
-"""The folded attention engine: RTL level ``folded`` of the core (kinds eatt and vanilla).
+"""The folded attention engine: RTL level ``folded`` of the core (every mechanism: eatt,
+vanilla, dense, randinit).
 
 The unrolled levels (rtl_sim/unrolled.py) compute every operation of a vector in one cycle, so
 their size grows with len_q x len_k x dim. The folded level reuses one small datapath over
@@ -20,7 +21,8 @@ and softmax tables as $readmemh files next to the RTL, so the text stays a few K
     folded_attention.sv      the engine; folded_proj_walk.sv, folded_proj_tile.sv,
                              folded_score_lane.sv, recip_normalize.sv its leaves
     wq.mem wk.mem wv.mem wo.mem   the weights, one tile per line (SIMD rows x SIMD columns;
-                             E-ATT's wv, wo: SIMD x PE)
+                             E-ATT's wv, wo: SIMD x PE); Dense: w1.mem (tiles), w2.mem;
+                             RandInit: r.mem (the score ROM, Mechanism.score_rom_words)
     exp.mem recip.mem        the softmax tables (eatt.quant.golden.exp_table / recip_table)
     weights.npz              the integer weights (the golden model checks the RTL with them)
 
@@ -47,6 +49,7 @@ from eatt.quant.golden import (
     derive_formats,
     exp_table,
     recip_table,
+    weight_shapes,
 )
 from eatt.quant.vectors import compare_model, inputs_model
 from eatt.rtl_sim.folding import (  # noqa: F401  (their home was this module)
@@ -87,15 +90,21 @@ HAND_WRITTEN = [
 ]
 #: memories of at least this many words are memory macros (CACTI's smallest array)
 MACRO_ROWS = MIN_ROWS
-#: the $readmemh files the engine reads (parameter -> file name)
+#: the $readmemh files every engine reads (parameter -> file name); the mechanism's own
+#: (Mechanism.folded_roms) come before them (mem_files)
 MEM_FILES = {
-    "WQ_FILE": "wq.mem",
-    "WK_FILE": "wk.mem",
     "WV_FILE": "wv.mem",
     "WO_FILE": "wo.mem",
     "EXP_FILE": "exp.mem",
     "RECIP_FILE": "recip.mem",
 }
+
+
+def mem_files(cfg: CoreConfig) -> dict[str, str]:
+    """The engine's $readmemh file parameters of a config: its mechanism's ROMs, then
+    MEM_FILES."""
+    roms = mechanism_of(cfg).folded_roms
+    return {**{param: f"{weight}.mem" for param, weight in roms}, **MEM_FILES}
 
 
 # -- parameters and interface ---------------------------------------------------------------------
@@ -214,20 +223,32 @@ def weight_tiles(w: np.ndarray, simd: int, cols: int | None = None) -> np.ndarra
     return t.transpose(2, 0, 1, 3).reshape(nc * dc, simd * cols)
 
 
-def weight_count(dim: int) -> int:
-    """The weights the folded engine keeps in its ROMs: W_Q, W_K, W_V and W_O, dim x dim each
-    (:func:`memory_files`)."""
-    return 4 * dim * dim
+def weight_count(cfg: CoreConfig) -> int:
+    """The weights the folded engine keeps in its ROMs (:func:`memory_files`): its mechanism's
+    (W_Q, W_K; Dense's W_1, W_2; RandInit's R) and W_V, W_O."""
+    return sum(n_in * n_out for n_in, n_out in weight_shapes(cfg).values())
 
 
-def memory_files(cfg: CoreConfig, weights: CoreWeights, simd: int, pe: int) -> dict[str, str]:
-    """The .mem files: wq, wk in S x S tiles, wv, wo in S x PE tiles (the multiply walk's)."""
+def weight_files(cfg: CoreConfig) -> list[str]:
+    """The .mem files of the weights (:func:`memory_files`), not the softmax tables."""
+    return [f"{name}.mem" for name in weight_shapes(cfg)]
+
+
+def memory_files(
+    cfg: CoreConfig, weights: CoreWeights, simd: int, pe: int, lanes: int
+) -> dict[str, str]:
+    """The .mem files: the walks' weights in S x S tiles (wv, wo: S x PE, the multiply
+    walk's), the mechanism's score ROM (Dense's w2, RandInit's r) as it lays it out."""
     f = derive_formats(cfg)
-    cols = {"wq": simd, "wk": simd, "wv": pe, "wo": pe}
-    files = {
-        f"{name}.mem": hex_lines(weight_tiles(w, simd, cols[name]), cfg.weight_bits)
-        for name, w in weights.as_dict().items()
-    }
+    mechanism = mechanism_of(cfg)
+    scores = dict(mechanism.folded_roms).get("WS_FILE")
+    files = {}
+    for name, w in weights.as_dict().items():
+        if name == scores:
+            words = mechanism.score_rom_words(cfg, weights, lanes, simd)
+        else:
+            words = weight_tiles(w, simd, pe if name in ("wv", "wo") else simd)
+        files[f"{name}.mem"] = hex_lines(words, cfg.weight_bits)
     files["exp.mem"] = hex_lines(exp_table(cfg)[:, None], f.exp_bits)
     files["recip.mem"] = hex_lines(recip_table(cfg)[:, None], f.recip_bits)
     return files
@@ -263,7 +284,7 @@ def wrapper_sv(cfg: CoreConfig, top: str, params: dict[str, int], cycles: dict) 
         "    folded_attention #(",
     ]
     entries = [f"        .{k}({v})" for k, v in params.items()]
-    entries += [f'        .{k}("{v}")' for k, v in MEM_FILES.items()]
+    entries += [f'        .{k}("{v}")' for k, v in mem_files(cfg).items()]
     lines.append(",\n".join(entries))
     lines += [
         "    ) u_engine (",
@@ -321,7 +342,7 @@ def generate_folded_rtl(
     params["ADDER_LEVELS"] = adder_levels
     cycles = folded_cycles(cfg, lanes, simd, pe, adder_levels)
     generated = {f"{top}.sv": wrapper_sv(cfg, top, params, cycles)}
-    mems = memory_files(cfg, weights, simd, pe)
+    mems = memory_files(cfg, weights, simd, pe, lanes)
     generated.update(mems)
     meta = {
         "generator": "eatt.rtl_sim.folded",

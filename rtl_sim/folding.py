@@ -46,9 +46,11 @@ def datapath_cost(cfg: CoreConfig, lanes: int, simd: int, pe: int) -> int:
     select tile (adders), the S x PE multiply tile, P x S L1 lanes (a subtract and an add
     each) and the P x S numerator products."""
     s, p, w = simd, lanes, cfg.weight_bits
-    if mechanism_of(cfg).binarized:  # E-ATT's select tile
+    mechanism = mechanism_of(cfg)
+    if mechanism.binarized:  # E-ATT's select tile
         return w * (s * pe + p * s) + s * s + s * pe + 2 * p * s + p * s
-    return (w + 1) * (s * s + 2 * p * s)
+    lane = mechanism.folded_lane_terms(s)  # a lane's products (RandInit: none, a read)
+    return (w + 1) * (s * s + p * s + p * lane)
 
 
 def folding_for_reuse(cfg: CoreConfig, reuse: int) -> dict[str, int]:
@@ -119,13 +121,16 @@ def walk_drain(simd: int, adder_levels: int = 0) -> int:
     return WALK_DRAIN + tree_stages(simd, adder_levels)
 
 
-def attention_fill(simd: int, adder_levels: int = 0) -> int:
+def attention_fill(simd: int, adder_levels: int = 0, lane_terms: int | None = None) -> int:
     """The attention unit's drain cycles per query and head (folded_attention.sv): three a
     phase (ATTENTION_FILL), and with adder_levels: the score lanes' tree_stages and one for the
     block max registered before max S; four for exp (S and its table's word registered as
     read, E's leading one and the reciprocal's index registered); two for the numerators (e
-    and V registered as read, N x R registered)."""
-    return ATTENTION_FILL + (tree_stages(simd, adder_levels) + 7 if adder_levels else 0)
+    and V registered as read, N x R registered). ``lane_terms``: a score lane's terms where
+    they are not simd (Mechanism.folded_lane_terms; RandInit's 0: its score is read, two
+    stages as a one-term lane's)."""
+    lane = simd if lane_terms is None else max(1, lane_terms)
+    return ATTENTION_FILL + (tree_stages(lane, adder_levels) + 7 if adder_levels else 0)
 
 
 def folded_cycles(
@@ -139,8 +144,10 @@ def folded_cycles(
     walk does K, V, Q before attention; E-ATT's multiply walk (simd / pe = m times narrower)
     does V, m x DC^2 cycles a key token, while the select walk does that token's K in the first DC^2
     (the same y chunks) and a Q token in each of the other m - 1, the Q tokens left after the
-    last key token following; O comes after attention, on the multiply walk; per query and
-    head: scores (KB x HC), exp (KB), numerators (HC x KB), each a pipeline behind its memory
+    last key token following; the other mechanisms' one walk does its ``folded_passes`` (K, V,
+    Q; Dense V, H; RandInit V); O comes after attention, on the multiply walk; per query and
+    head: scores (KB x SC: SC = HC, Dense DC, RandInit 1: ``folded_score_chunks``), exp (KB),
+    numerators (HC x KB), each a pipeline behind its memory
     reads, ATTENTION_FILL cycles in all to drain them (``attention_fill``: those cycles of a
     call); out: one output beat per cycle, after one cycle reading the first word.
 
@@ -156,15 +163,20 @@ def folded_cycles(
     tiles, m = dc * dc, simd // pe  # S x S tiles of one token; the narrower walk m times more
     drain = walk_drain(simd, adder_levels)
     load = (cfg.len_q + cfg.len_k) * dc
-    if mechanism_of(cfg).binarized:  # Q tokens past the (m - 1) slots per key token: after
+    mechanism = mechanism_of(cfg)
+    if mechanism.binarized:  # Q tokens past the (m - 1) slots per key token: after
         rest = max(0, cfg.len_q - (m - 1) * cfg.len_k)
         before = (m * cfg.len_k + rest) * tiles + drain
         after = m * cfg.len_q * tiles + drain
-    else:
-        before = (2 * cfg.len_k + cfg.len_q) * tiles + 3 * drain
+    else:  # the walk's passes, each its tokens' tiles and a drain
+        passes = mechanism.folded_passes
+        tokens = sum(cfg.len_q if p == "q" else cfg.len_k for p in passes)
+        before = tokens * tiles + len(passes) * drain
         after = cfg.len_q * tiles + drain
-    fill = cfg.len_q * cfg.heads * attention_fill(simd, adder_levels)
-    attention = cfg.len_q * cfg.heads * (2 * kb * hc + kb) + fill
+    sc = mechanism.folded_score_chunks(cfg, simd)
+    lane = mechanism.folded_lane_terms(simd)
+    fill = cfg.len_q * cfg.heads * attention_fill(simd, adder_levels, lane)
+    attention = cfg.len_q * cfg.heads * (kb * sc + kb + kb * hc) + fill
     out = cfg.len_q * dc
     compute = before + attention + after
     walks = before + after + 2  # + each job's start cycle
@@ -266,16 +278,19 @@ def folded_schedule(
 
 #: the formula folded_cycles evaluates, as written in metadata.json and docs/folded.md
 CYCLE_FORMULA = {
-    "symbols": "DC = dim/simd, HC = d_head/simd, KB = len_k/lanes, M = simd/pe",
+    "symbols": "DC = dim/simd, HC = d_head/simd, KB = len_k/lanes, M = simd/pe, SC = the "
+    "score chunks of a key block: HC (eatt, vanilla), DC (dense), 1 (randinit)",
     "load": "(len_q + len_k) * DC",
     "projections": (
         "vanilla: (2*len_k + len_q) * DC^2 + 3 * 2 before attention (K, V, Q), len_q * DC^2 + 2 "
-        "after; eatt: (M * len_k + max(0, len_q - (M - 1) * len_k)) * DC^2 + 2 before (the "
+        "after; dense: (len_k + len_q) * DC^2 + 2 * 2 before (V, H), randinit: len_k * DC^2 + 2 "
+        "before (V), both len_q * DC^2 + 2 after; eatt: (M * len_k + max(0, len_q - (M - 1) * "
+        "len_k)) * DC^2 + 2 before (the "
         "select and multiply walks at once), M * len_q * DC^2 + 2 after (2: a walk's drain "
         "cycles a pass; with adder_levels N >= 1: 4 + (ceil(log2 simd) - 1) // N, simd > 1)"
     ),
-    "attention": "len_q * heads * (2*KB*HC + KB + 9)  (9: the pipelines' drain cycles; with "
-    "adder_levels N >= 1: 9 + 7 + (ceil(log2 simd) - 1) // N, simd > 1)",
+    "attention": "len_q * heads * (KB*SC + KB + KB*HC + 9)  (9: the pipelines' drain cycles; "
+    "with adder_levels N >= 1: 9 + 7 + (ceil(log2 simd) - 1) // N, simd > 1; randinit: 9 + 9)",
     "out": "len_q * DC",
     "longest_phase": "max(load, projections, attention, out)",
     "latency": "load + projections + attention + 4  (one vector alone: first input beat -> "

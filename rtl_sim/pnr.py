@@ -54,6 +54,7 @@ import time
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 
+from eatt.config import CoreConfig
 from eatt.outdir import check_result_dir, result_dir
 from eatt.rtl_sim.folded import weight_count
 from eatt.rtl_sim.resources import _tail, find_yosys, parse_stat, run_logged, tool_name
@@ -171,13 +172,14 @@ def parse_fmax(log: str) -> dict[str, dict[str, float]]:
 
 def weights_beyond_part(meta: dict, device: str) -> str | None:
     """Why a folded engine cannot fit ``device`` before any tool runs, or None: its weight ROMs
-    (4 x dim^2 weights) hold more bits than the part's block RAM and all its LUT4s (16 bits
-    each, counted as 1,024 a thousand) could hold together. Yosys would take hours to find
+    (its mechanism's and W_V, W_O: 4 x dim^2 weights for E-ATT) hold more bits than the part's
+    block RAM and all its LUT4s (16 bits each, counted as 1,024 a thousand) could hold
+    together. Yosys would take hours to find
     out at the paper's size."""
     if meta.get("level") != "folded":
         return None
-    cfg = meta["config"]
-    bits = weight_count(cfg["dim"]) * cfg["weight_bits"]
+    cfg = CoreConfig.from_dict(meta["config"])
+    bits = weight_count(cfg) * cfg.weight_bits
     ebr, kluts = CAPACITY[device]
     holds = ebr * 18 * 1024 + kluts * 1024 * 16
     if bits <= holds:

@@ -82,7 +82,7 @@ from eatt.rtl_sim import liberty as lib_mod
 from eatt.rtl_sim import memory_energy as mem_mod
 from eatt.rtl_sim import stages as stages_mod
 from eatt.rtl_sim import throughput as rate
-from eatt.rtl_sim.folded import weight_count
+from eatt.rtl_sim.folded import weight_count, weight_files
 from eatt.rtl_sim.gate_activity import (  # noqa: F401  (their home was this module)
     DUMP_MODULE,
     activity,
@@ -284,16 +284,14 @@ def too_many_weights(cfg: CoreConfig, level: str, rtl: Path | None = None) -> st
     weight ROMs are too shallow to be memory macros (fewer than memory_energy.MIN_ROWS words,
     ``rtl``'s .mem files) and would take more than :data:`MAX_FOLDED_WEIGHTS` standard cells'
     worth of weights."""
-    n = weight_count(cfg.dim)
+    n = weight_count(cfg)
     if level != "folded" or n <= MAX_FOLDED_WEIGHTS:
         return None
     rows = mem_mod.MIN_ROWS
     if rtl is not None:
         rows = load_metadata(rtl).get("parameters", {}).get("MACRO_ROWS", 0) or rows
         words = [
-            len((rtl / f).read_text().split())
-            for f in ("wq.mem", "wk.mem", "wv.mem", "wo.mem")
-            if (rtl / f).is_file()
+            len((rtl / f).read_text().split()) for f in weight_files(cfg) if (rtl / f).is_file()
         ]
         if words and min(words) >= rows:
             return None  # every weight ROM is a macro: priced per access, not synthesized

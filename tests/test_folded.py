@@ -1,6 +1,7 @@
 """The folded attention engine (issue 19, first slice): RTL level ``folded`` of the core.
 
-Bit-exact with GoldenCore.forward for both kinds, with and without masks, at two folding
+Bit-exact with GoldenCore.forward for every mechanism (E-ATT, vanilla, Dense, RandInit), with
+and without masks, at two folding
 factors each; every vector's first input and output beat where folded_schedule (the
 overlapped phases' hand-over) puts them, latency and II equal to metadata.json (the testbench
 asserts it on every vector, the result reports it); the folding flags' one-line errors; the
@@ -23,6 +24,7 @@ import yaml
 
 from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig
+from eatt.mechanisms import mechanism_of
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.folded import (
     SETTLED_VECTORS,
@@ -58,6 +60,11 @@ CASES = {
     # the walks pipelined for a clock (adder_levels: registered reads, cut adder trees)
     "eatt-masked-l2-s4-pe1-levels1": (dict(kind="eatt", **MASKED), 2, 4, 1, 1),
     "vanilla-l1-s4-levels2": (dict(kind="vanilla", **SMALL), 1, 4, 4, 2),
+    # the Synthesizers (issue 41): Dense's hidden layer against W_2's ROM, RandInit's R read
+    "dense-masked-l2-s2": (dict(kind="dense", **MASKED), 2, 2, 2),
+    "dense-l4-s4-levels1": (dict(kind="dense", **SMALL), 4, 4, 4, 1),
+    "randinit-masked-l2-s2": (dict(kind="randinit", **MASKED), 2, 2, 2),
+    "randinit-l1-s4-levels1": (dict(kind="randinit", **SMALL), 1, 4, 4, 1),
 }
 VECTORS = 60  # 36 edge vectors, then random ones (every length and offset among them)
 
@@ -341,15 +348,35 @@ def test_weight_files_layout():
     assert narrow[5].tolist() == w[3:6, 2].tolist()
 
 
+def test_score_rom_layout():
+    """The Synthesizers' score ROM (WS_FILE): Dense's W_2, word (h KB + jb) DC + c holding
+    lane l's rows c*simd.. of column h len_k + jb lanes + l at fields l*simd + t; RandInit's
+    R, word (h len_q + i) KB + jb holding the scores of keys jb lanes + l."""
+    dense = CoreConfig.from_dict(dict(kind="dense", **SMALL))  # dim 8, heads 2, len_k 4
+    w = random_weights(dense, seed=1)
+    words = mechanism_of(dense).score_rom_words(dense, w, 2, 2)  # KB 2, DC 4
+    assert words.shape == (2 * 2 * 4, 4)
+    h, jb, c, lane, t = 1, 1, 3, 1, 0
+    col = h * 4 + jb * 2 + lane
+    assert words[(h * 2 + jb) * 4 + c, lane * 2 + t] == w.w2[c * 2 + t, col]
+    rand = CoreConfig.from_dict(dict(kind="randinit", **SMALL))  # len_q 3
+    r = random_weights(rand, seed=1)
+    words = mechanism_of(rand).score_rom_words(rand, r, 2, 2)
+    assert words.shape == (2 * 3 * 2, 2)
+    h, i, jb, lane = 1, 2, 1, 0
+    assert words[(h * 3 + i) * 2 + jb, lane] == r.r[h * 3 + i, jb * 2 + lane]
+
+
 def test_paper_size_generation_is_small(tmp_path):
-    """l 22, d 512, 8 heads: a few tens of KB of SystemVerilog, the weights in .mem files."""
+    """l 22, d 512, 8 heads: about 100 KB of SystemVerilog, the weights in .mem files."""
     cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=22, len_k=22, dim=512, heads=8))
     out = tmp_path / "rtl"
     options = BuildOptions(folding={"lanes": 11, "simd": 16})
     meta = generate_folded_rtl(cfg, random_weights(cfg), out, options)
     assert load_metadata(out)["level"] == "folded"
     sv = sum((out / s).stat().st_size for s in meta["sources"])
-    assert sv < 100_000  # the hand-written engine and its leaves (fixed), the memories among them
+    # the hand-written engine and its leaves (fixed: every mechanism's), the memories among them
+    assert sv < 120_000
     assert len((out / "wq.mem").read_text().splitlines()) == (512 // 16) ** 2
 
 
@@ -360,6 +387,10 @@ def test_paper_size_generation_is_small(tmp_path):
         "eatt-masked-l2-s4-pe1",
         "vanilla-l1-s4",
         "eatt-masked-l2-s4-pe1-levels1",
+        "dense-masked-l2-s2",
+        "dense-l4-s4-levels1",
+        "randinit-masked-l2-s2",
+        "randinit-l1-s4-levels1",
     ],
 )
 def test_folded_compiles_clean_in_slang(name, tmp_path):
@@ -374,7 +405,15 @@ def test_folded_compiles_clean_in_slang(name, tmp_path):
 
 @pytest.mark.rtl
 @pytest.mark.skipif(not shutil.which("iverilog"), reason="Icarus Verilog not installed")
-@pytest.mark.parametrize("name", ["eatt-masked-l2-s4-pe1", "eatt-masked-l2-s4-pe1-levels1"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "eatt-masked-l2-s4-pe1",
+        "eatt-masked-l2-s4-pe1-levels1",
+        "dense-masked-l2-s2",
+        "randinit-l1-s4-levels1",
+    ],
+)
 def test_folded_in_icarus(name, tmp_path):
     """4-state: no X reaches an output (every control register is reset, every memory word
     is written before it is read); the same outputs and cycles as in Verilator."""

@@ -196,7 +196,8 @@ def test_hls4ml_csim_is_bit_exact_with_the_mechanisms_own_kernel(tmp_path, kind)
 def test_unrolled_rtl_is_bit_exact_on_both_simulators(tmp_path, kind):
     """The mechanism's own front end (rtl_sim/emit_synthesizer.py) in the unrolled tops: the
     attention level on Verilator, the alignment level on Icarus, both lint-clean under -Wall;
-    the folded engine refuses the mechanism in one line."""
+    and the folded engine (its score ROM: Dense's W_2, RandInit's R), lint-clean and
+    bit-exact on Icarus."""
     from eatt.rtl_sim.generate import generate_rtl
     from eatt.rtl_sim.runner import simulate
 
@@ -208,8 +209,11 @@ def test_unrolled_rtl_is_bit_exact_on_both_simulators(tmp_path, kind):
         _assert_lint_clean(out, meta)
         result = simulate(out, vectors=300, seed=17, simulator=simulator)
         assert result["ok"] and result["mismatches"] == 0, result.get("first_mismatch")
-    with pytest.raises(ValueError, match="folded engine has no"):
-        generate_rtl(cfg, w, tmp_path / "folded", level="folded")
+    out = tmp_path / "folded"
+    meta = generate_rtl(cfg, w, out, level="folded")
+    _assert_lint_clean(out, meta)
+    result = simulate(out, vectors=40, seed=17, simulator="icarus")
+    assert result["mismatches"] == 0 and result["cycles_match"], result.get("first_mismatch")
 
 
 @pytest.mark.rtl

@@ -116,7 +116,7 @@ def test_power_prices_every_macro(tmp_path):
     assert r["mismatches"] == 0 and r["level"] == "folded"
     names = _names(r)
     dc = cfg.dim // 2  # chunks of a token (simd 2)
-    x, y = names["u_engine.x_mem.g_macro.u_macro"], names["u_engine.y_mem.g_macro.u_macro"]
+    x, y = names["u_engine.g_x_mem.x_mem.g_macro.u_macro"], names["u_engine.y_mem.g_macro.u_macro"]
     assert x["writes"] == VECTORS * cfg.len_q * dc and y["writes"] == VECTORS * cfg.len_k * dc
     assert x["reads"] == VECTORS * cfg.len_q * dc * dc  # Q: each x chunk against DC tiles
     assert y["reads"] == VECTORS * 2 * cfg.len_k * dc * dc  # K and V

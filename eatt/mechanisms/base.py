@@ -101,6 +101,12 @@ class Mechanism:
     rtl_score: int | None = None
     #: the folded engine (rtl_sim/rtl/folded_attention.sv, nnet_folded_attention.h) has it
     folded: bool = False
+    #: the folded engine's multiply walk: its passes before attention, in order ("k", "v":
+    #: len_k tokens; "q": len_q tokens); E-ATT's select walk does K and Q beside its "v"
+    folded_passes: tuple[str, ...] = ("k", "v", "q")
+    #: the folded engine's ROM files of this mechanism's weights: (its parameter, the weight);
+    #: W_V and W_O (WV_FILE, WO_FILE) every core has
+    folded_roms: tuple[tuple[str, str], ...] = (("WQ_FILE", "wq"), ("WK_FILE", "wk"))
     #: the HLS header of its score type where it has one of its own (hls/templates)
     hls_header: str | None = None
     #: its front end in the unrolled RTL (rtl_sim/emit_synthesizer.py FRONTS) where it has one
@@ -164,6 +170,22 @@ class Mechanism:
         ``attention`` (+ the V projection and the weighted sum of the values) and ``block``
         (+ the output projection and the FFN, d -> 4d -> d: 9 l d^2 multiply-adds)."""
         raise NotImplementedError
+
+    # the folded engine (rtl_sim/rtl/folded_attention.sv) ------------------------------------
+    def folded_score_chunks(self, cfg, simd: int) -> int:
+        """Cycles the score phase spends on a block of keys, one per SIMD-wide chunk a lane
+        consumes: a head's d_head / simd (Q against K)."""
+        return cfg.d_head // simd
+
+    def folded_lane_terms(self, simd: int) -> int:
+        """Terms a score lane adds in a cycle (its adder tree; the pipeline's stages follow); 0:
+        no lane, the score is read."""
+        return simd
+
+    def score_rom_words(self, cfg, weights, lanes: int, simd: int) -> np.ndarray | None:
+        """The folded engine's score ROM (WS_FILE) as (words, fields) integer codes of
+        weight_bits, field 0 least significant; None where the scores come from Q and K."""
+        return None
 
     def scale(self, d_head: int) -> float:
         """The scores' scale: 1/sqrt(d_head), or 1 where the mechanism has none."""

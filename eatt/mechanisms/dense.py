@@ -65,6 +65,16 @@ class Dense(Synthesized):
             "w2": w2[:, :, : cfg.len_k].reshape(cfg.dim, cfg.heads * cfg.len_k),
         }
 
+    def folded_score_chunks(self, cfg, simd):
+        return cfg.dim // simd  # a lane walks the whole hidden token against W_2's column
+
+    def score_rom_words(self, cfg, weights, lanes, simd):
+        # word (h KB + jb) DC + c: lane l's SIMD rows c*simd.. of W_2's column h len_k + j,
+        # j = jb lanes + l, at fields l*simd + t
+        kb, dc = cfg.len_k // lanes, cfg.dim // simd
+        w2 = np.asarray(weights.w2).reshape(dc, simd, cfg.heads, kb, lanes)  # (c, t, h, jb, l)
+        return w2.transpose(2, 3, 0, 4, 1).reshape(cfg.heads * kb * dc, lanes * simd)
+
     def paper_ops(self, length, dim):  # scores from X through W_1, W_2; no Q or K
         ld2, l2d = length * dim * dim, length * length * dim
         return macs_by_level(ld2 + l2d, 2 * ld2 + 2 * l2d, ld2)
@@ -79,4 +89,8 @@ DENSE = Dense(
     hls_score="dense",
     hls_header="nnet_utils/nnet_dense_score.h",
     rtl_front="dense",
+    rtl_score=2,
+    folded=True,
+    folded_passes=("v", "q"),  # V, then the hidden layer in Q's place (relu)
+    folded_roms=(("WQ_FILE", "w1"), ("WS_FILE", "w2")),
 )

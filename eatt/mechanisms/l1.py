@@ -72,4 +72,5 @@ EATT = L1(
     hls_score="l1",
     rtl_score=0,
     folded=True,
+    folded_passes=("v",),  # K and Q on the select walk beside it
 )

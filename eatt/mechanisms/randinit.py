@@ -65,6 +65,17 @@ class RandInit(Synthesized):
         r = weights["r"].reshape(cfg.heads, cfg.len_q, cfg.len_k)
         float_module.random_scores[:, : cfg.len_q, : cfg.len_k] = r
 
+    def folded_score_chunks(self, cfg, simd):
+        return 1  # the scores of a key block are one ROM word
+
+    def folded_lane_terms(self, simd):
+        return 0  # no lane: the score is read
+
+    def score_rom_words(self, cfg, weights, lanes, simd):
+        # word (h len_q + i) KB + jb: the scores of keys jb lanes + l at fields l
+        kb = cfg.len_k // lanes
+        return np.asarray(weights.r).reshape(cfg.heads * cfg.len_q * kb, lanes)
+
     def paper_ops(self, length, dim):  # trained l x l scores: nothing to compute
         ld2, l2d = length * dim * dim, length * length * dim
         return macs_by_level(0, ld2 + l2d, ld2)
@@ -79,4 +90,8 @@ RANDINIT = RandInit(
     hls_score="randinit",
     hls_header="nnet_utils/nnet_randinit_score.h",
     rtl_front="randinit",
+    rtl_score=3,
+    folded=True,
+    folded_passes=("v",),  # no Q, no K: the scores are R
+    folded_roms=(("WS_FILE", "r"),),
 )

@@ -20,7 +20,9 @@ module folded_adder_tree #(
     parameter int LEVELS = 0,   // 0: combinational; N: a register after every N adder levels
     // derived (not set by the caller)
     parameter int L      = (TERMS > 1) ? $clog2(TERMS) : 0,  // levels of the tree
+    /* verilator lint_off UNUSEDPARAM */  // its latency, for the reader and the caller
     parameter int STAGES = (LEVELS > 0) ? 1 + ((L > 0) ? (L - 1) / LEVELS : 0) : 0
+    /* verilator lint_on UNUSEDPARAM */
 ) (
     /* verilator lint_off UNUSEDSIGNAL */  // LEVELS = 0 reads no clock
     input  wire logic              clk,

@@ -1,18 +1,22 @@
 // folded_attention: the whole attention core, folded: LANES keys and SIMD features per cycle.
 //
 // Computes eatt.quant.golden.GoldenCore(cfg, weights).forward(x, y, masks) bit for bit, for
-// both kinds (E-ATT: L1 scores, Q/K as sums of selected weight rows; vanilla: dot products),
-// one vector (len_q query tokens x, len_k key tokens y, the mask inputs) at a time, reusing a
+// each mechanism SCORE (eatt.mechanisms rtl_score): 0 E-ATT (L1 scores, Q/K as sums of selected
+// weight rows), 1 vanilla (dot products), 2 the Dense Synthesizer (scores from the hidden layer
+// H = relu(X W_1) against W_2's columns, a ROM: no keys), 3 the Random Synthesizer, RandInit
+// (the scores are a ROM, R: no Q, no K), one vector (len_q query tokens x, len_k key tokens y, the mask inputs) at a time, reusing a
 // small datapath over many cycles instead of unrolling every operation (docs/folded.md):
 //
 //   load     the SIMD-wide beats of x then y from s_axis into x_mem / y_mem (one per cycle)
 //   proj     K = requant(xb(y) @ W_K), V = requant(y @ W_V), Q = requant(xb(x) @ W_Q): one
 //            weight tile per cycle and walk (folded_proj_walk). vanilla: one multiply walk,
-//            K, V, Q in turn. E-ATT: a multiply walk (V, S x PE, M = S / PE slots of DC^2
+//            K, V, Q in turn; Dense: V, then H in Q's place; RandInit: V only. E-ATT: a multiply walk (V, S x PE, M = S / PE slots of DC^2
 //            cycles a key token) and beside it a select walk (S x S, no multiplier) doing that
 //            token's K in step (one y read for both) and a Q token in each other slot
 //   per query i, per head h:
-//     score  LANES keys at a time, SIMD features per cycle (folded_score_lane): S[j], max_j S
+//     score  LANES keys at a time, SIMD features per cycle (folded_score_lane): S[j], max_j S;
+//            SC chunks a key block: HC of the head (E-ATT, vanilla), DC of the whole hidden
+//            token (Dense: lane l against W_2's column h LEN_K + j), 1 (RandInit: R read)
 //     exp    LANES keys per cycle: e[j] = EXP[(max S - S[j]) >> EXP_SHIFT], E = sum_j e[j]
 //     numer  SIMD features x LANES keys per cycle: N[t] = sum_j e[j] V[j][t], then
 //            O = N / E (recip_normalize, the reciprocal table) into a_mem
@@ -38,10 +42,10 @@
 // `folded_cycles` and `folded_schedule`, in metadata.json):
 //
 //   DC = DIM / SIMD, HC = D_HEAD / SIMD, KB = LEN_K / LANES, M = SIMD / PE
-//   pre     = vanilla (2 LEN_K + LEN_Q) DC^2 + 6,
-//             E-ATT (M LEN_K + max(0, LEN_Q - (M - 1) LEN_K)) DC^2 + 2
-//   post    = vanilla LEN_Q DC^2 + 2, E-ATT M LEN_Q DC^2 + 2     (2: a walk's drain cycles)
-//   attn    = LEN_Q HEADS (2 KB HC + KB + 9)     (9: three drain cycles for each of scores,
+//   pre     = vanilla (2 LEN_K + LEN_Q) DC^2 + 6, Dense (LEN_K + LEN_Q) DC^2 + 4,
+//             RandInit LEN_K DC^2 + 2, E-ATT (M LEN_K + max(0, LEN_Q - (M - 1) LEN_K)) DC^2 + 2
+//   post    = LEN_Q DC^2 + 2, E-ATT M LEN_Q DC^2 + 2     (2: a walk's drain cycles)
+//   attn    = LEN_Q HEADS (KB SC + KB + KB HC + 9)  (9: three drain cycles for each of scores,
 //                                                 exp, numerators; stages 1-3 below)
 //   latency = (LEN_Q + LEN_K) DC + pre + attn + post + 4   (one vector alone: + 1 cycle a
 //             hand-over between units, + 1 reading the first Z word)
@@ -52,7 +56,10 @@
 // (folded_ram: written here; folded_rom: the $readmemh files next to the RTL), a memory macro
 // from MACRO_ROWS words (folded_macro: priced per access by eatt power; an FPGA's block RAM),
 // flip-flops below: the weights are ROMs in the walks (one SIMD x SIMD tile per word, or
-// SIMD x PE for E-ATT's V and O; folded_proj_walk.sv has the order; WQ_FILE..WO_FILE);
+// SIMD x PE for E-ATT's V and O; folded_proj_walk.sv has the order; WQ_FILE..WO_FILE, Dense's
+// W_1 in WQ_FILE), the Synthesizers' score weights a ROM of their own (WS_FILE: Dense's W_2,
+// LANES columns x SIMD rows a word at (h KB + jb) DC + c; RandInit's R, LANES scores a word at
+// (h LEN_Q + i) KB + jb; rtl_sim/folded.py score_rom_words);
 // EXP_FILE and RECIP_FILE hold the softmax tables. K and V are banked by key (key j in bank
 // j mod LANES) so that LANES keys are read in one cycle; the token memories are written one
 // SIMD-wide word per cycle.
@@ -69,7 +76,8 @@
 `default_nettype none
 
 module folded_attention #(
-    parameter int SCORE       = 0,    // the mechanism (eatt.mechanisms rtl_score): 0 L1, 1 dot
+    parameter int SCORE       = 0,    // the mechanism (eatt.mechanisms rtl_score): SCORE_L1,
+                                      // SCORE_DOT, SCORE_DENSE or SCORE_RANDINIT below
     parameter int LEN_Q       = 2,    // query tokens
     parameter int LEN_K       = 4,    // key tokens
     parameter int DIM         = 8,    // model dimension
@@ -106,6 +114,7 @@ module folded_attention #(
     parameter     WK_FILE     = "wk.mem",
     parameter     WV_FILE     = "wv.mem",
     parameter     WO_FILE     = "wo.mem",
+    parameter     WS_FILE     = "ws.mem",   // Dense's W_2 or RandInit's R
     parameter     EXP_FILE    = "exp.mem",
     parameter     RECIP_FILE  = "recip.mem",
     parameter int MACRO_ROWS  = 32,   // memories of at least this many words are macros
@@ -137,10 +146,24 @@ module folded_attention #(
     localparam int DC     = DIM / SIMD;       // SIMD-wide chunks of a token
     localparam int HC     = D_HEAD / SIMD;    // chunks of a head
     localparam int KB     = LEN_K / LANES;    // blocks of LANES keys
-    // 0: E-ATT's L1 (binarize, select rows of W_Q / W_K, L1 scores); 1: vanilla's dot product
-    localparam bit L1 = (SCORE == 0);
+    // the mechanisms (SCORE): E-ATT's L1 (binarize, select rows of W_Q / W_K, L1 scores),
+    // vanilla's dot product, Dense (H = relu(X W_1); S = H W_2), RandInit (S = R)
+    localparam int SCORE_L1 = 0, SCORE_DOT = 1, SCORE_DENSE = 2, SCORE_RANDINIT = 3;
+    localparam bit L1 = (SCORE == SCORE_L1);
+    localparam bit DENSE = (SCORE == SCORE_DENSE);
+    localparam bit RANDINIT = (SCORE == SCORE_RANDINIT);
+    localparam bit QK = (SCORE == SCORE_L1 || SCORE == SCORE_DOT);  // Q against K memories
+    localparam bit SYNTH = DENSE || RANDINIT;  // a score ROM (WS_FILE)
     localparam int MUL_COLS = L1 ? PE : SIMD;  // the multiply walk's columns
+    // the multiply walk's passes before attention (2 bits each, the first at [1:0]; PASS_*)
+    // and the ROMs it reads: E-ATT V (K and Q on the select walk); vanilla K, V, Q; Dense V,
+    // then H in the Q pass (W_1, relu); RandInit V. O after attention for all.
+    localparam int N_PRE = (SCORE == SCORE_DOT) ? 3 : DENSE ? 2 : 1;
+    localparam logic [5:0] PRE = (SCORE == SCORE_DOT) ? 6'b10_01_00
+                               : DENSE ? 6'b00_10_01 : 6'b00_00_01;
+    localparam logic [3:0] USES = (SCORE == SCORE_DOT) ? 4'b1111 : DENSE ? 4'b1110 : 4'b1010;
     localparam int M      = SIMD / MUL_COLS;  // its pieces of a SIMD-wide V or Z word
+    localparam int SC     = QK ? HC : DENSE ? DC : 1;  // the score phase's chunks a key block
     localparam int IN_BEATS  = (LEN_Q + LEN_K) * DC;
     localparam int OUT_BEATS = LEN_Q * DC;
     localparam int EXP_A  = (EXP_SIZE > 1) ? $clog2(EXP_SIZE) : 1;
@@ -152,7 +175,8 @@ module folded_attention #(
     localparam int LANE_CW = (LANES > 1) ? $clog2(LANES) : 1;
     localparam int KB_CW   = (KB > 1) ? $clog2(KB) : 1;
     localparam int DC_CW   = (DC > 1) ? $clog2(DC) : 1;
-    localparam int HC_CW   = (HC > 1) ? $clog2(HC) : 1;
+    localparam int C_MAX   = (SC > HC) ? SC : HC;  // the chunk counters' range (scores, numer)
+    localparam int C_CW   = (C_MAX > 1) ? $clog2(C_MAX) : 1;
     localparam int Q_CW    = (LEN_Q > 1) ? $clog2(LEN_Q) : 1;
     localparam int H_CW    = (HEADS > 1) ? $clog2(HEADS) : 1;
     localparam int M_CW    = (M > 1) ? $clog2(M) : 1;
@@ -211,14 +235,22 @@ module folded_attention #(
     // multiply walk PE columns wide (V; O after attention) at the same time.
     logic start_pre, start_post, pre_done, post_done;
     // K and Q come from a walk SIMD columns wide, V and O from one PE columns wide
-    logic                 qk_valid, vo_valid;
-    logic [1:0]           qk_pass, vo_pass;
-    logic [TOK_CW-1:0]    qk_tok, vo_tok;
-    logic [LANE_CW-1:0]   qk_lane, vo_lane;
-    logic [KB_CW-1:0]     qk_blk, vo_blk;
-    logic [DC_CW-1:0]     qk_cc, vo_cc;
+    logic                 vo_valid;
+    logic [1:0]           vo_pass;
+    logic [TOK_CW-1:0]    vo_tok;
+    logic [LANE_CW-1:0]   vo_lane;
+    logic [KB_CW-1:0]     vo_blk;
+    logic [DC_CW-1:0]     vo_cc;
     logic [M_CW-1:0]      vo_sub;
+    /* verilator lint_off UNUSEDSIGNAL */  // K's bank address (no K: Dense); RandInit: no K, Q
+    logic                 qk_valid;
+    logic [1:0]           qk_pass;
+    logic [TOK_CW-1:0]    qk_tok;
+    logic [LANE_CW-1:0]   qk_lane;
+    logic [KB_CW-1:0]     qk_blk;
+    logic [DC_CW-1:0]     qk_cc;
     logic [SIMD*QK_W-1:0] qk_code;
+    /* verilator lint_on UNUSEDSIGNAL */
     logic [MUL_COLS*V_W-1:0]    v_code;
     logic [MUL_COLS*OUT_W-1:0]  z_code;
 
@@ -236,9 +268,7 @@ module folded_attention #(
 
     folded_proj_walk #(
         .SIMD(SIMD), .COLS(MUL_COLS), .DIM(DIM), .LEN_Q(LEN_Q), .LEN_K(LEN_K), .LANES(LANES),
-        .SELECT(0), .N_PRE(L1 ? 1 : 3),
-        .PRE(L1 ? 6'b00_00_01 : 6'b10_01_00), .POST(1),
-        .USES(L1 ? 4'b1010 : 4'b1111),
+        .SELECT(0), .N_PRE(N_PRE), .PRE(PRE), .POST(1), .USES(USES), .RELU(DENSE ? 1 : 0),
         .IN_W(IN_W), .TAU(TAU), .W_W(W_W), .ATTN_W(ATTN_W), .ACC_W(ACC_W),
         .Q_SHIFT(Q_SHIFT), .QK_W(QK_W), .V_SHIFT(V_SHIFT), .V_W(V_W), .O_SHIFT(O_SHIFT),
         .OUT_W(OUT_W), .WQ_FILE(WQ_FILE), .WK_FILE(WK_FILE), .WV_FILE(WV_FILE),
@@ -292,23 +322,32 @@ module folded_attention #(
         assign {x_rd_tok, x_rd_rc} = {s_rd_tok, s_rd_rc};
         // the select walk ends last: (M LEN_K + the Q tokens left) slots, against V's M LEN_K
         assign pre_done = s_fin && walk_pre;
-    end else begin : g_one_walk  // vanilla: K and Q from the multiply walk too
+    end else begin : g_one_walk  // the others: K and Q (Dense: H) from the multiply walk too
         assign {qk_valid, qk_pass, qk_tok, qk_lane, qk_blk, qk_cc, qk_code} =
             {m_valid, m_pass, m_tok, m_lane, m_blk, m_cc, m_qk};
         assign pre_done = m_fin && walk_pre;
         assign {x_re, x_rd_tok, x_rd_rc} = {m_rd_x, m_rd_tok, m_rd_rc};
     end
 
-    // the token memories: x (written first) and y, from the stream
-    folded_ram #(
-        .WIDTH(SIMD*IN_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W+1)
-    ) x_mem (
-        .clk(clk), .we(in_beat && in_cnt < LEN_Q * DC),
-        .waddr((QA_W+1)'(banked(ld_b, QD, in_cnt))),
-        .wdata(s_axis_tdata), .re(x_re),
-        .raddr((QA_W+1)'(banked(pre_b, QD, x_rd_tok*DC + x_rd_rc))),
-        .rdata(x_word)
-    );
+    // the token memories: x (written first) and y, from the stream; RandInit reads no x (its
+    // scores are R: the x beats are taken and dropped)
+    if (!RANDINIT) begin : g_x_mem
+        folded_ram #(
+            .WIDTH(SIMD*IN_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W+1)
+        ) x_mem (
+            .clk(clk), .we(in_beat && in_cnt < LEN_Q * DC),
+            .waddr((QA_W+1)'(banked(ld_b, QD, in_cnt))),
+            .wdata(s_axis_tdata), .re(x_re),
+            .raddr((QA_W+1)'(banked(pre_b, QD, x_rd_tok*DC + x_rd_rc))),
+            .rdata(x_word)
+        );
+    end else begin : g_no_x
+        /* verilator lint_off UNUSEDSIGNAL */
+        logic x_unused;
+        /* verilator lint_on UNUSEDSIGNAL */
+        assign x_unused = x_re ^ (|x_rd_tok) ^ (|x_rd_rc);
+        assign x_word = '0;
+    end
     folded_ram #(
         .WIDTH(SIMD*IN_W), .DEPTH(2*LEN_K*DC), .MACRO_ROWS(MACRO_ROWS), .AW(KA_W+1)
     ) y_mem (
@@ -352,14 +391,15 @@ module folded_attention #(
     logic [Q_CW-1:0]  qi;      // query
     logic [H_CW-1:0]  hh;      // head
     logic [KB_CW-1:0] jb;      // key block
-    logic [HC_CW-1:0] dc, tc;  // feature chunk of the head (scores, numerators)
+    logic [C_CW-1:0] dc, tc;  // feature chunk of the head (scores, numerators)
     localparam int FILL = 3;                       // stages after stage 0: drain cycles
     localparam int NORM_PIPE = (ADDER_LEVELS > 0) ? 1 : 0;
     localparam int E_EXTRA = (ADDER_LEVELS > 0) ? 2 : 0;  // exp: S and the exp word registered
     localparam int N_EXTRA = (ADDER_LEVELS > 0) ? 1 : 0;  // numerators: e and V registered
     localparam int FILL_N = FILL + N_EXTRA + NORM_PIPE;  // the numerators' drain cycles
     localparam int FILL_E = FILL + E_EXTRA + 2 * NORM_PIPE;  // exp's (+ the index's two)
-    localparam int S_TREE = (SIMD > 1) ? $clog2(SIMD) : 0;  // the score lane's adder levels
+    // the score lane's adder levels (RandInit's has none: its score is read)
+    localparam int S_TREE = (SIMD > 1 && !RANDINIT) ? $clog2(SIMD) : 0;
     localparam int S_EXTRA = (ADDER_LEVELS > 0)  // the q/k register + the lane's stages
                            ? 2 + ((S_TREE > 0) ? (S_TREE - 1) / ADDER_LEVELS : 0) : 0;
     localparam int MAX_PIPE = (ADDER_LEVELS > 0) ? 1 : 0;  // the block's max registered
@@ -372,14 +412,17 @@ module folded_attention #(
     logic             sc0, ex0, nm0;               // stage 0 of scores, exp, numerators
     logic             p1_v, p2_v, p3_v, p4_v;      // the stage holds an item
     logic [KB_CW-1:0] p1_jb, p2_jb, p3_jb, p4_jb;
-    logic [HC_CW-1:0] p1_c, p2_c, p3_c, p4_c;      // the chunk: dc (scores), tc (numerators)
+    logic [C_CW-1:0] p1_c, p2_c, p3_c, p4_c;      // the chunk: dc (scores), tc (numerators)
     logic [1:0]       p1_ph, p2_ph, p3_ph, p4_ph;  // the phase (state) of the stage's item
     logic [LANES-1:0] p2_hit;                      // the lane's exp word is its weight
+    /* verilator lint_off UNUSEDSIGNAL */  // (ADDER_LEVELS >= 1: vis_pre_jb instead)
     logic [KB_CW-1:0] vis_jb;                      // the block visible[] is of
+    /* verilator lint_on UNUSEDSIGNAL */
     logic             ea_v;                        // exp addresses its table (its item)
     logic [KB_CW-1:0] ea_jb;
     logic [SIMD*QK_W-1:0]    q_word;
-    logic [SIMD*QK_W-1:0]    k_word [LANES];
+    localparam int K_W = DENSE ? W_W : QK_W;     // a lane's k: K codes, or W_2 (Dense)
+    logic [SIMD*K_W-1:0]     k_word [LANES];
     logic [SIMD*V_W-1:0]     v_word [LANES];
     logic signed [SCORE_W-1:0] s_next [LANES];   // the key's score with this chunk
     logic signed [SCORE_W-1:0] s_hold [LANES];   // its running sum (stage 3: the score)
@@ -415,22 +458,53 @@ module folded_attention #(
     // query and the masks hold while a phase's items are in flight (a phase changes after its
     // drain), so the flags equal the combinational ones: the key compares leave the path from
     // the phase state into the max tree and the exp table's read enables.
+    /* verilator lint_off UNUSEDSIGNAL */  // read with ADDER_LEVELS only
     logic [KB_CW-1:0] vis_pre_jb;
+    /* verilator lint_on UNUSEDSIGNAL */
     assign vis_pre_jb = (state == S_SCORE) ? p2_jb : p1_jb;
 
+    /* verilator lint_off UNUSEDSIGNAL */  // (RandInit has no lane)
     logic [SIMD*QK_W-1:0] q_in;  // q as the lanes take it: registered with ADDER_LEVELS
+    /* verilator lint_on UNUSEDSIGNAL */
     if (ADDER_LEVELS > 0) begin : g_q_reg
         always_ff @(posedge clk) q_in <= q_word;
     end else begin : g_q
         assign q_in = q_word;
     end
-    folded_ram #(
-        .WIDTH(SIMD*QK_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W+1)
-    ) q_mem (
-        .clk(clk), .we(qk_valid && qk_pass == PASS_Q),
-        .waddr((QA_W+1)'(banked(pre_b, QD, qk_tok*DC + qk_cc))), .wdata(qk_code),
-        .re(sc0), .raddr((QA_W+1)'(banked(att_b, QD, qi*DC + hh*HC + dc))), .rdata(q_word)
-    );
+    // Q (Dense: H, the whole token) of the query, the head's chunks (Dense: all DC chunks)
+    if (!RANDINIT) begin : g_q_mem
+        folded_ram #(
+            .WIDTH(SIMD*QK_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W+1)
+        ) q_mem (
+            .clk(clk), .we(qk_valid && qk_pass == PASS_Q),
+            .waddr((QA_W+1)'(banked(pre_b, QD, qk_tok*DC + qk_cc))), .wdata(qk_code),
+            .re(sc0), .raddr((QA_W+1)'(banked(att_b, QD, qi*DC + (QK ? hh*HC : 0) + dc))),
+            .rdata(q_word)
+        );
+    end else begin : g_no_q
+        assign q_word = '0;
+    end
+
+    // the Synthesizers' score weights (WS_FILE), read with q: Dense's W_2, a word the SIMD
+    // rows of chunk dc of LANES columns h LEN_K + jb LANES + l (lane l's k); RandInit's R,
+    // a word the LANES scores of query qi, head hh, keys jb LANES + l
+    localparam int WS_WIDTH = DENSE ? LANES * SIMD * W_W : LANES * W_W;
+    localparam int WS_DEPTH = DENSE ? HEADS * KB * DC : HEADS * LEN_Q * KB;
+    localparam int WS_A = (WS_DEPTH > 1) ? $clog2(WS_DEPTH) : 1;
+    /* verilator lint_off UNUSEDSIGNAL */  // (E-ATT, vanilla: no score ROM)
+    logic [WS_WIDTH-1:0] ws_word;
+    /* verilator lint_on UNUSEDSIGNAL */
+    if (SYNTH) begin : g_ws_rom
+        logic [WS_A-1:0] ws_addr;
+        assign ws_addr = DENSE ? WS_A'((hh * KB + jb) * DC + dc)
+                               : WS_A'((hh * LEN_Q + qi) * KB + jb);
+        folded_rom #(
+            .WIDTH(WS_WIDTH), .DEPTH(WS_DEPTH), .SYNC(1), .FILE(WS_FILE),
+            .MACRO_ROWS(MACRO_ROWS), .AW(WS_A)
+        ) ws_rom (.clk(clk), .re(sc0), .addr(ws_addr), .data(ws_word));
+    end else begin : g_no_ws
+        assign ws_word = '0;
+    end
 
     // the softmax tables: exp, one read port a lane (read in exp's stage 1); the reciprocal
     logic [LANES*EXP_A-1:0] exp_addr;
@@ -452,13 +526,20 @@ module folded_attention #(
         logic signed [SCORE_W:0]   exp_index;
         int unsigned               key;
 
-        folded_ram #(
-            .WIDTH(SIMD*QK_W), .DEPTH(2*KB*DC), .MACRO_ROWS(MACRO_ROWS), .AW(BA_W+1)
-        ) k_bank (
-            .clk(clk), .we(qk_valid && qk_pass == PASS_K && qk_lane == l),
-            .waddr((BA_W+1)'(banked(pre_b, BD, qk_blk*DC + qk_cc))), .wdata(qk_code),
-            .re(sc0), .raddr((BA_W+1)'(banked(att_b, BD, jb*DC + hh*HC + dc))), .rdata(k_word[l])
-        );
+        if (QK) begin : g_k_bank
+            folded_ram #(
+                .WIDTH(SIMD*QK_W), .DEPTH(2*KB*DC), .MACRO_ROWS(MACRO_ROWS), .AW(BA_W+1)
+            ) k_bank (
+                .clk(clk), .we(qk_valid && qk_pass == PASS_K && qk_lane == l),
+                .waddr((BA_W+1)'(banked(pre_b, BD, qk_blk*DC + qk_cc))), .wdata(qk_code),
+                .re(sc0), .raddr((BA_W+1)'(banked(att_b, BD, jb*DC + hh*HC + dc))),
+                .rdata(k_word[l])
+            );
+        end else if (DENSE) begin : g_w2
+            assign k_word[l] = ws_word[l*SIMD*W_W +: SIMD*W_W];
+        end else begin : g_no_k
+            assign k_word[l] = '0;
+        end
         for (genvar m = 0; m < M; m++) begin : g_vsub
             folded_ram #(
                 .WIDTH(MUL_COLS*V_W), .DEPTH(2*KB*DC), .MACRO_ROWS(MACRO_ROWS), .AW(BA_W+1)
@@ -472,17 +553,32 @@ module folded_attention #(
         assign v_word[l] = v_cat;
 
         // the lane's inputs: as read, or registered (ADDER_LEVELS: the block RAM's output)
-        logic [SIMD*QK_W-1:0] k_in;
+        /* verilator lint_off UNUSEDSIGNAL */  // (RandInit has no lane)
+        logic [SIMD*K_W-1:0] k_in;
+        /* verilator lint_on UNUSEDSIGNAL */
         if (ADDER_LEVELS > 0) begin : g_k_reg
             always_ff @(posedge clk) k_in <= k_word[l];
         end else begin : g_k
             assign k_in = k_word[l];
         end
-        folded_score_lane #(
-            .SIMD(SIMD), .QK_W(QK_W), .SCORE_W(SCORE_W), .L1(L1), .LEVELS(ADDER_LEVELS)
-        ) u_score (
-            .clk(clk), .q(q_in), .k(k_in), .part(part_l)
-        );
+        if (!RANDINIT) begin : g_score_lane
+            folded_score_lane #(
+                .SIMD(SIMD), .QK_W(QK_W), .K_W(K_W), .SCORE_W(SCORE_W), .L1(L1 ? 1 : 0),
+                .LEVELS(ADDER_LEVELS)
+            ) u_score (
+                .clk(clk), .q(q_in), .k(k_in), .part(part_l)
+            );
+        end else begin : g_r  // RandInit: the score is R's entry (S_EXTRA cycles as a lane)
+            logic signed [W_W-1:0] r;
+            assign r = ws_word[l*W_W +: W_W];
+            if (ADDER_LEVELS > 0) begin : g_r_reg  // read register, then the terms' one
+                logic signed [W_W-1:0] r_q, r_t;
+                always_ff @(posedge clk) {r_q, r_t} <= {r, r_q};
+                assign part_l = SCORE_W'(r_t);
+            end else begin : g_r_wire
+                assign part_l = SCORE_W'(r);
+            end
+        end
         assign s_next[l] = ((p2_c == 0) ? SCORE_W'(0) : s_acc) + part_r;
         assign s_hold[l] = s_acc;
 
@@ -496,7 +592,7 @@ module folded_attention #(
             assign visible[l] = is_visible(key, length, qi, offset);
         end
         folded_ram #(.WIDTH(SCORE_W), .DEPTH(KB), .MACRO_ROWS(MACRO_ROWS), .AW(SA_W)) s_bank (
-            .clk(clk), .we(p2_v && p2_ph == S_SCORE && p2_c == HC - 1), .waddr(SA_W'(p2_jb)),
+            .clk(clk), .we(p2_v && p2_ph == S_SCORE && p2_c == SC - 1), .waddr(SA_W'(p2_jb)),
             .wdata(s_next[l]), .re(ex0), .raddr(SA_W'(jb)), .rdata(s_read[l])
         );
         // S and the exp word as exp's stages take them: registered as read with ADDER_LEVELS
@@ -560,10 +656,10 @@ module folded_attention #(
     assign bmax = g_max[MT_L].m;
     if (MAX_PIPE != 0) begin : g_bmax_reg
         always_ff @(posedge clk) bmax_q <= bmax;
-        assign {max_v, max_jb} = {p4_v && p4_ph == S_SCORE && p4_c == HC - 1, p4_jb};
+        assign {max_v, max_jb} = {p4_v && p4_ph == S_SCORE && p4_c == SC - 1, p4_jb};
     end else begin : g_bmax
         assign bmax_q = bmax;
-        assign {max_v, max_jb} = {p3_v && p3_ph == S_SCORE && p3_c == HC - 1, p3_jb};
+        assign {max_v, max_jb} = {p3_v && p3_ph == S_SCORE && p3_c == SC - 1, p3_jb};
     end
     assign smax_next = (max_jb == 0 || (bmax_q[SCORE_W] && $signed(bmax_q[SCORE_W-1:0]) > smax))
                      ? bmax_q[SCORE_W-1:0] : smax;
@@ -634,7 +730,7 @@ module folded_attention #(
     // O of stage 3 (stage 4 with ADDER_LEVELS): its valid item, key block and chunk
     logic             o_v;
     logic [KB_CW-1:0] o_jb;
-    logic [HC_CW-1:0] o_c;
+    logic [C_CW-1:0] o_c;
     assign {o_v, o_jb, o_c} = (NORM_PIPE != 0) ? {p4_v && p4_ph == S_NUMER, p4_jb, p4_c}
                                                : {p3_v && p3_ph == S_NUMER, p3_jb, p3_c};
     folded_rom #(
@@ -746,11 +842,11 @@ module folded_attention #(
     // stage 1's items, X_LEN cycles back (beside the pipelined reads and sums): each phase's
     // stage 2 takes its own tap (scores S_EXTRA, exp E_EXTRA, numerators N_EXTRA), exp's
     // table is addressed from tap E_EXTRA - 1 (ea_*)
-    localparam int P_W = 3 + KB_CW + HC_CW;  // {valid, phase, key block, chunk}
+    localparam int P_W = 3 + KB_CW + C_CW;  // {valid, phase, key block, chunk}
     localparam int X_LEN = (S_EXTRA > E_EXTRA) ? S_EXTRA : E_EXTRA;  // >= N_EXTRA
     logic [(X_LEN+1)*P_W-1:0] x_tap;  // tap i at [i*P_W +: P_W]: stage 1's item i cycles ago
     logic [P_W-1:0] p2_in;
-    logic [HC_CW-1:0] ea_c_unused;
+    logic [C_CW-1:0] ea_c_unused;
     logic [1:0]       ea_ph_unused;
     logic [LANES-1:0] hit_in;  // exp_re as stage 2 takes it
     assign x_tap[0 +: P_W] = {p1_v, p1_ph, p1_jb, p1_c};
@@ -792,8 +888,8 @@ module folded_attention #(
             case (state)
                 S_IDLE: if (att_go) state <= S_SCORE;
                 S_SCORE: if (drain == 0) begin  // dc fastest, then the key block
-                    dc <= (dc == HC - 1) ? 0 : dc + 1;
-                    if (dc == HC - 1) begin
+                    dc <= (dc == SC - 1) ? 0 : dc + 1;
+                    if (dc == SC - 1) begin
                         jb <= (jb == KB - 1) ? 0 : jb + 1;
                         if (jb == KB - 1) drain <= 1;
                     end

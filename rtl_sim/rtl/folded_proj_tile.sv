@@ -34,7 +34,9 @@ module folded_proj_tile #(
     parameter int LEVELS = 0,   // 0: combinational; N: a register after every N adder levels
     // derived (not set by the caller)
     parameter int L      = (SIMD > 1) ? $clog2(SIMD) : 0,  // levels of the adder tree
+    /* verilator lint_off UNUSEDPARAM */  // its latency, for the reader and the caller
     parameter int STAGES = (LEVELS > 0) ? 1 + ((L > 0) ? (L - 1) / LEVELS : 0) : 0,
+    /* verilator lint_on UNUSEDPARAM */
     parameter int TERM_W = (SELECT != 0) ? W_W : A_W + W_W,
     parameter int PART_W = (TERM_W + L < ACC_W) ? TERM_W + L : ACC_W
 ) (

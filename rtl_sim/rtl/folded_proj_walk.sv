@@ -5,6 +5,9 @@
 // The engine (folded_attention.sv) holds one or two of these:
 //
 //   vanilla  one multiply walk, COLS = SIMD: K, V, Q, then O
+//   Dense    one multiply walk, COLS = SIMD: V, then the hidden layer relu(X W_1) in the Q
+//            pass (RELU = 1: its codes floored at 0), then O
+//   RandInit one multiply walk, COLS = SIMD: V, then O
 //   E-ATT    a multiply walk, COLS = PE: V, then O; and beside it a select walk, COLS = SIMD
 //            (binarized rows selected, no multiplier), SLOTS = SIMD / PE: for each key token,
 //            its K in step with the multiply walk's V of that token (the same y chunks, read
@@ -59,6 +62,7 @@ module folded_proj_walk #(
     parameter int SLOTS   = 1,    // select walk: the multiply walk beside it is SLOTS times
                                   // narrower (slots of DC x DC tiles per key token)
     parameter logic [3:0] USES = 4'b1111,  // bit p: pass p is walked (its ROM is read)
+    parameter int RELU    = 0,    // 1: the Q pass's codes are max(code, 0) (Dense's hidden layer)
     parameter int IN_W    = 8,
     parameter int TAU     = 16,
     parameter int W_W     = 8,
@@ -93,7 +97,9 @@ module folded_proj_walk #(
     input  wire logic                     clk,
     input  wire logic                     rst,
     input  wire logic                     start_pre,   // begin the passes before attention
+    /* verilator lint_off UNUSEDSIGNAL */  // (the select walk has no O pass)
     input  wire logic                     start_post,  // begin the O pass
+    /* verilator lint_on UNUSEDSIGNAL */
     output logic                          finishing,   // the drain cycle that ends the phase
 
     // the token chunk stage 1 reads (x for Q, y for K and V, the attention output for O)
@@ -129,7 +135,9 @@ module folded_proj_walk #(
 
     typedef enum logic [1:0] { W_IDLE, W_WALK, W_DRAIN } wstate_t;
     wstate_t           wstate;
+    /* verilator lint_off UNUSEDSIGNAL */  // (the select walk: its slots instead)
     logic [PI_W-1:0]   pi;       // index of the pass: 0..N_PRE-1, then N_PRE for O
+    /* verilator lint_on UNUSEDSIGNAL */
     logic [1:0]        pass;
     logic [TOK_CW-1:0]  tok;
     logic [LANE_CW-1:0] tok_lane;
@@ -175,7 +183,10 @@ module folded_proj_walk #(
     logic [TOK_CW-1:0]  p1_tok;
     logic [LANE_CW-1:0] p1_lane;
     logic [KB_CW-1:0]   p1_blk;
-    logic [DC_CW-1:0]   p1_cc, p1_rc;
+    logic [DC_CW-1:0]   p1_cc;
+    /* verilator lint_off UNUSEDSIGNAL */  // (the row chunk: p1_first / p1_last say it)
+    logic [DC_CW-1:0]   p1_rc;
+    /* verilator lint_on UNUSEDSIGNAL */
     logic [M_CW-1:0]    p1_sub;
 
     // the token chunk is read in stage 0, beside the tile (the engine's memories, like the
@@ -237,7 +248,9 @@ module folded_proj_walk #(
         assign acc_next = (p2_first ? ACC_W'(0) : acc[c]) + $signed(part_r[c*ACC_W +: ACC_W]);
         assign shifted = acc_next >>> ((USES[PASS_V] && p2_pass == PASS_V) ? V_SHIFT
                                      : (USES[PASS_O] && p2_pass == PASS_O) ? O_SHIFT : Q_SHIFT);
-        assign wr_qk[c*QK_W +: QK_W] = shifted[QK_W-1:0];
+        // Dense's hidden layer: relu after the requantization (a floor: the same either way)
+        assign wr_qk[c*QK_W +: QK_W] = (RELU != 0 && p2_pass == PASS_Q && shifted < 0)
+            ? QK_W'(0) : shifted[QK_W-1:0];
         assign wr_v[c*V_W +: V_W]    = shifted[V_W-1:0];
         assign wr_z[c*OUT_W +: OUT_W] = shifted[OUT_W-1:0];
         always_ff @(posedge clk) begin

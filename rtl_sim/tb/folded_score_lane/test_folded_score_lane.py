@@ -1,5 +1,6 @@
 """Testbench of folded_score_lane (rtl_sim/rtl/folded_score_lane.sv): the partial score of one
-(query, key) pair over SIMD features, L1 (E-ATT) or dot (vanilla).
+(query, key) pair over SIMD features, L1 (E-ATT) or dot (vanilla; the Dense Synthesizer's
+hidden codes against a column of W_2, k then K_W bits wide).
 
 As every leaf testbench: the pytest functions at the bottom build the leaf with a parameter
 set (eatt.rtl_sim.runner.run_leaf, cached) and run the cocotb test ``lane_vectors`` in it,
@@ -22,11 +23,13 @@ from eatt.rtl_sim.leaf_stream import stream
 from eatt.rtl_sim.runner import run_leaf
 
 
-def _case(simd: int, qk_w: int, l1: int) -> dict:
+def _case(simd: int, qk_w: int, l1: int, k_w: int | None = None) -> dict:
     """SCORE_W as the golden score_bits of a head of SIMD features (the bound of the part)."""
     top = 2 ** (qk_w - 1)
-    bound = simd * (2 * top - 1) if l1 else simd * top * top
-    return dict(SIMD=simd, QK_W=qk_w, SCORE_W=signed_bits(bound), L1=l1)
+    k_top = top if k_w is None else 2 ** (k_w - 1)
+    bound = simd * (2 * top - 1) if l1 else simd * top * k_top
+    case = dict(SIMD=simd, QK_W=qk_w, SCORE_W=signed_bits(bound), L1=l1)
+    return case if k_w is None else dict(case, K_W=k_w)
 
 
 CASES = {
@@ -34,6 +37,9 @@ CASES = {
     "dot-4": _case(4, 12, 0),
     "l1-1-narrow": _case(1, 5, 1),
     "dot-3-narrow": _case(3, 6, 0),
+    # Dense: hidden codes (QK_W) against weights (K_W), wider and narrower
+    "dense-4-w8": _case(4, 12, 0, k_w=8),
+    "dense-2-w14": dict(_case(2, 6, 0, k_w=14), LEVELS=1),
     # pipelined (the engine's adder_levels): a register after every LEVELS adder levels
     "l1-8-levels1": dict(_case(8, 12, 1), LEVELS=1),
     "dot-3-levels2": dict(_case(3, 6, 0), LEVELS=2),
@@ -45,12 +51,14 @@ VECTORS = 300
 def vectors(p: dict, n: int, seed: int):
     rng = np.random.default_rng(seed)
     lo, hi = -(2 ** (p["QK_W"] - 1)), 2 ** (p["QK_W"] - 1) - 1
+    k_w = p.get("K_W", p["QK_W"])
+    k_lo, k_hi = -(2 ** (k_w - 1)), 2 ** (k_w - 1) - 1
     q = rng.integers(lo, hi + 1, size=(n, p["SIMD"]))
-    k = rng.integers(lo, hi + 1, size=(n, p["SIMD"]))
-    q[0], k[0] = lo, hi  # the largest |q - k|
-    q[1], k[1] = hi, lo
-    q[2], k[2] = lo, lo  # the largest product
-    q[3], k[3] = lo, hi  # the most negative product
+    k = rng.integers(k_lo, k_hi + 1, size=(n, p["SIMD"]))
+    q[0], k[0] = lo, k_hi  # the largest |q - k|
+    q[1], k[1] = hi, k_lo
+    q[2], k[2] = lo, k_lo  # the largest product
+    q[3], k[3] = lo, k_hi  # the most negative product
     return q, k
 
 
@@ -77,7 +85,7 @@ async def lane_vectors(dut):
 
     def drive(n: int) -> None:  # a pipelined lane: a new pair every cycle
         dut.q.value = _pack(q[n], p["QK_W"])
-        dut.k.value = _pack(k[n], p["QK_W"])
+        dut.k.value = _pack(k[n], p.get("K_W", p["QK_W"]))
 
     def check(m: int) -> None:
         got = dut.part.value.to_signed()
