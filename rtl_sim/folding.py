@@ -80,7 +80,9 @@ def peer_foldings(cfg: CoreConfig, reuse: int) -> dict[str, dict[str, int]]:
     them: vanilla takes the folding ``reuse`` selects for it (:func:`folding_for_reuse`), E-ATT
     the same lanes and simd with the narrowest multiply walk (the least pe) whose II is at most
     vanilla's: pe = simd / 2 where len_q <= len_k (two cycles fewer than vanilla; docs/folded.md,
-    "Two projection walks"), else pe = simd. ValueError (one line) as folding_for_reuse."""
+    "Two projection walks"), else pe = simd; a Synthesizer's config (Dense, RandInit) adds its
+    own kind, the folding R selects for it (its score phase differs: no equal lanes to keep).
+    ValueError (one line) as folding_for_reuse."""
     peer = cfg.replace(kind="vanilla")
     try:
         dot = folding_for_reuse(peer, reuse)
@@ -92,7 +94,10 @@ def peer_foldings(cfg: CoreConfig, reuse: int) -> dict[str, dict[str, int]]:
     pe = min(
         p for p in _divisors(simd) if folded_cycles(eatt, lanes, simd, p)["ii"] <= bound
     )  # pe = simd always qualifies: E-ATT's two walks take fewer cycles than vanilla's one
-    return {"eatt": {"lanes": lanes, "simd": simd, "pe": pe}, "vanilla": dot}
+    pair = {"eatt": {"lanes": lanes, "simd": simd, "pe": pe}, "vanilla": dot}
+    if cfg.kind not in pair:  # a Synthesizer: its own least datapath within R, as vanilla's
+        pair[cfg.kind] = folding_for_reuse(cfg, reuse)
+    return pair
 
 
 #: cycles that drain a projection walk's pipeline after a pass (folded_proj_walk.sv: stage 1

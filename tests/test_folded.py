@@ -145,6 +145,16 @@ def test_cycle_formula():
     # the numerators' reads registered (2 + 1), E's leading one and the reciprocal's index
     # registered (2) and N x R's register
     assert p1["attention"] == v["attention"] + 22 * 8 * (5 + 7)
+    # the Synthesizers: Dense's walk V then H, its lanes over the whole token (DC chunks);
+    # RandInit's walk V only, a key block's scores one read (its lane: two stages pipelined)
+    dense = folded_cycles(CoreConfig("dense", **size), lanes=11, simd=16)
+    assert dense["projections"] == (44 * dc * dc + 4) + (22 * dc * dc + 2)
+    assert dense["attention"] == 22 * 8 * (kb * dc + kb + kb * hc + 9)
+    rand = folded_cycles(CoreConfig("randinit", **size), lanes=11, simd=16)
+    assert rand["projections"] == (22 * dc * dc + 2) + (22 * dc * dc + 2)
+    assert rand["attention"] == 22 * 8 * (kb + kb + kb * hc + 9)
+    r1 = folded_cycles(CoreConfig("randinit", **size), lanes=11, simd=16, adder_levels=1)
+    assert r1["attention"] == rand["attention"] + 22 * 8 * (2 + 7)
 
 
 def test_schedule_settles_on_the_busiest_unit():
@@ -264,6 +274,12 @@ def test_the_paper_example_folds_both_kinds_at_equal_cycles():
     assert pair["eatt"] == {"lanes": 1, "simd": 16, "pe": 8}
     iis = {k: folded_cycles(cfg.replace(kind=k), **f)["ii"] for k, f in pair.items()}
     assert iis == {"eatt": 90_118, "vanilla": 90_122}
+    # a Synthesizer's config: its own least datapath within R beside the pair
+    for kind in ("dense", "randinit"):
+        trio = peer_foldings(cfg.replace(kind=kind), cfg.reuse_factor)
+        assert set(trio) == {"eatt", "vanilla", kind} and trio[kind]["pe"] == trio[kind]["simd"]
+        assert trio[kind] == folding_for_reuse(cfg.replace(kind=kind), cfg.reuse_factor)
+        assert folded_cycles(cfg.replace(kind=kind), **trio[kind])["ii"] <= cfg.reuse_factor
 
 
 def test_reuse_factor_in_a_config_builds_the_folded_engine(tmp_path):
