@@ -110,13 +110,15 @@ module folded_attention #(
     parameter int CAUSAL      = 0,    // 1: key j visible to query i only if j <= i + offset
     parameter int LEN_W       = 3,    // bits of the length field of s_axis_tuser
     parameter int OFF_W       = 2,    // bits of the offset field of s_axis_tuser
-    parameter     WQ_FILE     = "wq.mem",     // $readmemh files, next to the RTL
-    parameter     WK_FILE     = "wk.mem",
-    parameter     WV_FILE     = "wv.mem",
-    parameter     WO_FILE     = "wo.mem",
-    parameter     WS_FILE     = "ws.mem",   // Dense's W_2 or RandInit's R
-    parameter     EXP_FILE    = "exp.mem",
-    parameter     RECIP_FILE  = "recip.mem",
+    // $readmemh files next to the RTL, those its mechanism reads named by the wrapper (none by
+    // default: Yosys elaborates every module at its defaults as it reads it)
+    parameter     WQ_FILE     = "",
+    parameter     WK_FILE     = "",
+    parameter     WV_FILE     = "",
+    parameter     WO_FILE     = "",
+    parameter     WS_FILE     = "",   // Dense's W_2 or RandInit's R
+    parameter     EXP_FILE    = "",
+    parameter     RECIP_FILE  = "",
     parameter int MACRO_ROWS  = 32,   // memories of at least this many words are macros
     parameter int ADDER_LEVELS = 0    // >= 1: pipelined for a clock (the walks' and lanes' trees,
                                       // block-RAM reads, the lanes' max, N x R; docs/folded.md)

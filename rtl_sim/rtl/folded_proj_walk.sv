@@ -61,7 +61,8 @@ module folded_proj_walk #(
     parameter int POST    = 1,    // multiply walk: 1: the O pass after attention
     parameter int SLOTS   = 1,    // select walk: the multiply walk beside it is SLOTS times
                                   // narrower (slots of DC x DC tiles per key token)
-    parameter logic [3:0] USES = 4'b1111,  // bit p: pass p is walked (its ROM is read)
+    parameter logic [3:0] USES = 4'b0000,  // bit p: pass p is walked (its ROM is read; the
+                                           // caller names them: no file is read by default)
     parameter int RELU    = 0,    // 1: the Q pass's codes are max(code, 0) (Dense's hidden layer)
     parameter int IN_W    = 8,
     parameter int TAU     = 16,
@@ -248,8 +249,9 @@ module folded_proj_walk #(
         assign acc_next = (p2_first ? ACC_W'(0) : acc[c]) + $signed(part_r[c*ACC_W +: ACC_W]);
         assign shifted = acc_next >>> ((USES[PASS_V] && p2_pass == PASS_V) ? V_SHIFT
                                      : (USES[PASS_O] && p2_pass == PASS_O) ? O_SHIFT : Q_SHIFT);
-        // Dense's hidden layer: relu after the requantization (a floor: the same either way)
-        assign wr_qk[c*QK_W +: QK_W] = (RELU != 0 && p2_pass == PASS_Q && shifted < 0)
+        // Dense's hidden layer: relu after the requantization (a floor: the same either way),
+        // on the code's sign bit (the formats keep the code within QK_W bits)
+        assign wr_qk[c*QK_W +: QK_W] = (RELU != 0 && p2_pass == PASS_Q && shifted[QK_W-1])
             ? QK_W'(0) : shifted[QK_W-1:0];
         assign wr_v[c*V_W +: V_W]    = shifted[V_W-1:0];
         assign wr_z[c*OUT_W +: OUT_W] = shifted[OUT_W-1:0];

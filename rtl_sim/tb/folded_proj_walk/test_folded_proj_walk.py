@@ -80,6 +80,19 @@ CASES = {
     "eatt-select-s2-slots2-levels2": dict(
         _COMMON, **_SHIFTS, SIMD=2, COLS=2, SELECT=1, SLOTS=2, USES=0b0101, LEN_Q=6, ADDER_LEVELS=2
     ),
+    # Dense: V, then the hidden layer relu(X W_1) in the Q pass, then O; no K
+    "dense-s2-relu": dict(
+        _COMMON,
+        **_SHIFTS,
+        SIMD=2,
+        COLS=2,
+        SELECT=0,
+        N_PRE=2,
+        PRE=0b10_01,
+        POST=1,
+        USES=0b1110,
+        RELU=1,
+    ),  # fmt: skip
 }
 
 
@@ -134,6 +147,8 @@ def expected_chunk(p: dict, d: dict, pas: int, tok: int, col: int) -> list[int]:
         return _code(acc, p["V_SHIFT"], p["V_W"])
     if pas == O:
         return _code(acc, p["O_SHIFT"], p["OUT_W"])
+    if pas == Q and p.get("RELU"):  # Dense's hidden layer: relu after the requantization
+        return [max(c, 0) for c in _code(acc, p["Q_SHIFT"], p["QK_W"])]
     return _code(acc, p["Q_SHIFT"], p["QK_W"])
 
 
