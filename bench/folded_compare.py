@@ -41,7 +41,7 @@ from pathlib import Path
 
 from eatt.cli.exits import exit_code
 from eatt.config import atomic_write_text
-from eatt.mechanisms import folded_kinds
+from eatt.flow import PEER
 from eatt.model import energy
 from eatt.sweep import load_sweep, read_record, run_sweep
 from eatt.sweep_report import lut_equivalents
@@ -73,7 +73,7 @@ def compare(records: list[dict], dsp_luts: float) -> list[dict]:
     rows = []
     for key in sorted(by):
         pair = by[key]
-        if set(pair) != set(folded_kinds()):
+        if not set(PEER) <= set(pair):  # the flows' pair, E-ATT and its dot-product peer
             continue
         len_q, len_k, dim, heads, lanes, simd = key
         row: dict = {
@@ -84,7 +84,8 @@ def compare(records: list[dict], dsp_luts: float) -> list[dict]:
             "lanes": lanes,
             "simd": simd,
         }
-        for kind, r in pair.items():
+        for kind in PEER:
+            r = pair[kind]
             m = r["metrics"]
             row[kind] = {
                 "id": r["id"],
