@@ -79,4 +79,5 @@ DENSE = Dense(
     hls_score="dense",
     hls_header="nnet_utils/nnet_dense_score.h",
     rtl_front="dense",
+    folded=True,
 )

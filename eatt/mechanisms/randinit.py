@@ -79,4 +79,5 @@ RANDINIT = RandInit(
     hls_score="randinit",
     hls_header="nnet_utils/nnet_randinit_score.h",
     rtl_front="randinit",
+    folded=True,
 )
