@@ -13,26 +13,86 @@ in the header) and the project's metadata.json carries both. The layer is a DATA
 processes (the loads, the projections before attention, attention, the output projection,
 the output), so consecutive calls overlap: "ii" is the slowest process's iterations, the
 interval the reuse_factor bounds, as the RTL engine's II.
+
+Each folded mechanism has a form (``FoldedForm``, by its ``hls_score``: the name of its C++
+form ``nnet::folded_<hls_score>``, as rtl_sim's FRONTS are by ``rtl_front``): the walks before
+attention, the score phase's chunks, the layout of its alignment weights.
 """
 
 from __future__ import annotations
 
-from eatt.config import CoreConfig
-from eatt.mechanisms import QueryKey, folded_kinds, mechanism_of
-from eatt.rtl_sim.folded import check_folding, default_folding, folding_for_reuse
+from dataclasses import dataclass
 
-#: the header of the folded layer (registered with the others, eatt.hls.register)
-FOLDED_HEADER = "nnet_utils/nnet_folded_attention.h"
+import numpy as np
+
+from eatt.config import CoreConfig
+from eatt.mechanisms import folded_kinds, mechanism_of
+from eatt.rtl_sim.folded import check_folding, default_folding, folding_for_reuse, weight_tiles
+
+#: the headers of the folded layer (registered with the others, eatt.hls.register): the layer
+#: and the query-key forms, its io_stream top, the Synthesizer's forms
+FOLDED_HEADERS = (
+    "nnet_utils/nnet_folded_attention.h",
+    "nnet_utils/nnet_folded_stream.h",
+    "nnet_utils/nnet_folded_synth.h",
+)
+
+
+@dataclass(frozen=True)
+class FoldedForm:
+    """How the folded layer lays out one mechanism's weights (templates: the struct
+    ``nnet::folded_<hls_score>``, whose constants say the same to the C++). The walk's passes
+    and the score phase's chunks are the mechanism's (Mechanism.folded_passes,
+    folded_score_chunks), as the RTL engine's."""
+
+    #: the layout of the slots wq and wk: "tiles" S x S (the walks'), "lanes" S x P (a score
+    #: cycle's W_2), "rows" row-major, P entries a word (R), "one" the one-entry placeholder
+    slots: tuple[str, str]
+
+    def words(self, slot: int, simd: int, lanes: int) -> int:
+        """The entries of one word of slot 0 (wq) or 1 (wk): one ROM read a cycle."""
+        return {"tiles": simd * simd, "lanes": simd * lanes, "rows": lanes, "one": 1}[
+            self.slots[slot]
+        ]
+
+    def layout(self, slot: int, w, dim: int, simd: int, lanes: int) -> np.ndarray:
+        """The weights of slot 0 (wq) or 1 (wk) in the order the folded layer reads them (the
+        tiled ones have dim input rows: W_Q, W_K, W_1 and W_2)."""
+        order = self.slots[slot]
+        if order in ("tiles", "lanes"):
+            rows = np.asarray(w).reshape(dim, -1)
+            return weight_tiles(rows, simd, simd if order == "tiles" else lanes).ravel()
+        return np.asarray(w).ravel()
+
+
+#: the folded forms by hls_score: the query-key mechanisms, the Synthesizer's Dense and RandInit
+FOLDED_FORMS = {
+    "l1": FoldedForm(slots=("tiles", "tiles")),
+    "dot": FoldedForm(slots=("tiles", "tiles")),
+    "dense": FoldedForm(slots=("tiles", "lanes")),
+    "randinit": FoldedForm(slots=("rows", "one")),
+}
+
+
+def folded_form(cfg) -> FoldedForm:
+    """The folded form of a config's (or a kind's) mechanism."""
+    return FOLDED_FORMS[mechanism_of(cfg).hls_score]
+
 
 #: the formula of hls_iterations, as metadata.json writes it
 ITERATION_FORMULA = {
-    "symbols": "DC = dim/simd, HC = d_head/simd, KB = len_k/lanes, M = simd/pe",
+    "symbols": (
+        "DC = dim/simd, HC = d_head/simd, KB = len_k/lanes, M = simd/pe, SC = score chunks "
+        "per key block (eatt, vanilla: HC; dense: DC; randinit: 1)"
+    ),
     "load": "(len_q + len_k) * DC",
     "projections": (
-        "vanilla: (2*len_k + 2*len_q) * DC^2; eatt: (M * len_k + max(0, len_q - (M - 1) * "
-        "len_k) + M * len_q) * DC^2 (the select and multiply walks at once, then O)"
+        "vanilla: (2*len_k + 2*len_q) * DC^2; dense: (len_k + 2*len_q) * DC^2 (V and the "
+        "hidden layer, then O); randinit: (len_k + len_q) * DC^2 (V, then O); eatt: (M * len_k "
+        "+ max(0, len_q - (M - 1) * len_k) + M * len_q) * DC^2 (the select and multiply walks "
+        "at once, then O)"
     ),
-    "attention": "len_q * heads * (2*KB*HC + KB)",
+    "attention": "len_q * heads * (KB*SC + KB + KB*HC)",
     "out": "io_stream: len_q (one output beat a token); io_parallel: 0",
     "total": "load + projections + attention + out (pipelined-loop iterations at II = 1)",
     "ii": "max(len_q * DC, len_k * DC, projections before, attention, projections after, "
@@ -53,12 +113,11 @@ def resolve_folding(
         raise ValueError(
             f"--lanes/--simd/--pe: reuse_factor {reuse_factor} sets the folding; give one of them"
         )
-    kinds = [k for k in folded_kinds() if isinstance(mechanism_of(k), QueryKey)]  # (HLS: these)
-    if cfg.kind not in kinds:
+    if cfg.kind not in folded_kinds():
         if folded or reuse_factor > 1:
             raise ValueError(
                 f"reuse_factor / --lanes/--simd/--pe: the folded layer is for kinds "
-                f"{' and '.join(kinds)}, not {cfg.kind}"
+                f"{', '.join(folded_kinds())}, not {cfg.kind}"
             )
         return None
     if reuse_factor > 1:
@@ -85,14 +144,17 @@ def hls_iterations(
     its own ("out"; io_parallel's outputs are the output projection's registers)."""
     pe = simd if pe is None else pe
     dc, hc, kb = cfg.dim // simd, cfg.d_head // simd, cfg.len_k // lanes
-    tiles, m = dc * dc, simd // pe
-    if mechanism_of(cfg).binarized:  # E-ATT's select walk
+    tiles, m, mechanism = dc * dc, simd // pe, mechanism_of(cfg)
+    if mechanism.binarized:  # E-ATT's select walk
         rest = max(0, cfg.len_q - (m - 1) * cfg.len_k)
         before, after = (m * cfg.len_k + rest) * tiles, m * cfg.len_q * tiles
-    else:
-        before, after = (2 * cfg.len_k + cfg.len_q) * tiles, cfg.len_q * tiles
+    else:  # one multiply walk: its passes (K, V, Q; or V and the hidden layer; or V), then O
+        passes = mechanism.folded_passes
+        tokens = sum(cfg.len_q if p == "q" else cfg.len_k for p in passes)
+        before, after = tokens * tiles, cfg.len_q * tiles
     load = (cfg.len_q + cfg.len_k) * dc
-    attention = cfg.len_q * cfg.heads * (2 * kb * hc + kb)
+    sc = mechanism.folded_score_chunks(cfg, simd)
+    attention = cfg.len_q * cfg.heads * kb * (sc + 1 + hc)
     out = cfg.len_q if stream else 0
     processes = (cfg.len_q * dc, cfg.len_k * dc, before, attention, after, out)
     return {

@@ -22,7 +22,7 @@ import numpy as np
 from hls4ml.backends.template import FunctionCallTemplate, LayerConfigTemplate
 
 from eatt.config import CoreConfig
-from eatt.hls.folding import FOLDED_HEADER
+from eatt.hls.folding import FOLDED_HEADERS, folded_form
 from eatt.hls.layers import (
     CONFIG_ATTR,
     FOLDING_ATTRS,
@@ -150,8 +150,8 @@ function_template = (
     "nnet::attention_core<{x_t}, {y_t}, {output_t}, {config}>"
     "({x}, {y}, {output}, {wq}, {wk}, {wv}, {wo}, {exp_table}, {recip_table});"
 )
-#: the folded layer (lanes > 0; templates/nnet_folded_attention.h; CONFIG_T::score picks the
-#: mechanism):
+#: the folded layer (lanes > 0; templates/nnet_folded_attention.h; CONFIG_T::folded, the
+#: mechanism's folded form, picks what differs):
 #: the length and offset of the call after X and Y always (an input the core does not take hides
 #: nothing and is ignored); io_stream: folded_attention_stream, each mask read from its stream
 folded_function_template = (
@@ -171,9 +171,11 @@ masked_function_template = (
 def folded_constants(node) -> dict[str, int]:
     """The folded layer's CONFIG_T constants: lanes, simd, pe and what the header derives from
     them (templates/nnet_folded_attention.h: tiles = DC^2, pair_steps = M DC^2, the words of a
-    select and a multiply tile), written as numbers so the E-ATT select path needs no `*`."""
+    select and a multiply tile, and of the slots wq, wk in the mechanism's folded form),
+    written as numbers so the E-ATT select path needs no `*`."""
     lanes, simd, pe = (int(node.get_attr(name)) for name in FOLDING_ATTRS)
     dc = int(node.get_attr("dim")) // simd
+    form = folded_form(node.get_attr("kind"))
     return {
         "lanes": lanes,
         "simd": simd,
@@ -182,6 +184,8 @@ def folded_constants(node) -> dict[str, int]:
         "pair_steps": simd // pe * dc * dc,
         "select_words": simd * simd,
         "multiply_words": simd * pe,
+        "wq_words": form.words(0, simd, lanes),
+        "wk_words": form.words(1, simd, lanes),
     }
 
 
@@ -211,10 +215,13 @@ class AttentionCoreConfigTemplate(LayerConfigTemplate):
                 for name, width in mask_widths(params["len_k"]).items()
             ]
             params["typedefs"] += "\n" + "\n".join(lines)
-        if node.get_attr("lanes", 0):  # the folded layer's parameters
+        if node.get_attr("lanes", 0):  # the folded layer's parameters and form
             params["typedefs"] += "\n" + "\n".join(
                 f"    static const unsigned {name} = {value};"
                 for name, value in folded_constants(node).items()
+            )
+            params["typedefs"] += (
+                f"\n    template <class C> using folded = nnet::folded_{params['score']}<C>;"
             )
         params["esum_bits"] = widths["esum_t"][1]
         params["v_min"] = -(2 ** (params["v_bits"] - 1))
@@ -229,7 +236,7 @@ class AttentionCoreConfigTemplate(LayerConfigTemplate):
 class AttentionCoreFunctionTemplate(FunctionCallTemplate):
     def __init__(self):
         headers = [m.hls_header for m in MECHANISMS.values() if m.hls_header]
-        super().__init__(AttentionCore, include_header=[HEADER, FOLDED_HEADER, *headers])
+        super().__init__(AttentionCore, include_header=[HEADER, *FOLDED_HEADERS, *headers])
         self.template = function_template
 
     def format(self, node):

@@ -31,6 +31,7 @@ from hls4ml.model.layers import Layer
 from hls4ml.model.types import FixedPrecisionType, IntegerPrecisionType
 
 from eatt.config import CoreConfig
+from eatt.hls.folding import folded_form
 from eatt.mechanisms import core_kinds, mechanism_of
 from eatt.quant.golden import derive_formats
 from eatt.quant.window import WindowFormats, derive_window_formats
@@ -155,16 +156,19 @@ class AttentionCore(Layer):
             )
 
     def _weight_data(self, name: str):
-        """A weight matrix as the layer reads it: row-major (dim x dim), or for a folded layer
-        tile by tile as the RTL's ROMs (eatt.rtl_sim.folded.weight_tiles): wq, wk in S x S
-        tiles, E-ATT's wv, wo in S x PE tiles (the multiply walk's)."""
+        """A weight matrix as the layer reads it: row-major, or for a folded layer tile by tile
+        as the RTL's ROMs (eatt.rtl_sim.folded.weight_tiles): wv, wo in S x S tiles (E-ATT's in
+        S x PE: the multiply walk's), the alignment weights wq, wk as the mechanism's folded
+        form reads them (eatt.hls.folding.FoldedForm.layout: the walks' S x S tiles, Dense's
+        W_2 in S x P tiles, RandInit's R row-major)."""
         data = self.get_attr(name + "_data")
         if not self.get_attr("lanes", 0):
             return data
-        simd, pe = self.get_attr("simd"), self.get_attr("pe")
-        binarized = mechanism_of(self.get_attr("kind")).binarized  # E-ATT's select walk
-        cols = pe if name in ("wv", "wo") and binarized else simd
-        dim = self.get_attr("dim")
+        simd, pe, lanes = self.get_attr("simd"), self.get_attr("pe"), self.get_attr("lanes")
+        kind, dim = self.get_attr("kind"), self.get_attr("dim")
+        if name in ("wq", "wk"):
+            return folded_form(kind).layout(WEIGHT_NAMES.index(name), data, dim, simd, lanes)
+        cols = pe if mechanism_of(kind).binarized else simd  # E-ATT's narrower multiply walk
         return weight_tiles(np.asarray(data).reshape(dim, dim), simd, cols).ravel()
 
 

@@ -1,8 +1,9 @@
 """The folded hls4ml layer (issue 19 item 2): ReuseFactor (or lanes / simd / pe) folds the
-AttentionCore layer's loops (templates/nnet_folded_attention.h), its C simulation equals the
-golden model bit for bit, and counts the pipelined-loop iterations of the formula.
+AttentionCore layer's loops (templates/nnet_folded_attention.h, the Synthesizer's forms in
+nnet_folded_synth.h), its C simulation equals the golden model bit for bit, and counts the
+pipelined-loop iterations of the formula, for every mechanism with a folded form.
 
-Each project costs one g++ compile (about 5 s): five are built once for the module.
+Each project costs one g++ compile (about 5 s): eleven are built once for the module.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from eatt.build_options import BuildOptions
 from eatt.cli.hls import _with_options
 from eatt.config import CoreConfig
 from eatt.hls import TEMPLATES
-from eatt.hls.folding import hls_iterations, resolve_folding
+from eatt.hls.folding import FOLDED_FORMS, folded_form, hls_iterations, resolve_folding
 from eatt.hls.project import METADATA, write_project
-from eatt.mechanisms import mechanism_of
+from eatt.mechanisms import MECHANISMS, mechanism_of
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.folded import folded_cycles, folding_for_reuse, weight_tiles
 from eatt.rtl_sim.folding import WALK_DRAIN
@@ -32,9 +33,10 @@ pytestmark = pytest.mark.hls
 HEADER = "nnet_folded_attention.h"
 SMALL = dict(len_q=3, len_k=4, dim=8, heads=2)
 
-#: name -> (config, folding): both kinds; E-ATT's multiply walk narrower than its select walk
-#: with more queries than slots (Q tokens left over) and with idle slots; both masks; the
-#: narrowest folding (1 lane, 1 feature, 1 head); odd formats (a negative input fraction)
+#: name -> (config, folding): every folded kind; E-ATT's multiply walk narrower than its select
+#: walk with more queries than slots (Q tokens left over) and with idle slots; both masks; the
+#: narrowest folding (1 lane, 1 feature, 1 head); odd formats (a negative input fraction); the
+#: Synthesizer's Dense (score chunks over the whole token: DC, not HC) and RandInit (R read)
 CASES = {
     "eatt-m2-rest": (CoreConfig.from_dict({**SMALL, "kind": "eatt", "len_q": 6}), (2, 2, 1)),
     "eatt-idle-slots": (CoreConfig.from_dict({**SMALL, "kind": "eatt", "len_q": 2}), (4, 4, 1)),
@@ -69,8 +71,40 @@ CASES = {
         CoreConfig.from_dict({**SMALL, "kind": "vanilla", "key_padding": True, "causal": True}),
         (4, 2, 2),
     ),
+    # the Synthesizer: two key blocks of several chunks each, masked; one key block, a wider
+    # datapath, more queries than keys; the narrowest folding with odd formats; a stream
+    "dense-masked": (
+        CoreConfig.from_dict({**SMALL, "kind": "dense", "key_padding": True, "causal": True}),
+        (2, 2, 2),
+    ),
+    "dense-wide": (CoreConfig.from_dict({**SMALL, "kind": "dense", "len_q": 6}), (4, 4, 4)),
+    "randinit-masked": (
+        CoreConfig.from_dict({**SMALL, "kind": "randinit", "key_padding": True, "causal": True}),
+        (2, 4, 4),
+    ),
+    "randinit-narrowest": (
+        CoreConfig.from_dict(
+            {
+                "kind": "randinit",
+                "len_q": 2,
+                "len_k": 3,
+                "dim": 4,
+                "heads": 1,
+                "causal": True,
+                "in_bits": 6,
+                "in_frac": -2,
+            }  # fmt: skip
+        ),
+        (1, 1, 1),
+    ),
+    "dense-stream-masked": (
+        CoreConfig.from_dict(
+            {**SMALL, "kind": "dense", "dim": 6, "heads": 3, "key_padding": True, "causal": True}
+        ),
+        (2, 1, 1),
+    ),
 }
-STREAM = {"eatt-stream", "vanilla-stream-masked"}
+STREAM = {"eatt-stream", "vanilla-stream-masked", "dense-stream-masked"}
 
 
 @pytest.fixture(scope="module")
@@ -103,13 +137,6 @@ def test_folded_csim_is_bit_exact_and_takes_the_formula(projects, name):
     assert it["out"] == (cfg.len_q if stream else 0) and r["io_type"].endswith(
         "stream" if stream else "parallel"
     )
-    # the loops do the RTL engine's phases: its load, its attention less the cycles that drain
-    # its pipelines, and its projections less the cycles its walks take to write their last
-    # chunk
-    rtl = folded_cycles(cfg, lanes, simd, pe)
-    assert it["load"] == rtl["load"]
-    assert it["attention"] == rtl["attention"] - rtl["attention_fill"]
-    assert 0 < rtl["projections"] - it["projections"] <= 4 * WALK_DRAIN
     project = Path(r["project"])
     top = (project / "firmware" / "myproject.cpp").read_text()
     assert ("nnet::folded_attention_stream<" if stream else "nnet::folded_attention<") in top
@@ -119,14 +146,44 @@ def test_folded_csim_is_bit_exact_and_takes_the_formula(projects, name):
     params = (project / "firmware" / "parameters.h").read_text()
     for key, value in (("lanes", lanes), ("simd", simd), ("pe", pe)):
         assert f"static const unsigned {key} = {value};" in params
-    score = mechanism_of(cfg).hls_score  # the mechanism's kernel picks the select walk
+    score = mechanism_of(cfg).hls_score  # the mechanism's kernel and its folded form
     assert f"using score = nnet::{score}_score<C>;" in params and "bool eatt" not in params
+    assert f"using folded = nnet::folded_{score}<C>;" in params
     meta = json.loads((project / METADATA).read_text())
     assert meta["folding"] == r["folding"] and meta["iterations"]["formula"]
     # the weights: ap_int for synthesis, a plain integer of the same values for g++
     defines = (project / "firmware" / "defines.h").read_text()
     assert "#ifdef __SYNTHESIS__\ntypedef ap_int<8> wq" in defines
     assert defines.count("typedef signed char w") == 4
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_loops_are_the_rtl_engine_s_phases(name):
+    """The loops do the RTL engine's phases: its load, its attention less the cycles that drain
+    its pipelines, and its projections less the cycles its walks take to write their last
+    chunk."""
+    cfg, (lanes, simd, pe) = CASES[name]
+    it, rtl = hls_iterations(cfg, lanes, simd, pe), folded_cycles(cfg, lanes, simd, pe)
+    assert it["load"] == rtl["load"]
+    assert it["attention"] == rtl["attention"] - rtl["attention_fill"]
+    assert 0 < rtl["projections"] - it["projections"] <= 4 * WALK_DRAIN
+
+
+def test_the_synthesizer_s_iterations():
+    """Dense: V and the hidden layer on the multiply walk, DC score chunks a key block;
+    RandInit: V alone, one score cycle a key block (docs/hls.md, "Folded")."""
+    cfg = CoreConfig.from_dict({**SMALL, "kind": "dense"})
+    dc, hc, kb = 4, 2, 2  # lanes 2, simd 2
+    it = hls_iterations(cfg, 2, 2)
+    assert it["projections_before"] == (4 + 3) * dc * dc and it["projections_after"] == 3 * 16
+    assert it["attention"] == 3 * 2 * (kb * dc + kb + kb * hc)
+    it = hls_iterations(cfg.replace(kind="randinit"), 2, 2)
+    assert it["projections_before"] == 4 * dc * dc and it["projections_after"] == 3 * 16
+    assert it["attention"] == 3 * 2 * (kb + kb + kb * hc)
+    # every mechanism the folded engine has has a folded form
+    folded = [m for m in MECHANISMS.values() if m.folded]
+    assert {m.kind for m in folded} >= {"eatt", "vanilla", "dense", "randinit"}
+    assert all(m.hls_score in FOLDED_FORMS for m in folded)
 
 
 def test_the_weights_are_written_tile_by_tile(projects):
@@ -139,6 +196,30 @@ def test_the_weights_are_written_tile_by_tile(projects):
         values = [int(v) for v in text[text.index("{") + 1 : text.index("}")].split(",")]
         assert values == weight_tiles(getattr(w, name), simd, cols).ravel().tolist()
         assert values != np.asarray(getattr(w, name)).ravel().tolist()
+
+
+@pytest.mark.parametrize("name", ["dense-masked", "randinit-masked"])
+def test_the_synthesizer_s_weights_are_written_as_its_lanes_read_them(projects, name):
+    """Dense: W_1 in S x S tiles (the walk's), W_2 in S x P tiles (a score cycle's); RandInit:
+    R row-major (P entries a word), wk its one-entry placeholder."""
+    cfg, (lanes, simd, _) = CASES[name]
+    w = random_weights(cfg, seed=1).as_dict()
+    own = [w[n] for n in mechanism_of(cfg).weight_names] + [[0]]  # RandInit: wk's placeholder
+    form = folded_form(cfg)
+    expected = {
+        slot: form.layout(i, own[i], cfg.dim, simd, lanes).tolist()
+        for i, slot in enumerate(("wq", "wk"))
+    }
+    if "w2" in w:  # Dense
+        assert expected["wq"] == weight_tiles(w["w1"], simd).ravel().tolist()
+        assert expected["wk"] == weight_tiles(w["w2"], simd, lanes).ravel().tolist()
+    else:  # RandInit
+        assert expected == {"wq": np.asarray(w["r"]).ravel().tolist(), "wk": [0]}
+    firmware = Path(projects[name]["project"]) / "firmware" / "weights"
+    for slot, values in expected.items():
+        text = next(firmware.glob(f"{slot}*.h")).read_text()
+        got = [int(v) for v in text[text.index("{") + 1 : text.index("}")].split(",")]
+        assert got == values, slot
 
 
 def test_the_project_testbench_runs_the_folded_layer(projects):

@@ -257,8 +257,8 @@ DotHead:
 
 // -- the score kernels a config picks (CONFIG_T::score; eatt.mechanisms' hls_score) -------------
 // What a unit without the core's types asks of a mechanism (the window unit's CONFIG_T::mechanism):
-// l1, the mechanism binarizes its Q/K inputs and scores by L1 distance (the folded layer's select
-// walk, nnet_folded_attention.h); false: products
+// l1, the mechanism binarizes its Q/K inputs and scores by L1 distance; false: products. (The
+// folded layer asks its own form, CONFIG_T::folded: nnet_folded_attention.h.)
 struct l1_mechanism {
     static const bool l1 = true;
 };

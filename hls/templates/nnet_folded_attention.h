@@ -1,23 +1,30 @@
-// The folded attention core (E-ATT or dot product), bit-exact to eatt.quant.golden.GoldenCore:
-// the function of nnet_attention_core.h computed by one small datapath over many cycles, the
-// hls4ml layer of the folded engine (rtl_sim/rtl/folded_attention.sv, docs/folded.md).
+// The folded attention core, bit-exact to eatt.quant.golden.GoldenCore: the function of
+// nnet_attention_core.h computed by one small datapath over many cycles, the hls4ml layer of the
+// folded engine (rtl_sim/rtl/folded_attention.sv, docs/folded.md), for the mechanisms whose
+// folded form (CONFIG_T::folded<CONFIG_T>, below) exists: E-ATT (folded_l1), the dot product
+// (folded_dot), and in nnet_folded_synth.h the Synthesizer's Dense and RandInit.
 //
 // Folding parameters (CONFIG_T, chosen by the layer's ReuseFactor, docs/hls.md "Folded"):
 //   lanes  keys scored per cycle (divides len_k)              KB = len_k / lanes
 //   simd   features consumed per cycle (divides d_head)       DC = dim / simd, HC = d_head / simd
-//   pe     E-ATT: V and O columns per cycle (divides simd)    M = simd / pe (vanilla: pe = simd)
+//   pe     E-ATT: V and O columns per cycle (divides simd)    M = simd / pe (others: pe = simd)
 // and constants the generated config derives from them: tiles = DC^2, pair_steps = M DC^2,
-// select_words = S S, multiply_words = S PE (a tile's weights on each walk).
+// select_words = S S, multiply_words = S PE (a tile's weights on each walk), wq_words and
+// wk_words (a word of the slots wq, wk: S S for the walks' tiles, S P for Dense's W_2, P for R).
 //
 // Every loop that does work carries `PIPELINE II=1` and unrolls only the lanes / simd / pe
 // loops inside it, so one iteration is one cycle of a datapath of fixed size, and a call takes
 // (the trip counts, eatt.hls.folding.hls_iterations; the RTL engine's phases):
 //   load        (len_q + len_k) DC              the codes of X and Y, S features a cycle
-//   projections vanilla: (2 len_k + len_q) DC^2 before attention, len_q DC^2 after (O)
+//   projections one multiply walk (S x S tiles), len_q DC^2 after attention (O), before it:
+//               vanilla (2 len_k + len_q) DC^2 (K, V, Q), Dense (len_k + len_q) DC^2 (V and
+//               the hidden layer), RandInit len_k DC^2 (V);
 //               E-ATT: M len_k DC^2 + max(0, len_q - (M - 1) len_k) DC^2 before, M len_q DC^2
 //               after: a select walk (S x S tiles, additions only) for K and Q beside a
 //               multiply walk (S x PE tiles) for V, as the RTL's two walks
-//   attention   len_q heads (KB HC + KB + HC KB)   scores, exp, numerators
+//   attention   len_q heads (KB SC + KB + HC KB)   scores, exp, numerators; the score chunks
+//               SC: HC (a head's features of Q and K), DC (Dense: a hidden row against W_2),
+//               1 (RandInit: R read)
 // A C simulation counts the iterations (folded_attention_iterations, not under __SYNTHESIS__),
 // which the tests compare with the formula.
 //
@@ -28,10 +35,13 @@
 // ping-pong buffers and a call's processes overlap the next call's: the layer's interval is
 // its slowest process (hls_iterations "ii"), its latency their sum ("total"). Unlike the RTL,
 // whose walks serve both projections, the output projection is a process of its own here.
+// The io_stream layer (folded_attention_stream) is in nnet_folded_stream.h.
+// Everything after the scores (exp, E, numerators, O, Z) is the same for every mechanism.
 //
 // Weights come tile by tile, as the RTL's ROMs (eatt.rtl_sim.folded.weight_tiles): tile (row
 // chunk rc, column chunk cc) at word cc DC + rc holds w[rc S + r][cc COLS + c] at field
-// r COLS + c. `ARRAY_RESHAPE cyclic factor = S COLS` makes one word of each tile.
+// r COLS + c. `ARRAY_RESHAPE cyclic factor = S COLS` makes one word of each tile. Dense's W_2
+// is in S x P tiles (a score cycle's), RandInit's R row-major, P entries a word.
 //
 // The E-ATT select walk (folded_select_tile) and score lanes (folded_l1_lanes) hold no
 // multiplication (tests/test_hls_folded.py scans them).
@@ -41,7 +51,6 @@
 
 #include "ap_fixed.h"
 #include "ap_int.h"
-#include "hls_stream.h"
 #include "nnet_attention_core.h"
 #include "nnet_common.h"
 #include "nnet_types.h"
@@ -115,10 +124,10 @@ L1Lane:
     }
 }
 
-// dot product: acc[l] += q . k_l
-template <typename CONFIG_T>
+// dot product: acc[l] += q . k_l (k: K's codes, or for Dense a column of W_2's weights)
+template <typename CONFIG_T, class k_T = typename CONFIG_T::qk_t>
 void folded_dot_lanes(const typename CONFIG_T::qk_t q[CONFIG_T::simd],
-                      const typename CONFIG_T::qk_t k[CONFIG_T::lanes][CONFIG_T::simd],
+                      const k_T k[CONFIG_T::lanes][CONFIG_T::simd],
                       typename CONFIG_T::score_t acc[CONFIG_T::lanes]) {
     #pragma HLS INLINE
 DotLane:
@@ -190,9 +199,10 @@ MulIn:
 }
 
 // -- a whole projection of N_ROWS tokens on the multiply walk: out = (in W) >> SHIFT ----------
-// S x COLS tiles, DC row chunks x dim / COLS column chunks a token, one tile a cycle
+// S x COLS tiles, DC row chunks x dim / COLS column chunks a token, one tile a cycle; RELU:
+// max(out, 0) (Dense's hidden layer: after the requantization, a floor, so the same either way)
 template <typename CONFIG_T, unsigned N_ROWS, unsigned COLS, unsigned SHIFT, class a_T, class w_T,
-          class acc_T, class out_T>
+          class acc_T, bool RELU = false, class out_T>
 void folded_multiply_project(a_T in[N_ROWS][CONFIG_T::dim], const w_T w[CONFIG_T::dim * CONFIG_T::dim],
                              out_T out[N_ROWS][CONFIG_T::dim]) {
     #pragma HLS INLINE
@@ -215,7 +225,10 @@ MulProjToken:
                 }
                 folded_multiply_step<CONFIG_T, COLS, a_T, w_T, acc_T>(in[t], &w[word], rbase, acc);
                 if (rc == DC - 1) {
-                    for (unsigned c = 0; c < COLS; c++) out[t][col + c] = acc[c] >> SHIFT;
+                    for (unsigned c = 0; c < COLS; c++) {
+                        acc_T shifted = acc[c] >> SHIFT;
+                        out[t][col + c] = (RELU && shifted < 0) ? acc_T(0) : shifted;
+                    }
                 }
                 word += CONFIG_T::simd * COLS;
                 rbase += CONFIG_T::simd;
@@ -335,19 +348,62 @@ RestToken:
     }
 }
 
+// -- the mechanisms' folded forms -----------------------------------------------------------
+// CONFIG_T::folded<CONFIG_T> (written by eatt.hls.handlers from the mechanism's hls_score, as
+// CONFIG_T::score; eatt.hls.folding.FOLDED_FORMS says the same to Python) is a struct of
+//   select_walk  E-ATT's two walks (folded_eatt_project) before attention; else one multiply
+//                walk (the RTL's passes): k_pass K (len_k tokens of Y), V always, q_pass Q or
+//                the hidden layer (len_q tokens of X), relu: max(0, .) after its requantization
+//   chunks       the score phase's cycles per key block (SC)
+//   score_step   one cycle of the P score lanes: chunk c of key block jb, query i, head h
+// The query-key mechanisms (E-ATT's L1 and the dot product): Q and K on the walks, the HC
+// chunks of a head's features; the Synthesizer's forms are in nnet_folded_synth.h.
+template <typename CONFIG_T, bool L1> struct folded_query_key {
+    static const bool select_walk = L1, k_pass = true, q_pass = true, relu = false;
+    static const unsigned chunks = CONFIG_T::d_head / CONFIG_T::simd;
+    static void score_step(unsigned i, unsigned h, unsigned jb, unsigned c,
+                           typename CONFIG_T::qk_t q[CONFIG_T::len_q][CONFIG_T::dim],
+                           typename CONFIG_T::qk_t k[CONFIG_T::len_k][CONFIG_T::dim],
+                           const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
+                           const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],
+                           typename CONFIG_T::score_t acc[CONFIG_T::lanes]) {
+        #pragma HLS INLINE
+        const unsigned P = CONFIG_T::lanes, S = CONFIG_T::simd;
+        typename CONFIG_T::qk_t qs[S];
+        typename CONFIG_T::qk_t ks[P][S];
+        #pragma HLS ARRAY_PARTITION variable=qs complete
+        #pragma HLS ARRAY_PARTITION variable=ks complete dim=0
+        unsigned col = h * CONFIG_T::d_head + c * S;
+        for (unsigned s = 0; s < S; s++) {
+            qs[s] = q[i][col + s];
+            for (unsigned l = 0; l < P; l++) ks[l][s] = k[jb * P + l][col + s];
+        }
+        if (L1) {
+            folded_l1_lanes<CONFIG_T>(qs, ks, acc);
+        } else {
+            folded_dot_lanes<CONFIG_T>(qs, ks, acc);
+        }
+    }
+};
+template <class C> using folded_l1 = folded_query_key<C, true>;
+template <class C> using folded_dot = folded_query_key<C, false>;
+
 // -- attention of one query and head: scores, exp, numerators ---------------------------------
-// Scores: KB x HC cycles (P keys, S features each), the running max over the visible keys;
-// exp: KB cycles (P table lookups, the sum E); the reciprocal of E; numerators: HC x KB cycles
-// (S features x P keys), S outputs normalized when the last key chunk is in.
-template <typename CONFIG_T, bool EATT>
+// Scores: KB x SC cycles (P keys a cycle, the form's score_step), the running max over the
+// visible keys; exp: KB cycles (P table lookups, the sum E); the reciprocal of E; numerators:
+// HC x KB cycles (S features x P keys), S outputs normalized when the last key chunk is in.
+template <typename CONFIG_T>
 void folded_attend(unsigned i, unsigned h, typename CONFIG_T::qk_t q[CONFIG_T::len_q][CONFIG_T::dim],
                    typename CONFIG_T::qk_t k[CONFIG_T::len_k][CONFIG_T::dim],
-                   typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim], unsigned length,
+                   typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim],
+                   const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
+                   const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk], unsigned length,
                    unsigned offset,
                    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
                    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
                    typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim]) {
     #pragma HLS INLINE
+    typedef typename CONFIG_T::template folded<CONFIG_T> form;
     const unsigned P = CONFIG_T::lanes, S = CONFIG_T::simd;
     const unsigned KB = CONFIG_T::len_k / CONFIG_T::lanes, HC = CONFIG_T::d_head / CONFIG_T::simd;
     typename CONFIG_T::score_t scores[CONFIG_T::len_k];
@@ -362,27 +418,14 @@ void folded_attend(unsigned i, unsigned h, typename CONFIG_T::qk_t q[CONFIG_T::l
 ScoreBlock:
     for (unsigned jb = 0; jb < KB; jb++) {
     ScoreChunk:
-        for (unsigned c = 0; c < HC; c++) {
+        for (unsigned c = 0; c < form::chunks; c++) {
             #pragma HLS PIPELINE II=1
             FOLDED_CYCLE();
-            typename CONFIG_T::qk_t qs[S];
-            typename CONFIG_T::qk_t ks[P][S];
-            #pragma HLS ARRAY_PARTITION variable=qs complete
-            #pragma HLS ARRAY_PARTITION variable=ks complete dim=0
-            unsigned col = h * CONFIG_T::d_head + c * S;
-            for (unsigned s = 0; s < S; s++) {
-                qs[s] = q[i][col + s];
-                for (unsigned l = 0; l < P; l++) ks[l][s] = k[jb * P + l][col + s];
-            }
             if (c == 0) {
                 for (unsigned l = 0; l < P; l++) sacc[l] = 0;
             }
-            if (EATT) {
-                folded_l1_lanes<CONFIG_T>(qs, ks, sacc);
-            } else {
-                folded_dot_lanes<CONFIG_T>(qs, ks, sacc);
-            }
-            if (c == HC - 1) {
+            form::score_step(i, h, jb, c, q, k, wq, wk, sacc);
+            if (c == form::chunks - 1) {
                 for (unsigned l = 0; l < P; l++) {
                     unsigned j = jb * P + l;
                     bool vis = true;  // key 0 always is (length >= 1, offset >= 0)
@@ -443,38 +486,45 @@ NumerChunk:
 }
 
 // -- the processes of the folded core (each a DATAFLOW process of the layer) --------------------
-// before attention: vanilla's one multiply walk (K, V, then Q), or E-ATT's two walks
-template <typename CONFIG_T, bool EATT>
+// before attention: E-ATT's two walks, or the one multiply walk's passes of the form
+template <typename CONFIG_T>
 void folded_project_pre(typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim],
                         typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim],
-                        const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
-                        const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+                        const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
+                        const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],
                         const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
                         typename CONFIG_T::qk_t q[CONFIG_T::len_q][CONFIG_T::dim],
                         typename CONFIG_T::qk_t k[CONFIG_T::len_k][CONFIG_T::dim],
                         typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim]) {
     #pragma HLS INLINE off
-    if (EATT) {
+    typedef typename CONFIG_T::template folded<CONFIG_T> form;
+    if (form::select_walk) {
         folded_eatt_project<CONFIG_T>(xc, yc, wq, wk, wv, q, k, v);
-    } else {  // one multiply walk: K, V, then Q
-        folded_multiply_project<CONFIG_T, CONFIG_T::len_k, CONFIG_T::simd, CONFIG_T::q_shift,
-                                typename CONFIG_T::in_code_t, typename CONFIG_T::wk_t,
-                                typename CONFIG_T::qacc_t>(yc, wk, k);
+    } else {  // one multiply walk: K, V, then Q (or the hidden layer)
+        if (form::k_pass) {
+            folded_multiply_project<CONFIG_T, CONFIG_T::len_k, CONFIG_T::simd, CONFIG_T::q_shift,
+                                    typename CONFIG_T::in_code_t, typename CONFIG_T::wk_t,
+                                    typename CONFIG_T::qacc_t>(yc, wk, k);
+        }
         folded_multiply_project<CONFIG_T, CONFIG_T::len_k, CONFIG_T::simd, CONFIG_T::v_shift,
                                 typename CONFIG_T::in_code_t, typename CONFIG_T::wv_t,
                                 typename CONFIG_T::vacc_t>(yc, wv, v);
-        folded_multiply_project<CONFIG_T, CONFIG_T::len_q, CONFIG_T::simd, CONFIG_T::q_shift,
-                                typename CONFIG_T::in_code_t, typename CONFIG_T::wq_t,
-                                typename CONFIG_T::qacc_t>(xc, wq, q);
+        if (form::q_pass) {
+            folded_multiply_project<CONFIG_T, CONFIG_T::len_q, CONFIG_T::simd, CONFIG_T::q_shift,
+                                    typename CONFIG_T::in_code_t, typename CONFIG_T::wq_t,
+                                    typename CONFIG_T::qacc_t, form::relu>(xc, wq, q);
+        }
     }
 }
 
 // attention: every query and head; length in [1, len_k], offset in [0, len_k - 1] (read only
 // where CONFIG_T::key_padding / causal)
-template <typename CONFIG_T, bool EATT>
+template <typename CONFIG_T>
 void folded_attend_all(typename CONFIG_T::qk_t q[CONFIG_T::len_q][CONFIG_T::dim],
                        typename CONFIG_T::qk_t k[CONFIG_T::len_k][CONFIG_T::dim],
-                       typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim], unsigned length,
+                       typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim],
+                       const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
+                       const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk], unsigned length,
                        unsigned offset,
                        const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
                        const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
@@ -484,20 +534,19 @@ AttendQuery:
     for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
     AttendHead:
         for (unsigned h = 0; h < CONFIG_T::heads; h++) {
-            folded_attend<CONFIG_T, EATT>(i, h, q, k, v, length, offset, exp_table, recip_table,
-                                          attn);
+            folded_attend<CONFIG_T>(i, h, q, k, v, wq, wk, length, offset, exp_table, recip_table,
+                                    attn);
         }
     }
 }
 
-// after attention: the output projection (COLS columns a cycle: E-ATT's pe, vanilla's simd)
-template <typename CONFIG_T, bool EATT>
+// after attention: the output projection, PE columns a cycle (pe = simd but for E-ATT)
+template <typename CONFIG_T>
 void folded_project_post(typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim],
                          const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
                          typename CONFIG_T::out_code_t z[CONFIG_T::len_q][CONFIG_T::dim]) {
     #pragma HLS INLINE off
-    const unsigned COLS = EATT ? CONFIG_T::pe : CONFIG_T::simd;
-    folded_multiply_project<CONFIG_T, CONFIG_T::len_q, COLS, CONFIG_T::out_shift,
+    folded_multiply_project<CONFIG_T, CONFIG_T::len_q, CONFIG_T::pe, CONFIG_T::out_shift,
                             typename CONFIG_T::v_t, typename CONFIG_T::wo_t,
                             typename CONFIG_T::oacc_t>(attn, wo, z);
 }
@@ -505,12 +554,12 @@ void folded_project_post(typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::
 // -- the folded core on token memories: projections, attention, output projection -------------
 // xc: len_q x dim, yc: len_k x dim input codes; z: len_q x dim output codes. Inlined into the
 // layer, whose DATAFLOW region its three processes join.
-template <typename CONFIG_T, bool EATT>
+template <typename CONFIG_T>
 void folded_attention_compute(
     typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim],
     typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim], unsigned length,
-    unsigned offset, const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
-    const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+    unsigned offset, const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
+    const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],
     const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
     const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
     const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
@@ -518,8 +567,8 @@ void folded_attention_compute(
     typename CONFIG_T::out_code_t z[CONFIG_T::len_q][CONFIG_T::dim]) {
     #pragma HLS INLINE
     const unsigned S = CONFIG_T::simd, P = CONFIG_T::lanes;
-    #pragma HLS ARRAY_RESHAPE variable=wq cyclic factor=CONFIG_T::select_words
-    #pragma HLS ARRAY_RESHAPE variable=wk cyclic factor=CONFIG_T::select_words
+    #pragma HLS ARRAY_RESHAPE variable=wq cyclic factor=CONFIG_T::wq_words
+    #pragma HLS ARRAY_RESHAPE variable=wk cyclic factor=CONFIG_T::wk_words
     #pragma HLS ARRAY_RESHAPE variable=wv cyclic factor=CONFIG_T::multiply_words
     #pragma HLS ARRAY_RESHAPE variable=wo cyclic factor=CONFIG_T::multiply_words
     typename CONFIG_T::qk_t q[CONFIG_T::len_q][CONFIG_T::dim];
@@ -534,35 +583,33 @@ void folded_attention_compute(
     #pragma HLS ARRAY_PARTITION variable=v cyclic factor=S dim=2
     #pragma HLS ARRAY_PARTITION variable=attn cyclic factor=S dim=2
 
-    folded_project_pre<CONFIG_T, EATT>(xc, yc, wq, wk, wv, q, k, v);
-    folded_attend_all<CONFIG_T, EATT>(q, k, v, length, offset, exp_table, recip_table, attn);
-    folded_project_post<CONFIG_T, EATT>(attn, wo, z);
+    folded_project_pre<CONFIG_T>(xc, yc, wq, wk, wv, q, k, v);
+    folded_attend_all<CONFIG_T>(q, k, v, wq, wk, length, offset, exp_table, recip_table, attn);
+    folded_project_post<CONFIG_T>(attn, wo, z);
 }
 
-// -- the layers hls4ml calls (eatt.hls.handlers); CONFIG_T::score picks the mechanism -------
+// -- the layers hls4ml calls (eatt.hls.handlers); CONFIG_T::folded is the mechanism's form --
 // io_parallel: x, y, res arrays of real values (hls4ml's io_parallel ports)
 template <class x_T, class y_T, class res_T, typename CONFIG_T>
 void folded_attention(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
                       unsigned length, unsigned offset, res_T res[CONFIG_T::len_q * CONFIG_T::dim],
-                      const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
-                      const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
+                      const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
+                      const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],
                       const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
                       const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
                       const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
                       const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
     #pragma HLS DATAFLOW
-    const bool EATT = CONFIG_T::template score<CONFIG_T>::l1;
-    const unsigned COLS = EATT ? CONFIG_T::pe : CONFIG_T::simd;
     typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
     typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];
     typename CONFIG_T::out_code_t z[CONFIG_T::len_q][CONFIG_T::dim];
     #pragma HLS ARRAY_PARTITION variable=xc cyclic factor=CONFIG_T::simd dim=2
     #pragma HLS ARRAY_PARTITION variable=yc cyclic factor=CONFIG_T::simd dim=2
-    #pragma HLS ARRAY_PARTITION variable=z cyclic factor=COLS dim=2
+    #pragma HLS ARRAY_PARTITION variable=z cyclic factor=CONFIG_T::pe dim=2
     folded_load<x_T, CONFIG_T, CONFIG_T::len_q>(x, xc);
     folded_load<y_T, CONFIG_T, CONFIG_T::len_k>(y, yc);
-    folded_attention_compute<CONFIG_T, EATT>(xc, yc, length, offset, wq, wk, wv, wo, exp_table,
-                                             recip_table, z);
+    folded_attention_compute<CONFIG_T>(xc, yc, length, offset, wq, wk, wv, wo, exp_table,
+                                       recip_table, z);
 OutRow:
     for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
     OutCol:
@@ -572,77 +619,6 @@ OutRow:
             real.range() = z[i][c].range();
             res[i * CONFIG_T::dim + c] = real;
         }
-    }
-}
-
-// -- io_stream: one token (dim values) a beat on x, y and res (hls4ml's io_stream, AXI4-Stream
-// at the top): a token's beat is read in the first of its DC load cycles, and res gets one beat
-// a cycle after the output projection (len_q more iterations than io_parallel) ---------------
-template <class data_T, typename CONFIG_T, unsigned N_ROWS>
-void folded_load_stream(hls::stream<data_T> &data,
-                        typename CONFIG_T::in_code_t codes[N_ROWS][CONFIG_T::dim]) {
-    #pragma HLS INLINE off
-    data_T beat;
-LoadStreamRow:
-    for (unsigned i = 0; i < N_ROWS; i++) {
-    LoadStreamChunk:
-        for (unsigned c = 0; c < CONFIG_T::dim / CONFIG_T::simd; c++) {
-            #pragma HLS PIPELINE II=1
-            FOLDED_CYCLE();
-            if (c == 0) beat = data.read();
-        LoadStreamFeature:
-            for (unsigned s = 0; s < CONFIG_T::simd; s++) {
-                #pragma HLS UNROLL
-                unsigned d = c * CONFIG_T::simd + s;
-                typename CONFIG_T::in_fixed_t real = beat[d];
-                codes[i][d].range() = real.range();  // exact: the beat is on the input grid
-            }
-        }
-    }
-}
-
-// one value of a mask input's stream (a beat of one element)
-template <class mask_T> unsigned folded_mask_read(hls::stream<mask_T> &mask) {
-    #pragma HLS INLINE
-    mask_T beat = mask.read();
-    return beat[0].to_uint();
-}
-
-template <class x_T, class y_T, class res_T, typename CONFIG_T>
-void folded_attention_stream(
-    hls::stream<x_T> &x, hls::stream<y_T> &y, unsigned length, unsigned offset,
-    hls::stream<res_T> &res, const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
-    const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
-    const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
-    const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
-    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
-    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
-    #pragma HLS DATAFLOW
-    const bool EATT = CONFIG_T::template score<CONFIG_T>::l1;
-    typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
-    typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];
-    typename CONFIG_T::out_code_t z[CONFIG_T::len_q][CONFIG_T::dim];
-    #pragma HLS ARRAY_PARTITION variable=xc cyclic factor=CONFIG_T::simd dim=2
-    #pragma HLS ARRAY_PARTITION variable=yc cyclic factor=CONFIG_T::simd dim=2
-    #pragma HLS ARRAY_PARTITION variable=z complete dim=2
-    folded_load_stream<x_T, CONFIG_T, CONFIG_T::len_q>(x, xc);
-    folded_load_stream<y_T, CONFIG_T, CONFIG_T::len_k>(y, yc);
-    folded_attention_compute<CONFIG_T, EATT>(xc, yc, length, offset, wq, wk, wv, wo, exp_table,
-                                             recip_table, z);
-OutStreamRow:
-    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
-        #pragma HLS PIPELINE II=1
-        FOLDED_CYCLE();
-        res_T beat;
-        PRAGMA_DATA_PACK(beat)
-    OutStreamCol:
-        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
-            #pragma HLS UNROLL
-            typename CONFIG_T::out_fixed_t real;
-            real.range() = z[i][c].range();
-            beat[c] = real;
-        }
-        res.write(beat);
     }
 }
 

@@ -1,0 +1,84 @@
+// The folded layer with hls4ml's io_stream ports (folded_attention_stream): the io_parallel
+// layer's processes (nnet_folded_attention.h) between a load and an output of streams.
+
+#ifndef NNET_FOLDED_STREAM_H_
+#define NNET_FOLDED_STREAM_H_
+
+#include "hls_stream.h"
+#include "nnet_folded_attention.h"
+
+namespace nnet {
+
+// -- io_stream: one token (dim values) a beat on x, y and res (hls4ml's io_stream, AXI4-Stream
+// at the top): a token's beat is read in the first of its DC load cycles, and res gets one beat
+// a cycle after the output projection (len_q more iterations than io_parallel) ---------------
+template <class data_T, typename CONFIG_T, unsigned N_ROWS>
+void folded_load_stream(hls::stream<data_T> &data,
+                        typename CONFIG_T::in_code_t codes[N_ROWS][CONFIG_T::dim]) {
+    #pragma HLS INLINE off
+    data_T beat;
+LoadStreamRow:
+    for (unsigned i = 0; i < N_ROWS; i++) {
+    LoadStreamChunk:
+        for (unsigned c = 0; c < CONFIG_T::dim / CONFIG_T::simd; c++) {
+            #pragma HLS PIPELINE II=1
+            FOLDED_CYCLE();
+            if (c == 0) beat = data.read();
+        LoadStreamFeature:
+            for (unsigned s = 0; s < CONFIG_T::simd; s++) {
+                #pragma HLS UNROLL
+                unsigned d = c * CONFIG_T::simd + s;
+                typename CONFIG_T::in_fixed_t real = beat[d];
+                codes[i][d].range() = real.range();  // exact: the beat is on the input grid
+            }
+        }
+    }
+}
+
+// one value of a mask input's stream (a beat of one element)
+template <class mask_T> unsigned folded_mask_read(hls::stream<mask_T> &mask) {
+    #pragma HLS INLINE
+    mask_T beat = mask.read();
+    return beat[0].to_uint();
+}
+
+template <class x_T, class y_T, class res_T, typename CONFIG_T>
+void folded_attention_stream(
+    hls::stream<x_T> &x, hls::stream<y_T> &y, unsigned length, unsigned offset,
+    hls::stream<res_T> &res, const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
+    const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],
+    const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
+    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
+    #pragma HLS DATAFLOW
+    typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
+    typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];
+    typename CONFIG_T::out_code_t z[CONFIG_T::len_q][CONFIG_T::dim];
+    #pragma HLS ARRAY_PARTITION variable=xc cyclic factor=CONFIG_T::simd dim=2
+    #pragma HLS ARRAY_PARTITION variable=yc cyclic factor=CONFIG_T::simd dim=2
+    #pragma HLS ARRAY_PARTITION variable=z complete dim=2
+    folded_load_stream<x_T, CONFIG_T, CONFIG_T::len_q>(x, xc);
+    folded_load_stream<y_T, CONFIG_T, CONFIG_T::len_k>(y, yc);
+    folded_attention_compute<CONFIG_T>(xc, yc, length, offset, wq, wk, wv, wo, exp_table,
+                                       recip_table, z);
+OutStreamRow:
+    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
+        #pragma HLS PIPELINE II=1
+        FOLDED_CYCLE();
+        res_T beat;
+        PRAGMA_DATA_PACK(beat)
+    OutStreamCol:
+        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
+            #pragma HLS UNROLL
+            typename CONFIG_T::out_fixed_t real;
+            real.range() = z[i][c].range();
+            beat[c] = real;
+        }
+        res.write(beat);
+    }
+}
+
+} // namespace nnet
+
+#endif
