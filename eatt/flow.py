@@ -49,6 +49,7 @@ from eatt.flow_report import (  # noqa: F401 - re-exported: the report's pieces
     title,
     write_report,
 )
+from eatt.mechanisms import folded_kinds
 from eatt.model import energy
 from eatt.outdir import check_output_dir, claim_dir
 from eatt.progress import say
@@ -118,13 +119,13 @@ def open_flow_dir(out_dir: Path, resources: bool) -> None:
 
 def folded_config(cfg: CoreConfig, reuse_factor: int) -> CoreConfig:
     """cfg with ``reuse_factor`` set, after checking that both kinds fold to it (the flows
-    build the core and its peer): ValueError (one line) for a kind other than eatt / vanilla
+    build the core and its peer): ValueError (one line) for a kind the folded engine has not
     (the window unit is already sequential) or an R below the folded engine's fewest
     cycles."""
-    if cfg.kind not in PEER:
+    if cfg.kind not in folded_kinds():
         raise ValueError(
-            f"--reuse-factor: folds the attention cores (kinds eatt and vanilla), not "
-            f"{cfg.kind} (the window unit is already sequential)"
+            f"--reuse-factor: folds the attention cores (kinds {', '.join(folded_kinds())}), "
+            f"not {cfg.kind} (the window unit is already sequential)"
         )
     cfg = cfg.replace(reuse_factor=reuse_factor)
     peer_foldings(cfg, reuse_factor)  # the one-line error of an R below the fewest cycles

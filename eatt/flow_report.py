@@ -206,13 +206,15 @@ def _paper_heading(r: dict) -> str:
 def _comparison_heading(r: dict) -> str:
     """The comparison's heading: what the two cores share, and how a folded flow paired them."""
     reuse = r["config"].get("reuse_factor", 1)
+    a, b = report_kinds(r)
     paired = (
         f"; folded for reuse_factor {reuse} at equal cycles: vanilla's folding for it, E-ATT at "
         "its lanes and simd with the narrowest multiply walk that is not slower"
+        if reuse > 1 and any(mechanism_of(k).binarized for k in (a, b))
+        else f"; each folded to its least datapath within reuse_factor {reuse}"
         if reuse > 1
         else ""
     )
-    a, b = report_kinds(r)
     shared = (
         "same weights and formats"
         if _weight_names(a) == _weight_names(b)

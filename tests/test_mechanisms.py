@@ -245,6 +245,18 @@ def test_eatt_flow_of_the_example_config_passes_on_both_simulators(tmp_path, kin
         assert r.returncode == 0, r.stderr[-2000:]
         sim = json.loads(r.stdout)
         assert sim["ok"] and sim["mismatches"] == 0 and sim["vectors"] >= 60
+    # folded (--reuse-factor): the folded hls4ml layer and RTL engine of both cores, the
+    # Synthesizer's at its own least datapath within R
+    out = tmp_path / "folded"
+    r = cli("flow", "--config", str(config), "-o", str(out), "--no-resources", "--no-window",
+            "--vectors", "20", "--reuse-factor", "300", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    result = json.loads(r.stdout)
+    assert result["ok"] and set(result["cores"]) == {kind, "vanilla"}
+    core = result["cores"][kind]
+    assert core["sim"]["folded"]["mismatches"] == 0 and core["hls"]["folding"]
+    assert core["sim"]["folded"]["ii_cycles"] <= 300
+    assert "each folded to its least datapath" in (out / "report.md").read_text()
 
 
 #: a branch on a mechanism's name or kind compares a string of these
