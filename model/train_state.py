@@ -100,6 +100,17 @@ def refuse_planted(run_dir: Path) -> None:
             _load(Path(run_dir) / name)
 
 
+def partial_step(run_dir: Path) -> int | None:
+    """The step an interrupted run in ``run_dir`` would resume from (its PARTIAL's), or None."""
+    path = Path(run_dir) / PARTIAL
+    try:
+        state = _load(path) if path.is_file() else None
+    except ValueError:  # a planted file: --resume says so
+        return None
+    step = (state or {}).get("step")
+    return int(step) if isinstance(step, int) else None
+
+
 def save_partial(run_dir: Path, state: dict[str, Any]) -> None:
     """Write the run's state (through a temporary file and a rename)."""
     payload = {"format": FORMAT, **state}

@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -414,7 +415,7 @@ def test_an_interrupted_run_resumes_bit_for_bit(tmp_path, monkeypatch, model):
     checkpoints, history and best as a run never stopped; a finished run is returned as it is;
     a state of other settings is not resumed."""
     from eatt.model import train as train_module
-    from eatt.model.train_state import PARTIAL
+    from eatt.model.train_state import PARTIAL, partial_step
 
     cfg = _train_cfg(steps=10, eval_every=3)
     whole = train(model, cfg, tmp_path / "whole")
@@ -433,6 +434,7 @@ def test_an_interrupted_run_resumes_bit_for_bit(tmp_path, monkeypatch, model):
         with pytest.raises(_Interrupted):
             train(model, cfg, tmp_path / "run")
     assert (tmp_path / "run" / PARTIAL).is_file() and not (tmp_path / "run" / "train.json").exists()
+    assert partial_step(tmp_path / "run") == 6 and partial_step(tmp_path / "whole") is None
     resumed = train(model, cfg, tmp_path / "run", resume=True)
     assert resumed["resumed"] == 6 and not (tmp_path / "run" / PARTIAL).exists()
     for name in ("last_checkpoint", "checkpoint"):
@@ -450,3 +452,23 @@ def test_an_interrupted_run_resumes_bit_for_bit(tmp_path, monkeypatch, model):
             train(model, cfg, tmp_path / "other")
     fresh = train(model, cfg.replace(peak_lr=1e-3), tmp_path / "other", resume=True)
     assert "resumed" not in fresh and fresh["history"][0]["step"] == 3
+
+
+def test_an_interrupted_cli_run_says_where_resume_continues(tmp_path, monkeypatch, capsys):
+    """Ctrl-C (or SIGTERM) in `eatt train`: exit 130, and a line naming the step a `--resume`
+    of the same command continues from (the last evaluation's partial.pt)."""
+    from eatt.cli import main
+    from eatt.model import train as train_module
+    from eatt.model.train_state import save_partial
+
+    def interrupted(config, out, **kwargs):
+        Path(out).mkdir(parents=True, exist_ok=True)
+        save_partial(Path(out), {"step": 500})
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_module, "train_from_config", interrupted)
+    run = tmp_path / "run"
+    assert main(["train", "run.yaml", "-o", str(run)]) == 130
+    err = capsys.readouterr().err
+    assert f"{run} holds step 500: `eatt train run.yaml -o {run} --resume`" in err
+    assert err.strip().endswith("eatt: interrupted")

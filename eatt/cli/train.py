@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from eatt.cli.common import BoundedInt, add_json, emit, set_torch_threads
@@ -29,9 +30,21 @@ def run(args) -> int:
 
     set_torch_threads(args.threads)
     out = args.output or str(Path("runs") / Path(args.config).stem)
-    summary = train_from_config(
-        args.config, out, progress=False if args.no_progress else None, resume=args.resume
-    )
+    try:
+        summary = train_from_config(
+            args.config, out, progress=False if args.no_progress else None, resume=args.resume
+        )
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM: say where --resume picks up (exits.py exits)
+        from eatt.model.train_state import partial_step  # torch
+
+        step = partial_step(Path(out))
+        if step is not None:
+            print(
+                f"eatt: train: {out} holds step {step}: `eatt train {args.config} -o {out} "
+                "--resume` continues from there",
+                file=sys.stderr,
+            )
+        raise
     emit(summary, args.json, _text)
     return EXIT_OK
 
