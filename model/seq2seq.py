@@ -278,7 +278,9 @@ class Seq2Seq(nn.Module):
         pos = sinusoidal_positions(ids.shape[1], self.cfg.dim, offset).to(x.device, x.dtype)
         return self.dropout(x + pos)
 
-    def _check_length(self, what: str, length: int) -> None:
+    def check_length(self, what: str, length: int) -> None:
+        """ValueError where a source or target of ``length`` tokens exceeds max_len for the
+        parts sized by it (the quantized cores, dense/randinit weights, the window memory)."""
         limited = self._source_max_len if what == "source" else self._uses_max_len
         if limited and length > self.cfg.max_len:
             raise ValueError(
@@ -290,7 +292,7 @@ class Seq2Seq(nn.Module):
     # -- encoder / decoder ---------------------------------------------------------------------
     def _encode(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
         """(ungated memory, padding, L0Drop gates or None)."""
-        self._check_length("source", src.shape[1])
+        self.check_length("source", src.shape[1])
         padding = src.eq(PAD)
         x = self._embed(self.src_embed, src)
         for layer in self.encoder:
@@ -366,7 +368,7 @@ class Seq2Seq(nn.Module):
         With ``cache`` (from :meth:`init_cache`), ``tgt_in`` holds only the new positions.
         ``counts``: multiplicities of the memory rows (from :meth:`encode_for_decoding`).
         """
-        self._check_length("target", offset + tgt_in.shape[1])
+        self.check_length("target", offset + tgt_in.shape[1])
         tgt_padding = tgt_in.eq(PAD) if cache is None else None
         # the steps of this decode that are real tokens (Flexible's Eq. 9 averages over them)
         self._tgt_real = None if tgt_padding is None else ~tgt_padding

@@ -356,6 +356,9 @@ def _train(
     model = build_model(model_cfg, len(data.src_vocab), len(data.tgt_vocab))
     if train_cfg.init_checkpoint:
         _load_weights(model, train_cfg.init_checkpoint)
+    encoded = encode_pairs(data.train, data.src_vocab, data.tgt_vocab)
+    dev_encoded = encode_pairs(data.dev, data.src_vocab, data.tgt_vocab)
+    _check_lengths(model, {"training": encoded, "dev": dev_encoded})  # before any folder
     out = claim_dir(out_dir, "training run", legacy=_legacy_run_dir)
     # an earlier run's summary must not sit beside this run's checkpoints
     (out / "train.json").unlink(missing_ok=True)
@@ -368,10 +371,7 @@ def _train(
         eps=train_cfg.adam_eps,
         weight_decay=train_cfg.weight_decay,
     )
-    encoded = encode_pairs(data.train, data.src_vocab, data.tgt_vocab)
-    dev_batches = make_batches(
-        encode_pairs(data.dev, data.src_vocab, data.tgt_vocab), train_cfg.max_tokens
-    )
+    dev_batches = make_batches(dev_encoded, train_cfg.max_tokens)
     batches = iterate_forever(encoded, train_cfg.max_tokens, train_cfg.seed)
     stored = train_cfg.to_dict()
     if stored.get("init_checkpoint"):  # relative to the run: a moved folder still matches
@@ -487,6 +487,30 @@ def _train(
             file=sys.stderr,
         )
     return summary
+
+
+def _check_lengths(model, splits: dict) -> None:
+    """ValueError (one line) where a split's longest source or target (with <eos> / <bos>, as
+    the batches hold them) exceeds what the model's max_len-sized parts take: said before
+    training rather than at the first batch that holds it (a model without such parts, the
+    RNN's, has no check_length)."""
+    check = getattr(model, "check_length", None)
+    for split, encoded in splits.items() if check is not None else ():
+        if not encoded:
+            continue
+        longest = {
+            "source": max(len(s) for s, _ in encoded),
+            "target": 1 + max(len(t) for _, t in encoded),
+        }
+        for what, length in longest.items():
+            try:
+                check(what, length)
+            except ValueError as err:
+                raise ValueError(
+                    f"data: a {split} {what} has {length} tokens: {err}; keep the pairs within "
+                    f"it with the data section's max_len ({model.cfg.max_len - 1} or less) or "
+                    "raise the model's max_len"
+                ) from None
 
 
 def train_from_config(

@@ -472,3 +472,14 @@ def test_an_interrupted_cli_run_says_where_resume_continues(tmp_path, monkeypatc
     err = capsys.readouterr().err
     assert f"{run} holds step 500: `eatt train run.yaml -o {run} --resume`" in err
     assert err.strip().endswith("eatt: interrupted")
+
+
+def test_pairs_longer_than_the_model_s_cores_are_refused_before_training(tmp_path):
+    """A model whose quantized cores are sized by max_len, on data with longer sentences: one
+    line naming the data's max_len, before any folder is made or any step trained (it was the
+    first batch that held such a pair, some steps in)."""
+    model = TINY_MODEL.replace(attention="quant-eatt", max_len=6)
+    with pytest.raises(ValueError, match=r"^data: a training (source|target) has \d+ tokens: .*"
+                       r"exceeds max_len=6.*the data section's max_len \(5 or less\)"):  # fmt: skip
+        train(model, _train_cfg(), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
