@@ -4,15 +4,17 @@
 // each mechanism SCORE (eatt.mechanisms rtl_score): 0 E-ATT (L1 scores, Q/K as sums of selected
 // weight rows), 1 vanilla (dot products), 2 the Dense Synthesizer (scores from the hidden layer
 // H = relu(X W_1) against W_2's columns, a ROM: no keys), 3 the Random Synthesizer, RandInit
-// (the scores are a ROM, R: no Q, no K), one vector (len_q query tokens x, len_k key tokens y, the mask inputs) at a time, reusing a
-// small datapath over many cycles instead of unrolling every operation (docs/folded.md):
+// (the scores are a ROM, R: no Q, no K), one vector (len_q query tokens x, len_k key tokens y,
+// the mask inputs) at a time, reusing a small datapath over many cycles instead of unrolling
+// every operation (docs/folded.md):
 //
 //   load     the SIMD-wide beats of x then y from s_axis into x_mem / y_mem (one per cycle)
 //   proj     K = requant(xb(y) @ W_K), V = requant(y @ W_V), Q = requant(xb(x) @ W_Q): one
 //            weight tile per cycle and walk (folded_proj_walk). vanilla: one multiply walk,
-//            K, V, Q in turn; Dense: V, then H in Q's place; RandInit: V only. E-ATT: a multiply walk (V, S x PE, M = S / PE slots of DC^2
-//            cycles a key token) and beside it a select walk (S x S, no multiplier) doing that
-//            token's K in step (one y read for both) and a Q token in each other slot
+//            K, V, Q in turn; Dense: V, then H in Q's place; RandInit: V only. E-ATT: a
+//            multiply walk (V, S x PE, M = S / PE slots of DC^2 cycles a key token) and
+//            beside it a select walk (S x S, no multiplier) doing that token's K in step (one
+//            y read for both) and a Q token in each other slot
 //   per query i, per head h:
 //     score  LANES keys at a time, SIMD features per cycle (folded_score_lane): S[j], max_j S;
 //            SC chunks a key block: HC of the head (E-ATT, vanilla), DC of the whole hidden
