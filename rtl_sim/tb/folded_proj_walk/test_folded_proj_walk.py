@@ -92,7 +92,7 @@ CASES = {
         POST=1,
         USES=0b1110,
         RELU=1,
-    ),  # fmt: skip
+    ),
 }
 
 
