@@ -30,9 +30,10 @@ from eatt.mechanisms import folded_kinds, mechanism_of
 from eatt.rtl_sim.folded import check_folding, default_folding, folding_for_reuse, weight_tiles
 
 #: the headers of the folded layer (registered with the others, eatt.hls.register): the layer
-#: and the query-key forms, its io_stream top, the Synthesizer's forms
+#: and the query-key forms, its projection walks, its io_stream top, the Synthesizer's forms
 FOLDED_HEADERS = (
     "nnet_utils/nnet_folded_attention.h",
+    "nnet_utils/nnet_folded_walks.h",
     "nnet_utils/nnet_folded_stream.h",
     "nnet_utils/nnet_folded_synth.h",
 )

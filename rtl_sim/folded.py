@@ -10,16 +10,16 @@ many cycles, set by its folding parameters:
     pe      E-ATT: output columns of V and O per cycle (divides simd; vanilla: simd)
 
 and computes the same function, ``GoldenCore(cfg, weights).forward(x, y, masks)``, bit for bit.
-The datapath is hand-written and parameterized (rtl_sim/rtl/folded_attention.sv and its leaves
-folded_proj_walk.sv, folded_proj_tile.sv, folded_score_lane.sv, recip_normalize.sv); this
+The datapath is hand-written and parameterized (rtl_sim/rtl/folded_attention.sv, its
+attention unit folded_attend.sv and the other modules of HAND_WRITTEN); this
 module writes only a small wrapper that sets the golden widths as parameters, and the weights
 and softmax tables as $readmemh files next to the RTL, so the text stays a few KB at any size
 (docs/folded.md):
 
     metadata.json            config, level "folded", folding, cycle formula, interface, sources
     <kind>_folded.sv         generated wrapper (parameters only)
-    folded_attention.sv      the engine; folded_proj_walk.sv, folded_proj_tile.sv,
-                             folded_score_lane.sv, recip_normalize.sv its leaves
+    folded_attention.sv      the engine; folded_attend.sv, folded_proj_walk.sv and the
+                             leaves (HAND_WRITTEN)
     wq.mem wk.mem wv.mem wo.mem   the weights, one tile per line (SIMD rows x SIMD columns;
                              E-ATT's wv, wo: SIMD x PE); Dense: w1.mem (tiles), w2.mem;
                              RandInit: r.mem (the score ROM, Mechanism.score_rom_words)
@@ -79,6 +79,7 @@ ENGINE_FILE = "folded_attention.sv"
 #: the hand-written files of the folded level, after the generated wrapper
 HAND_WRITTEN = [
     ENGINE_FILE,
+    "folded_attend.sv",
     "folded_proj_walk.sv",
     "folded_ram.sv",
     "folded_rom.sv",
@@ -86,6 +87,7 @@ HAND_WRITTEN = [
     "folded_proj_tile.sv",
     "folded_adder_tree.sv",
     "folded_score_lane.sv",
+    "folded_max_tree.sv",
     "recip_normalize.sv",
 ]
 #: memories of at least this many words are memory macros (CACTI's smallest array)

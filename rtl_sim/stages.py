@@ -5,12 +5,12 @@ memories; control).
 ``eatt power`` synthesizes a flattened netlist: ABC's cells get new names and no source
 attribute, so the RTL hierarchy cannot say where a gate came from. The flip-flops can: Yosys
 names a flip-flop's output net after the register it holds, with the instance path of a leaf of
-the folded engine (``u_engine.g_lane[0].s_bank[3]``, ``u_engine.u_multiply.acc[5]``). So:
+the folded engine (``u_engine.u_attend.g_lane[0].s_bank[3]``, ``u_engine.u_multiply.acc[5]``). So:
 
 1. a flip-flop belongs to the stage that computes the value its register holds (Q and K are
    the projections', also in the folded engine's memories; O is the values'): the first
    pattern of :data:`STAGES` for the core's level that matches the register's name with its
-   indices dropped (``u_engine.g_lane[].s_bank[]``); no match is ``control`` (the engine's
+   indices dropped (``u_engine.u_attend.g_lane[].s_bank[]``); no match is ``control`` (the engine's
    state and counters, handshakes, pipeline enables; the folded walks' own state machines
    count with the projections);
 2. a combinational cell belongs to the stages of the flip-flops, and of the output ports
@@ -86,7 +86,8 @@ def stage_names(level: str) -> list[str]:
 
 
 def register_stage(level: str, register: str) -> str:
-    """The stage of a register by its name (``q[3][1]``, ``u_engine.g_lane[0].s_bank[2]``)."""
+    """The stage of a register by its name (``q[3][1]``,
+    ``u_engine.u_attend.g_lane[0].s_bank[2]``)."""
     base = _INDEX.sub("[]", register.lstrip("\\"))
     for stage, pattern in STAGES.get(level, ()):
         if re.search(pattern, base):

@@ -43,6 +43,7 @@ from eatt.rtl_sim.folding import walk_drain
 from eatt.rtl_sim.generate import generate_rtl, load_metadata
 from eatt.rtl_sim.lint import lint_rtl
 from eatt.rtl_sim.runner import simulate
+from tests.test_rtl import _assert_lint_clean
 
 SMALL = dict(len_q=3, len_k=4, dim=8, heads=2)
 MASKED = dict(SMALL, key_padding=True, causal=True)
@@ -90,6 +91,13 @@ def test_folded_bit_exact_and_cycles(simulated):
     assert result["latency_cycles"] == meta["latency_cycles"] == cycles["latency"]
     assert result["ii_cycles"] == meta["ii_cycles"] == cycles["ii"]
     assert result["cycles_match"]
+
+
+@pytest.mark.rtl
+def test_folded_lint_wall_clean(simulated):
+    """verilator -Wall: no warning in any case (the narrowest counters among them)."""
+    _, out, meta, _ = simulated
+    _assert_lint_clean(out, meta)
 
 
 @pytest.mark.rtl

@@ -201,6 +201,16 @@ def multiplications(body: str) -> list[str]:
     return [body[max(0, m.start() - 30) : m.end() + 30] for m in re.finditer(r"\*", body)]
 
 
+#: the E-ATT alignment and the helpers it calls: binarize (Eq. 4), select and add (Eq. 6-9),
+#: the L1 distance (Eq. 10)
+EATT_PATH = (
+    "l1_alignment",
+    "attention_binarize",
+    "attention_select_project",
+    "attention_l1_accumulate",
+)
+
+
 def test_eatt_alignment_has_no_multiplication(projects):
     project = Path(projects["eatt-default"]["project"])
     generated = (project / "firmware" / "nnet_utils" / HEADER).read_text()
@@ -212,16 +222,20 @@ def test_eatt_alignment_has_no_multiplication(projects):
     top = function_body(generated, "attention_core_front")
     assert "CONFIG_T::template score<CONFIG_T>::alignment(" in top
     assert "ALIGNMENT<CONFIG_T>(x, y, wq, wk, scores)" in generated  # l1_score -> l1_alignment
-    body = function_body(generated, "l1_alignment")
-    assert "+=" in body and "-=" in body  # it does add and subtract
-    assert multiplications(body) == []
+    alignment = function_body(generated, "l1_alignment")
+    for name in EATT_PATH[1:]:  # the helpers are the ones it calls
+        assert f"{name}<CONFIG_T" in alignment, name
+    bodies = [function_body(generated, name) for name in EATT_PATH]
+    path = "".join(bodies)
+    assert "+=" in path and "-=" in path  # it does add and subtract
+    assert [multiplications(body) for body in bodies] == [[]] * len(EATT_PATH)
 
 
 def test_multiplication_scan_would_catch_a_product():
     source = (TEMPLATES / HEADER).read_text()
-    mutated = source.replace("acc += wq[w];", "acc += x[i][r] * wq[w];", 1)
+    mutated = source.replace("acc += w[f];", "acc += xb[i][r] * w[f];", 1)
     assert mutated != source
-    assert multiplications(function_body(mutated, "l1_alignment"))
+    assert multiplications(function_body(mutated, "attention_select_project"))
     # and the dot-product alignment, which does multiply, is flagged
     assert multiplications(function_body(source, "dot_alignment"))
 

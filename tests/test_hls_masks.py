@@ -149,8 +149,9 @@ def test_project_testbench_runs_as_is(projects):
 
 
 def test_an_unmasked_core_writes_the_call_and_struct_of_before(tmp_path):
-    """No mask inputs: the plain layer call, no mask constants or types in CONFIG_T; the plain
-    layers of the header never read a mask."""
+    """No mask inputs: the plain layer call, no mask constants or types in CONFIG_T (it keeps
+    attention_core_config's key_padding = causal = false); the plain layer reads no mask, it
+    passes the values that hide nothing."""
     cfg = CoreConfig.from_dict({**SMALL, "kind": "eatt"})
     result = write_project(cfg, tmp_path / "plain", vectors=0, compile=False)
     firmware = Path(result["project"]) / "firmware"
@@ -158,23 +159,29 @@ def test_an_unmasked_core_writes_the_call_and_struct_of_before(tmp_path):
     assert "nnet::attention_core<" in call and "_masked" not in call
     params = (firmware / "parameters.h").read_text()
     assert "key_padding" not in params and "length_t" not in params
+    assert ": nnet::attention_core_config {" in params
     header = (TEMPLATES / HEADER).read_text()
-    for name in ("attention_core", "attention_core_front", "attention_core_softmax_values"):
+    for name in ("attention_core", "attention_core_front"):
         body = function_body(header, name)
         assert "length" not in body and "offset" not in body and "_masked" not in body
+    top = function_body(header, "attention_core")
+    assert "(x, y, CONFIG_T::len_k, CONFIG_T::len_k - 1, res," in top
 
 
 def test_masked_layers_reuse_the_stages_of_the_plain_ones():
-    """The masked layer runs the plain one's front (codes, the mechanism's alignment: E-ATT's
-    multiplication-free one, tests/test_hls.py scans it; V), then the masked softmax, the rest
-    as unmasked."""
+    """Both layers run one body: the front (codes, the mechanism's alignment: E-ATT's
+    multiplication-free one, tests/test_hls.py scans it; V), then the softmax over the visible
+    keys, then the output projection."""
     header = (TEMPLATES / HEADER).read_text()
-    top = function_body(header, "attention_core_masked")
-    assert "attention_core_front<x_T, y_T, CONFIG_T>(" in top
-    assert "attention_core_softmax_values_masked<CONFIG_T>(" in top
-    assert "attention_core_softmax_values<" not in top
-    assert "attention_core_output<res_T, CONFIG_T>(" in top
-    assert "alignment" not in top  # the front asks CONFIG_T::score
+    for name in ("attention_core", "attention_core_masked"):
+        top = function_body(header, name)
+        assert "#pragma HLS PIPELINE II=CONFIG_T::reuse_factor" in top
+        assert "attention_core_body<x_T, y_T, res_T, CONFIG_T>(" in top
+    body = function_body(header, "attention_core_body")
+    assert "attention_core_front<x_T, y_T, CONFIG_T>(" in body
+    assert "attention_core_softmax_values_masked<CONFIG_T>(" in body
+    assert "attention_core_output<res_T, CONFIG_T>(" in body
+    assert "alignment" not in body  # the front asks CONFIG_T::score
 
 
 def test_wrong_number_of_inputs_names_the_node():

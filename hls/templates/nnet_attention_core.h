@@ -21,18 +21,23 @@
 // l1_score (E-ATT) or dot_score (vanilla) here, dense_score or randinit_score in their own
 // headers, written into the config by eatt.hls.handlers the way hls4ml's dense_config picks its
 // kernel; its alignment() runs the mechanism's alignment (l1_alignment, dot_alignment, ...).
-// The E-ATT alignment (l1_alignment) holds no multiplication (tests/test_hls.py scans it);
-// index arithmetic there uses running counters.
+// The E-ATT alignment (l1_alignment and what it calls: attention_binarize,
+// attention_select_project, attention_l1_accumulate) holds no multiplication (tests/test_hls.py
+// scans them); index arithmetic there uses running counters. The projections here also serve
+// the dense and window headers; the softmax (exp, E, reciprocal, N, O) is in
+// nnet_attention_softmax.h, included here.
 //
-// Pragmas: the layer function is pipelined with II = CONFIG_T::reuse_factor (the ReuseFactor of
-// the layer's hls4ml config); loops inside are unrolled, intermediate arrays completely
-// partitioned. The tool shares operators to meet the II; there is no explicit resource limit.
+// Pragmas: the layer functions (attention_core, attention_core_masked: one inlined body) are
+// pipelined with II = CONFIG_T::reuse_factor (the ReuseFactor of the layer's hls4ml config);
+// loops inside are unrolled, intermediate arrays completely partitioned. The tool shares
+// operators to meet the II; there is no explicit resource limit.
 
 #ifndef NNET_ATTENTION_CORE_H_
 #define NNET_ATTENTION_CORE_H_
 
 #include "ap_fixed.h"
 #include "ap_int.h"
+#include "nnet_attention_softmax.h"
 #include "nnet_common.h"
 
 namespace nnet {
@@ -85,7 +90,90 @@ CodeRow:
     }
 }
 
-// -- E-ATT alignment: binarize, select-and-add, shift, L1 distance. Additions only. ----------------
+// -- projections: Q, K (the alignments), V, O, Dense's hidden layer, the window unit's query ---
+// Eq. 4 on the integer grid (strict: an input equal to tau gives 0)
+template <typename CONFIG_T, unsigned N_ROWS>
+void attention_binarize(typename CONFIG_T::in_code_t x[N_ROWS][CONFIG_T::dim],
+                        ap_uint<1> xb[N_ROWS][CONFIG_T::dim]) {
+    #pragma HLS INLINE
+BinRow:
+    for (unsigned i = 0; i < N_ROWS; i++) {
+        #pragma HLS UNROLL
+    BinCol:
+        for (unsigned d = 0; d < CONFIG_T::dim; d++) {
+            #pragma HLS UNROLL
+            xb[i][d] = x[i][d] > CONFIG_T::tau_int;
+        }
+    }
+}
+
+// E-ATT: out = (Xb W) >> q_shift, each set bit selects a row of W, which is added (Eq. 6-9).
+// Additions only: the weight index is a running counter.
+template <typename CONFIG_T, unsigned N_ROWS, class w_T>
+void attention_select_project(ap_uint<1> xb[N_ROWS][CONFIG_T::dim],
+                              const w_T w[CONFIG_T::dim * CONFIG_T::dim],
+                              typename CONFIG_T::qk_t out[N_ROWS][CONFIG_T::dim]) {
+    #pragma HLS INLINE
+SelRow:
+    for (unsigned i = 0; i < N_ROWS; i++) {
+        #pragma HLS UNROLL
+    SelCol:
+        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
+            #pragma HLS UNROLL
+            typename CONFIG_T::qacc_t acc = 0;
+            unsigned f = c;
+        SelSum:
+            for (unsigned r = 0; r < CONFIG_T::dim; r++) {
+                #pragma HLS UNROLL
+                if (xb[i][r]) acc += w[f];
+                f += CONFIG_T::dim;
+            }
+            out[i][c] = acc >> CONFIG_T::q_shift;
+        }
+    }
+}
+
+// products: out = (A W) >> SHIFT, summed in acc_T; RELU: max(., 0) after the shift (Dense's
+// hidden layer: the requantization is a floor, so the same either way)
+template <typename CONFIG_T, unsigned N_ROWS, unsigned SHIFT, class acc_T, bool RELU = false,
+          class a_T, class w_T, class out_T>
+void attention_multiply_project(a_T a[N_ROWS][CONFIG_T::dim],
+                                const w_T w[CONFIG_T::dim * CONFIG_T::dim],
+                                out_T out[N_ROWS][CONFIG_T::dim]) {
+    #pragma HLS INLINE
+MulRow:
+    for (unsigned i = 0; i < N_ROWS; i++) {
+        #pragma HLS UNROLL
+    MulCol:
+        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
+            #pragma HLS UNROLL
+            acc_T acc = 0;
+        MulSum:
+            for (unsigned r = 0; r < CONFIG_T::dim; r++) {
+                #pragma HLS UNROLL
+                acc += a[i][r] * w[r * CONFIG_T::dim + c];
+            }
+            acc_T shifted = acc >> SHIFT;
+            out[i][c] = (RELU && shifted < 0) ? acc_T(0) : shifted;
+        }
+    }
+}
+
+// -- one step of the L1 distance (Eq. 10): acc -= |a - b|; subtract, absolute value, accumulate.
+// Additions only (also the window unit's and the folded layer's score).
+template <typename CONFIG_T>
+void attention_l1_accumulate(typename CONFIG_T::score_t &acc, typename CONFIG_T::qk_t a,
+                             typename CONFIG_T::qk_t b) {
+    #pragma HLS INLINE
+    typename CONFIG_T::diff_t t = a - b;
+    if (t < 0) {
+        acc += t;
+    } else {
+        acc -= t;
+    }
+}
+
+// -- E-ATT alignment: binarize, select-and-add, shift, L1 distance. Additions only. ---------------
 template <typename CONFIG_T>
 void l1_alignment(
     typename CONFIG_T::in_code_t x[CONFIG_T::len_q][CONFIG_T::dim],
@@ -102,62 +190,11 @@ void l1_alignment(
     #pragma HLS ARRAY_PARTITION variable=yb complete dim=0
     #pragma HLS ARRAY_PARTITION variable=q complete dim=0
     #pragma HLS ARRAY_PARTITION variable=k complete dim=0
-
-    // Eq. 4 on the integer grid (strict: an input equal to tau gives 0)
-BinQRow:
-    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
-        #pragma HLS UNROLL
-    BinQCol:
-        for (unsigned d = 0; d < CONFIG_T::dim; d++) {
-            #pragma HLS UNROLL
-            xb[i][d] = x[i][d] > CONFIG_T::tau_int;
-        }
-    }
-BinKRow:
-    for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
-        #pragma HLS UNROLL
-    BinKCol:
-        for (unsigned d = 0; d < CONFIG_T::dim; d++) {
-            #pragma HLS UNROLL
-            yb[j][d] = y[j][d] > CONFIG_T::tau_int;
-        }
-    }
-
-    // Q = Xb W_Q: each set bit selects a row of W_Q, which is added (Eq. 6-9)
-SelQRow:
-    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
-        #pragma HLS UNROLL
-    SelQCol:
-        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
-            #pragma HLS UNROLL
-            typename CONFIG_T::qacc_t acc = 0;
-            unsigned w = c;
-        SelQSum:
-            for (unsigned r = 0; r < CONFIG_T::dim; r++) {
-                #pragma HLS UNROLL
-                if (xb[i][r]) acc += wq[w];
-                w += CONFIG_T::dim;
-            }
-            q[i][c] = acc >> CONFIG_T::q_shift;
-        }
-    }
-SelKRow:
-    for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
-        #pragma HLS UNROLL
-    SelKCol:
-        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
-            #pragma HLS UNROLL
-            typename CONFIG_T::qacc_t acc = 0;
-            unsigned w = c;
-        SelKSum:
-            for (unsigned r = 0; r < CONFIG_T::dim; r++) {
-                #pragma HLS UNROLL
-                if (yb[j][r]) acc += wk[w];
-                w += CONFIG_T::dim;
-            }
-            k[j][c] = acc >> CONFIG_T::q_shift;
-        }
-    }
+    // Q = Xb W_Q, K = Yb W_K: rows selected by the bits and added
+    attention_binarize<CONFIG_T, CONFIG_T::len_q>(x, xb);
+    attention_binarize<CONFIG_T, CONFIG_T::len_k>(y, yb);
+    attention_select_project<CONFIG_T, CONFIG_T::len_q>(xb, wq, q);
+    attention_select_project<CONFIG_T, CONFIG_T::len_k>(yb, wk, k);
 
     // S = -sum_d |Q_i - K_j| per head (Eq. 10): subtract, absolute value, accumulate
     unsigned base = 0;
@@ -175,12 +212,7 @@ L1Head:
             L1Dim:
                 for (unsigned d = 0; d < CONFIG_T::d_head; d++) {
                     #pragma HLS UNROLL
-                    typename CONFIG_T::diff_t t = q[i][col] - k[j][col];
-                    if (t < 0) {
-                        s += t;
-                    } else {
-                        s -= t;
-                    }
+                    attention_l1_accumulate<CONFIG_T>(s, q[i][col], k[j][col]);
                     col++;
                 }
                 scores[h][i][j] = s;
@@ -199,40 +231,13 @@ void dot_alignment(
     const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
     typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k]) {
     #pragma HLS INLINE
+    typedef typename CONFIG_T::qacc_t acc_t;
     typename CONFIG_T::qk_t q[CONFIG_T::len_q][CONFIG_T::dim];
     typename CONFIG_T::qk_t k[CONFIG_T::len_k][CONFIG_T::dim];
     #pragma HLS ARRAY_PARTITION variable=q complete dim=0
     #pragma HLS ARRAY_PARTITION variable=k complete dim=0
-DotQRow:
-    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
-        #pragma HLS UNROLL
-    DotQCol:
-        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
-            #pragma HLS UNROLL
-            typename CONFIG_T::qacc_t acc = 0;
-        DotQSum:
-            for (unsigned r = 0; r < CONFIG_T::dim; r++) {
-                #pragma HLS UNROLL
-                acc += x[i][r] * wq[r * CONFIG_T::dim + c];
-            }
-            q[i][c] = acc >> CONFIG_T::q_shift;
-        }
-    }
-DotKRow:
-    for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
-        #pragma HLS UNROLL
-    DotKCol:
-        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
-            #pragma HLS UNROLL
-            typename CONFIG_T::qacc_t acc = 0;
-        DotKSum:
-            for (unsigned r = 0; r < CONFIG_T::dim; r++) {
-                #pragma HLS UNROLL
-                acc += y[j][r] * wk[r * CONFIG_T::dim + c];
-            }
-            k[j][c] = acc >> CONFIG_T::q_shift;
-        }
-    }
+    attention_multiply_project<CONFIG_T, CONFIG_T::len_q, CONFIG_T::q_shift, acc_t>(x, wq, q);
+    attention_multiply_project<CONFIG_T, CONFIG_T::len_k, CONFIG_T::q_shift, acc_t>(y, wk, k);
 DotHead:
     for (unsigned h = 0; h < CONFIG_T::heads; h++) {
         #pragma HLS UNROLL
@@ -291,209 +296,45 @@ void attention_core_values(typename CONFIG_T::in_code_t y[CONFIG_T::len_k][CONFI
                            const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
                            typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim]) {
     #pragma HLS INLINE
-ValRow:
-    for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
-        #pragma HLS UNROLL
-    ValCol:
-        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
-            #pragma HLS UNROLL
-            typename CONFIG_T::vacc_t acc = 0;
-        ValSum:
-            for (unsigned r = 0; r < CONFIG_T::dim; r++) {
-                #pragma HLS UNROLL
-                acc += y[j][r] * wv[r * CONFIG_T::dim + c];
-            }
-            v[j][c] = acc >> CONFIG_T::v_shift;
-        }
-    }
-}
-
-// -- reciprocal of the exp sum and normalization (shared with nnet_window_attention.h) -------------
-// Uses CONFIG_T's esum_t, esum_bits, norm_t, recip_t, recip_index_bits, recip_frac, numer_t,
-// prod_t, v_t, v_min, v_max, recip_table_t.
-template <typename CONFIG_T>
-void attention_core_reciprocal(
-    typename CONFIG_T::esum_t total,
-    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
-    typename CONFIG_T::recip_t &r, unsigned &shift) {
-    #pragma HLS INLINE
-    // leading-one detector: n = floor(log2 total) (total >= 2^exp_frac > 0)
-    unsigned n = 0;
-SmLead:
-    for (unsigned b = 0; b < CONFIG_T::esum_bits; b++) {
-        #pragma HLS UNROLL
-        if (total[b]) n = b;
-    }
-    // the recip_index_bits bits below the leading one index the reciprocal table
-    typename CONFIG_T::norm_t top = total;
-    if (n >= CONFIG_T::recip_index_bits) {
-        top = top >> (n - CONFIG_T::recip_index_bits);
-    } else {
-        top = top << (CONFIG_T::recip_index_bits - n);
-    }
-    unsigned ridx = top.to_uint() - (1u << CONFIG_T::recip_index_bits);
-    r = recip_table[ridx];
-    shift = CONFIG_T::recip_frac + n;
-}
-
-// O = clamp(round_half_up(N R / 2^shift)) into v_bits: (N R + 2^(shift-1)) >> shift, clamped
-template <typename CONFIG_T>
-typename CONFIG_T::v_t attention_core_normalize(typename CONFIG_T::numer_t acc,
-                                                typename CONFIG_T::recip_t r, unsigned shift) {
-    #pragma HLS INLINE
-    typename CONFIG_T::prod_t half = 1;
-    half = half << (shift - 1);
-    typename CONFIG_T::prod_t p = acc * r;
-    p = (p + half) >> shift;
-    typename CONFIG_T::v_t o;
-    if (p < CONFIG_T::v_min) {
-        o = CONFIG_T::v_min;
-    } else if (p > CONFIG_T::v_max) {
-        o = CONFIG_T::v_max;
-    } else {
-        o = p;
-    }
-    return o;
-}
-
-// -- softmax by table lookup over the visible keys, one reciprocal per query, value weighting --
-// visible[i][j]: key j gets weight in query i's softmax. The max runs over the visible keys only
-// and a hidden key's weight is 0 (eatt.quant.golden.GoldenCore.softmax_weights). Key 0 is always
-// visible (length >= 1, offset >= 0), so the max starts there and the sum is at least EXP[0]. An
-// unmasked core passes every key visible (a constant the compiler folds away).
-template <typename CONFIG_T>
-void attention_core_softmax_visible(
-    typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k],
-    typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim],
-    const bool visible[CONFIG_T::len_q][CONFIG_T::len_k],
-    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
-    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
-    typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim]) {
-    #pragma HLS INLINE
-SmHead:
-    for (unsigned h = 0; h < CONFIG_T::heads; h++) {
-        #pragma HLS UNROLL
-    SmQuery:
-        for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
-            #pragma HLS UNROLL
-            // max subtraction over the visible keys (key 0 always is)
-            typename CONFIG_T::score_t m = scores[h][i][0];
-        SmMax:
-            for (unsigned j = 1; j < CONFIG_T::len_k; j++) {
-                #pragma HLS UNROLL
-                if (visible[i][j] && scores[h][i][j] > m) m = scores[h][i][j];
-            }
-            // exp table at (max - S) >> exp_shift for a visible key, 0 past the table; a hidden
-            // key's weight is 0; sum
-            typename CONFIG_T::exp_t e[CONFIG_T::len_k];
-            #pragma HLS ARRAY_PARTITION variable=e complete
-            typename CONFIG_T::esum_t total = 0;
-        SmExp:
-            for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
-                #pragma HLS UNROLL
-                e[j] = 0;
-                if (visible[i][j]) {
-                    typename CONFIG_T::zidx_t z = m - scores[h][i][j];
-                    typename CONFIG_T::zidx_t idx = z >> CONFIG_T::exp_shift;
-                    if (idx < CONFIG_T::exp_table_size) e[j] = exp_table[idx];
-                }
-                total += e[j];
-            }
-            typename CONFIG_T::recip_t r;
-            unsigned shift;
-            attention_core_reciprocal<CONFIG_T>(total, recip_table, r, shift);
-        SmCol:
-            for (unsigned d = 0; d < CONFIG_T::d_head; d++) {
-                #pragma HLS UNROLL
-                unsigned col = h * CONFIG_T::d_head + d;
-                typename CONFIG_T::numer_t acc = 0;
-            SmNum:
-                for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
-                    #pragma HLS UNROLL
-                    acc += e[j] * v[j][col];
-                }
-                attn[i][col] = attention_core_normalize<CONFIG_T>(acc, r, shift);
-            }
-        }
-    }
-}
-
-
-// -- the softmax of an unmasked core: every key visible ---------------------------------------------
-template <typename CONFIG_T>
-void attention_core_softmax_values(
-    typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k],
-    typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim],
-    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
-    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
-    typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim]) {
-    #pragma HLS INLINE
-    bool visible[CONFIG_T::len_q][CONFIG_T::len_k];
-    #pragma HLS ARRAY_PARTITION variable=visible complete dim=0
-SmAllQuery:
-    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
-        #pragma HLS UNROLL
-    SmAllKey:
-        for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
-            #pragma HLS UNROLL
-            visible[i][j] = true;
-        }
-    }
-    attention_core_softmax_visible<CONFIG_T>(scores, v, visible, exp_table, recip_table, attn);
-}
-
-// -- the softmax of a masked core (key_padding / causal): key j is visible to query i when
-// j < length (CONFIG_T::key_padding) and j <= i + offset (CONFIG_T::causal) -----------------------
-template <typename CONFIG_T>
-void attention_core_softmax_values_masked(
-    typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k],
-    typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim], typename CONFIG_T::length_t length,
-    typename CONFIG_T::offset_t offset,
-    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
-    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
-    typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim]) {
-    #pragma HLS INLINE
-    bool visible[CONFIG_T::len_q][CONFIG_T::len_k];
-    #pragma HLS ARRAY_PARTITION variable=visible complete dim=0
-SmVisQuery:
-    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
-        #pragma HLS UNROLL
-    SmVisKey:
-        for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
-            #pragma HLS UNROLL
-            bool vis = true;
-            if (CONFIG_T::key_padding && !(j < length)) vis = false;
-            if (CONFIG_T::causal && j > i + offset) vis = false;
-            visible[i][j] = vis;
-        }
-    }
-    attention_core_softmax_visible<CONFIG_T>(scores, v, visible, exp_table, recip_table, attn);
+    attention_multiply_project<CONFIG_T, CONFIG_T::len_k, CONFIG_T::v_shift,
+                               typename CONFIG_T::vacc_t>(y, wv, v);
 }
 
 // -- output projection: Z = (O W_O) >> out_shift, written on the <out_bits, out_frac> grid --------
+// one output code as a real value with out_frac fraction bits (its raw bits)
+template <typename CONFIG_T>
+typename CONFIG_T::out_fixed_t attention_core_out_real(typename CONFIG_T::out_code_t code) {
+    #pragma HLS INLINE
+    typename CONFIG_T::out_fixed_t real;
+    real.range() = code.range();
+    return real;
+}
+
+// the codes z of the len_q output tokens into res (io_parallel: this core and the folded one)
+template <class res_T, typename CONFIG_T>
+void attention_core_write(typename CONFIG_T::out_code_t z[CONFIG_T::len_q][CONFIG_T::dim],
+                          res_T res[CONFIG_T::len_q * CONFIG_T::dim]) {
+    #pragma HLS INLINE
+OutRow:
+    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
+    OutCol:
+        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
+            #pragma HLS UNROLL
+            res[i * CONFIG_T::dim + c] = attention_core_out_real<CONFIG_T>(z[i][c]);
+        }
+    }
+}
+
 template <class res_T, typename CONFIG_T>
 void attention_core_output(typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim],
                            const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
                            res_T res[CONFIG_T::len_q * CONFIG_T::dim]) {
     #pragma HLS INLINE
-OutRow:
-    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
-        #pragma HLS UNROLL
-    OutCol:
-        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
-            #pragma HLS UNROLL
-            typename CONFIG_T::oacc_t acc = 0;
-        OutSum:
-            for (unsigned r = 0; r < CONFIG_T::dim; r++) {
-                #pragma HLS UNROLL
-                acc += attn[i][r] * wo[r * CONFIG_T::dim + c];
-            }
-            typename CONFIG_T::out_code_t code = acc >> CONFIG_T::out_shift;
-            typename CONFIG_T::out_fixed_t real;
-            real.range() = code.range();
-            res[i * CONFIG_T::dim + c] = real;
-        }
-    }
+    typename CONFIG_T::out_code_t z[CONFIG_T::len_q][CONFIG_T::dim];
+    #pragma HLS ARRAY_PARTITION variable=z complete dim=0
+    attention_multiply_project<CONFIG_T, CONFIG_T::len_q, CONFIG_T::out_shift,
+                               typename CONFIG_T::oacc_t>(attn, wo, z);
+    attention_core_write<res_T, CONFIG_T>(z, res);  // OutRow unrolls too: the layer is pipelined
 }
 
 // -- the layers -------------------------------------------------------------------------------------
@@ -516,6 +357,33 @@ void attention_core_front(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T
     attention_core_values<CONFIG_T>(yc, wv, v);
 }
 
+// attention_core_body: the front, the softmax over the visible keys, the output projection; both
+// layers inline it. length in [1, len_k], offset in [0, len_k - 1] (the golden model's ranges; the
+// QONNX inputs L, O), read only where CONFIG_T::key_padding / causal
+template <class x_T, class y_T, class res_T, typename CONFIG_T>
+void attention_core_body(
+    x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim], unsigned length,
+    unsigned offset, res_T res[CONFIG_T::len_q * CONFIG_T::dim],
+    const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
+    const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],
+    const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
+    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
+    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
+    #pragma HLS INLINE
+    typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k];
+    typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim];
+    typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim];
+    #pragma HLS ARRAY_PARTITION variable=scores complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=v complete dim=0
+    #pragma HLS ARRAY_PARTITION variable=attn complete dim=0
+    attention_core_front<x_T, y_T, CONFIG_T>(x, y, wq, wk, wv, scores, v);
+    attention_core_softmax_values_masked<CONFIG_T>(scores, v, length, offset, exp_table,
+                                                   recip_table, attn);
+    attention_core_output<res_T, CONFIG_T>(attn, wo, res);
+}
+
+// the layer of a core without masks: nothing hidden (its config's key_padding, causal are false)
 template <class x_T, class y_T, class res_T, typename CONFIG_T>
 void attention_core(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
                     res_T res[CONFIG_T::len_q * CONFIG_T::dim],
@@ -526,21 +394,13 @@ void attention_core(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_
                     const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
                     const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
     #pragma HLS PIPELINE II=CONFIG_T::reuse_factor
-    typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k];
-    typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim];
-    typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim];
-    #pragma HLS ARRAY_PARTITION variable=scores complete dim=0
-    #pragma HLS ARRAY_PARTITION variable=v complete dim=0
-    #pragma HLS ARRAY_PARTITION variable=attn complete dim=0
-    attention_core_front<x_T, y_T, CONFIG_T>(x, y, wq, wk, wv, scores, v);
-    attention_core_softmax_values<CONFIG_T>(scores, v, exp_table, recip_table, attn);
-    attention_core_output<res_T, CONFIG_T>(attn, wo, res);
+    attention_core_body<x_T, y_T, res_T, CONFIG_T>(x, y, CONFIG_T::len_k, CONFIG_T::len_k - 1, res,
+                                                   wq, wk, wv, wo, exp_table, recip_table);
 }
 
-// -- the layer of a masked core (key_padding / causal): the length and offset of this call ------
-// length in [1, len_k], offset in [0, len_k - 1] (the golden model's ranges; the QONNX inputs L,
-// O). An input the core does not take is passed as its "nothing hidden" value (len_k,
-// len_k - 1) and ignored (CONFIG_T::key_padding / causal are compile-time constants).
+// the layer of a masked core (key_padding / causal): the length and offset of this call. An input
+// the core does not take is passed as its "nothing hidden" value (len_k, len_k - 1) and ignored
+// (CONFIG_T::key_padding / causal are compile-time constants).
 template <class x_T, class y_T, class res_T, typename CONFIG_T>
 void attention_core_masked(
     x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
@@ -553,16 +413,8 @@ void attention_core_masked(
     const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
     const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
     #pragma HLS PIPELINE II=CONFIG_T::reuse_factor
-    typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k];
-    typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim];
-    typename CONFIG_T::v_t attn[CONFIG_T::len_q][CONFIG_T::dim];
-    #pragma HLS ARRAY_PARTITION variable=scores complete dim=0
-    #pragma HLS ARRAY_PARTITION variable=v complete dim=0
-    #pragma HLS ARRAY_PARTITION variable=attn complete dim=0
-    attention_core_front<x_T, y_T, CONFIG_T>(x, y, wq, wk, wv, scores, v);
-    attention_core_softmax_values_masked<CONFIG_T>(scores, v, length, offset, exp_table,
-                                                   recip_table, attn);
-    attention_core_output<res_T, CONFIG_T>(attn, wo, res);
+    attention_core_body<x_T, y_T, res_T, CONFIG_T>(x, y, length, offset, res, wq, wk, wv, wo,
+                                                   exp_table, recip_table);
 }
 
 } // namespace nnet

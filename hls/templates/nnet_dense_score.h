@@ -25,22 +25,9 @@ void dense_alignment(
     #pragma HLS INLINE
     typename CONFIG_T::qk_t hidden[CONFIG_T::len_q][CONFIG_T::dim];
     #pragma HLS ARRAY_PARTITION variable=hidden complete dim=0
-DenseHiddenRow:
-    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
-        #pragma HLS UNROLL
-    DenseHiddenCol:
-        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
-            #pragma HLS UNROLL
-            typename CONFIG_T::qacc_t acc = 0;
-        DenseHiddenSum:
-            for (unsigned r = 0; r < CONFIG_T::dim; r++) {
-                #pragma HLS UNROLL
-                acc += x[i][r] * w1[r * CONFIG_T::dim + c];
-            }
-            typename CONFIG_T::qacc_t shifted = acc >> CONFIG_T::q_shift;
-            hidden[i][c] = shifted < 0 ? typename CONFIG_T::qacc_t(0) : shifted;
-        }
-    }
+    // H: the core's product projection, relu'd
+    attention_multiply_project<CONFIG_T, CONFIG_T::len_q, CONFIG_T::q_shift,
+                               typename CONFIG_T::qacc_t, true>(x, w1, hidden);
     const unsigned cols = CONFIG_T::heads * CONFIG_T::len_k;
 DenseHead:
     for (unsigned h = 0; h < CONFIG_T::heads; h++) {

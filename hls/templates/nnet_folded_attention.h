@@ -25,8 +25,8 @@
 //   attention   len_q heads (KB SC + KB + HC KB)   scores, exp, numerators; the score chunks
 //               SC: HC (a head's features of Q and K), DC (Dense: a hidden row against W_2),
 //               1 (RandInit: R read)
-// A C simulation counts the iterations (folded_attention_iterations, not under __SYNTHESIS__),
-// which the tests compare with the formula.
+// A C simulation counts the iterations (FOLDED_CYCLE, read by eatt_folded_iterations; not under
+// __SYNTHESIS__), which the tests compare with the formula.
 //
 // The layer is a DATAFLOW region of processes (the RTL engine's units; docs/hls.md, "Folded"):
 // the loads, the projections before attention (folded_project_pre), attention
@@ -35,15 +35,21 @@
 // ping-pong buffers and a call's processes overlap the next call's: the layer's interval is
 // its slowest process (hls_iterations "ii"), its latency their sum ("total"). Unlike the RTL,
 // whose walks serve both projections, the output projection is a process of its own here.
-// The io_stream layer (folded_attention_stream) is in nnet_folded_stream.h.
 // Everything after the scores (exp, E, numerators, O, Z) is the same for every mechanism.
+//
+// The headers: the projection walks (the select and multiply walks' tiles and steps,
+// folded_multiply_project, E-ATT's folded_eatt_project) and the iteration count FOLDED_CYCLE are
+// in nnet_folded_walks.h, included here; the score lanes, the query-key forms, attention, the
+// processes and the io_parallel layer (folded_attention) here; the io_stream layer
+// (folded_attention_stream) in nnet_folded_stream.h; the Synthesizer's forms in
+// nnet_folded_synth.h.
 //
 // Weights come tile by tile, as the RTL's ROMs (eatt.rtl_sim.folded.weight_tiles): tile (row
 // chunk rc, column chunk cc) at word cc DC + rc holds w[rc S + r][cc COLS + c] at field
 // r COLS + c. `ARRAY_RESHAPE cyclic factor = S COLS` makes one word of each tile. Dense's W_2
 // is in S x P tiles (a score cycle's), RandInit's R row-major, P entries a word.
 //
-// The E-ATT select walk (folded_select_tile) and score lanes (folded_l1_lanes) hold no
+// The E-ATT select walk (nnet_folded_walks.h) and score lanes (folded_l1_lanes) hold no
 // multiplication (tests/test_hls_folded.py scans them).
 
 #ifndef NNET_FOLDED_ATTENTION_H_
@@ -53,53 +59,10 @@
 #include "ap_int.h"
 #include "nnet_attention_core.h"
 #include "nnet_common.h"
+#include "nnet_folded_walks.h"
 #include "nnet_types.h"
 
 namespace nnet {
-
-#ifndef __SYNTHESIS__
-// pipelined-loop iterations of every call so far (one II=1 iteration is one cycle)
-inline unsigned long &folded_iteration_count() {
-    static unsigned long count = 0;
-    return count;
-}
-#define FOLDED_CYCLE() (folded_iteration_count()++)
-#else
-#define FOLDED_CYCLE()
-#endif
-
-// -- one S x COLS tile: S input features of one token, COLS output columns --------------------
-// select walk (E-ATT Q, K): each set bit adds its weight row's COLS entries. Additions only.
-template <class acc_T, class w_T, unsigned S, unsigned COLS>
-void folded_select_tile(const bool bits[S], const w_T tile[S * COLS], acc_T acc[COLS]) {
-    #pragma HLS INLINE
-SelTileCol:
-    for (unsigned c = 0; c < COLS; c++) {
-        #pragma HLS UNROLL
-        unsigned f = c;
-    SelTileRow:
-        for (unsigned r = 0; r < S; r++) {
-            #pragma HLS UNROLL
-            if (bits[r]) acc[c] += tile[f];
-            f += COLS;
-        }
-    }
-}
-
-// multiply walk (dot Q, K; V; O): acc[c] += sum_r a[r] w[r][c]
-template <class acc_T, class a_T, class w_T, unsigned S, unsigned COLS>
-void folded_multiply_tile(const a_T a[S], const w_T tile[S * COLS], acc_T acc[COLS]) {
-    #pragma HLS INLINE
-MulTileCol:
-    for (unsigned c = 0; c < COLS; c++) {
-        #pragma HLS UNROLL
-    MulTileRow:
-        for (unsigned r = 0; r < S; r++) {
-            #pragma HLS UNROLL
-            acc[c] += a[r] * tile[r * COLS + c];
-        }
-    }
-}
 
 // -- the score lanes: P keys, S features of one head each ------------------------------------
 // E-ATT: acc[l] -= |q - k_l| (Eq. 10), subtract, absolute value, accumulate. Additions only.
@@ -114,12 +77,7 @@ L1Lane:
     L1Feature:
         for (unsigned s = 0; s < CONFIG_T::simd; s++) {
             #pragma HLS UNROLL
-            typename CONFIG_T::diff_t t = q[s] - k[l][s];
-            if (t < 0) {
-                acc[l] += t;
-            } else {
-                acc[l] -= t;
-            }
+            attention_l1_accumulate<CONFIG_T>(acc[l], q[s], k[l][s]);
         }
     }
 }
@@ -142,6 +100,21 @@ DotLane:
 }
 
 // -- load: the codes of X (len_q tokens) and Y (len_k tokens), S features a cycle ------------
+// one load cycle: features c S .. c S + S - 1 of the token at src[base] (an input array, or a
+// stream's beat at base 0)
+template <typename CONFIG_T, class src_T>
+void folded_load_chunk(const src_T &src, unsigned base, unsigned c,
+                       typename CONFIG_T::in_code_t codes[CONFIG_T::dim]) {
+    #pragma HLS INLINE
+LoadFeature:
+    for (unsigned s = 0; s < CONFIG_T::simd; s++) {
+        #pragma HLS UNROLL
+        unsigned d = c * CONFIG_T::simd + s;
+        typename CONFIG_T::in_fixed_t real = src[base + d];
+        codes[d].range() = real.range();  // exact: src holds the input grid
+    }
+}
+
 template <class data_T, typename CONFIG_T, unsigned N_ROWS>
 void folded_load(data_T data[N_ROWS * CONFIG_T::dim],
                  typename CONFIG_T::in_code_t codes[N_ROWS][CONFIG_T::dim]) {
@@ -152,198 +125,7 @@ LoadRow:
         for (unsigned c = 0; c < CONFIG_T::dim / CONFIG_T::simd; c++) {
             #pragma HLS PIPELINE II=1
             FOLDED_CYCLE();
-        LoadFeature:
-            for (unsigned s = 0; s < CONFIG_T::simd; s++) {
-                #pragma HLS UNROLL
-                unsigned d = c * CONFIG_T::simd + s;
-                typename CONFIG_T::in_fixed_t real = data[i * CONFIG_T::dim + d];
-                codes[i][d].range() = real.range();  // exact: data_T is the input grid
-            }
-        }
-    }
-}
-
-// -- one projection step of a walk: one tile of one token ----------------------------------------
-// rbase: the tile's first input feature (row chunk rc x S); tile: its S x COLS weights. Index
-// arithmetic is running counters in the callers, so the select path holds no `*` at all.
-// select: acc += the tile's rows picked by the token's bits rbase .. rbase + S - 1 (Eq. 4, 6-9)
-template <typename CONFIG_T, class w_T>
-void folded_select_step(const typename CONFIG_T::in_code_t token[CONFIG_T::dim],
-                        const w_T tile[CONFIG_T::select_words], unsigned rbase,
-                        typename CONFIG_T::qacc_t acc[CONFIG_T::simd]) {
-    #pragma HLS INLINE
-    bool bits[CONFIG_T::simd];
-    #pragma HLS ARRAY_PARTITION variable=bits complete
-SelBits:
-    for (unsigned r = 0; r < CONFIG_T::simd; r++) {
-        #pragma HLS UNROLL
-        bits[r] = token[rbase + r] > CONFIG_T::tau_int;  // Eq. 4 (strict)
-    }
-    folded_select_tile<typename CONFIG_T::qacc_t, w_T, CONFIG_T::simd, CONFIG_T::simd>(bits, tile,
-                                                                                      acc);
-}
-
-// multiply: acc += token[rbase .. rbase + S - 1] x the tile's COLS columns
-template <typename CONFIG_T, unsigned COLS, class a_T, class w_T, class acc_T>
-void folded_multiply_step(const a_T token[CONFIG_T::dim], const w_T *tile, unsigned rbase,
-                          acc_T acc[COLS]) {
-    #pragma HLS INLINE
-    a_T a[CONFIG_T::simd];
-    #pragma HLS ARRAY_PARTITION variable=a complete
-MulIn:
-    for (unsigned r = 0; r < CONFIG_T::simd; r++) {
-        #pragma HLS UNROLL
-        a[r] = token[rbase + r];
-    }
-    folded_multiply_tile<acc_T, a_T, w_T, CONFIG_T::simd, COLS>(a, tile, acc);
-}
-
-// -- a whole projection of N_ROWS tokens on the multiply walk: out = (in W) >> SHIFT ----------
-// S x COLS tiles, DC row chunks x dim / COLS column chunks a token, one tile a cycle; RELU:
-// max(out, 0) (Dense's hidden layer: after the requantization, a floor, so the same either way)
-template <typename CONFIG_T, unsigned N_ROWS, unsigned COLS, unsigned SHIFT, class a_T, class w_T,
-          class acc_T, bool RELU = false, class out_T>
-void folded_multiply_project(a_T in[N_ROWS][CONFIG_T::dim], const w_T w[CONFIG_T::dim * CONFIG_T::dim],
-                             out_T out[N_ROWS][CONFIG_T::dim]) {
-    #pragma HLS INLINE
-    const unsigned DC = CONFIG_T::dim / CONFIG_T::simd;
-    acc_T acc[COLS];
-    #pragma HLS ARRAY_PARTITION variable=acc complete
-MulProjToken:
-    for (unsigned t = 0; t < N_ROWS; t++) {
-        unsigned word = 0;  // tile (rc, cc) is word cc DC + rc: rc inner, so a running count
-        unsigned rbase = 0;
-    MulProjCol:
-        for (unsigned col = 0; col < CONFIG_T::dim; col += COLS) {
-        MulProjRow:
-            for (unsigned rc = 0; rc < DC; rc++) {
-                #pragma HLS PIPELINE II=1
-                FOLDED_CYCLE();
-                if (rc == 0) {
-                    for (unsigned c = 0; c < COLS; c++) acc[c] = 0;
-                    rbase = 0;
-                }
-                folded_multiply_step<CONFIG_T, COLS, a_T, w_T, acc_T>(in[t], &w[word], rbase, acc);
-                if (rc == DC - 1) {
-                    for (unsigned c = 0; c < COLS; c++) {
-                        acc_T shifted = acc[c] >> SHIFT;
-                        out[t][col + c] = (RELU && shifted < 0) ? acc_T(0) : shifted;
-                    }
-                }
-                word += CONFIG_T::simd * COLS;
-                rbase += CONFIG_T::simd;
-            }
-        }
-    }
-}
-
-// E-ATT before attention: the two walks at once (the RTL's interleave). Per key token j, the
-// multiply walk takes M DC^2 cycles for V_j (S x PE tiles); the select walk does K_j in the
-// first DC^2 of them (slot 0) and one Q token in each other slot of DC^2 (Q token
-// j (M - 1) + slot - 1, while there is one); the Q tokens left follow. Running counters only.
-template <typename CONFIG_T>
-void folded_eatt_project(typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim],
-                         typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim],
-                         const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
-                         const typename CONFIG_T::wk_t wk[CONFIG_T::dim * CONFIG_T::dim],
-                         const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
-                         typename CONFIG_T::qk_t q[CONFIG_T::len_q][CONFIG_T::dim],
-                         typename CONFIG_T::qk_t k[CONFIG_T::len_k][CONFIG_T::dim],
-                         typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim]) {
-    #pragma HLS INLINE
-    const unsigned S = CONFIG_T::simd, PE = CONFIG_T::pe, DC = CONFIG_T::dim / CONFIG_T::simd;
-    const unsigned M = CONFIG_T::simd / CONFIG_T::pe, T = CONFIG_T::tiles;
-    typename CONFIG_T::qacc_t sacc[S];
-    typename CONFIG_T::vacc_t vacc[PE];
-    #pragma HLS ARRAY_PARTITION variable=sacc complete
-    #pragma HLS ARRAY_PARTITION variable=vacc complete
-    unsigned qbase = 0;  // j (M - 1): the first Q token of key token j's slots
-PairToken:
-    for (unsigned j = 0; j < CONFIG_T::len_k; j++) {
-        unsigned rc = 0, rbase = 0;              // row chunk of both walks, its first feature
-        unsigned vword = 0, vcol = 0;            // multiply walk: tile word, first column
-        unsigned slot = 0, step = 0, sword = 0;  // select walk: slot, tile in it, tile word
-        unsigned scol = 0;                       // select walk: first column
-    PairStep:
-        for (unsigned t = 0; t < CONFIG_T::pair_steps; t++) {
-            #pragma HLS PIPELINE II=1
-            FOLDED_CYCLE();
-            // multiply walk: V_j
-            if (rc == 0) {
-                for (unsigned c = 0; c < PE; c++) vacc[c] = 0;
-            }
-            folded_multiply_step<CONFIG_T, PE>(yc[j], &wv[vword], rbase, vacc);
-            if (rc == DC - 1) {
-                for (unsigned c = 0; c < PE; c++) v[j][vcol + c] = vacc[c] >> CONFIG_T::v_shift;
-            }
-            // select walk: K_j in slot 0, a Q token in the others
-            bool key = slot == 0;
-            unsigned qi = qbase + slot - 1;
-            if (key || qi < CONFIG_T::len_q) {
-                if (rc == 0) {
-                    for (unsigned c = 0; c < S; c++) sacc[c] = 0;
-                }
-                if (key) {
-                    folded_select_step<CONFIG_T>(yc[j], &wk[sword], rbase, sacc);
-                } else {
-                    folded_select_step<CONFIG_T>(xc[qi], &wq[sword], rbase, sacc);
-                }
-                if (rc == DC - 1) {
-                    for (unsigned c = 0; c < S; c++) {
-                        if (key) {
-                            k[j][scol + c] = sacc[c] >> CONFIG_T::q_shift;
-                        } else {
-                            q[qi][scol + c] = sacc[c] >> CONFIG_T::q_shift;
-                        }
-                    }
-                }
-            }
-            // the counters
-            vword += CONFIG_T::multiply_words;
-            sword += CONFIG_T::select_words;
-            if (rc == DC - 1) {
-                rc = 0;
-                rbase = 0;
-                vcol += PE;
-                scol += S;
-            } else {
-                rc++;
-                rbase += S;
-            }
-            if (step == T - 1) {
-                step = 0;
-                slot++;
-                sword = 0;
-                scol = 0;
-            } else {
-                step++;
-            }
-        }
-        qbase += M - 1;
-    }
-RestToken:
-    for (unsigned i = qbase; i < CONFIG_T::len_q; i++) {
-        unsigned rc = 0, rbase = 0, sword = 0, scol = 0;
-    RestStep:
-        for (unsigned t = 0; t < T; t++) {
-            #pragma HLS PIPELINE II=1
-            FOLDED_CYCLE();
-            if (rc == 0) {
-                for (unsigned c = 0; c < S; c++) sacc[c] = 0;
-            }
-            folded_select_step<CONFIG_T>(xc[i], &wq[sword], rbase, sacc);
-            if (rc == DC - 1) {
-                for (unsigned c = 0; c < S; c++) q[i][scol + c] = sacc[c] >> CONFIG_T::q_shift;
-            }
-            sword += CONFIG_T::select_words;
-            if (rc == DC - 1) {
-                rc = 0;
-                rbase = 0;
-                scol += S;
-            } else {
-                rc++;
-                rbase += S;
-            }
+            folded_load_chunk<CONFIG_T>(data, i * CONFIG_T::dim, c, codes[i]);
         }
     }
 }
@@ -356,17 +138,22 @@ RestToken:
 //                the hidden layer (len_q tokens of X), relu: max(0, .) after its requantization
 //   chunks       the score phase's cycles per key block (SC)
 //   score_step   one cycle of the P score lanes: chunk c of key block jb, query i, head h
+// Every form's score_step has the signature NNET_FOLDED_SCORE_STEP (the layer passes the token
+// memories q, k and the alignment weights wq, wk; a form reads what it needs; acc: the P lanes'
+// sums).
+#define NNET_FOLDED_SCORE_STEP(CONFIG_T)                                                           \
+    static void score_step(unsigned i, unsigned h, unsigned jb, unsigned c,                        \
+                           typename CONFIG_T::qk_t q[CONFIG_T::len_q][CONFIG_T::dim],              \
+                           typename CONFIG_T::qk_t k[CONFIG_T::len_k][CONFIG_T::dim],              \
+                           const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],                       \
+                           const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],                       \
+                           typename CONFIG_T::score_t acc[CONFIG_T::lanes])
 // The query-key mechanisms (E-ATT's L1 and the dot product): Q and K on the walks, the HC
 // chunks of a head's features; the Synthesizer's forms are in nnet_folded_synth.h.
 template <typename CONFIG_T, bool L1> struct folded_query_key {
     static const bool select_walk = L1, k_pass = true, q_pass = true, relu = false;
     static const unsigned chunks = CONFIG_T::d_head / CONFIG_T::simd;
-    static void score_step(unsigned i, unsigned h, unsigned jb, unsigned c,
-                           typename CONFIG_T::qk_t q[CONFIG_T::len_q][CONFIG_T::dim],
-                           typename CONFIG_T::qk_t k[CONFIG_T::len_k][CONFIG_T::dim],
-                           const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
-                           const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],
-                           typename CONFIG_T::score_t acc[CONFIG_T::lanes]) {
+    NNET_FOLDED_SCORE_STEP(CONFIG_T) {
         #pragma HLS INLINE
         const unsigned P = CONFIG_T::lanes, S = CONFIG_T::simd;
         typename CONFIG_T::qk_t qs[S];
@@ -610,16 +397,7 @@ void folded_attention(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::le
     folded_load<y_T, CONFIG_T, CONFIG_T::len_k>(y, yc);
     folded_attention_compute<CONFIG_T>(xc, yc, length, offset, wq, wk, wv, wo, exp_table,
                                        recip_table, z);
-OutRow:
-    for (unsigned i = 0; i < CONFIG_T::len_q; i++) {
-    OutCol:
-        for (unsigned c = 0; c < CONFIG_T::dim; c++) {
-            #pragma HLS UNROLL
-            typename CONFIG_T::out_fixed_t real;  // written on the <out_bits, out_frac> grid
-            real.range() = z[i][c].range();
-            res[i * CONFIG_T::dim + c] = real;
-        }
-    }
+    attention_core_write<res_T, CONFIG_T>(z, res);  // the output, as the unrolled core's
 }
 
 } // namespace nnet

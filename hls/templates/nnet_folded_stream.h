@@ -24,13 +24,7 @@ LoadStreamRow:
             #pragma HLS PIPELINE II=1
             FOLDED_CYCLE();
             if (c == 0) beat = data.read();
-        LoadStreamFeature:
-            for (unsigned s = 0; s < CONFIG_T::simd; s++) {
-                #pragma HLS UNROLL
-                unsigned d = c * CONFIG_T::simd + s;
-                typename CONFIG_T::in_fixed_t real = beat[d];
-                codes[i][d].range() = real.range();  // exact: the beat is on the input grid
-            }
+            folded_load_chunk<CONFIG_T>(beat, 0, c, codes[i]);
         }
     }
 }
@@ -71,9 +65,7 @@ OutStreamRow:
     OutStreamCol:
         for (unsigned c = 0; c < CONFIG_T::dim; c++) {
             #pragma HLS UNROLL
-            typename CONFIG_T::out_fixed_t real;
-            real.range() = z[i][c].range();
-            beat[c] = real;
+            beat[c] = attention_core_out_real<CONFIG_T>(z[i][c]);
         }
         res.write(beat);
     }

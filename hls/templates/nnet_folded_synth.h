@@ -24,12 +24,7 @@ namespace nnet {
 template <typename CONFIG_T> struct folded_dense {
     static const bool select_walk = false, k_pass = false, q_pass = true, relu = true;
     static const unsigned chunks = CONFIG_T::dim / CONFIG_T::simd;
-    static void score_step(unsigned i, unsigned h, unsigned jb, unsigned c,
-                           typename CONFIG_T::qk_t q[CONFIG_T::len_q][CONFIG_T::dim],
-                           typename CONFIG_T::qk_t k[CONFIG_T::len_k][CONFIG_T::dim],
-                           const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
-                           const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],
-                           typename CONFIG_T::score_t acc[CONFIG_T::lanes]) {
+    NNET_FOLDED_SCORE_STEP(CONFIG_T) {
         #pragma HLS INLINE
         const unsigned P = CONFIG_T::lanes, S = CONFIG_T::simd;
         const unsigned KB = CONFIG_T::len_k / CONFIG_T::lanes;
@@ -51,12 +46,7 @@ template <typename CONFIG_T> struct folded_dense {
 template <typename CONFIG_T> struct folded_randinit {
     static const bool select_walk = false, k_pass = false, q_pass = false, relu = false;
     static const unsigned chunks = 1;
-    static void score_step(unsigned i, unsigned h, unsigned jb, unsigned c,
-                           typename CONFIG_T::qk_t q[CONFIG_T::len_q][CONFIG_T::dim],
-                           typename CONFIG_T::qk_t k[CONFIG_T::len_k][CONFIG_T::dim],
-                           const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
-                           const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],
-                           typename CONFIG_T::score_t acc[CONFIG_T::lanes]) {
+    NNET_FOLDED_SCORE_STEP(CONFIG_T) {
         #pragma HLS INLINE
         const unsigned KB = CONFIG_T::len_k / CONFIG_T::lanes;
         unsigned word = ((h * CONFIG_T::len_q + i) * KB + jb) * CONFIG_T::wq_words;

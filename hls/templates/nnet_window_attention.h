@@ -15,7 +15,8 @@
 //           e = c_s * EXP[(M - S') >> exp_shift] (0 past the table)  (L0Drop Algorithm 1)
 //           E[h] += e;  N[h][d] += e V_s[d]
 //   O = clamp(round_half_up(N RECIP[E] / 2^(recip_frac + n)))  (attention_core_reciprocal and
-//       attention_core_normalize of nnet_attention_core.h, shared with the core)
+//       attention_core_normalize of nnet_attention_softmax.h, through nnet_attention_core.h,
+//       shared with the core)
 //
 // Pipelining (docs/hls.md): both window loops carry `PIPELINE II=1` and a trip count of
 // hi - lo + 1 <= window_rows, so the step takes cycles proportional to the window, not to len_k.
@@ -64,7 +65,8 @@ struct window_attention_config {
 };
 
 // -- Q projection of the query ---------------------------------------------------------------------
-// E-ATT: the binarized query selects rows of W_Q, which are added (no multiplication).
+// E-ATT: the binarized query selects rows of W_Q, which are added (no multiplication); dot: the
+// core's attention_multiply_project (nnet_attention_core.h), one row.
 template <typename CONFIG_T>
 void window_attention_eatt_query(typename CONFIG_T::in_code_t x[1][CONFIG_T::dim],
                                  const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
@@ -85,22 +87,14 @@ WinSelQCol:
     }
 }
 
-template <typename CONFIG_T>
-void window_attention_dot_query(typename CONFIG_T::in_code_t x[1][CONFIG_T::dim],
-                                const typename CONFIG_T::wq_t wq[CONFIG_T::dim * CONFIG_T::dim],
-                                typename CONFIG_T::qk_t q[CONFIG_T::dim]) {
+// -- the code of memory entry (row, col) of K or V: the raw bits of its value on fixed_T's grid
+// (exact: the memory's port type holds that grid) -----------------------------------------------
+template <class fixed_T, typename CONFIG_T, class m_T, class code_T>
+void window_attention_entry(m_T mem[CONFIG_T::len_k * CONFIG_T::dim], unsigned row, unsigned col,
+                            code_T &code) {
     #pragma HLS INLINE
-WinDotQCol:
-    for (unsigned c = 0; c < CONFIG_T::dim; c++) {
-        #pragma HLS UNROLL
-        typename CONFIG_T::qacc_t acc = 0;
-    WinDotQSum:
-        for (unsigned r = 0; r < CONFIG_T::dim; r++) {
-            #pragma HLS UNROLL
-            acc += x[0][r] * wq[r * CONFIG_T::dim + c];
-        }
-        q[c] = acc >> CONFIG_T::q_shift;
-    }
+    fixed_T real = mem[row * CONFIG_T::dim + col];
+    code.range() = real.range();
 }
 
 // -- score of one memory row for head h: -sum|Q - K| (E-ATT) or Q . K (dot) ------------------------
@@ -116,17 +110,10 @@ WinScoreDim:
     for (unsigned d = 0; d < CONFIG_T::d_head; d++) {
         #pragma HLS UNROLL
         unsigned col = h * CONFIG_T::d_head + d;
-        // exact: k_T holds the Q/K grid; the raw bits are the key code
-        typename CONFIG_T::k_fixed_t real = k[row * CONFIG_T::dim + col];
-        typename CONFIG_T::qk_t code;
-        code.range() = real.range();
+        typename CONFIG_T::qk_t code;  // k_T holds the Q/K grid
+        window_attention_entry<typename CONFIG_T::k_fixed_t, CONFIG_T>(k, row, col, code);
         if (CONFIG_T::mechanism::l1) {
-            typename CONFIG_T::diff_t t = q[col] - code;
-            if (t < 0) {
-                s += t;
-            } else {
-                s -= t;
-            }
+            attention_l1_accumulate<CONFIG_T>(s, q[col], code);
         } else {
             s += q[col] * code;
         }
@@ -158,7 +145,7 @@ void window_attention_step(
         penalty_table[CONFIG_T::penalty_levels * (CONFIG_T::window_d + 1)]) {
     #pragma HLS INLINE
     typename CONFIG_T::in_code_t xc[1][CONFIG_T::dim];
-    typename CONFIG_T::qk_t q[CONFIG_T::dim];
+    typename CONFIG_T::qk_t q[1][CONFIG_T::dim];
     typename CONFIG_T::logit_t logits[CONFIG_T::window_rows][CONFIG_T::heads];
     typename CONFIG_T::logit_t top[CONFIG_T::heads];
     typename CONFIG_T::esum_t total[CONFIG_T::heads];
@@ -174,9 +161,10 @@ void window_attention_step(
 
     attention_core_codes<x_T, CONFIG_T, 1>(x, xc);
     if (CONFIG_T::mechanism::l1) {
-        window_attention_eatt_query<CONFIG_T>(xc, wq, q);
+        window_attention_eatt_query<CONFIG_T>(xc, wq, q[0]);
     } else {
-        window_attention_dot_query<CONFIG_T>(xc, wq, q);
+        typedef typename CONFIG_T::qacc_t qacc_t;
+        attention_multiply_project<CONFIG_T, 1, CONFIG_T::q_shift, qacc_t>(xc, wq, q);
     }
 
     // window bounds: [max(p - w, 0), min(p + w, len - 1)]; the centre p < len is always inside
@@ -199,7 +187,7 @@ WinScore:
     WinScoreHead:
         for (unsigned h = 0; h < CONFIG_T::heads; h++) {
             #pragma HLS UNROLL
-            typename CONFIG_T::logit_t z = window_attention_score<k_T, CONFIG_T>(q, k, s, h);
+            typename CONFIG_T::logit_t z = window_attention_score<k_T, CONFIG_T>(q[0], k, s, h);
             z -= pen;
             logits[r][h] = z;
             if (r == 0 || z > top[h]) top[h] = z;
@@ -239,9 +227,8 @@ WinExp:
             for (unsigned d = 0; d < CONFIG_T::d_head; d++) {
                 #pragma HLS UNROLL
                 unsigned col = h * CONFIG_T::d_head + d;
-                typename CONFIG_T::vc_fixed_t vreal = v[s * CONFIG_T::dim + col];
                 typename CONFIG_T::vcode_t vcode;
-                vcode.range() = vreal.range();
+                window_attention_entry<typename CONFIG_T::vc_fixed_t, CONFIG_T>(v, s, col, vcode);
                 numer[col] += ce * vcode;
             }
         }

@@ -20,7 +20,7 @@ import cocotb
 import numpy as np
 import pytest
 
-from eatt.rtl_sim.leaf_stream import stream
+from eatt.rtl_sim.leaf_stream import signed, stream
 from eatt.rtl_sim.runner import run_leaf
 
 #: parameter sets: TERMS not a power of two among them, one term, LEVELS 0 to 3
@@ -41,11 +41,6 @@ def stages(p: dict) -> int:
     return (1 + (depth - 1) // levels if depth else 1) if levels else 0
 
 
-def _signed(value: int, bits: int) -> int:
-    value &= (1 << bits) - 1
-    return value - (1 << bits) if value >> (bits - 1) else value
-
-
 @cocotb.test()
 async def tree_vectors(dut):
     case = json.loads(os.environ["EATT_LEAF_CASE"])
@@ -64,8 +59,8 @@ async def tree_vectors(dut):
         dut.terms.value = word
 
     def check(k: int) -> None:
-        got = _signed(int(dut.sum.value), p["W"])
-        want = _signed(int(terms[k].sum()), p["W"])
+        got = signed(int(dut.sum.value), p["W"])
+        want = signed(int(terms[k].sum()), p["W"])
         assert got == want, f"vector {k}: {terms[k].tolist()}: {got} != {want}"
 
     await stream(dut, len(terms), lag, drive, check)

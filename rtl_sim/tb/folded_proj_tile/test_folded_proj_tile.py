@@ -21,7 +21,7 @@ import cocotb
 import numpy as np
 import pytest
 
-from eatt.rtl_sim.leaf_stream import stream
+from eatt.rtl_sim.leaf_stream import pack, stream, unpack
 from eatt.rtl_sim.runner import run_leaf
 
 #: parameter sets: (SIMD, [COLS,] A_W, W_W, ACC_W, SELECT); ACC_W holds SIMD products of the
@@ -70,19 +70,6 @@ def vectors(p: dict, n: int, seed: int):
     return sel, a, w
 
 
-def _pack(values, bits: int) -> int:
-    mask, word = (1 << bits) - 1, 0
-    for index, value in enumerate(np.asarray(values).reshape(-1).tolist()):
-        word |= (int(value) & mask) << (index * bits)
-    return word
-
-
-def _unpack(word: int, count: int, bits: int) -> list[int]:
-    mask, sign = (1 << bits) - 1, 1 << (bits - 1)
-    values = [(word >> (i * bits)) & mask for i in range(count)]
-    return [v - (1 << bits) if v & sign else v for v in values]
-
-
 @cocotb.test()
 async def tile_vectors(dut):
     case = json.loads(os.environ["EATT_LEAF_CASE"])
@@ -91,12 +78,12 @@ async def tile_vectors(dut):
     sel, a, w = vectors(p, case["vectors"], case["seed"])
 
     def drive(n: int) -> None:  # a pipelined tile: a new tile every cycle
-        dut.sel.value = _pack(sel[n], 1)
-        dut.a.value = _pack(a[n], p["A_W"])
-        dut.w.value = _pack(w[n], p["W_W"])  # w[r][c] at (r*COLS + c)
+        dut.sel.value = pack(sel[n], 1)
+        dut.a.value = pack(a[n], p["A_W"])
+        dut.w.value = pack(w[n], p["W_W"])  # w[r][c] at (r*COLS + c)
 
     def check(k: int) -> None:
-        got = _unpack(int(dut.part.value), cols, p["ACC_W"])
+        got = unpack(int(dut.part.value), cols, p["ACC_W"])
         want = expected_parts(p, sel[k], a[k], w[k]).tolist()
         assert got == want, f"vector {k}: sel={sel[k]} a={a[k]} w={w[k].tolist()}: {got}"
 

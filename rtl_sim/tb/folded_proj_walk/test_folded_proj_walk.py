@@ -32,6 +32,7 @@ from cocotb.triggers import FallingEdge, Timer
 
 from eatt.rtl_sim.folded import hex_lines, weight_tiles
 from eatt.rtl_sim.folding import walk_drain
+from eatt.rtl_sim.leaf_stream import pack, unpack
 from eatt.rtl_sim.runner import run_leaf
 
 K, V, Q, O = 0, 1, 2, 3  # the passes (folded_proj_walk.sv PASS_*)
@@ -172,19 +173,6 @@ def select_phase(p: dict) -> tuple[list[tuple], int]:
     return chunks, (lk * p["SLOTS"] + tail) * dc * dc + drain(p)
 
 
-def _pack(values, bits: int) -> int:
-    mask, word = (1 << bits) - 1, 0
-    for index, value in enumerate(np.asarray(values).reshape(-1).tolist()):
-        word |= (int(value) & mask) << (index * bits)
-    return word
-
-
-def _unpack(word: int, count: int, bits: int) -> list[int]:
-    mask, sign = (1 << bits) - 1, 1 << (bits - 1)
-    values = [(word >> (i * bits)) & mask for i in range(count)]
-    return [v - (1 << bits) if v & sign else v for v in values]
-
-
 class WalkTB:
     """Clock and reset; each cycle (after a falling edge): the token chunk addressed by (rd_tok,
     rd_rc) in the cycle before (the engine's memories read synchronously), then the walk's
@@ -199,7 +187,7 @@ class WalkTB:
         rows, s = self.d[mem], self.p["SIMD"]
         if tok >= len(rows):
             return 0  # a token this memory has not: the walk reads another one's
-        return _pack(rows[tok][rc * s : (rc + 1) * s], bits)
+        return pack(rows[tok][rc * s : (rc + 1) * s], bits)
 
     async def reset(self) -> None:
         dut = self.dut
@@ -226,7 +214,7 @@ class WalkTB:
             out["chunk"] += (int(dut.wr_sub.value),)
             out["lane"] = (int(dut.wr_lane.value), int(dut.wr_blk.value))
             codes = int(getattr(dut, port).value)
-            out["codes"] = _unpack(codes, p["COLS"], p[width])
+            out["codes"] = unpack(codes, p["COLS"], p[width])
         return out
 
     async def phase(self, start, chunks: list[tuple], cycles: int, ordered: bool) -> None:

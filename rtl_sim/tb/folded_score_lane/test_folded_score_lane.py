@@ -19,7 +19,7 @@ import pytest
 
 from eatt.quant.golden import l1_scores_int, matmul_int, signed_bits
 from eatt.rtl_sim.folding import tree_stages
-from eatt.rtl_sim.leaf_stream import stream
+from eatt.rtl_sim.leaf_stream import pack, stream
 from eatt.rtl_sim.runner import run_leaf
 
 
@@ -68,13 +68,6 @@ def expected_part(p: dict, q: np.ndarray, k: np.ndarray) -> int:
     return int(matmul_int(q[None], k[:, None])[0, 0])
 
 
-def _pack(values, bits: int) -> int:
-    mask, word = (1 << bits) - 1, 0
-    for index, value in enumerate(np.asarray(values).reshape(-1).tolist()):
-        word |= (int(value) & mask) << (index * bits)
-    return word
-
-
 @cocotb.test()
 async def lane_vectors(dut):
     case = json.loads(os.environ["EATT_LEAF_CASE"])
@@ -84,8 +77,8 @@ async def lane_vectors(dut):
     lag = max(0, tree_stages(p["SIMD"], p.get("LEVELS", 0)) - 1)
 
     def drive(n: int) -> None:  # a pipelined lane: a new pair every cycle
-        dut.q.value = _pack(q[n], p["QK_W"])
-        dut.k.value = _pack(k[n], p.get("K_W", p["QK_W"]))
+        dut.q.value = pack(q[n], p["QK_W"])
+        dut.k.value = pack(k[n], p.get("K_W", p["QK_W"]))
 
     def check(m: int) -> None:
         got = dut.part.value.to_signed()

@@ -26,6 +26,7 @@ from cocotb.triggers import Timer
 
 from eatt.quant.golden import l1_scores_int
 from eatt.rtl_sim.eatt_datapath import l1_score_row_parameters
+from eatt.rtl_sim.leaf_stream import pack, signed
 from eatt.rtl_sim.runner import run_leaf
 
 #: name -> (qk_bits, score_bits, q bounds per lane, k bounds per lane)
@@ -59,17 +60,6 @@ def vectors(name: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return q, k
 
 
-def _pack(values, bits: int) -> int:
-    mask, word = (1 << bits) - 1, 0
-    for index, value in enumerate(values):
-        word |= (int(value) & mask) << (index * bits)
-    return word
-
-
-def _signed(word: int, bits: int) -> int:
-    return word - (1 << bits) if word >> (bits - 1) & 1 else word
-
-
 class ScoreRowTB:
     """Drives a q row and a k row, reads the score (the leaf is combinational)."""
 
@@ -78,10 +68,10 @@ class ScoreRowTB:
         self.p = params
 
     async def score(self, q, k) -> int:
-        self.dut.q.value = _pack(q, self.p["IN_W"])
-        self.dut.k.value = _pack(k, self.p["IN_W"])
+        self.dut.q.value = pack(q, self.p["IN_W"])
+        self.dut.k.value = pack(k, self.p["IN_W"])
         await Timer(1, "ns")
-        return _signed(int(self.dut.score.value), self.p["SCORE_W"])
+        return signed(int(self.dut.score.value), self.p["SCORE_W"])
 
 
 @cocotb.test()

@@ -29,6 +29,7 @@ from cocotb.triggers import RisingEdge, Timer
 
 from eatt.config import CoreConfig
 from eatt.quant.golden import GoldenCore, derive_formats, matmul_int, random_weights
+from eatt.rtl_sim.leaf_stream import pack, unpack
 from eatt.rtl_sim.runner import run_leaf
 
 #: parameter sets: configs whose golden formats give the leaf's widths (one core row each:
@@ -96,19 +97,6 @@ def golden_vectors(cfg: CoreConfig, n: int, seed: int):
 
 
 # -- the cocotb side ------------------------------------------------------------------------------
-def _pack(values, bits: int) -> int:
-    mask, word = (1 << bits) - 1, 0
-    for index, value in enumerate(values):
-        word |= (int(value) & mask) << (index * bits)
-    return word
-
-
-def _unpack(word: int, count: int, bits: int) -> list[int]:
-    mask, sign = (1 << bits) - 1, 1 << (bits - 1)
-    values = [(word >> (i * bits)) & mask for i in range(count)]
-    return [v - (1 << bits) if v & sign else v for v in values]
-
-
 class RecipNormalizeTB:
     """Drives E and N, answers recip_index with the table (the generated top's ROM), reads O."""
 
@@ -122,7 +110,7 @@ class RecipNormalizeTB:
     async def normalize(self, total: int, numer) -> list[int]:
         p, dut = self.p, self.dut
         dut.e_sum.value = int(total)
-        dut.numer.value = _pack(numer, p["NUMER_W"])
+        dut.numer.value = pack(numer, p["NUMER_W"])
         if p.get("PIPE"):  # the leading one of E, then the index (and the shift) registered
             await RisingEdge(dut.clk)
             await RisingEdge(dut.clk)
@@ -131,7 +119,7 @@ class RecipNormalizeTB:
         if p.get("PIPE"):  # N x R registered
             await RisingEdge(dut.clk)
         await Timer(1, "ns")
-        return _unpack(int(dut.o.value), p["LANES"], p["OUT_W"])
+        return unpack(int(dut.o.value), p["LANES"], p["OUT_W"])
 
 
 @cocotb.test()

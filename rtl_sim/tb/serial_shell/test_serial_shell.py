@@ -31,6 +31,7 @@ from cocotb.triggers import FallingEdge, Timer
 from eatt.config import CoreConfig
 from eatt.quant.golden import GoldenCore, edge_inputs, random_inputs, random_weights
 from eatt.rtl_sim.generate import generate_rtl, load_metadata
+from eatt.rtl_sim.leaf_stream import pack
 from eatt.rtl_sim.pnr import serial_top
 from eatt.rtl_sim.runner import _cocotb_build, _cocotb_test, _sim_environ, run_leaf
 
@@ -149,13 +150,6 @@ def test_serial_shell_icarus():
     assert _run("ragged", "icarus")["tests"] == 1
 
 
-def _pack(values, bits: int) -> int:
-    word = 0
-    for k, v in enumerate(values.ravel()):
-        word |= (int(v) & ((1 << bits) - 1)) << (k * bits)
-    return word
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["eatt", "vanilla"])
 def test_wrapped_core(tmp_path, kind):
@@ -178,7 +172,7 @@ def test_wrapped_core(tmp_path, kind):
     bits, score_bits = cfg.in_bits, iface["outputs"]["s"]["element_bits"]
     x_width = iface["inputs"]["x"]["width"]
     vectors = [
-        [_pack(x[n], bits) | _pack(y[n], bits) << x_width, _pack(s[n], score_bits)]
+        [pack(x[n], bits) | pack(y[n], bits) << x_width, pack(s[n], score_bits)]
         for n in range(len(x))
     ]
     in_bits = sum(v["width"] for v in iface["inputs"].values())

@@ -1,0 +1,586 @@
+// folded_attend: the folded engine's attention unit (folded_attention.sv): per query and head,
+// the scores of LANES keys a cycle, the softmax weights, the numerators and O = N / E.
+//
+// It holds the memories between the walks and attention: Q (Dense: the hidden layer H), the
+// K and V banks (key j in bank j mod LANES, so LANES keys are read in one cycle), the
+// Synthesizers' score ROM (WS_FILE), the softmax tables (EXP_FILE, RECIP_FILE) and O (a_mem),
+// each of two banks, a vector in each (the engine's hand-over, folded_attention.sv). The
+// walks write Q, K (qk_*) and V (vo_*) into bank pre_b as they finish each chunk; attention
+// reads bank att_b; the walks' post pass reads O from bank post_b (a_re, a_rd_tok, a_rd_rc;
+// a_word the next cycle). A vector: `ready` (its Q/K/V bank full, its O bank free) while the
+// unit is idle starts it; `done` is high in its last cycle, O then written.
+//
+//   per query i, per head h:
+//     score  LANES keys at a time, SIMD features per cycle (folded_score_lane): S[j], max_j S;
+//            SC chunks a key block: HC of the head (E-ATT, vanilla), DC of the whole hidden
+//            token (Dense: lane l against W_2's column h LEN_K + j), 1 (RandInit: R read)
+//     exp    LANES keys per cycle: e[j] = EXP[(max S - S[j]) >> EXP_SHIFT], E = sum_j e[j]
+//     numer  SIMD features x LANES keys per cycle: N[t] = sum_j e[j] V[j][t], then
+//            O = N / E (recip_normalize, the reciprocal table) into a_mem
+//
+// A vector takes LEN_Q HEADS (KB SC + KB + KB HC + FILL) cycles (FILL: the phases' drain
+// cycles, 9 at ADDER_LEVELS 0; rtl_sim/folding.py attention_fill) from the edge that takes
+// `ready` to the end of `done`'s cycle. Bit-exact with eatt.quant.golden.GoldenCore's softmax_weights and weighted_values on
+// the Q, K (or H, or R) and V it is given; rtl_sim/tb/folded_attend tests it alone.
+
+`default_nettype none
+
+module folded_attend #(
+    parameter int SCORE       = 0,    // the mechanism (folded_attention.sv SCORE_*)
+    parameter int LEN_Q       = 2,    // query tokens
+    parameter int LEN_K       = 4,    // key tokens
+    parameter int DIM         = 8,    // model dimension
+    parameter int HEADS       = 2,    // heads (D_HEAD = DIM / HEADS)
+    parameter int LANES       = 2,    // keys scored per cycle (divides LEN_K)
+    parameter int SIMD        = 2,    // features per cycle (divides D_HEAD)
+    parameter int PE          = 2,    // E-ATT: V columns a walk's word (divides SIMD)
+    parameter int W_W         = 8,    // bits of a weight, signed (Dense's W_2, RandInit's R)
+    parameter int QK_W        = 12,   // bits of Q, K codes (qk_code_bits)
+    parameter int V_W         = 12,   // bits of V codes (v_code_bits)
+    parameter int SCORE_W     = 18,   // bits of a score (score_bits)
+    parameter int EXP_SHIFT   = 0,    // table index = (max S - S) >> EXP_SHIFT
+    parameter int EXP_SIZE    = 256,  // entries of the exp table
+    parameter int EXP_W       = 11,   // bits of an exp entry, unsigned (exp_bits)
+    parameter int SUM_W       = 14,   // bits of E, unsigned (esum_bits)
+    parameter int NUMER_W     = 26,   // bits of a numerator N, signed (numer_bits)
+    parameter int RIDX_W      = 8,    // reciprocal table index bits (recip_index_bits)
+    parameter int RECIP_W     = 13,   // bits of a reciprocal entry (recip_bits)
+    parameter int RECIP_FRAC  = 12,   // fraction bits of the reciprocal (cfg.recip_frac)
+    parameter int PROD_W      = 40,   // bits of N * R + half (prod_bits)
+    parameter int ATTN_W      = 12,   // bits of the attention output O (attn_bits)
+    parameter int KEY_PADDING = 0,    // 1: key j visible only if j < length
+    parameter int CAUSAL      = 0,    // 1: key j visible to query i only if j <= i + offset
+    parameter int LEN_W       = 3,    // bits of length
+    parameter int OFF_W       = 2,    // bits of offset
+    parameter     WS_FILE     = "",   // Dense's W_2 or RandInit's R ($readmemh, none by default)
+    parameter     EXP_FILE    = "",
+    parameter     RECIP_FILE  = "",
+    parameter int MACRO_ROWS  = 32,   // memories of at least this many words are macros
+    parameter int ADDER_LEVELS = 0,   // >= 1: pipelined for a clock (docs/folded.md)
+    // derived (left at their defaults, as verilog-axis' KEEP_WIDTH): the port widths
+    parameter int MUL_COLS = (SCORE == 0) ? PE : SIMD,  // the multiply walk's columns (V)
+    parameter int TOK_CW  = ((LEN_Q > LEN_K ? LEN_Q : LEN_K) > 1)
+                          ? $clog2(LEN_Q > LEN_K ? LEN_Q : LEN_K) : 1,
+    parameter int LANE_CW = (LANES > 1) ? $clog2(LANES) : 1,
+    parameter int KB_CW   = ((LEN_K / LANES) > 1) ? $clog2(LEN_K / LANES) : 1,
+    parameter int DC_CW   = ((DIM / SIMD) > 1) ? $clog2(DIM / SIMD) : 1,
+    parameter int M_CW    = ((SIMD / MUL_COLS) > 1) ? $clog2(SIMD / MUL_COLS) : 1
+) (
+    input  wire logic                    clk,
+    input  wire logic                    rst,  // synchronous, active high
+    input  wire logic                    ready,     // bank att_b: Q/K/V full, O free
+    output logic                         done,      // the vector's last cycle
+    input  wire logic                    att_b,     // the bank attention is on
+    input  wire logic [LEN_W-1:0]        length,    // its mask inputs
+    input  wire logic [OFF_W-1:0]        offset,
+    // the walks' chunks, into bank pre_b (folded_proj_walk wr_*): K and Q (Dense: H) codes,
+    // SIMD wide; V codes, MUL_COLS wide (piece vo_sub of a SIMD-wide word)
+    input  wire logic                    pre_b,
+    /* verilator lint_off UNUSEDSIGNAL */  // (RandInit: no Q, K; Dense: no K; V: no token)
+    input  wire logic                    qk_valid,
+    input  wire logic [1:0]              qk_pass,
+    input  wire logic [TOK_CW-1:0]       qk_tok,
+    input  wire logic [LANE_CW-1:0]      qk_lane,
+    input  wire logic [KB_CW-1:0]        qk_blk,
+    input  wire logic [DC_CW-1:0]        qk_cc,
+    input  wire logic [SIMD*QK_W-1:0]    qk_code,
+    /* verilator lint_on UNUSEDSIGNAL */
+    input  wire logic                    vo_valid,
+    input  wire logic [1:0]              vo_pass,
+    input  wire logic [LANE_CW-1:0]      vo_lane,
+    input  wire logic [KB_CW-1:0]        vo_blk,
+    input  wire logic [DC_CW-1:0]        vo_cc,
+    input  wire logic [M_CW-1:0]         vo_sub,
+    input  wire logic [MUL_COLS*V_W-1:0]      v_code,
+    // O for the walks' post pass, from bank post_b: token a_rd_tok, chunk a_rd_rc
+    input  wire logic                    post_b,
+    input  wire logic                    a_re,
+    input  wire logic [TOK_CW-1:0]       a_rd_tok,
+    input  wire logic [DC_CW-1:0]        a_rd_rc,
+    output logic      [SIMD*ATTN_W-1:0]  a_word
+);
+    // Counters exactly as wide as their ranges, mixed with int parameters (folded_attention.sv)
+    /* verilator lint_off WIDTHEXPAND */
+    /* verilator lint_off WIDTHTRUNC */
+    localparam int D_HEAD = DIM / HEADS;
+    localparam int DC     = DIM / SIMD;       // SIMD-wide chunks of a token
+    localparam int HC     = D_HEAD / SIMD;    // chunks of a head
+    localparam int KB     = LEN_K / LANES;    // blocks of LANES keys
+    localparam int SCORE_L1 = 0, SCORE_DOT = 1, SCORE_DENSE = 2, SCORE_RANDINIT = 3;
+    localparam bit L1 = (SCORE == SCORE_L1);
+    localparam bit DENSE = (SCORE == SCORE_DENSE);
+    localparam bit RANDINIT = (SCORE == SCORE_RANDINIT);
+    localparam bit QK = (SCORE == SCORE_L1 || SCORE == SCORE_DOT);  // Q against K memories
+    localparam bit SYNTH = DENSE || RANDINIT;  // a score ROM (WS_FILE)
+    localparam int M      = SIMD / MUL_COLS;  // V's pieces of a SIMD-wide word
+    localparam int SC     = QK ? HC : DENSE ? DC : 1;  // the score phase's chunks a key block
+    localparam int EXP_A  = (EXP_SIZE > 1) ? $clog2(EXP_SIZE) : 1;
+    localparam int C_MAX  = (SC > HC) ? SC : HC;  // the chunk counters' range (scores, numer)
+    localparam int C_CW   = (C_MAX > 1) ? $clog2(C_MAX) : 1;
+    localparam int Q_CW   = (LEN_Q > 1) ? $clog2(LEN_Q) : 1;
+    localparam int H_CW   = (HEADS > 1) ? $clog2(HEADS) : 1;
+    localparam int QA_W = $clog2(2 * LEN_Q * DC);  // q, a addresses (two banks)
+    localparam int BA_W = $clog2(2 * KB * DC);      // K, V bank addresses (two banks)
+    localparam int SA_W = (KB > 1) ? $clog2(KB) : 1;                    // score, weight banks
+    localparam int QD = LEN_Q * DC, BD = KB * DC;  // words of a bank
+    function automatic int unsigned banked(input logic b, input int unsigned depth,
+                                           input int unsigned addr);
+        banked = addr + (b ? depth : 0);
+    endfunction
+    typedef enum logic [1:0] { S_IDLE, S_SCORE, S_EXP, S_NUMER } state_t;
+    localparam logic [1:0] PASS_K = 2'd0, PASS_V = 2'd1, PASS_Q = 2'd2;  // folded_proj_walk
+
+    state_t state;
+    logic   att_go;
+    assign att_go = (state == S_IDLE) && ready;
+
+    // -- attention: per query qi and head hh, scores, exp, numerators -----------------------------
+    // Each phase is a pipeline of four stages: stage 0 (the counters) addresses the memories
+    // and stages 1-3 (p1_* .. p3_*: valid, key block, feature chunk) follow it a cycle apart:
+    //   scores      1: the lanes' chunk sums (part_r)  2: S accumulates (s_bank)  3: max S
+    //   exp         1: the exp table is addressed  2: e (e_bank), E  3: the reciprocal of E
+    //   numerators  1: the products e V (prod_r)  2: N accumulates  3: O = N / E (a_mem)
+    // drain counts the three cycles after stage 0's last; the next phase starts after them.
+    // ADDER_LEVELS >= 1 (for a clock): the scores' stage 1 takes S_EXTRA more cycles (q and k
+    // registered as read, the lane's terms and its tree every ADDER_LEVELS levels: the lane's
+    // chunk sum reaches part_r S_EXTRA cycles later, and its stage 2 with it, through x_tap)
+    // and a stage 4 (stage 3 registers the block's max over the lanes, stage 4 updates max S);
+    // exp's stage 1 takes E_EXTRA = 2 more (S registered as read, then the exp table's word)
+    // and the numerators' N_EXTRA = 1 (e and V registered as read); x_line carries the items;
+    // exp drains two more cycles (E's leading one, then the reciprocal's index registered:
+    // recip_normalize PIPE); the numerators have a stage 4: stage 3 registers N x R, stage 4
+    // shifts, rounds, clamps and writes a_mem; R is registered after its table (read in exp's
+    // last cycle, used from the numerators' stage 3).
+    logic [Q_CW-1:0]  qi;      // query
+    logic [H_CW-1:0]  hh;      // head
+    logic [KB_CW-1:0] jb;      // key block
+    logic [C_CW-1:0] dc, tc;  // feature chunk of the head (scores, numerators)
+    localparam int FILL = 3;                       // stages after stage 0: drain cycles
+    localparam int NORM_PIPE = (ADDER_LEVELS > 0) ? 1 : 0;
+    localparam int E_EXTRA = (ADDER_LEVELS > 0) ? 2 : 0;  // exp: S and the exp word registered
+    localparam int N_EXTRA = (ADDER_LEVELS > 0) ? 1 : 0;  // numerators: e and V registered
+    localparam int FILL_N = FILL + N_EXTRA + NORM_PIPE;  // the numerators' drain cycles
+    localparam int FILL_E = FILL + E_EXTRA + 2 * NORM_PIPE;  // exp's (+ the index's two)
+    // the score lane's adder levels (RandInit's has none: its score is read)
+    localparam int S_TREE = (SIMD > 1 && !RANDINIT) ? $clog2(SIMD) : 0;
+    localparam int S_EXTRA = (ADDER_LEVELS > 0)  // the q/k register + the lane's stages
+                           ? 2 + ((S_TREE > 0) ? (S_TREE - 1) / ADDER_LEVELS : 0) : 0;
+    localparam int MAX_PIPE = (ADDER_LEVELS > 0) ? 1 : 0;  // the block's max registered
+    localparam int FILL_S = FILL + S_EXTRA + MAX_PIPE;  // the scores' drain cycles
+    localparam int FILL_MAX = (FILL_S > FILL_E) ? ((FILL_S > FILL_N) ? FILL_S : FILL_N)
+                            : ((FILL_E > FILL_N) ? FILL_E : FILL_N);
+    localparam int DRAIN_W = $clog2(FILL_MAX + 1);
+    logic [DRAIN_W-1:0] drain;
+    logic             drained;                     // the phase's last drain cycle
+    logic             sc0, ex0, nm0;               // stage 0 of scores, exp, numerators
+    logic             p1_v, p2_v, p3_v, p4_v;      // the stage holds an item
+    logic [KB_CW-1:0] p1_jb, p2_jb, p3_jb, p4_jb;
+    logic [C_CW-1:0] p1_c, p2_c, p3_c, p4_c;      // the chunk: dc (scores), tc (numerators)
+    logic [1:0]       p1_ph, p2_ph, p3_ph, p4_ph;  // the phase (state) of the stage's item
+    logic [LANES-1:0] p2_hit;                      // the lane's exp word is its weight
+    /* verilator lint_off UNUSEDSIGNAL */  // (ADDER_LEVELS >= 1: vis_pre_jb instead)
+    logic [KB_CW-1:0] vis_jb;                      // the block visible[] is of
+    /* verilator lint_on UNUSEDSIGNAL */
+    logic             ea_v;                        // exp addresses its table (its item)
+    logic [KB_CW-1:0] ea_jb;
+    logic [SIMD*QK_W-1:0]    q_word;
+    localparam int K_W = DENSE ? W_W : QK_W;     // a lane's k: K codes, or W_2 (Dense)
+    logic [SIMD*K_W-1:0]     k_word [LANES];
+    logic [SIMD*V_W-1:0]     v_word [LANES];
+    logic signed [SCORE_W-1:0] s_next [LANES];   // the key's score with this chunk
+    logic signed [SCORE_W-1:0] s_hold [LANES];   // its running sum (stage 3: the score)
+    logic signed [SCORE_W-1:0] s_read [LANES];   // the stored score (exp phase)
+    logic [EXP_W-1:0]        e_next [LANES];     // the key's softmax weight (exp phase)
+    logic [EXP_W-1:0]        e_read [LANES];     // the stored weight (numer phase)
+    logic                    visible [LANES];
+    logic signed [SCORE_W-1:0] smax, smax_next;   // max over the visible keys so far
+    logic [SUM_W-1:0]        esum, esum_next;     // E
+    logic signed [NUMER_W-1:0] numer [SIMD];
+    logic signed [NUMER_W-1:0] numer_next [SIMD];
+    logic [SIMD*NUMER_W-1:0] numer_packed;
+    logic [RIDX_W-1:0]       recip_index;
+    logic [SIMD*ATTN_W-1:0]  o_word;
+
+    // key j is visible to query i: j < length (key padding), j <= i + offset (causal); every
+    // input an argument (a continuous assign is sensitive to its arguments only)
+    function automatic logic is_visible(input int unsigned j, input logic [LEN_W-1:0] len,
+                                        input logic [Q_CW-1:0] i, input logic [OFF_W-1:0] off);
+        is_visible = (KEY_PADDING == 0 || j < 32'(len))
+                  && (CAUSAL == 0 || j <= 32'(i) + 32'(off));
+    endfunction
+
+    assign sc0 = (state == S_SCORE) && (drain == 0);
+    assign ex0 = (state == S_EXP) && (drain == 0);
+    assign nm0 = (state == S_NUMER) && (drain == 0);
+    assign drained = (drain == DRAIN_W'((state == S_NUMER) ? FILL_N
+                                : (state == S_SCORE) ? FILL_S : FILL_E));
+    // the max (stage 3), exp (its table's address: stage 1, E_EXTRA - 1 cycles later)
+    assign vis_jb = (state == S_SCORE) ? p3_jb : ea_jb;
+    // ADDER_LEVELS >= 1: visible[] registered, from the items a cycle before vis_jb's (p3_jb
+    // is p2_jb a cycle later; ea_jb, at E_EXTRA = 2, is p1_jb a cycle later). The phase, the
+    // query and the masks hold while a phase's items are in flight (a phase changes after its
+    // drain), so the flags equal the combinational ones: the key compares leave the path from
+    // the phase state into the max tree and the exp table's read enables.
+    /* verilator lint_off UNUSEDSIGNAL */  // read with ADDER_LEVELS only
+    logic [KB_CW-1:0] vis_pre_jb;
+    /* verilator lint_on UNUSEDSIGNAL */
+    assign vis_pre_jb = (state == S_SCORE) ? p2_jb : p1_jb;
+
+    /* verilator lint_off UNUSEDSIGNAL */  // (RandInit has no lane)
+    logic [SIMD*QK_W-1:0] q_in;  // q as the lanes take it: registered with ADDER_LEVELS
+    /* verilator lint_on UNUSEDSIGNAL */
+    if (ADDER_LEVELS > 0) begin : g_q_reg
+        always_ff @(posedge clk) q_in <= q_word;
+    end else begin : g_q
+        assign q_in = q_word;
+    end
+    // Q (Dense: H, the whole token) of the query, the head's chunks (Dense: all DC chunks)
+    if (!RANDINIT) begin : g_q_mem
+        folded_ram #(
+            .WIDTH(SIMD*QK_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)
+        ) q_mem (
+            .clk(clk), .we(qk_valid && qk_pass == PASS_Q),
+            .waddr(QA_W'(banked(pre_b, QD, qk_tok*DC + qk_cc))), .wdata(qk_code),
+            .re(sc0), .raddr(QA_W'(banked(att_b, QD, qi*DC + (QK ? hh*HC : 0) + dc))),
+            .rdata(q_word)
+        );
+    end else begin : g_no_q
+        assign q_word = '0;
+    end
+
+    // the Synthesizers' score weights (WS_FILE), read with q: Dense's W_2, a word the SIMD
+    // rows of chunk dc of LANES columns h LEN_K + jb LANES + l (lane l's k); RandInit's R,
+    // a word the LANES scores of query qi, head hh, keys jb LANES + l
+    localparam int WS_WIDTH = DENSE ? LANES * SIMD * W_W : LANES * W_W;
+    localparam int WS_DEPTH = DENSE ? HEADS * KB * DC : HEADS * LEN_Q * KB;
+    localparam int WS_A = (WS_DEPTH > 1) ? $clog2(WS_DEPTH) : 1;
+    /* verilator lint_off UNUSEDSIGNAL */  // (E-ATT, vanilla: no score ROM)
+    logic [WS_WIDTH-1:0] ws_word;
+    /* verilator lint_on UNUSEDSIGNAL */
+    if (SYNTH) begin : g_ws_rom
+        logic [WS_A-1:0] ws_addr;
+        assign ws_addr = DENSE ? WS_A'((hh * KB + jb) * DC + dc)
+                               : WS_A'((hh * LEN_Q + qi) * KB + jb);
+        folded_rom #(
+            .WIDTH(WS_WIDTH), .DEPTH(WS_DEPTH), .SYNC(1), .FILE(WS_FILE),
+            .MACRO_ROWS(MACRO_ROWS), .AW(WS_A)
+        ) ws_rom (.clk(clk), .re(sc0), .addr(ws_addr), .data(ws_word));
+    end else begin : g_no_ws
+        assign ws_word = '0;
+    end
+
+    // the softmax tables: exp, one read port a lane (read in exp's stage 1); the reciprocal
+    logic [LANES*EXP_A-1:0] exp_addr;
+    logic [LANES-1:0]       exp_re;
+    logic [LANES*EXP_W-1:0] exp_data;
+    logic [RECIP_W-1:0]     recip;
+    folded_rom #(
+        .WIDTH(EXP_W), .DEPTH(EXP_SIZE), .READS(LANES), .SYNC(1), .FILE(EXP_FILE),
+        .MACRO_ROWS(MACRO_ROWS), .AW(EXP_A)
+    ) exp_rom (.clk(clk), .re(exp_re), .addr(exp_addr), .data(exp_data));
+
+    for (genvar l = 0; l < LANES; l++) begin : g_lane
+        // k_bank: K of keys j = b*LANES + l, chunk at b*DC + c; v_bank: V in M pieces of PE
+        // columns; s_bank: the scores of this query and head; e_bank: their softmax weights
+        wire  [SIMD*V_W-1:0]       v_cat;
+        logic signed [SCORE_W-1:0] s_acc;
+        logic signed [SCORE_W-1:0] part_l, part_r;  // the chunk's sum, registered
+        logic signed [SCORE_W:0]   zdiff;           // max S - S (>= 0 for a visible key)
+        logic signed [SCORE_W:0]   exp_index;
+        int unsigned               key;
+
+        if (QK) begin : g_k_bank
+            folded_ram #(
+                .WIDTH(SIMD*QK_W), .DEPTH(2*KB*DC), .MACRO_ROWS(MACRO_ROWS), .AW(BA_W)
+            ) k_bank (
+                .clk(clk), .we(qk_valid && qk_pass == PASS_K && qk_lane == l),
+                .waddr(BA_W'(banked(pre_b, BD, qk_blk*DC + qk_cc))), .wdata(qk_code),
+                .re(sc0), .raddr(BA_W'(banked(att_b, BD, jb*DC + hh*HC + dc))),
+                .rdata(k_word[l])
+            );
+        end else if (DENSE) begin : g_w2
+            assign k_word[l] = ws_word[l*SIMD*W_W +: SIMD*W_W];
+        end else begin : g_no_k
+            assign k_word[l] = '0;
+        end
+        for (genvar m = 0; m < M; m++) begin : g_vsub
+            folded_ram #(
+                .WIDTH(MUL_COLS*V_W), .DEPTH(2*KB*DC), .MACRO_ROWS(MACRO_ROWS), .AW(BA_W)
+            ) v_bank (
+                .clk(clk), .we(vo_valid && vo_pass == PASS_V && vo_lane == l && vo_sub == m),
+                .waddr(BA_W'(banked(pre_b, BD, vo_blk*DC + vo_cc))), .wdata(v_code),
+                .re(nm0), .raddr(BA_W'(banked(att_b, BD, jb*DC + hh*HC + tc))),
+                .rdata(v_cat[m*MUL_COLS*V_W +: MUL_COLS*V_W])
+            );
+        end
+        assign v_word[l] = v_cat;
+
+        // the lane's inputs: as read, or registered (ADDER_LEVELS: the block RAM's output)
+        /* verilator lint_off UNUSEDSIGNAL */  // (RandInit has no lane)
+        logic [SIMD*K_W-1:0] k_in;
+        /* verilator lint_on UNUSEDSIGNAL */
+        if (ADDER_LEVELS > 0) begin : g_k_reg
+            always_ff @(posedge clk) k_in <= k_word[l];
+        end else begin : g_k
+            assign k_in = k_word[l];
+        end
+        if (!RANDINIT) begin : g_score_lane
+            folded_score_lane #(
+                .SIMD(SIMD), .QK_W(QK_W), .K_W(K_W), .SCORE_W(SCORE_W), .L1(L1 ? 1 : 0),
+                .LEVELS(ADDER_LEVELS)
+            ) u_score (
+                .clk(clk), .q(q_in), .k(k_in), .part(part_l)
+            );
+        end else begin : g_r  // RandInit: the score is R's entry (S_EXTRA cycles as a lane)
+            logic signed [W_W-1:0] r;
+            assign r = ws_word[l*W_W +: W_W];
+            if (ADDER_LEVELS > 0) begin : g_r_reg  // read register, then the terms' one
+                logic signed [W_W-1:0] r_q, r_t;
+                always_ff @(posedge clk) {r_q, r_t} <= {r, r_q};
+                assign part_l = SCORE_W'(r_t);
+            end else begin : g_r_wire
+                assign part_l = SCORE_W'(r);
+            end
+        end
+        assign s_next[l] = ((p2_c == 0) ? SCORE_W'(0) : s_acc) + part_r;
+        assign s_hold[l] = s_acc;
+
+        if (ADDER_LEVELS > 0) begin : g_vis_reg
+            logic vis_r;
+            assign key = vis_pre_jb * LANES + l;
+            always_ff @(posedge clk) vis_r <= is_visible(key, length, qi, offset);
+            assign visible[l] = vis_r;
+        end else begin : g_vis
+            assign key = vis_jb * LANES + l;
+            assign visible[l] = is_visible(key, length, qi, offset);
+        end
+        folded_ram #(.WIDTH(SCORE_W), .DEPTH(KB), .MACRO_ROWS(MACRO_ROWS), .AW(SA_W)) s_bank (
+            .clk(clk), .we(p2_v && p2_ph == S_SCORE && p2_c == SC - 1), .waddr(SA_W'(p2_jb)),
+            .wdata(s_next[l]), .re(ex0), .raddr(SA_W'(jb)), .rdata(s_read[l])
+        );
+        // S and the exp word as exp's stages take them: registered as read with ADDER_LEVELS
+        // (a block RAM's clock-to-output gets a cycle of its own; e and V: g_numer)
+        logic signed [SCORE_W-1:0] s_in;
+        logic [EXP_W-1:0] exp_in;
+        if (ADDER_LEVELS > 0) begin : g_read_reg
+            always_ff @(posedge clk) begin
+                s_in <= s_read[l];
+                exp_in <= exp_data[l*EXP_W +: EXP_W];
+            end
+        end else begin : g_read
+            assign {s_in, exp_in} = {s_read[l], exp_data[l*EXP_W +: EXP_W]};
+        end
+        assign zdiff = (SCORE_W + 1)'(smax) - (SCORE_W + 1)'(s_in);
+        assign exp_index = zdiff >>> EXP_SHIFT;
+        assign exp_addr[l*EXP_A +: EXP_A] = exp_index[EXP_A-1:0];
+        assign exp_re[l] = (state == S_EXP) && ea_v && visible[l] && 32'(exp_index) < EXP_SIZE;
+        assign e_next[l] = p2_hit[l] ? exp_in : EXP_W'(0);
+        folded_ram #(.WIDTH(EXP_W), .DEPTH(KB), .MACRO_ROWS(MACRO_ROWS), .AW(SA_W)) e_bank (
+            .clk(clk), .we(p2_v && p2_ph == S_EXP), .waddr(SA_W'(p2_jb)), .wdata(e_next[l]),
+            .re(nm0), .raddr(SA_W'(jb)), .rdata(e_read[l])
+        );
+
+        always_ff @(posedge clk) begin
+            part_r <= part_l;  // (q and k hold between reads: no enable needed)
+            if (rst) s_acc <= '0;
+            else if (p2_v && p2_ph == S_SCORE) s_acc <= s_next[l];
+        end
+    end
+
+    // the max over the visible keys: the block's (folded_max_tree over the lanes), then with
+    // the max so far. Key 0 is always visible, so block 0 starts from its block's max. With
+    // ADDER_LEVELS the block's max is registered (stage 4 updates smax).
+    logic [LANES-1:0]         vis_cat;
+    logic [LANES*SCORE_W-1:0] s_cat;
+    for (genvar l = 0; l < LANES; l++) begin : g_max_in
+        assign {vis_cat[l], s_cat[l*SCORE_W +: SCORE_W]} = {visible[l], s_hold[l]};
+    end
+    logic [SCORE_W:0]    bmax;     // {any visible, max} of the block (stage 3)
+    logic [SCORE_W:0]    bmax_q;   // as smax's update sees it
+    logic [KB_CW-1:0]    max_jb;   // the block of that update
+    logic                max_v;    // the update's item (the head's last chunk of the block)
+    folded_max_tree #(.TERMS(LANES), .W(SCORE_W)) u_max (
+        .visible(vis_cat), .values(s_cat), .any(bmax[SCORE_W]), .max(bmax[SCORE_W-1:0])
+    );
+    if (MAX_PIPE != 0) begin : g_bmax_reg
+        always_ff @(posedge clk) bmax_q <= bmax;
+        assign {max_v, max_jb} = {p4_v && p4_ph == S_SCORE && p4_c == SC - 1, p4_jb};
+    end else begin : g_bmax
+        assign bmax_q = bmax;
+        assign {max_v, max_jb} = {p3_v && p3_ph == S_SCORE && p3_c == SC - 1, p3_jb};
+    end
+    assign smax_next = (max_jb == 0 || (bmax_q[SCORE_W] && $signed(bmax_q[SCORE_W-1:0]) > smax))
+                     ? bmax_q[SCORE_W-1:0] : smax;
+
+    // the sum E: the lanes' weights in a balanced tree, then E so far
+    logic [LANES*SUM_W-1:0] e_terms;
+    logic [SUM_W-1:0]       e_block;  // the block's sum
+    for (genvar l = 0; l < LANES; l++) begin : g_reduce
+        assign e_terms[l*SUM_W +: SUM_W] = SUM_W'(e_next[l]);
+    end
+    folded_adder_tree #(.TERMS(LANES), .W(SUM_W)) u_esum (
+        .clk(clk), .terms(e_terms), .sum(e_block)
+    );
+    assign esum_next = ((p2_jb == 0) ? SUM_W'(0) : esum) + e_block;
+
+    // e * V at its exact width (e unsigned, V signed)
+    function automatic logic signed [EXP_W+V_W:0] weighted(
+        input logic [EXP_W-1:0] e, input logic signed [V_W-1:0] v);
+        weighted = $signed({1'b0, e}) * v;
+    endfunction
+
+    for (genvar t = 0; t < SIMD; t++) begin : g_numer
+        logic signed [NUMER_W-1:0] total;  // the block's sum of e V
+        logic signed [EXP_W+V_W:0] prod_r [LANES];  // stage 1: e V of each lane
+
+        logic [EXP_W-1:0] e_q [LANES];  // e and V registered as read (ADDER_LEVELS)
+        logic signed [V_W-1:0] v_q [LANES];
+        always_ff @(posedge clk) begin  // (e and V hold between reads: no enable needed)
+            for (int l = 0; l < LANES; l++) begin
+                e_q[l] <= e_read[l];
+                v_q[l] <= v_word[l][t*V_W +: V_W];
+                prod_r[l] <= (N_EXTRA > 0) ? weighted(e_q[l], v_q[l])
+                                           : weighted(e_read[l], v_word[l][t*V_W +: V_W]);
+            end
+        end
+        // the lanes' products in a balanced tree, then N so far
+        logic [LANES*NUMER_W-1:0] n_terms;
+        for (genvar l = 0; l < LANES; l++) begin : g_term
+            assign n_terms[l*NUMER_W +: NUMER_W] = NUMER_W'(prod_r[l]);
+        end
+        folded_adder_tree #(.TERMS(LANES), .W(NUMER_W)) u_nsum (
+            .clk(clk), .terms(n_terms), .sum(total)
+        );
+        assign numer_next[t] = ((p2_jb == 0) ? NUMER_W'(0) : numer[t]) + total;
+        assign numer_packed[t*NUMER_W +: NUMER_W] = numer[t];  // stage 3: N of the chunk
+        always_ff @(posedge clk) begin
+            if (rst) numer[t] <= '0;
+            else if (p2_v && p2_ph == S_NUMER) numer[t] <= numer_next[t];
+        end
+    end
+
+    // O = N / E; R = RECIP[index of E] is read once per query and head, in exp's last cycle
+    // (with ADDER_LEVELS the index follows E by two cycles: exp's drain has them)
+    // R as the normalization reads it: registered after its table with ADDER_LEVELS
+    logic [RECIP_W-1:0] recip_q;
+    if (NORM_PIPE != 0) begin : g_recip_reg
+        always_ff @(posedge clk) recip_q <= recip;
+    end else begin : g_recip
+        assign recip_q = recip;
+    end
+    recip_normalize #(
+        .LANES(SIMD), .SUM_W(SUM_W), .NUMER_W(NUMER_W), .INDEX_W(RIDX_W), .RECIP_W(RECIP_W),
+        .RECIP_FRAC(RECIP_FRAC), .PROD_W(PROD_W), .OUT_W(ATTN_W), .PIPE(NORM_PIPE)
+    ) u_normalize (
+        .clk(clk), .e_sum(esum), .numer(numer_packed), .recip_index(recip_index),
+        .recip(recip_q), .o(o_word)
+    );
+    // O of stage 3 (stage 4 with ADDER_LEVELS): its valid item, key block and chunk
+    logic             o_v;
+    logic [KB_CW-1:0] o_jb;
+    logic [C_CW-1:0] o_c;
+    assign {o_v, o_jb, o_c} = (NORM_PIPE != 0) ? {p4_v && p4_ph == S_NUMER, p4_jb, p4_c}
+                                               : {p3_v && p3_ph == S_NUMER, p3_jb, p3_c};
+    folded_rom #(
+        .WIDTH(RECIP_W), .DEPTH(2**RIDX_W), .SYNC(1), .FILE(RECIP_FILE),
+        .MACRO_ROWS(MACRO_ROWS), .AW(RIDX_W)
+    ) recip_rom (
+        .clk(clk), .re(state == S_EXP && drained), .addr(recip_index), .data(recip)
+    );
+
+    folded_ram #(
+        .WIDTH(SIMD*ATTN_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)
+    ) a_mem (
+        .clk(clk), .we(o_v && o_jb == KB - 1),
+        .waddr(QA_W'(banked(att_b, QD, qi*DC + hh*HC + o_c))), .wdata(o_word),
+        .re(a_re), .raddr(QA_W'(banked(post_b, QD, a_rd_tok*DC + a_rd_rc))), .rdata(a_word)
+    );
+
+    // -- the attention unit: per query and head, scores, exp, numerators -----------------------
+    // stage 1's items, X_LEN cycles back (beside the pipelined reads and sums): each phase's
+    // stage 2 takes its own tap (scores S_EXTRA, exp E_EXTRA, numerators N_EXTRA), exp's
+    // table is addressed from tap E_EXTRA - 1 (ea_*)
+    localparam int P_W = 3 + KB_CW + C_CW;  // {valid, phase, key block, chunk}
+    localparam int X_LEN = (S_EXTRA > E_EXTRA) ? S_EXTRA : E_EXTRA;  // >= N_EXTRA
+    logic [(X_LEN+1)*P_W-1:0] x_tap;  // tap i at [i*P_W +: P_W]: stage 1's item i cycles ago
+    logic [P_W-1:0] p2_in;
+    logic [C_CW-1:0] ea_c_unused;
+    logic [1:0]       ea_ph_unused;
+    logic [LANES-1:0] hit_in;  // exp_re as stage 2 takes it
+    assign x_tap[0 +: P_W] = {p1_v, p1_ph, p1_jb, p1_c};
+    for (genvar i = 1; i <= X_LEN; i++) begin : g_x_line
+        logic [P_W-1:0] q;
+        always_ff @(posedge clk) q <= rst ? '0 : x_tap[(i-1)*P_W +: P_W];
+        assign x_tap[i*P_W +: P_W] = q;
+    end
+    assign p2_in = (state == S_SCORE) ? x_tap[S_EXTRA*P_W +: P_W]
+                 : (state == S_EXP) ? x_tap[E_EXTRA*P_W +: P_W] : x_tap[N_EXTRA*P_W +: P_W];
+    assign {ea_v, ea_ph_unused, ea_jb, ea_c_unused} = x_tap[((E_EXTRA > 0) ? E_EXTRA - 1 : 0)*P_W +: P_W];
+    if (E_EXTRA > 1) begin : g_hit_reg  // the exp word registered: its hit flag a cycle later
+        always_ff @(posedge clk) hit_in <= rst ? '0 : exp_re;
+    end else begin : g_hit
+        assign hit_in = exp_re;
+    end
+    always_ff @(posedge clk) begin
+        if (rst) begin
+            {p1_v, p2_v, p3_v, p1_jb, p2_jb, p3_jb, p1_c, p2_c, p3_c, p2_hit} <= '0;
+            {p4_v, p4_jb, p4_c, p1_ph, p2_ph, p3_ph, p4_ph} <= '0;
+        end else begin
+            {p1_v, p1_ph, p1_jb, p1_c} <= {sc0 || ex0 || nm0, state, jb,
+                                           (state == S_SCORE) ? dc : tc};
+            {p2_v, p2_ph, p2_jb, p2_c, p2_hit} <= {p2_in, hit_in};
+            {p3_v, p3_ph, p3_jb, p3_c} <= {p2_v, p2_ph, p2_jb, p2_c};
+            {p4_v, p4_ph, p4_jb, p4_c} <= {p3_v, p3_ph, p3_jb, p3_c};
+        end
+    end
+    always_ff @(posedge clk) begin
+        if (rst) begin
+            state <= S_IDLE;
+            {qi, hh, jb, dc, tc, drain} <= '0;
+            smax <= '0;
+            esum <= '0;
+        end else begin
+            if (max_v) smax <= smax_next;
+            if (p2_v && p2_ph == S_EXP) esum <= esum_next;
+            if (drain != 0) drain <= drained ? 0 : drain + 1;  // (set to 1 as stage 0 ends)
+            case (state)
+                S_IDLE: if (att_go) state <= S_SCORE;
+                S_SCORE: if (drain == 0) begin  // dc fastest, then the key block
+                    dc <= (dc == SC - 1) ? 0 : dc + 1;
+                    if (dc == SC - 1) begin
+                        jb <= (jb == KB - 1) ? 0 : jb + 1;
+                        if (jb == KB - 1) drain <= 1;
+                    end
+                end else if (drained) begin
+                    state <= S_EXP;
+                end
+                S_EXP: if (drain == 0) begin
+                    jb <= (jb == KB - 1) ? 0 : jb + 1;
+                    if (jb == KB - 1) drain <= 1;
+                end else if (drained) begin  // (its last: the reciprocal's read)
+                    state <= S_NUMER;
+                end
+                S_NUMER: if (drain == 0) begin  // jb fastest, then the feature chunk
+                    jb <= (jb == KB - 1) ? 0 : jb + 1;
+                    if (jb == KB - 1) begin
+                        tc <= (tc == HC - 1) ? 0 : tc + 1;
+                        if (tc == HC - 1) drain <= 1;
+                    end
+                end else if (drained) begin  // then the head, the query
+                    state <= S_SCORE;
+                    hh <= (hh == HEADS - 1) ? 0 : hh + 1;
+                    if (hh == HEADS - 1) begin
+                        qi <= (qi == LEN_Q - 1) ? 0 : qi + 1;
+                        if (qi == LEN_Q - 1) state <= S_IDLE;  // att_end
+                    end
+                end
+                default: state <= S_IDLE;
+            endcase
+        end
+    end
+    assign done = (state == S_NUMER) && drained && (hh == HEADS - 1) && (qi == LEN_Q - 1);
+    /* verilator lint_on WIDTHTRUNC */
+    /* verilator lint_on WIDTHEXPAND */
+endmodule
+
+`default_nettype wire
