@@ -86,6 +86,9 @@ HAND_WRITTEN = [
     "folded_macro.sv",
     "folded_proj_tile.sv",
     "folded_adder_tree.sv",
+    "folded_scores_qk.sv",
+    "folded_scores_dense.sv",
+    "folded_scores_randinit.sv",
     "folded_score_lane.sv",
     "folded_max_tree.sv",
     "recip_normalize.sv",
@@ -115,12 +118,36 @@ def mask_fields(cfg: CoreConfig) -> tuple[int, int]:
     return cfg.len_k.bit_length(), max(1, (cfg.len_k - 1).bit_length())
 
 
+#: the walks' passes (folded_proj_walk.sv PASS_*)
+PASS_CODES = {"k": 0, "v": 1, "q": 2, "o": 3}
+
+
+def walk_parameters(cfg: CoreConfig, simd: int) -> dict[str, int]:
+    """What the mechanism asks of the engine's walks and attention unit: the multiply walk's
+    passes before attention (PRE, 2 bits each, the first at [1:0]; N_PRE of them), the ROMs
+    it reads (USES, a bit per pass; O always), Dense's relu, E-ATT's select walk, the score
+    phase's chunks a key block (SC) and a score lane's terms (LANE_TERMS)."""
+    m = mechanism_of(cfg)
+    passes = [PASS_CODES[p] for p in m.folded_passes]
+    return {
+        "SELECT_WALK": int(m.binarized),
+        "N_PRE": len(passes),
+        "PRE": sum(code << (2 * i) for i, code in enumerate(passes)),
+        "USES": sum(1 << code for code in {*passes, PASS_CODES["o"]}),
+        "RELU": int(m.folded_relu),
+        "SC": m.folded_score_chunks(cfg, simd),
+        "LANE_TERMS": m.folded_lane_terms(simd),
+    }
+
+
 def folded_parameters(cfg: CoreConfig, lanes: int, simd: int, pe: int) -> dict[str, int]:
-    """The engine's parameters: the config, the folding and the golden widths."""
+    """The engine's parameters: the config, the folding, the mechanism's walks and scores
+    (walk_parameters) and the golden widths."""
     f = derive_formats(cfg)
     len_w, off_w = mask_fields(cfg)
     return {
-        "SCORE": mechanism_of(cfg).rtl_score,  # the score leaf: 0 L1 (E-ATT), 1 dot
+        "SCORE": mechanism_of(cfg).rtl_score,  # its score front end (folded_attend.sv)
+        **walk_parameters(cfg, simd),
         "LEN_Q": cfg.len_q,
         "LEN_K": cfg.len_k,
         "DIM": cfg.dim,

@@ -64,7 +64,9 @@ STAGES: dict[str, tuple[tuple[str, str], ...]] = {
             "projections",
             r"(^|\.)(u_select|u_multiply|g_select)\.|(^|\.)(z_sub|q_mem|k_bank|v_bank)(\[\]|\.)",
         ),
-        ("scores", r"(^|\.)(s_bank|s_acc)(\[\]|$|\.)"),  # the scores, a score's running sum
+        # the scores, a score's running sum, a lane's chunk sum; the score front end (its
+        # lanes, the Synthesizers' score ROM; its Q and K memories are the projections')
+        ("scores", r"(^|\.)(s_bank|s_acc|part_r)(\[\]|$|\.)|(^|\.)u_scores\."),
         ("softmax", r"(^|\.)(e_read|e_bank|esum|smax|exp_rom)(\[\]|$|\.)"),
         # N and O, the reciprocal table
         ("values", r"(^|\.)(numer|a_mem|recip_rom)(\[\]|$|\.)|(^|\.)u_normalize\."),

@@ -392,7 +392,8 @@ def test_score_rom_layout():
 
 
 def test_paper_size_generation_is_small(tmp_path):
-    """l 22, d 512, 8 heads: about 100 KB of SystemVerilog, the weights in .mem files."""
+    """l 22, d 512, 8 heads: about 130 KB of SystemVerilog (the hand-written modules, whatever
+    the size), the weights in .mem files."""
     cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=22, len_k=22, dim=512, heads=8))
     out = tmp_path / "rtl"
     options = BuildOptions(folding={"lanes": 11, "simd": 16})
@@ -400,7 +401,7 @@ def test_paper_size_generation_is_small(tmp_path):
     assert load_metadata(out)["level"] == "folded"
     sv = sum((out / s).stat().st_size for s in meta["sources"])
     # the hand-written engine and its leaves (fixed: every mechanism's), the memories among them
-    assert sv < 120_000
+    assert sv < 140_000
     assert len((out / "wq.mem").read_text().splitlines()) == (512 // 16) ** 2
 
 

@@ -36,6 +36,14 @@ from eatt.rtl_sim.stages import cell_stages, register_names, register_stage, sta
         ("folded", "u_engine.q_mem[1][0]", "projections"),
         ("folded", "u_engine.g_lane[0].s_bank[1][3]", "scores"),
         ("folded", "u_engine.g_lane[1].s_acc[3]", "scores"),
+        ("folded", "u_engine.u_attend.g_lane[0].part_r[7]", "scores"),
+        ("folded", "u_engine.u_attend.g_qk.u_scores.g_lane[1].u_score.part_q[3]", "scores"),
+        (
+            "folded",
+            "u_engine.u_attend.g_qk.u_scores.g_lane[0].k_bank.g_flops.mem[1]",
+            "projections",
+        ),
+        ("folded", "u_engine.u_attend.g_randinit.u_scores.ws_rom.g_macro.u_macro", "scores"),
         ("folded", "u_engine.g_select.u_select.wstate[1]", "projections"),  # a walk's state
         ("folded", "u_engine.smax[4]", "softmax"),
         ("folded", "u_engine.g_lane[2].e_bank[0][1]", "softmax"),

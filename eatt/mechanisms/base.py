@@ -104,6 +104,8 @@ class Mechanism:
     #: the folded engine's multiply walk: its passes before attention, in order ("k", "v":
     #: len_k tokens; "q": len_q tokens); E-ATT's select walk does K and Q beside its "v"
     folded_passes: tuple[str, ...] = ("k", "v", "q")
+    #: its multiply walk's "q" pass ends in a relu (Dense's hidden layer, on the requantized code)
+    folded_relu: bool = False
     #: the folded engine's ROM files of this mechanism's weights: (its parameter, the weight);
     #: W_V and W_O (WV_FILE, WO_FILE) every core has
     folded_roms: tuple[tuple[str, str], ...] = (("WQ_FILE", "wq"), ("WK_FILE", "wk"))

@@ -92,5 +92,6 @@ DENSE = Dense(
     rtl_score=2,
     folded=True,
     folded_passes=("v", "q"),  # V, then the hidden layer in Q's place (relu)
+    folded_relu=True,
     folded_roms=(("WQ_FILE", "w1"), ("WS_FILE", "w2")),
 )

@@ -26,7 +26,7 @@
 `default_nettype none
 
 module folded_attend #(
-    parameter int SCORE       = 0,    // the mechanism (folded_attention.sv SCORE_*)
+    parameter int SCORE       = 0,    // the mechanism: its score front end (below)
     parameter int LEN_Q       = 2,    // query tokens
     parameter int LEN_K       = 4,    // key tokens
     parameter int DIM         = 8,    // model dimension
@@ -57,8 +57,11 @@ module folded_attend #(
     parameter     RECIP_FILE  = "",
     parameter int MACRO_ROWS  = 32,   // memories of at least this many words are macros
     parameter int ADDER_LEVELS = 0,   // >= 1: pipelined for a clock (docs/folded.md)
+    // the mechanism's score phase (Mechanism.folded_score_chunks, folded_lane_terms)
+    parameter int SC          = DIM / HEADS / SIMD,  // chunks a key block
+    parameter int LANE_TERMS  = SIMD,  // terms a score lane adds (0: the score is read)
     // derived (left at their defaults, as verilog-axis' KEEP_WIDTH): the port widths
-    parameter int MUL_COLS = (SCORE == 0) ? PE : SIMD,  // the multiply walk's columns (V)
+    parameter int MUL_COLS = PE,  // the multiply walk's columns (V; PE = SIMD but for E-ATT)
     parameter int TOK_CW  = ((LEN_Q > LEN_K ? LEN_Q : LEN_K) > 1)
                           ? $clog2(LEN_Q > LEN_K ? LEN_Q : LEN_K) : 1,
     parameter int LANE_CW = (LANES > 1) ? $clog2(LANES) : 1,
@@ -106,14 +109,10 @@ module folded_attend #(
     localparam int DC     = DIM / SIMD;       // SIMD-wide chunks of a token
     localparam int HC     = D_HEAD / SIMD;    // chunks of a head
     localparam int KB     = LEN_K / LANES;    // blocks of LANES keys
+    // the mechanisms' score front ends (eatt.mechanisms rtl_score): E-ATT's L1 and the dot
+    // product (Q against K), Dense (H against W_2), RandInit (R read)
     localparam int SCORE_L1 = 0, SCORE_DOT = 1, SCORE_DENSE = 2, SCORE_RANDINIT = 3;
-    localparam bit L1 = (SCORE == SCORE_L1);
-    localparam bit DENSE = (SCORE == SCORE_DENSE);
-    localparam bit RANDINIT = (SCORE == SCORE_RANDINIT);
-    localparam bit QK = (SCORE == SCORE_L1 || SCORE == SCORE_DOT);  // Q against K memories
-    localparam bit SYNTH = DENSE || RANDINIT;  // a score ROM (WS_FILE)
     localparam int M      = SIMD / MUL_COLS;  // V's pieces of a SIMD-wide word
-    localparam int SC     = QK ? HC : DENSE ? DC : 1;  // the score phase's chunks a key block
     localparam int EXP_A  = (EXP_SIZE > 1) ? $clog2(EXP_SIZE) : 1;
     localparam int C_MAX  = (SC > HC) ? SC : HC;  // the chunk counters' range (scores, numer)
     localparam int C_CW   = (C_MAX > 1) ? $clog2(C_MAX) : 1;
@@ -128,7 +127,7 @@ module folded_attend #(
         banked = addr + (b ? depth : 0);
     endfunction
     typedef enum logic [1:0] { S_IDLE, S_SCORE, S_EXP, S_NUMER } state_t;
-    localparam logic [1:0] PASS_K = 2'd0, PASS_V = 2'd1, PASS_Q = 2'd2;  // folded_proj_walk
+    localparam logic [1:0] PASS_V = 2'd1;  // folded_proj_walk's V pass
 
     state_t state;
     logic   att_go;
@@ -161,8 +160,8 @@ module folded_attend #(
     localparam int N_EXTRA = (ADDER_LEVELS > 0) ? 1 : 0;  // numerators: e and V registered
     localparam int FILL_N = FILL + N_EXTRA + NORM_PIPE;  // the numerators' drain cycles
     localparam int FILL_E = FILL + E_EXTRA + 2 * NORM_PIPE;  // exp's (+ the index's two)
-    // the score lane's adder levels (RandInit's has none: its score is read)
-    localparam int S_TREE = (SIMD > 1 && !RANDINIT) ? $clog2(SIMD) : 0;
+    // the score lane's adder levels (none where the score is read: LANE_TERMS 0)
+    localparam int S_TREE = (LANE_TERMS > 1) ? $clog2(LANE_TERMS) : 0;
     localparam int S_EXTRA = (ADDER_LEVELS > 0)  // the q/k register + the lane's stages
                            ? 2 + ((S_TREE > 0) ? (S_TREE - 1) / ADDER_LEVELS : 0) : 0;
     localparam int MAX_PIPE = (ADDER_LEVELS > 0) ? 1 : 0;  // the block's max registered
@@ -183,9 +182,6 @@ module folded_attend #(
     /* verilator lint_on UNUSEDSIGNAL */
     logic             ea_v;                        // exp addresses its table (its item)
     logic [KB_CW-1:0] ea_jb;
-    logic [SIMD*QK_W-1:0]    q_word;
-    localparam int K_W = DENSE ? W_W : QK_W;     // a lane's k: K codes, or W_2 (Dense)
-    logic [SIMD*K_W-1:0]     k_word [LANES];
     logic [SIMD*V_W-1:0]     v_word [LANES];
     logic signed [SCORE_W-1:0] s_next [LANES];   // the key's score with this chunk
     logic signed [SCORE_W-1:0] s_hold [LANES];   // its running sum (stage 3: the score)
@@ -226,48 +222,31 @@ module folded_attend #(
     /* verilator lint_on UNUSEDSIGNAL */
     assign vis_pre_jb = (state == S_SCORE) ? p2_jb : p1_jb;
 
-    /* verilator lint_off UNUSEDSIGNAL */  // (RandInit has no lane)
-    logic [SIMD*QK_W-1:0] q_in;  // q as the lanes take it: registered with ADDER_LEVELS
-    /* verilator lint_on UNUSEDSIGNAL */
-    if (ADDER_LEVELS > 0) begin : g_q_reg
-        always_ff @(posedge clk) q_in <= q_word;
-    end else begin : g_q
-        assign q_in = q_word;
-    end
-    // Q (Dense: H, the whole token) of the query, the head's chunks (Dense: all DC chunks)
-    if (!RANDINIT) begin : g_q_mem
-        folded_ram #(
-            .WIDTH(SIMD*QK_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)
-        ) q_mem (
-            .clk(clk), .we(qk_valid && qk_pass == PASS_Q),
-            .waddr(QA_W'(banked(pre_b, QD, qk_tok*DC + qk_cc))), .wdata(qk_code),
-            .re(sc0), .raddr(QA_W'(banked(att_b, QD, qi*DC + (QK ? hh*HC : 0) + dc))),
-            .rdata(q_word)
+    // the scores of the mechanism (its front end): each lane's chunk sum, S_EXTRA cycles
+    // after the score phase's stage 0 read it (with ADDER_LEVELS; the cycle after without)
+    logic [LANES*SCORE_W-1:0] parts;
+    // Each front end takes the same parameters and ports: a mechanism's is a branch here.
+`define FOLDED_SCORES(FRONT) \
+        FRONT #( \
+            .SCORE(SCORE), .LEN_Q(LEN_Q), .LEN_K(LEN_K), .DIM(DIM), .HEADS(HEADS), \
+            .LANES(LANES), .SIMD(SIMD), .W_W(W_W), .QK_W(QK_W), .FILE(WS_FILE), \
+            .SCORE_W(SCORE_W), .MACRO_ROWS(MACRO_ROWS), .ADDER_LEVELS(ADDER_LEVELS), \
+            .TOK_CW(TOK_CW), .LANE_CW(LANE_CW), .KB_CW(KB_CW), .DC_CW(DC_CW), .Q_CW(Q_CW), \
+            .H_CW(H_CW), .C_CW(C_CW) \
+        ) u_scores ( \
+            .clk(clk), .pre_b(pre_b), .qk_valid(qk_valid), .qk_pass(qk_pass), \
+            .qk_tok(qk_tok), .qk_lane(qk_lane), .qk_blk(qk_blk), .qk_cc(qk_cc), \
+            .qk_code(qk_code), .att_b(att_b), .re(sc0), .qi(qi), .hh(hh), .jb(jb), .c(dc), \
+            .part(parts) \
         );
-    end else begin : g_no_q
-        assign q_word = '0;
+    if (SCORE == SCORE_L1 || SCORE == SCORE_DOT) begin : g_qk
+        `FOLDED_SCORES(folded_scores_qk)
+    end else if (SCORE == SCORE_DENSE) begin : g_dense
+        `FOLDED_SCORES(folded_scores_dense)
+    end else if (SCORE == SCORE_RANDINIT) begin : g_randinit
+        `FOLDED_SCORES(folded_scores_randinit)
     end
-
-    // the Synthesizers' score weights (WS_FILE), read with q: Dense's W_2, a word the SIMD
-    // rows of chunk dc of LANES columns h LEN_K + jb LANES + l (lane l's k); RandInit's R,
-    // a word the LANES scores of query qi, head hh, keys jb LANES + l
-    localparam int WS_WIDTH = DENSE ? LANES * SIMD * W_W : LANES * W_W;
-    localparam int WS_DEPTH = DENSE ? HEADS * KB * DC : HEADS * LEN_Q * KB;
-    localparam int WS_A = (WS_DEPTH > 1) ? $clog2(WS_DEPTH) : 1;
-    /* verilator lint_off UNUSEDSIGNAL */  // (E-ATT, vanilla: no score ROM)
-    logic [WS_WIDTH-1:0] ws_word;
-    /* verilator lint_on UNUSEDSIGNAL */
-    if (SYNTH) begin : g_ws_rom
-        logic [WS_A-1:0] ws_addr;
-        assign ws_addr = DENSE ? WS_A'((hh * KB + jb) * DC + dc)
-                               : WS_A'((hh * LEN_Q + qi) * KB + jb);
-        folded_rom #(
-            .WIDTH(WS_WIDTH), .DEPTH(WS_DEPTH), .SYNC(1), .FILE(WS_FILE),
-            .MACRO_ROWS(MACRO_ROWS), .AW(WS_A)
-        ) ws_rom (.clk(clk), .re(sc0), .addr(ws_addr), .data(ws_word));
-    end else begin : g_no_ws
-        assign ws_word = '0;
-    end
+`undef FOLDED_SCORES
 
     // the softmax tables: exp, one read port a lane (read in exp's stage 1); the reciprocal
     logic [LANES*EXP_A-1:0] exp_addr;
@@ -280,8 +259,8 @@ module folded_attend #(
     ) exp_rom (.clk(clk), .re(exp_re), .addr(exp_addr), .data(exp_data));
 
     for (genvar l = 0; l < LANES; l++) begin : g_lane
-        // k_bank: K of keys j = b*LANES + l, chunk at b*DC + c; v_bank: V in M pieces of PE
-        // columns; s_bank: the scores of this query and head; e_bank: their softmax weights
+        // v_bank: V of keys j = b*LANES + l in M pieces of PE columns, chunk at b*DC + c;
+        // s_bank: the scores of this query and head; e_bank: their softmax weights
         wire  [SIMD*V_W-1:0]       v_cat;
         logic signed [SCORE_W-1:0] s_acc;
         logic signed [SCORE_W-1:0] part_l, part_r;  // the chunk's sum, registered
@@ -289,20 +268,6 @@ module folded_attend #(
         logic signed [SCORE_W:0]   exp_index;
         int unsigned               key;
 
-        if (QK) begin : g_k_bank
-            folded_ram #(
-                .WIDTH(SIMD*QK_W), .DEPTH(2*KB*DC), .MACRO_ROWS(MACRO_ROWS), .AW(BA_W)
-            ) k_bank (
-                .clk(clk), .we(qk_valid && qk_pass == PASS_K && qk_lane == l),
-                .waddr(BA_W'(banked(pre_b, BD, qk_blk*DC + qk_cc))), .wdata(qk_code),
-                .re(sc0), .raddr(BA_W'(banked(att_b, BD, jb*DC + hh*HC + dc))),
-                .rdata(k_word[l])
-            );
-        end else if (DENSE) begin : g_w2
-            assign k_word[l] = ws_word[l*SIMD*W_W +: SIMD*W_W];
-        end else begin : g_no_k
-            assign k_word[l] = '0;
-        end
         for (genvar m = 0; m < M; m++) begin : g_vsub
             folded_ram #(
                 .WIDTH(MUL_COLS*V_W), .DEPTH(2*KB*DC), .MACRO_ROWS(MACRO_ROWS), .AW(BA_W)
@@ -315,33 +280,7 @@ module folded_attend #(
         end
         assign v_word[l] = v_cat;
 
-        // the lane's inputs: as read, or registered (ADDER_LEVELS: the block RAM's output)
-        /* verilator lint_off UNUSEDSIGNAL */  // (RandInit has no lane)
-        logic [SIMD*K_W-1:0] k_in;
-        /* verilator lint_on UNUSEDSIGNAL */
-        if (ADDER_LEVELS > 0) begin : g_k_reg
-            always_ff @(posedge clk) k_in <= k_word[l];
-        end else begin : g_k
-            assign k_in = k_word[l];
-        end
-        if (!RANDINIT) begin : g_score_lane
-            folded_score_lane #(
-                .SIMD(SIMD), .QK_W(QK_W), .K_W(K_W), .SCORE_W(SCORE_W), .L1(L1 ? 1 : 0),
-                .LEVELS(ADDER_LEVELS)
-            ) u_score (
-                .clk(clk), .q(q_in), .k(k_in), .part(part_l)
-            );
-        end else begin : g_r  // RandInit: the score is R's entry (S_EXTRA cycles as a lane)
-            logic signed [W_W-1:0] r;
-            assign r = ws_word[l*W_W +: W_W];
-            if (ADDER_LEVELS > 0) begin : g_r_reg  // read register, then the terms' one
-                logic signed [W_W-1:0] r_q, r_t;
-                always_ff @(posedge clk) {r_q, r_t} <= {r, r_q};
-                assign part_l = SCORE_W'(r_t);
-            end else begin : g_r_wire
-                assign part_l = SCORE_W'(r);
-            end
-        end
+        assign part_l = parts[l*SCORE_W +: SCORE_W];
         assign s_next[l] = ((p2_c == 0) ? SCORE_W'(0) : s_acc) + part_r;
         assign s_hold[l] = s_acc;
 

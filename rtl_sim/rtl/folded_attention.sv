@@ -72,8 +72,20 @@
 `default_nettype none
 
 module folded_attention #(
-    parameter int SCORE       = 0,    // the mechanism (eatt.mechanisms rtl_score): SCORE_L1,
-                                      // SCORE_DOT, SCORE_DENSE or SCORE_RANDINIT below
+    parameter int SCORE       = 0,    // the mechanism (eatt.mechanisms rtl_score): its score
+                                      // front end (folded_attend.sv)
+    // what the mechanism asks of the walks and the score phase (rtl_sim/folded.py
+    // walk_parameters, from its Mechanism facets): E-ATT's select walk (K and Q beside V);
+    // the multiply walk's passes before attention (2 bits each, the first at [1:0]:
+    // folded_proj_walk's PASS_*), the ROMs it reads (a bit a pass, O always) and Dense's relu
+    // on the Q pass (its hidden layer); the score phase's chunks a key block, a lane's terms
+    parameter int SELECT_WALK = 1,
+    parameter int N_PRE       = 1,
+    parameter logic [5:0] PRE = 6'b00_00_01,
+    parameter logic [3:0] USES = 4'b1010,
+    parameter int RELU        = 0,
+    parameter int SC          = DIM / HEADS / SIMD,
+    parameter int LANE_TERMS  = SIMD,
     parameter int LEN_Q       = 2,    // query tokens
     parameter int LEN_K       = 4,    // key tokens
     parameter int DIM         = 8,    // model dimension
@@ -142,20 +154,8 @@ module folded_attention #(
     /* verilator lint_off WIDTHTRUNC */
     localparam int DC     = DIM / SIMD;       // SIMD-wide chunks of a token
     localparam int KB     = LEN_K / LANES;    // blocks of LANES keys
-    // the mechanisms (SCORE): E-ATT's L1 (binarize, select rows of W_Q / W_K, L1 scores),
-    // vanilla's dot product, Dense (H = relu(X W_1); S = H W_2), RandInit (S = R)
-    localparam int SCORE_L1 = 0, SCORE_DOT = 1, SCORE_DENSE = 2, SCORE_RANDINIT = 3;
-    localparam bit L1 = (SCORE == SCORE_L1);
-    localparam bit DENSE = (SCORE == SCORE_DENSE);
-    localparam bit RANDINIT = (SCORE == SCORE_RANDINIT);
-    localparam int MUL_COLS = L1 ? PE : SIMD;  // the multiply walk's columns
-    // the multiply walk's passes before attention (2 bits each, the first at [1:0]; PASS_*)
-    // and the ROMs it reads: E-ATT V (K and Q on the select walk); vanilla K, V, Q; Dense V,
-    // then H in the Q pass (W_1, relu); RandInit V. O after attention for all.
-    localparam int N_PRE = (SCORE == SCORE_DOT) ? 3 : DENSE ? 2 : 1;
-    localparam logic [5:0] PRE = (SCORE == SCORE_DOT) ? 6'b10_01_00
-                               : DENSE ? 6'b00_10_01 : 6'b00_00_01;
-    localparam logic [3:0] USES = (SCORE == SCORE_DOT) ? 4'b1111 : DENSE ? 4'b1110 : 4'b1010;
+    localparam int MUL_COLS = PE;  // the multiply walk's columns (PE = SIMD but for E-ATT)
+    localparam bit READS_X = (SELECT_WALK != 0) || USES[2];  // a walk projects x (Q, or H)
     localparam int M      = SIMD / MUL_COLS;  // its pieces of a SIMD-wide V or Z word
     localparam int IN_BEATS  = (LEN_Q + LEN_K) * DC;
     localparam int OUT_BEATS = LEN_Q * DC;
@@ -250,7 +250,7 @@ module folded_attention #(
 
     folded_proj_walk #(
         .SIMD(SIMD), .COLS(MUL_COLS), .DIM(DIM), .LEN_Q(LEN_Q), .LEN_K(LEN_K), .LANES(LANES),
-        .SELECT(0), .N_PRE(N_PRE), .PRE(PRE), .POST(1), .USES(USES), .RELU(DENSE ? 1 : 0),
+        .SELECT(0), .N_PRE(N_PRE), .PRE(PRE), .POST(1), .USES(USES), .RELU(RELU),
         .IN_W(IN_W), .TAU(TAU), .W_W(W_W), .ATTN_W(ATTN_W), .ACC_W(ACC_W),
         .Q_SHIFT(Q_SHIFT), .QK_W(QK_W), .V_SHIFT(V_SHIFT), .V_W(V_W), .O_SHIFT(O_SHIFT),
         .OUT_W(OUT_W), .WQ_FILE(WQ_FILE), .WK_FILE(WK_FILE), .WV_FILE(WV_FILE),
@@ -269,7 +269,7 @@ module folded_attention #(
         {m_valid, m_pass, m_tok, m_lane, m_blk, m_cc};
     assign post_done = m_fin && walk_post;
 
-    if (L1) begin : g_select  // the select walk: K then Q, at the same time as V
+    if (SELECT_WALK != 0) begin : g_select  // the select walk: K then Q, beside V
         logic s_fin;
         logic [TOK_CW-1:0] s_rd_tok;
         logic [DC_CW-1:0] s_rd_rc;
@@ -311,9 +311,9 @@ module folded_attention #(
         assign {x_re, x_rd_tok, x_rd_rc} = {m_rd_x, m_rd_tok, m_rd_rc};
     end
 
-    // the token memories: x (written first) and y, from the stream; RandInit reads no x (its
-    // scores are R: the x beats are taken and dropped)
-    if (!RANDINIT) begin : g_x_mem
+    // the token memories: x (written first) and y, from the stream; no x where no walk
+    // projects it (RandInit: its scores are R; the x beats are taken and dropped)
+    if (READS_X) begin : g_x_mem
         folded_ram #(
             .WIDTH(SIMD*IN_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)
         ) x_mem (
@@ -362,7 +362,8 @@ module folded_attention #(
         .NUMER_W(NUMER_W), .RIDX_W(RIDX_W), .RECIP_W(RECIP_W), .RECIP_FRAC(RECIP_FRAC),
         .PROD_W(PROD_W), .ATTN_W(ATTN_W), .KEY_PADDING(KEY_PADDING), .CAUSAL(CAUSAL),
         .LEN_W(LEN_W), .OFF_W(OFF_W), .WS_FILE(WS_FILE), .EXP_FILE(EXP_FILE),
-        .RECIP_FILE(RECIP_FILE), .MACRO_ROWS(MACRO_ROWS), .ADDER_LEVELS(ADDER_LEVELS)
+        .RECIP_FILE(RECIP_FILE), .MACRO_ROWS(MACRO_ROWS), .ADDER_LEVELS(ADDER_LEVELS),
+        .SC(SC), .LANE_TERMS(LANE_TERMS)
     ) u_attend (
         .clk(clk), .rst(rst), .ready(qkv_full[att_b] && !a_full[att_b]), .done(att_end),
         // (a mask the config does not take: a constant, so that synthesis drops its registers

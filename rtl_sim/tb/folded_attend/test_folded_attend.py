@@ -54,7 +54,8 @@ CASES = {
 #: the unit's parameters among the engine's (folded_attention.sv passes them on)
 UNIT_PARAMS = (
     "SCORE LEN_Q LEN_K DIM HEADS LANES SIMD PE W_W QK_W V_W SCORE_W EXP_SHIFT EXP_SIZE EXP_W "
-    "SUM_W NUMER_W RIDX_W RECIP_W RECIP_FRAC PROD_W ATTN_W KEY_PADDING CAUSAL LEN_W OFF_W"
+    "SUM_W NUMER_W RIDX_W RECIP_W RECIP_FRAC PROD_W ATTN_W KEY_PADDING CAUSAL LEN_W OFF_W SC "
+    "LANE_TERMS"
 ).split()
 VECTORS = 8  # random ones, after the edge vectors
 
@@ -190,6 +191,9 @@ async def attend_vectors(dut):
 pytestmark = pytest.mark.rtl
 HAVE_ICARUS = shutil.which("iverilog") is not None and shutil.which("vvp") is not None
 LEAVES = (
+    "folded_scores_qk",
+    "folded_scores_dense",
+    "folded_scores_randinit",
     "folded_ram",
     "folded_rom",
     "folded_macro",
