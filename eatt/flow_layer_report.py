@@ -8,8 +8,10 @@ from pathlib import Path
 
 from eatt.config import CoreConfig, WindowConfig, atomic_write
 from eatt.flow import CELLS, PEER, _fmt, _md_table
+from eatt.flow_report import step_rows
 from eatt.model import energy
 from eatt.quant.check import format_golden_check
+from eatt.steps import STEPS
 
 #: the window unit's peer: the other score
 WINDOW_PEER = {"eatt": "dot", "dot": "eatt"}
@@ -50,22 +52,14 @@ def comparison(r: dict) -> list[dict]:
                 "layer": e[target], "peer": p[target], "ratio": _ratio(e[target], p[target]),
             })  # fmt: skip
 
-    def value(core, get):
-        try:
-            return get(cores[core])
-        except KeyError:  # no peer, or a step this run stopped before (--to-step)
-            return None
-
-    def add(metric, get):
-        a, b = value(kind, get), value(other, get)
-        if a is not None:
-            rows.append({"metric": metric, "layer": a, "peer": b, "ratio": _ratio(a, b)})
-
-    add("RTL latency (cycles)", lambda c: c["sim"]["captured"]["latency_cycles"])
-    add("RTL II (cycles)", lambda c: c["sim"]["captured"]["ii_cycles"])
-    for cell in CELLS:
-        add(f"{cell} (Yosys xc7)", lambda c, k=cell: c["resources"][k])
-    add("SystemVerilog (bytes)", lambda c: c["rtl"]["bytes"])
+    # the steps' own rows (eatt.steps), on the captured vectors' simulation, without a level
+    mine, peer = cores.get(kind, {}), cores.get(other) or {}
+    for name, part in (("sim", "captured"), ("resources", None), ("rtl", None)):
+        x, y = mine.get(name), peer.get(name)
+        if part is not None:
+            x, y = (x or {}).get(part), (y or {}).get(part)
+        for label, a, b in step_rows(x, y, STEPS[name], by_level=False):
+            rows.append({"metric": label, "layer": a, "peer": b, "ratio": _ratio(a, b)})
     return rows
 
 

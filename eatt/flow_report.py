@@ -15,6 +15,7 @@ from eatt.model import energy
 from eatt.quant.check import format_golden_check
 from eatt.quant.vectors import model_line
 from eatt.rtl_sim import throughput as rate
+from eatt.steps import STEPS, Step
 
 
 def title(kind: str) -> str:
@@ -47,53 +48,65 @@ def report_kinds(r: dict) -> tuple[str, str]:
 
 def compare(cores: dict, core_en: dict) -> list[dict]:
     """Rows of the report: metric, the kind (E-ATT), its peer (vanilla), kind / peer; each
-    row's values under the kinds' names."""
+    row's values under the kinds' names. Past the analytic energies, the rows are the steps'
+    own (eatt.steps: each step's ``rows`` of its metrics, REPORT_STEPS in order, at each level
+    it ran at), then the mismatches of every level."""
     rows = []
     a, b = compared_kinds(cores)
 
-    def add(metric: str, get) -> None:
-        try:
-            e, d = get(cores[a]), get(cores[b])
-        except KeyError:
-            return
+    def add(metric: str, e, d) -> None:
         ratio = e / d if isinstance(e, (int, float)) and d else None
         rows.append({"metric": metric, a: e, b: d, "ratio": ratio})
 
     for level in ("alignment", "attention"):
         for target in ("asic", "fpga"):
             e, d = (core_en[k][level]["energy_pj"][target] for k in (a, b))
-            metric = f"{level} energy, {target} (pJ, analytic)"
-            rows.append({"metric": metric, a: e, b: d, "ratio": e / d if d else None})
-    for level in ("alignment", "attention", "folded"):
-        add(f"{level} RTL latency (cycles)", lambda c, lv=level: c["sim"][lv]["latency_cycles"])
-        add(f"{level} RTL II (cycles)", lambda c, lv=level: c["sim"][lv]["ii_cycles"])
-    add("folded HLS iterations per call", lambda c: (c["hls"].get("iterations") or {})["total"])
-    # the synthesized level: the alignment (unrolled cores) or the folded engine
-    lv = next(iter(cores.get(a, {}).get("resources", {})), "alignment")
-    for cell in (*CELLS, "BRAM") if lv == "folded" else CELLS:
-        add(f"{lv} {cell} (Yosys xc7)", lambda c, k=cell: c["resources"][lv][k])
-    add(
-        f"{lv} energy, measured (pJ/call, OSU)",
-        lambda c: c["power"][lv]["energy_per_call_pj"]["total"],
-    )
-    for stage in ("projections", "scores", "softmax", "values"):  # rtl_sim/stages.py
-        add(
-            f"{lv} {stage} energy, measured (pJ/call, dynamic)",
-            lambda c, s=stage: c["power"][lv]["by_stage"][s]["dynamic_pj"],
-        )
-    add(f"{lv} area (um^2, OSU 0.18)", lambda c: c["power"][lv]["area_um2"])
-    add(f"{lv} Fmax (MHz, OpenSTA)", lambda c: c["power"][lv]["sta"]["fmax_mhz"])
-    add(f"{lv} calls/s at that Fmax", lambda c: c["power"][lv]["throughput"]["calls_per_s"])
-    add("mismatches, all levels", lambda c: _mismatches(c))
+            add(f"{level} energy, {target} (pJ, analytic)", e, d)
+    for name in REPORT_STEPS:
+        for label, e, d in step_rows(cores[a].get(name), cores[b].get(name), STEPS[name]):
+            if d is not None:
+                add(label, e, d)
+    e, d = _mismatches(cores[a]), _mismatches(cores[b])
+    if e is not None and d is not None:
+        add("mismatches, all levels", e, d)
     return rows
 
 
-def _mismatches(core: dict) -> int:
-    return (
-        core["export"]["check"]["mismatches"]
-        + core["hls"]["csim"]["mismatches"]
-        + sum(s["mismatches"] for s in core["sim"].values())
-    )
+#: the steps whose rows a core flow's report shows, in its order
+REPORT_STEPS = ("sim", "hls", "resources", "power")
+#: the order of the levels in a report
+LEVELS = ("alignment", "attention", "folded")
+
+
+def step_rows(mine, peer, step: Step, by_level: bool | None = None) -> list[tuple]:
+    """(label, this core's value, its peer's or None) of a step's report rows that this
+    core's result holds; a per-level step's results ({level: result}) level by level
+    (``by_level`` False: one result, its labels without a level)."""
+    if mine is None:
+        return []
+    by_level = bool(step.levels) if by_level is None else by_level
+    pairs = [(None, mine, peer)] if not by_level else [
+        (level, mine[level], (peer or {}).get(level)) for level in LEVELS if level in mine
+    ]  # fmt: skip
+    out = []
+    for level, x, y in pairs:
+        theirs = dict(step.report_rows(y, level)) if y is not None else {}
+        out += [(label, v, theirs.get(label)) for label, v in step.report_rows(x, level)]
+    return out
+
+
+def _mismatches(core: dict) -> int | None:
+    """The mismatching vectors of the QONNX file, the C simulation and every RTL level (the
+    steps' metrics); None where a step did not run."""
+    try:
+        counts = [
+            STEPS["export"].metrics(core["export"])["export_mismatches"],
+            STEPS["hls"].metrics(core["hls"])["hls_mismatches"],
+            *(STEPS["sim"].metrics(r)["mismatches"] for r in core["sim"].values()),
+        ]
+    except KeyError:  # a step this run stopped before (--to-step)
+        return None
+    return None if None in counts else sum(counts)
 
 
 def _fmt(value) -> str:

@@ -69,6 +69,7 @@ RESULTS_FILE = "steps.json"
 #: a flow folder's wall time and peak memory per step
 TIMES_FILE = "time_per_step.json"
 CELL_KEYS = ("LUT", "FF", "CARRY4", "DSP48E1", "BRAM")
+LOGIC_CELLS = CELL_KEYS[:4]  # the cells every level has (BRAM: the folded engine's memories)
 
 
 class CheckFailed(Exception):
@@ -137,6 +138,22 @@ class Step:
     levels: str = ""
     check: Callable[[dict], str | None] = lambda result: None
     metrics: Callable[[dict], dict] = lambda result: {}
+    #: what a flow's report shows of it, each a row of its metrics: (metric, label; "{level}"
+    #: in a label is the level the result is of, the levels it is shown at or None: every one)
+    rows: tuple[tuple[str, str, tuple[str, ...] | None], ...] = ()
+
+    def report_rows(self, result: dict, level: str | None = None) -> list[tuple[str, Any]]:
+        """(label, value) of each of its ``rows`` its metrics hold (none of a skipped step);
+        level None: the labels without one."""
+        try:
+            got = self.metrics(result)
+        except KeyError:  # a result without what its metrics read (a skipped tool)
+            return []
+        return [
+            (label.format(level=level or "").strip(), got[metric])
+            for metric, label, levels in self.rows
+            if got.get(metric) is not None and (levels is None or level in levels)
+        ]
 
 
 # -- the steps ------------------------------------------------------------------------------------
@@ -257,10 +274,15 @@ def _power_metrics(r: dict) -> dict:
         return {}
     return {
         "energy_pj": r["energy_per_call_pj"]["total"],
+        **{f"{stage}_dynamic_pj": v["dynamic_pj"] for stage, v in r.get("by_stage", {}).items()},
         "area_um2": r["area_um2"],
         "fmax_mhz": r["sta"]["fmax_mhz"],
         "calls_per_s": (r.get("throughput") or {}).get("calls_per_s"),
     }
+
+
+#: the energy of these stages (rtl_sim/stages.py) is a row of a flow's report each
+REPORT_STAGES = ("projections", "scores", "softmax", "values")
 
 
 def _pnr(ctx: BuildContext, level) -> dict:
@@ -325,7 +347,7 @@ def _bleu_metrics(r: dict) -> dict:
 
 
 def _cells(suffix: str):
-    return lambda r: {k + suffix: r[k] for k in CELL_KEYS}
+    return lambda r: {k + suffix: r[k] for k in CELL_KEYS if k in r}
 
 
 STEPS: dict[str, Step] = {
@@ -347,6 +369,7 @@ STEPS: dict[str, Step] = {
                 if r["check"]["ok"]
                 else f"qonnx execution: {r['check']['mismatches']} mismatching vectors"
             ),
+            metrics=lambda r: {"export_mismatches": int(r["check"]["mismatches"])},
         ),
         Step(
             "hls",
@@ -357,9 +380,20 @@ STEPS: dict[str, Step] = {
                 if r["ok"]
                 else f"C simulation: {(r.get('csim') or {}).get('mismatches')} mismatching vectors"
             ),
-            metrics=lambda r: {"hls_mismatches": (r.get("csim") or {}).get("mismatches")},
+            metrics=lambda r: {
+                "hls_mismatches": (r.get("csim") or {}).get("mismatches"),
+                "hls_iterations": (r.get("iterations") or {}).get("total"),
+            },
+            rows=(("hls_iterations", "folded HLS iterations per call", None),),
         ),
-        Step("rtl", "RTL ({level})", _rtl, "every", metrics=_timing_metrics),
+        Step(
+            "rtl",
+            "RTL ({level})",
+            _rtl,
+            "every",
+            metrics=lambda r: {**_timing_metrics(r), "rtl_bytes": r.get("bytes")},
+            rows=(("rtl_bytes", "SystemVerilog (bytes)", None),),
+        ),
         Step(
             "sim",
             "Verilator + cocotb simulation ({level})",
@@ -367,6 +401,10 @@ STEPS: dict[str, Step] = {
             "every",
             check=_sim_check,
             metrics=lambda r: {"mismatches": int(r["mismatches"]), **_timing_metrics(r)},
+            rows=(
+                ("latency_cycles", "{level} RTL latency (cycles)", None),
+                ("ii_cycles", "{level} RTL II (cycles)", None),
+            ),
         ),
         Step(
             "sim_edges",
@@ -381,6 +419,10 @@ STEPS: dict[str, Step] = {
             _yosys(False),
             "first",
             metrics=_cells(""),
+            rows=(
+                *((cell, f"{{level}} {cell} (Yosys xc7)", None) for cell in LOGIC_CELLS),
+                ("BRAM", "{level} BRAM (Yosys xc7)", ("folded",)),  # the folded engine's memories
+            ),
         ),
         Step(
             "nodsp",
@@ -400,6 +442,16 @@ STEPS: dict[str, Step] = {
                 else None
             ),
             metrics=_power_metrics,
+            rows=(
+                ("energy_pj", "{level} energy, measured (pJ/call, OSU)", None),
+                *(
+                    (f"{s}_dynamic_pj", f"{{level}} {s} energy, measured (pJ/call, dynamic)", None)
+                    for s in REPORT_STAGES
+                ),
+                ("area_um2", "{level} area (um^2, OSU 0.18)", None),
+                ("fmax_mhz", "{level} Fmax (MHz, OpenSTA)", None),
+                ("calls_per_s", "{level} calls/s at that Fmax", None),
+            ),
         ),
         Step(
             "pnr", "Yosys synth_ecp5 + nextpnr-ecp5 ({level})", _pnr, "first", metrics=_pnr_metrics
