@@ -1,27 +1,29 @@
 // folded_attend: the folded engine's attention unit (folded_attention.sv): per query and head,
 // the scores of LANES keys a cycle, the softmax weights, the numerators and O = N / E.
 //
-// It holds the memories between the walks and attention: Q (Dense: the hidden layer H), the
-// K and V banks (key j in bank j mod LANES, so LANES keys are read in one cycle), the
-// Synthesizers' score ROM (WS_FILE), the softmax tables (EXP_FILE, RECIP_FILE) and O (a_mem),
-// each of two banks, a vector in each (the engine's hand-over, folded_attention.sv). The
+// It holds the memories between the walks and attention, each of two banks, a vector in each
+// (the engine's hand-over, folded_attention.sv): the mechanism's score front end's (Q and the
+// K banks: folded_scores_qk.sv; Dense's hidden layer H and W_2: folded_scores_dense.sv;
+// RandInit's R: folded_scores_randinit.sv), the V banks (key j in bank j mod LANES, so LANES
+// keys are read in one cycle), the softmax tables (EXP_FILE, RECIP_FILE) and O (a_mem). The
 // walks write Q, K (qk_*) and V (vo_*) into bank pre_b as they finish each chunk; attention
 // reads bank att_b; the walks' post pass reads O from bank post_b (a_re, a_rd_tok, a_rd_rc;
 // a_word the next cycle). A vector: `ready` (its Q/K/V bank full, its O bank free) while the
 // unit is idle starts it; `done` is high in its last cycle, O then written.
 //
 //   per query i, per head h:
-//     score  LANES keys at a time, SIMD features per cycle (folded_score_lane): S[j], max_j S;
-//            SC chunks a key block: HC of the head (E-ATT, vanilla), DC of the whole hidden
-//            token (Dense: lane l against W_2's column h LEN_K + j), 1 (RandInit: R read)
+//     score  LANES keys at a time (the front end's lanes): S[j], max_j S; SC chunks a key
+//            block: HC of the head (E-ATT, vanilla), DC of the whole hidden token (Dense: lane
+//            l against W_2's column h LEN_K + j), 1 (RandInit: R read)
 //     exp    LANES keys per cycle: e[j] = EXP[(max S - S[j]) >> EXP_SHIFT], E = sum_j e[j]
 //     numer  SIMD features x LANES keys per cycle: N[t] = sum_j e[j] V[j][t], then
 //            O = N / E (recip_normalize, the reciprocal table) into a_mem
 //
 // A vector takes LEN_Q HEADS (KB SC + KB + KB HC + FILL) cycles (FILL: the phases' drain
 // cycles, 9 at ADDER_LEVELS 0; rtl_sim/folding.py attention_fill) from the edge that takes
-// `ready` to the end of `done`'s cycle. Bit-exact with eatt.quant.golden.GoldenCore's softmax_weights and weighted_values on
-// the Q, K (or H, or R) and V it is given; rtl_sim/tb/folded_attend tests it alone.
+// `ready` to the end of `done`'s cycle. Bit-exact with eatt.quant.golden.GoldenCore's
+// softmax_weights and weighted_values on the Q, K (or H, or R) and V it is given;
+// rtl_sim/tb/folded_attend tests it alone, with each front end.
 
 `default_nettype none
 
