@@ -130,13 +130,15 @@ def cocotb_libs() -> str:
 
 
 def _usable(stamp: Path, simulator: str) -> bool:
-    """A finished build can run here: an Icarus one always (vvp loads cocotb at run time);
+    """A finished build can run here: an Icarus one while the Icarus VPI modules its sim.vvp
+    names by their absolute path are there (vvp loads cocotb at run time, but iverilog writes
+    its own modules' folder into the file: another venv's, which may have been removed since);
     a Verilator one when the cocotb libraries it links are still where it was built, the same
-    files (another venv's, which may have been removed since)."""
+    files."""
     if not stamp.is_file():
         return False
     if simulator != "verilator":
-        return True
+        return _vpi_modules_present(stamp.parent / "sim.vvp")
     try:
         libs = json.loads(stamp.read_text()).get("cocotb_libs")
     except (OSError, ValueError, AttributeError):
@@ -144,6 +146,23 @@ def _usable(stamp: Path, simulator: str) -> bool:
     if libs is None:
         return False
     return libs == cocotb_libs() or libs_digest(libs) == libs_digest(cocotb_libs())
+
+
+def _vpi_modules_present(vvp: Path) -> bool:
+    """Every ``:vpi_module "PATH"`` of an Icarus sim.vvp's header names a file that exists
+    (False when there is no sim.vvp)."""
+    try:
+        with vvp.open(encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if not line.startswith((":", "#")):
+                    break  # the header is over
+                if line.startswith(":vpi_module"):
+                    path = line.split('"')[1] if '"' in line else ""
+                    if path and not Path(path).is_file():
+                        return False
+    except OSError:
+        return False
+    return True
 
 
 # -- the build cache ------------------------------------------------------------------------------

@@ -115,7 +115,18 @@ def test_builds_are_shared_by_venvs_with_the_same_tools(fresh, tmp_path, monkeyp
     assert not sim_build._usable(planted, "verilator")
     shutil.rmtree(other)
     assert not sim_build._usable(planted, "verilator")  # that venv is gone: build again
-    assert sim_build._usable(planted, "icarus")  # vvp loads cocotb at run time
+    # Icarus: vvp loads cocotb at run time, but sim.vvp names Icarus' own VPI modules by the
+    # folder of the venv that built it: usable while they are there
+    vvp = tmp_path / "sim.vvp"
+    module = tmp_path / "ivl" / "system.vpi"
+    module.parent.mkdir()
+    module.write_bytes(b"")
+    vvp.write_text(f':ivl_version "11.0 (stable)";\n:vpi_module "{module}";\nS_0 .scope;\n')
+    assert sim_build._usable(planted, "icarus")
+    module.unlink()  # that venv is gone: build again
+    assert not sim_build._usable(planted, "icarus")
+    vvp.unlink()
+    assert not sim_build._usable(planted, "icarus")
     planted.write_text(json.dumps({"top": "x"}))  # a stamp from before the record
     assert not sim_build._usable(planted, "verilator")
 
