@@ -72,6 +72,17 @@ struct attention_core_config {
     // (ap_uint wide enough for len_k) and offset_t (for len_k - 1).
 };
 
+// The weight and table arguments of every attention layer, after its data ports (hls4ml's
+// weights as the layer's arrays): W_Q, W_K (the mechanism's slots: n_wq, n_wk entries), W_V, W_O,
+// the exp and reciprocal tables.
+#define NNET_ATTENTION_WEIGHT_ARGS(CONFIG_T)                                                       \
+    const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],                                              \
+        const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],                                          \
+        const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],                           \
+        const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],                           \
+        const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],                  \
+        const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]
+
 // -- inputs and outputs ---------------------------------------------------------------------------
 template <class data_T, typename CONFIG_T, unsigned N_ROWS>
 void attention_core_codes(data_T data[N_ROWS * CONFIG_T::dim],
@@ -364,12 +375,7 @@ template <class x_T, class y_T, class res_T, typename CONFIG_T>
 void attention_core_body(
     x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim], unsigned length,
     unsigned offset, res_T res[CONFIG_T::len_q * CONFIG_T::dim],
-    const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
-    const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],
-    const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
-    const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
-    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
-    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
+    NNET_ATTENTION_WEIGHT_ARGS(CONFIG_T)) {
     #pragma HLS INLINE
     typename CONFIG_T::score_t scores[CONFIG_T::heads][CONFIG_T::len_q][CONFIG_T::len_k];
     typename CONFIG_T::v_t v[CONFIG_T::len_k][CONFIG_T::dim];
@@ -387,12 +393,7 @@ void attention_core_body(
 template <class x_T, class y_T, class res_T, typename CONFIG_T>
 void attention_core(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
                     res_T res[CONFIG_T::len_q * CONFIG_T::dim],
-                    const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
-                    const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],
-                    const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
-                    const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
-                    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
-                    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
+                    NNET_ATTENTION_WEIGHT_ARGS(CONFIG_T)) {
     #pragma HLS PIPELINE II=CONFIG_T::reuse_factor
     attention_core_body<x_T, y_T, res_T, CONFIG_T>(x, y, CONFIG_T::len_k, CONFIG_T::len_k - 1, res,
                                                    wq, wk, wv, wo, exp_table, recip_table);
@@ -406,12 +407,7 @@ void attention_core_masked(
     x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
     typename CONFIG_T::length_t length, typename CONFIG_T::offset_t offset,
     res_T res[CONFIG_T::len_q * CONFIG_T::dim],
-    const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
-    const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],
-    const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
-    const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
-    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
-    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
+    NNET_ATTENTION_WEIGHT_ARGS(CONFIG_T)) {
     #pragma HLS PIPELINE II=CONFIG_T::reuse_factor
     attention_core_body<x_T, y_T, res_T, CONFIG_T>(x, y, length, offset, res, wq, wk, wv, wo,
                                                    exp_table, recip_table);

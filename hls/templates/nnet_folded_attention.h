@@ -345,12 +345,7 @@ template <typename CONFIG_T>
 void folded_attention_compute(
     typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim],
     typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim], unsigned length,
-    unsigned offset, const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
-    const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],
-    const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
-    const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
-    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
-    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits],
+    unsigned offset, NNET_ATTENTION_WEIGHT_ARGS(CONFIG_T),
     typename CONFIG_T::out_code_t z[CONFIG_T::len_q][CONFIG_T::dim]) {
     #pragma HLS INLINE
     const unsigned S = CONFIG_T::simd, P = CONFIG_T::lanes;
@@ -375,23 +370,23 @@ void folded_attention_compute(
     folded_project_post<CONFIG_T>(attn, wo, z);
 }
 
+// The buffers of a folded layer's DATAFLOW region around its compute: the input codes xc, yc
+// (S features a cycle) and the output codes z (partitioned by each layer for its output).
+#define NNET_FOLDED_CODES(CONFIG_T)                                                                \
+    typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];                               \
+    typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];                               \
+    typename CONFIG_T::out_code_t z[CONFIG_T::len_q][CONFIG_T::dim];                               \
+    _Pragma("HLS ARRAY_PARTITION variable=xc cyclic factor=CONFIG_T::simd dim=2")                  \
+    _Pragma("HLS ARRAY_PARTITION variable=yc cyclic factor=CONFIG_T::simd dim=2")
+
 // -- the layers hls4ml calls (eatt.hls.handlers); CONFIG_T::folded is the mechanism's form --
 // io_parallel: x, y, res arrays of real values (hls4ml's io_parallel ports)
 template <class x_T, class y_T, class res_T, typename CONFIG_T>
 void folded_attention(x_T x[CONFIG_T::len_q * CONFIG_T::dim], y_T y[CONFIG_T::len_k * CONFIG_T::dim],
                       unsigned length, unsigned offset, res_T res[CONFIG_T::len_q * CONFIG_T::dim],
-                      const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
-                      const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],
-                      const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
-                      const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
-                      const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
-                      const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
+                      NNET_ATTENTION_WEIGHT_ARGS(CONFIG_T)) {
     #pragma HLS DATAFLOW
-    typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
-    typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];
-    typename CONFIG_T::out_code_t z[CONFIG_T::len_q][CONFIG_T::dim];
-    #pragma HLS ARRAY_PARTITION variable=xc cyclic factor=CONFIG_T::simd dim=2
-    #pragma HLS ARRAY_PARTITION variable=yc cyclic factor=CONFIG_T::simd dim=2
+    NNET_FOLDED_CODES(CONFIG_T)
     #pragma HLS ARRAY_PARTITION variable=z cyclic factor=CONFIG_T::pe dim=2
     folded_load<x_T, CONFIG_T, CONFIG_T::len_q>(x, xc);
     folded_load<y_T, CONFIG_T, CONFIG_T::len_k>(y, yc);

@@ -39,18 +39,9 @@ template <class mask_T> unsigned folded_mask_read(hls::stream<mask_T> &mask) {
 template <class x_T, class y_T, class res_T, typename CONFIG_T>
 void folded_attention_stream(
     hls::stream<x_T> &x, hls::stream<y_T> &y, unsigned length, unsigned offset,
-    hls::stream<res_T> &res, const typename CONFIG_T::wq_t wq[CONFIG_T::n_wq],
-    const typename CONFIG_T::wk_t wk[CONFIG_T::n_wk],
-    const typename CONFIG_T::wv_t wv[CONFIG_T::dim * CONFIG_T::dim],
-    const typename CONFIG_T::wo_t wo[CONFIG_T::dim * CONFIG_T::dim],
-    const typename CONFIG_T::exp_table_t exp_table[CONFIG_T::exp_table_size],
-    const typename CONFIG_T::recip_table_t recip_table[1 << CONFIG_T::recip_index_bits]) {
+    hls::stream<res_T> &res, NNET_ATTENTION_WEIGHT_ARGS(CONFIG_T)) {
     #pragma HLS DATAFLOW
-    typename CONFIG_T::in_code_t xc[CONFIG_T::len_q][CONFIG_T::dim];
-    typename CONFIG_T::in_code_t yc[CONFIG_T::len_k][CONFIG_T::dim];
-    typename CONFIG_T::out_code_t z[CONFIG_T::len_q][CONFIG_T::dim];
-    #pragma HLS ARRAY_PARTITION variable=xc cyclic factor=CONFIG_T::simd dim=2
-    #pragma HLS ARRAY_PARTITION variable=yc cyclic factor=CONFIG_T::simd dim=2
+    NNET_FOLDED_CODES(CONFIG_T)
     #pragma HLS ARRAY_PARTITION variable=z complete dim=2
     folded_load_stream<x_T, CONFIG_T, CONFIG_T::len_q>(x, xc);
     folded_load_stream<y_T, CONFIG_T, CONFIG_T::len_k>(y, yc);
