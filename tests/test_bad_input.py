@@ -17,6 +17,7 @@ import torch
 
 from eatt.cli import main
 from eatt.outdir import MARKER
+from tests.cli import run_eatt
 
 
 def snapshot(root: Path) -> dict[str, tuple]:
@@ -33,14 +34,7 @@ def snapshot(root: Path) -> dict[str, tuple]:
 
 
 def eatt(*args: str, cwd: Path, env: dict | None = None, timeout: int = 300):
-    return subprocess.run(
-        [sys.executable, "-m", "eatt.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        env=env,
-    )
+    return run_eatt(*args, cwd=cwd, env=env, timeout=timeout)
 
 
 class _NotAWeight:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,13 +11,12 @@ import pytest
 import eatt.cli
 from eatt.cli import COMMANDS, build_parser, main
 from eatt.model.experiments import REGISTRY
+from tests.cli import run_eatt
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     """Through a real process, as a user runs it (the console script's module)."""
-    return subprocess.run(
-        [sys.executable, "-m", "eatt.cli", *args], capture_output=True, text=True, timeout=300
-    )
+    return run_eatt(*args, timeout=300)
 
 
 def test_energy_json_gives_the_papers_percentages():
@@ -202,3 +200,30 @@ def test_a_bad_flag_value_stops_before_the_command_runs(monkeypatch, capsys):
         err = capsys.readouterr().err
         assert err.startswith(f"eatt: error: {message}"), err
         assert err.count("\n") == 1, err
+
+
+def test_the_tests_command_runner_gives_what_a_plain_process_gives(tmp_path):
+    """tests/cli.py: a command forked from the preloading server and the same command as a
+    plain `python -m eatt.cli` process: the same exit code, stdout and stderr, in the caller's
+    folder and environment; a timeout ends the command."""
+    from tests.cli import _subprocess
+
+    (tmp_path / "core.yaml").write_text("kind: eatt\nlen_q: 2\nlen_k: 3\ndim: 4\nheads: 1\n")
+    env = {**__import__("os").environ, "EATT_PROGRESS": "0"}
+    cases = [
+        ["golden", "--config", "core.yaml", "--vectors", "5", "--json"],  # relative: the cwd
+        ["golden", "--config", "missing.yaml"],  # exit 2, one line
+        ["golden", "--bogus"],  # argparse's exit 2
+        ["energy", "--length", "4", "--dim", "8"],
+    ]
+    for argv in cases:
+        forked = run_eatt(*argv, cwd=tmp_path, env=env)
+        plain = _subprocess(argv, str(tmp_path), env, 300)
+        assert (forked.returncode, forked.stdout, forked.stderr) == (
+            plain.returncode, plain.stdout, plain.stderr
+        ), argv  # fmt: skip
+    assert json.loads(run_eatt(*cases[0], cwd=tmp_path, env=env).stdout)["ok"]
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_eatt("golden", "--config", str(tmp_path / "core.yaml"), "--vectors", "1000000",
+                 timeout=1)  # fmt: skip
+    assert run_eatt("golden", "--config", str(tmp_path / "core.yaml")).returncode == 0

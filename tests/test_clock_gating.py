@@ -5,8 +5,6 @@ less than the ungated one's on the same vectors, and the gates' own energy is a 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -17,6 +15,7 @@ from eatt.rtl_sim import clock_gating as gating
 from eatt.rtl_sim.folded import generate_folded_rtl
 from eatt.rtl_sim.power import check_tools, power
 from eatt.rtl_sim.tools import ToolMissing
+from tests.cli import run_eatt
 
 TINY = dict(len_q=2, len_k=2, dim=4, heads=1, in_bits=4, in_frac=2, weight_bits=4, qk_bits=6)
 
@@ -60,12 +59,11 @@ def test_gated_clocks_save_register_energy(tmp_path):
     # a gate for every enable of >= 64 flip-flops: fewer gates
     few = power(out, vectors=4, seed=1, clock_gating=64)
     assert few["mismatches"] == 0 and few["clock_gating"]["gates"] < g["gates"]
-    cli = [sys.executable, "-m", "eatt.cli", "power", str(out), "--vectors", "2"]
-    text = subprocess.run([*cli, "--clock-gating"], capture_output=True, text=True, timeout=900)
+    cli = ["power", str(out), "--vectors", "2"]
+    text = run_eatt(*cli, "--clock-gating", timeout=900)
     assert text.returncode == 0, text.stderr
     assert "clock gates (INVX1 + LATCH + AND2X1) clock" in text.stdout
-    js = subprocess.run([*cli, "--clock-gating", "8", "--json"], capture_output=True, text=True,
-                        timeout=900)  # fmt: skip
+    js = run_eatt(*cli, "--clock-gating", "8", "--json", timeout=900)
     assert js.returncode == 0, js.stderr
     assert json.loads(js.stdout)["clock_gating"]["min_flip_flops"] == 8
 
@@ -79,7 +77,6 @@ def test_gated_clocks_save_register_energy(tmp_path):
     ids=["zero", "fpga"],
 )
 def test_bad_clock_gating_is_one_line(flags, message, tmp_path):
-    cmd = [sys.executable, "-m", "eatt.cli", "power", str(tmp_path), *flags]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    r = run_eatt("power", str(tmp_path), *flags, timeout=120)
     assert r.returncode == 2 and message in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1

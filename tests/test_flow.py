@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -18,6 +17,7 @@ from eatt.outdir import MARKER, OutputError, check_output_dir
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.tools import ToolMissing
 from eatt.steps import TIMES_FILE
+from tests.cli import run_eatt
 
 WINDOW = CoreConfig.from_dict(dict(kind="window", len_q=1, len_k=6, dim=4, heads=1, window_d=1))
 
@@ -198,6 +198,4 @@ def test_a_flow_stops_at_a_step_and_starts_again_from_the_next(tmp_path):
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "eatt.cli", *args], capture_output=True, text=True, timeout=900
-    )
+    return run_eatt(*args, timeout=900)

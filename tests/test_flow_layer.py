@@ -4,8 +4,6 @@ and the one-step core of a decoder layer (`--step`) it builds on."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,6 +15,7 @@ from eatt.model.train import train_from_config
 from eatt.quant.golden import GoldenCore
 from eatt.quant.vectors import load_capture
 from eatt.rtl_sim.folding import WALK_DRAIN
+from tests.cli import run_eatt
 
 RUN = (
     "model: {dim: 8, heads: 2, ffn_dim: 32, enc_layers: 1, dec_layers: 1, attention: eatt,\n"
@@ -34,9 +33,7 @@ def checkpoint(tmp_path_factory):
 
 
 def eatt(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "eatt.cli", *args], capture_output=True, text=True, timeout=900
-    )
+    return run_eatt(*args, timeout=900)
 
 
 @pytest.mark.parametrize("name", ["decoder.0.cross", "decoder.0.self"])

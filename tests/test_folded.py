@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -43,6 +42,7 @@ from eatt.rtl_sim.folding import walk_drain
 from eatt.rtl_sim.generate import generate_rtl, load_metadata
 from eatt.rtl_sim.lint import lint_rtl
 from eatt.rtl_sim.runner import simulate
+from tests.cli import run_eatt
 from tests.test_rtl import _assert_lint_clean
 
 SMALL = dict(len_q=3, len_k=4, dim=8, heads=2)
@@ -313,9 +313,7 @@ def test_reuse_factor_in_a_config_builds_the_folded_engine(tmp_path):
 
 
 def _eatt(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "eatt.cli", *args], capture_output=True, text=True, timeout=600
-    )
+    return run_eatt(*args, timeout=600)
 
 
 @pytest.mark.parametrize(

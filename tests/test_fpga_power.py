@@ -10,7 +10,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 
 import pytest
 
@@ -21,6 +20,7 @@ from eatt.rtl_sim.fpga_energy import CLASSES, load_coefficients, proxy_energy
 from eatt.rtl_sim.fpga_saif import saif_name, vcd_durations, write_saif
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.tools import ToolMissing
+from tests.cli import run_eatt
 
 # tests/test_power.py's smallest core that still has every stage
 SMALL = dict(len_q=2, len_k=2, dim=2, heads=1, in_bits=4, in_frac=2, weight_bits=4, qk_bits=6)
@@ -227,13 +227,7 @@ def rtl(tmp_path_factory):
 
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "eatt.cli", "power", *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=None if env is None else {**os.environ, **env},
-    )
+    return run_eatt("power", *args, timeout=900, env=None if env is None else {**os.environ, **env})
 
 
 @pytest.mark.rtl

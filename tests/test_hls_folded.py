@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,7 @@ from eatt.mechanisms import MECHANISMS, mechanism_of
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.folded import folded_cycles, folding_for_reuse, weight_tiles
 from eatt.rtl_sim.folding import WALK_DRAIN
+from tests.cli import run_eatt
 from tests.test_hls import function_body, multiplications, run_project_testbench
 
 pytestmark = pytest.mark.hls
@@ -291,9 +291,7 @@ def test_a_config_reuse_factor_folds_the_project(tmp_path):
 
 
 def _eatt(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "eatt.cli", *args], capture_output=True, text=True, timeout=600
-    )
+    return run_eatt(*args, timeout=600)
 
 
 def test_cli_hls_folded_text_and_json(tmp_path):

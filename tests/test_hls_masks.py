@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +29,7 @@ from eatt.quant.golden import (
     random_weights,
     vector_masks,
 )
+from tests.cli import run_eatt
 from tests.test_hls import run_project_testbench
 
 pytestmark = pytest.mark.hls
@@ -201,9 +200,7 @@ def test_cli_hls_json_on_a_masked_file(tmp_path):
     export_core(cfg, random_weights(cfg, seed=3), tmp_path / "core.onnx")
     out = tmp_path / "hls"
     args = ["hls", str(tmp_path / "core.onnx"), "-o", str(out), "--vectors", "40", "--json"]
-    r = subprocess.run(
-        [sys.executable, "-m", "eatt.cli", *args], capture_output=True, text=True, timeout=300
-    )
+    r = run_eatt(*args, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads(r.stdout)
     assert result["csim"]["mismatches"] == 0 and result["csim"]["vectors"] == 40

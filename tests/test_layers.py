@@ -10,8 +10,6 @@ max_len and fed with their valid length and offset, give the model's outputs bit
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -23,6 +21,7 @@ from eatt.model.data import Vocab
 from eatt.model.layers import checkpoint_layer_core, checkpoint_layers, layer_core, layers
 from eatt.model.seq2seq import RoleAttention, Seq2Seq, save_checkpoint
 from eatt.quant.export import check_export, core_source, execute_core, export_core
+from tests.cli import run_eatt
 
 CFG = ModelConfig(
     dim=16, heads=2, ffn_dim=32, enc_layers=1, dec_layers=1, dropout=0.0, max_len=10,
@@ -111,9 +110,7 @@ def test_the_exported_layer_computes_what_the_model_computes(checkpoint, tmp_pat
 
 
 def _eatt(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "eatt.cli", *args], capture_output=True, text=True, timeout=600
-    )
+    return run_eatt(*args, timeout=600)
 
 
 def test_cli_list_and_export_a_layer(checkpoint, tmp_path):

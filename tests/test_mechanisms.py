@@ -30,6 +30,7 @@ from eatt.quant.golden import (
     weight_shapes,
 )
 from eatt.quant.modules import from_float, from_integer, integer_weights, to_float
+from tests.cli import run_eatt
 from tests.test_rtl import _assert_lint_clean
 
 KINDS = tuple(m.kind for m in MECHANISMS.values())
@@ -224,12 +225,9 @@ def test_eatt_flow_of_the_example_config_passes_on_both_simulators(tmp_path, kin
     hls4ml C-sim, unrolled RTL on Verilator) beside its vanilla peer, and `eatt sim` of each
     RTL folder on Icarus finds no mismatch either."""
     import json
-    import subprocess
-    import sys
 
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "eatt.cli", *args], capture_output=True,
-                              text=True, timeout=900)  # fmt: skip
+        return run_eatt(*args, timeout=900)
 
     out = tmp_path / "flow"
     config = ROOT / "examples" / f"{kind}.yaml"

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -21,6 +19,7 @@ from eatt.rtl_sim.folded import generate_folded_rtl, simulate_folded
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.power import check_tools, power, too_many_weights
 from eatt.rtl_sim.tools import ToolMissing
+from tests.cli import run_eatt
 
 # dim 4, 2 tokens each side, 1 head: every memory of the engine, a few hundred cells of logic
 TINY = dict(len_q=2, len_k=2, dim=4, heads=1, in_bits=4, in_frac=2, weight_bits=4, qk_bits=6)
@@ -148,15 +147,14 @@ def test_power_prices_every_macro(tmp_path):
     dram = power(out, vectors=VECTORS, seed=1, timeout=900, weights="dram")
     assert dram["memories"]["pj_per_call"]["total"] > r["memories"]["pj_per_call"]["total"]
     assert _names(dram)[wq["name"]]["source"] == "dram"
-    cli = [sys.executable, "-m", "eatt.cli", "power", str(out), "--vectors", "2"]
-    text = subprocess.run(cli, capture_output=True, text=True, timeout=900)
+    cli = ["power", str(out), "--vectors", "2"]
+    text = run_eatt(*cli, timeout=900)
     assert text.returncode == 0, text.stderr
     assert "memory macros" in text.stdout and "15 macros priced by" in text.stdout
-    js = subprocess.run([*cli, "--json", "--memory-node", "45"], capture_output=True, text=True,
-                        timeout=900)  # fmt: skip
+    js = run_eatt(*cli, "--json", "--memory-node", "45", timeout=900)
     assert js.returncode == 0, js.stderr
     assert json.loads(js.stdout)["memories"]["node_nm"] == 45
-    bad = subprocess.run([*cli, "--memory-node", "180"], capture_output=True, text=True)
+    bad = run_eatt(*cli, "--memory-node", "180")
     assert bad.returncode == 2 and "--memory-node" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
 
@@ -169,7 +167,6 @@ def test_power_prices_every_macro(tmp_path):
 def test_memory_flags_are_asic_only(flags, tmp_path):
     """The memory macros' flags price the ASIC netlist's memories: with --target fpga they are
     refused in one line (exit 2) before the folder is read."""
-    cmd = [sys.executable, "-m", "eatt.cli", "power", str(tmp_path), "--target", "fpga", *flags]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    r = run_eatt("power", str(tmp_path), "--target", "fpga", *flags, timeout=120)
     assert r.returncode == 2 and f"{flags[0]}: only for --target asic" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1

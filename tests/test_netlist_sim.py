@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -15,15 +14,14 @@ from eatt.config import CoreConfig, default_config
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.tools import ToolMissing
+from tests.cli import run_eatt
 
 #: the masked E-ATT engine with its stages for a clock (the visible flags registered)
 MASKED = dict(kind="eatt", len_q=2, len_k=2, dim=4, heads=1, key_padding=True, causal=True)
 
 
 def eatt(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "eatt.cli", *args], capture_output=True, text=True, timeout=900
-    )
+    return run_eatt(*args, timeout=900)
 
 
 def _tools() -> None:

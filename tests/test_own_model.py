@@ -20,6 +20,7 @@ from eatt.nn import MultiheadAttention
 from eatt.quant.export import check_export
 from eatt.quant.golden import GoldenCore
 from eatt.quant.vectors import load_capture
+from tests.cli import run_eatt
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMATS = {"v_bits": 14, "out_bits": 18}  # fine output LSB at dim 8-16 (no coarse warning)
@@ -253,8 +254,7 @@ def test_cli_points_to_the_api_for_a_foreign_checkpoint(tmp_path):
                  ["flow", str(path), "--layer", "enc"],
                  ["capture", str(path), "--layer", "enc", "-o", str(tmp_path / "a.npz")],
                  ):  # fmt: skip
-        r = subprocess.run([sys.executable, "-m", "eatt.cli", *args], capture_output=True,
-                           text=True, timeout=300)  # fmt: skip
+        r = run_eatt(*args, timeout=300)
         assert r.returncode == 2, (args, r.stderr)
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and "docs/own_model.md" in lines[0] and str(path) in lines[0]
@@ -369,14 +369,12 @@ def test_readme_flow_of_a_users_layer(tmp_path):
     acts, core = tmp_path / "acts.npz", tmp_path / "layer.onnx"
     eatt.capture(user, "attn", batches, acts)
     eatt.export_layer(user.attn, core)
-    base = [sys.executable, "-m", "eatt.cli", "flow", str(core), "--inputs", str(acts),
-            "--no-window", "--no-resources", "--vectors", "16"]  # fmt: skip
-    r = subprocess.run([*base, "-o", str(tmp_path / "text")], capture_output=True, text=True,
-                       timeout=900)  # fmt: skip
+    base = ["flow", str(core), "--inputs", str(acts), "--no-window", "--no-resources",
+            "--vectors", "16"]  # fmt: skip
+    r = run_eatt(*base, "-o", str(tmp_path / "text"), timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "flow: PASS" in r.stdout and "vs the model's own outputs (model_out): 16" in r.stdout
-    r = subprocess.run([*base, "-o", str(tmp_path / "json"), "--json"], capture_output=True,
-                       text=True, timeout=900)  # fmt: skip
+    r = run_eatt(*base, "-o", str(tmp_path / "json"), "--json", timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads(r.stdout)
     assert result["ok"]
@@ -411,16 +409,13 @@ def test_hls4ml_whole_model_project(tmp_path):
     assert result["mismatches"] == 0 and want.shape == (30, 4, 4)
 
     # the CLI: `eatt hls MODEL.onnx -o DIR` (random inputs), text and --json
-    base = [sys.executable, "-m", "eatt.cli", "hls", str(path), "--vectors", "20"]
-    r = subprocess.run([*base, "-o", str(tmp_path / "cli")], capture_output=True, text=True,
-                       timeout=600)  # fmt: skip
+    base = ["hls", str(path), "--vectors", "20"]
+    r = run_eatt(*base, "-o", str(tmp_path / "cli"), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "C simulation vs qonnx execution: 20 random inputs (seed 1), 0 mismatching" in r.stdout
-    r = subprocess.run([*base, "-o", str(tmp_path / "cli_json"), "--json"], capture_output=True,
-                       text=True, timeout=600)  # fmt: skip
+    r = run_eatt(*base, "-o", str(tmp_path / "cli_json"), "--json", timeout=600)
     assert r.returncode == 0 and json.loads(r.stdout)["mismatches"] == 0
-    r = subprocess.run([*base, "-o", str(tmp_path / "x"), "--reuse-factor", "4"],
-                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    r = run_eatt(*base, "-o", str(tmp_path / "x"), "--reuse-factor", "4", timeout=600)
     assert r.returncode == 2 and "is a whole model" in r.stderr
     assert not (tmp_path / "x").exists()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -28,6 +27,7 @@ from eatt.rtl_sim.pnr import (
 )
 from eatt.rtl_sim.tools import ToolMissing
 from eatt.rtl_sim.window import window_interface
+from tests.cli import run_eatt
 
 TINY = dict(len_q=2, len_k=3, dim=4, heads=1)  # the README's tiny core
 # smaller still, 4-bit operands: seconds in nextpnr for both kinds (the dot core: 18 MULT18X18D)
@@ -86,12 +86,7 @@ def test_missing_nextpnr_is_tool_missing(tmp_path, monkeypatch):
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "eatt.cli", "pnr", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_eatt("pnr", *args, timeout=600)
 
 
 @pytest.mark.parametrize(

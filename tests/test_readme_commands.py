@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli import run_eatt
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = "kind: eatt\nlen_q: 2\nlen_k: 3\ndim: 4\nheads: 1\n"
@@ -30,13 +31,7 @@ TINY_RUN = (
 
 
 def eatt(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "eatt.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=cwd,
-    )
+    return run_eatt(*args, cwd=cwd, timeout=900)
 
 
 def both_modes(args: list[str], text_has: str, cwd: Path | None = None, code: int = 0) -> dict:

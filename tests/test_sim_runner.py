@@ -29,6 +29,7 @@ from eatt.quant.golden import random_weights
 from eatt.rtl_sim.generate import generate_rtl
 from eatt.rtl_sim.procs import LockTimeout, file_lock, run_group
 from eatt.rtl_sim.runner import cache_dir, simulate
+from tests.cli import run_eatt
 
 pytestmark = pytest.mark.rtl
 
@@ -339,10 +340,7 @@ def test_a_sim_folder_it_did_not_write_is_left_alone(tmp_path, where):
         run.mkdir(parents=True, exist_ok=True)
         (run / "mine.txt").write_text("mine\n")
     before = _snapshot(out)
-    r = subprocess.run(
-        [sys.executable, "-m", "eatt.cli", "sim", str(out), "--vectors", "4"],
-        capture_output=True, text=True, timeout=600, env=_env(tmp_path / "c"),
-    )  # fmt: skip
+    r = run_eatt("sim", str(out), "--vectors", "4", timeout=600, env=_env(tmp_path / "c"))
     if where == "sim folder":  # DIR/sim with a user's file beside the run folders: untouched
         assert r.returncode == 0, r.stderr
         assert (out / "sim" / "mine.txt").read_text() == "mine\n"

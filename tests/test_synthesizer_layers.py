@@ -6,14 +6,13 @@ taken through the trained-layer flow against the vanilla peer."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from eatt.model.layers import capture_layer, checkpoint_layer_core
 from eatt.model.train import train_from_config
+from tests.cli import run_eatt
 
 RUN = (
     "model: {dim: 8, heads: 2, ffn_dim: 32, enc_layers: 1, dec_layers: 1, attention: eatt,\n"
@@ -71,11 +70,9 @@ def test_a_synthesizer_layer_has_no_step_core(checkpoint):
 def test_a_trained_randinit_layer_through_the_flow(checkpoint, tmp_path):
     """Captured calls, QONNX, hls4ml C-sim, RTL on Verilator, the vanilla peer on the same
     calls (its own alignment weights beside the layer's W_V, W_O), BLEU on the exported cores."""
-    r = subprocess.run(
-        [sys.executable, "-m", "eatt.cli", "flow", str(checkpoint), "--layer", "decoder.0.self",
-         "--split", "dev", "--vectors", "20", "--no-resources", "-o", str(tmp_path / "flow"),
-         "--json"],
-        capture_output=True, text=True, timeout=900,
+    r = run_eatt(
+        "flow", str(checkpoint), "--layer", "decoder.0.self", "--split", "dev", "--vectors", "20",
+        "--no-resources", "-o", str(tmp_path / "flow"), "--json", timeout=900,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads(r.stdout)

@@ -11,6 +11,7 @@ import torch
 from eatt.model.layers import checkpoint_layer_core
 from eatt.model.seq2seq import ModelConfig
 from eatt.quant.window import WindowGolden
+from tests.cli import run_eatt
 
 
 @pytest.fixture(autouse=True)
@@ -20,12 +21,8 @@ def _seed():
 
 # -- the loop: trained layer -> window unit file -> captured steps -> RTL ----------------------
 def _eatt(*args):
-    import subprocess
-    import sys
 
-    return subprocess.run(
-        [sys.executable, "-m", "eatt.cli", *args], capture_output=True, text=True, timeout=900
-    )
+    return run_eatt(*args, timeout=900)
 
 
 def _train_tiny(folder, redundant: bool = False, **model):

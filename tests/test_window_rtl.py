@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ from eatt.rtl_sim.generate import generate_rtl, load_metadata
 from eatt.rtl_sim.runner import simulate
 from eatt.rtl_sim.tools import verilator_env
 from eatt.rtl_sim.window import LATENCY_EXTRA, simulate_window, window_steps
+from tests.cli import run_eatt
 
 pytestmark = pytest.mark.rtl
 
@@ -164,12 +164,7 @@ def test_lint_wall_clean(simulated):
 
 def test_cli_sim_json(simulated):
     cfg, out, meta, _ = simulated
-    proc = subprocess.run(
-        [sys.executable, "-m", "eatt.cli", "sim", str(out), "--vectors", "40", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_eatt("sim", str(out), "--vectors", "40", "--json", timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout)
     assert result["vectors"] == 40 and result["mismatches"] == 0

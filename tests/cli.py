@@ -1,0 +1,160 @@
+"""`eatt ...` as the tests run it: a new process for every command, as a user's shell starts
+one, without paying for torch's and Brevitas' import each time.
+
+A user's `eatt export` spends ~3.5 s of its life importing torch and Brevitas before it does
+anything (more than half of a small command's time; measured 2026-12-03 on
+tests/test_readme_trained.py: 33 such processes, about 120 of its 284 s). The tests start a few
+hundred of them, so each command here is a child forked from a server process (one per test
+worker) that imported those libraries once, the way multiprocessing's forkserver preloads
+modules for its workers (multiprocessing itself is not used: it would run the parent's
+``__main__``, pytest's, again in the child). The child is a fresh process all the same: its own
+pid, working folder, environment, stdin from /dev/null, stdout and stderr captured, `eatt.cli`
+imported anew (only third-party libraries are preloaded, no eatt module) and run through its
+``main`` as ``python -m eatt.cli`` runs it, its exit code and its atexit handlers as at a
+normal interpreter exit.
+
+A command whose environment changes what the preloaded libraries read when imported (thread,
+device and Python settings) runs as a plain ``python -m eatt.cli`` subprocess instead, as do
+the tests that need a process of their own (signals, resource limits, a closed pipe).
+``EATT_TESTS_SUBPROCESS=1`` runs every command that way (to compare, or to rule this out).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+#: imported once by the server, inherited by every command's process
+PRELOAD = ("numpy", "torch", "brevitas", "onnx")
+#: environment variables those libraries read at import: a command that sets one of them
+#: differently runs in a plain subprocess
+_IMPORT_TIME_ENV = ("OMP_", "MKL_", "KMP_", "TORCH", "PYTORCH", "CUDA", "BREVITAS", "PYTHON")
+
+#: the server: preloads, then for each request line (JSON: argv, cwd, env, stdout and stderr
+#: paths) forks a child that runs eatt's main, answers the child's pid, waits for it and
+#: answers its exit code (negative: the signal that ended it)
+_SERVER = r"""
+import atexit, json, os, sys
+rfd, wfd = os.dup(0), os.dup(1)
+requests, answers = os.fdopen(rfd, "rb"), os.fdopen(wfd, "wb")
+null = os.open(os.devnull, os.O_RDWR)
+os.dup2(null, 0)
+os.dup2(null, 1)
+os.close(null)
+for name in sys.argv[1:]:
+    __import__(name)
+def child(req):
+    for fd, path in ((1, req["stdout"]), (2, req["stderr"])):
+        f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(f, fd)
+        os.close(f)
+    os.close(rfd)
+    os.close(wfd)
+    sys.stdin = open(0, encoding="utf-8", closefd=False)
+    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+    sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
+    os.chdir(req["cwd"])
+    os.environ.clear()
+    os.environ.update(req["env"])
+    sys.argv = [req["prog"], *req["argv"]]
+    code = 1
+    try:
+        from eatt.cli import main
+        code = main(list(req["argv"]))
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        code = 1
+    finally:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
+for line in requests:
+    req = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        child(req)
+    answers.write(b"%d\n" % pid)
+    answers.flush()
+    _, status = os.waitpid(pid, 0)
+    answers.write(b"%d\n" % os.waitstatus_to_exitcode(status))
+    answers.flush()
+"""
+
+_lock = threading.Lock()
+_server: subprocess.Popen | None = None
+
+
+def _start() -> subprocess.Popen:
+    global _server
+    if _server is None or _server.poll() is not None:
+        _server = subprocess.Popen(
+            [sys.executable, "-c", _SERVER, *PRELOAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        atexit.register(_server.kill)
+    return _server
+
+
+def _answer(server: subprocess.Popen, timeout: float | None) -> int | None:
+    ready, _, _ = select.select([server.stdout], [], [], timeout)
+    if not ready:
+        return None
+    line = server.stdout.readline()
+    if not line:
+        raise RuntimeError("tests/cli.py: the command server ended")
+    return int(line)
+
+
+def _subprocess(argv, cwd, env, timeout) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "eatt.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env,
+    )
+
+
+def run_eatt(
+    *args: str | os.PathLike, cwd: Path | str | None = None, env: dict | None = None,
+    timeout: float = 900,
+) -> subprocess.CompletedProcess:  # fmt: skip
+    """`eatt ARGS` in a new process: its exit code, stdout and stderr (text), as
+    ``subprocess.run([python, -m, eatt.cli, ...], capture_output=True, text=True)`` gives them;
+    ``env`` replaces the environment as subprocess's does; TimeoutExpired after ``timeout``."""
+    argv = [str(a) for a in args]
+    env = dict(os.environ if env is None else env)
+    cwd = str(cwd if cwd is not None else os.getcwd())
+    changed = set(env) ^ set(os.environ) | {k for k in env if env[k] != os.environ.get(k)}
+    if os.environ.get("EATT_TESTS_SUBPROCESS") == "1" or any(
+        k.startswith(_IMPORT_TIME_ENV) for k in changed
+    ):
+        return _subprocess(argv, cwd, env, timeout)
+    shown = [sys.executable, "-m", "eatt.cli", *argv]
+    with _lock, tempfile.TemporaryDirectory(prefix="eatt-cli-") as tmp:
+        out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        server = _start()
+        request = dict(argv=argv, cwd=cwd, env=env, stdout=str(out), stderr=str(err),
+                       prog=str(Path(sys.executable).parent / "eatt"))  # fmt: skip
+        server.stdin.write((json.dumps(request) + "\n").encode())
+        server.stdin.flush()
+        pid = _answer(server, None)
+        code = _answer(server, timeout)
+        if code is None:
+            os.kill(pid, signal.SIGKILL)
+            _answer(server, None)
+            raise subprocess.TimeoutExpired(shown, timeout)
+        text = [p.read_text(encoding="utf-8") if p.exists() else "" for p in (out, err)]
+    return subprocess.CompletedProcess(shown, code, text[0], text[1])
