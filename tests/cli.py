@@ -99,8 +99,13 @@ _server: subprocess.Popen | None = None
 def _start() -> subprocess.Popen:
     global _server
     if _server is None or _server.poll() is not None:
+        # unbuffered: an answer read is never more than its line, so select() on the pipe
+        # sees the next one (the pid and the exit code can arrive together)
         _server = subprocess.Popen(
-            [sys.executable, "-c", _SERVER, *PRELOAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            [sys.executable, "-c", _SERVER, *PRELOAD],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            bufsize=0,
         )
         atexit.register(_server.kill)
     return _server

@@ -227,3 +227,23 @@ def test_the_tests_command_runner_gives_what_a_plain_process_gives(tmp_path):
         run_eatt("golden", "--config", str(tmp_path / "core.yaml"), "--vectors", "1000000",
                  timeout=1)  # fmt: skip
     assert run_eatt("golden", "--config", str(tmp_path / "core.yaml")).returncode == 0
+
+
+def test_the_runner_reads_an_exit_code_that_came_with_the_pid(tmp_path):
+    """tests/cli.py's answers: a command that ends before its pid is read leaves both lines in
+    the pipe; the exit code is still read at once (no timeout)."""
+    import os
+    import time
+
+    from tests import cli
+
+    request = dict(argv=["golden", "--bogus"], cwd=str(tmp_path), env=dict(os.environ),
+                   stdout=str(tmp_path / "o"), stderr=str(tmp_path / "e"), prog="eatt")  # fmt: skip
+    with cli._lock:
+        server = cli._start()
+        server.stdin.write((json.dumps(request) + "\n").encode())
+        server.stdin.flush()
+        time.sleep(3)  # the command has ended: its pid and its exit code wait in the pipe
+        assert cli._answer(server, None) > 0
+        assert cli._answer(server, 5) == 2
+    assert "unrecognized arguments: --bogus" in (tmp_path / "e").read_text()
