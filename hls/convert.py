@@ -101,6 +101,10 @@ def convert(
         write_weights_txt=False,
         **kwargs,
     )
+    # the ONNX model in the config is the converter's input only: hls4ml's writer would dump it
+    # (weights and all) into hls4ml_config.yml as a pickled protobuf (8 MB and ~5 s a write at
+    # the paper's size); its own serialization drops it too (ModelGraph.serialize)
+    hls_model.config.config.pop("OnnxModel", None)
     unit.load("hls_finish")(cfg, hls_model)
     return hls_model
 

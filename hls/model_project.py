@@ -139,6 +139,7 @@ def write_model_project(
                     clock_period=clock_ns,
                     write_weights_txt=False,
                 )
+                hls_model.config.config.pop("OnnxModel", None)  # as hls/convert.py: not dumped
             with step(f"g++ build of the C simulation in {out_dir}"):
                 hls_model.write()  # compile() = write() + the build, here through the cache
                 compile_csim(hls_model)

@@ -317,6 +317,9 @@ def test_project_mode_and_paths_name_the_final_folder(tmp_path):
     assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~0o027
     config = (out / "hls4ml_config.yml").read_text().splitlines()
     assert f"OutputDir: {out.resolve()}" in config
+    # the converter's input is not dumped into it (hls4ml would pickle the ONNX model, weights
+    # and all: 8 MB at the paper's size)
+    assert not [line for line in config if line.startswith("OnnxModel")]
     for path in out.rglob("*"):
         if path.is_file():
             assert b".prj.tmp-" not in path.read_bytes(), path
