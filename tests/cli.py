@@ -15,7 +15,10 @@ normal interpreter exit.
 
 A command whose environment changes what the preloaded libraries read when imported (thread,
 device and Python settings) runs as a plain ``python -m eatt.cli`` subprocess instead, as do
-the tests that need a process of their own (signals, resource limits, a closed pipe).
+the tests that need a process of their own (signals, resource limits, a closed pipe; Ray's
+sweeps in tests/test_sweep.py: README's sweep runs forked, its Ray driver in the child).
+Shared with the server and so the same for every command of a worker: the hash seed, numpy's
+global random state before anything seeds it, the umask and resource limits at its start.
 ``EATT_TESTS_SUBPROCESS=1`` runs every command that way (to compare, or to rule this out).
 """
 
@@ -36,13 +39,18 @@ from pathlib import Path
 PRELOAD = ("numpy", "torch", "brevitas", "onnx")
 #: environment variables those libraries read at import: a command that sets one of them
 #: differently runs in a plain subprocess
-_IMPORT_TIME_ENV = ("OMP_", "MKL_", "KMP_", "TORCH", "PYTORCH", "CUDA", "BREVITAS", "PYTHON")
+_IMPORT_TIME_ENV = (
+    "OMP_", "MKL_", "KMP_", "OPENBLAS_", "GOTO_", "NPY_", "NUMPY_", "TORCH", "PYTORCH", "CUDA",
+    "BREVITAS", "PYTHON", "LD_", "LANG", "LC_", "HOME",
+)  # fmt: skip
 
 #: the server: preloads, then for each request line (JSON: argv, cwd, env, stdout and stderr
 #: paths) forks a child that runs eatt's main, answers the child's pid, waits for it and
-#: answers its exit code (negative: the signal that ended it)
+#: answers its exit code (negative: the signal that ended it). The child leaves the server's
+#: loop by SystemExit, so its end is the interpreter's own: threads joined, atexit handlers,
+#: streams flushed, an uncaught exception's traceback and exit code 1.
 _SERVER = r"""
-import atexit, json, os, sys
+import json, os, sys
 rfd, wfd = os.dup(0), os.dup(1)
 requests, answers = os.fdopen(rfd, "rb"), os.fdopen(wfd, "wb")
 null = os.open(os.devnull, os.O_RDWR)
@@ -56,32 +64,21 @@ def child(req):
         f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(f, fd)
         os.close(f)
-    os.close(rfd)
-    os.close(wfd)
-    sys.stdin = open(0, encoding="utf-8", closefd=False)
-    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
-    sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
+    requests.close()
+    answers.close()
+    sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
     os.chdir(req["cwd"])
     os.environ.clear()
     os.environ.update(req["env"])
+    import tempfile
+    tempfile.tempdir = None  # read TMPDIR again, from this environment
     sys.argv = [req["prog"], *req["argv"]]
-    code = 1
-    try:
-        from eatt.cli import main
-        code = main(list(req["argv"]))
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-    except BaseException:
-        import traceback
-        traceback.print_exc()
-        code = 1
-    finally:
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
-    os._exit(code)
+    from eatt.cli import main
+    raise SystemExit(main(list(req["argv"])))
 for line in requests:
     req = json.loads(line)
+    sys.__stdout__.flush()
+    sys.__stderr__.flush()
     pid = os.fork()
     if pid == 0:
         child(req)
@@ -94,11 +91,13 @@ for line in requests:
 
 _lock = threading.Lock()
 _server: subprocess.Popen | None = None
+_server_env: dict[str, str] = {}  # the environment the server imported its libraries in
 
 
 def _start() -> subprocess.Popen:
-    global _server
+    global _server, _server_env
     if _server is None or _server.poll() is not None:
+        _server_env = dict(os.environ)
         # unbuffered: an answer read is never more than its line, so select() on the pipe
         # sees the next one (the pid and the exit code can arrive together)
         _server = subprocess.Popen(
@@ -142,7 +141,11 @@ def run_eatt(
     argv = [str(a) for a in args]
     env = dict(os.environ if env is None else env)
     cwd = str(cwd if cwd is not None else os.getcwd())
-    changed = set(env) ^ set(os.environ) | {k for k in env if env[k] != os.environ.get(k)}
+    if not os.path.isdir(cwd):  # what subprocess raises for it
+        raise FileNotFoundError(2, "No such file or directory", cwd)
+    # against the environment the server imported its libraries in (the caller's, if none yet)
+    base = _server_env if _server is not None and _server.poll() is None else os.environ
+    changed = set(env) ^ set(base) | {k for k in env if env[k] != base.get(k)}
     if os.environ.get("EATT_TESTS_SUBPROCESS") == "1" or any(
         k.startswith(_IMPORT_TIME_ENV) for k in changed
     ):
@@ -153,13 +156,20 @@ def run_eatt(
         server = _start()
         request = dict(argv=argv, cwd=cwd, env=env, stdout=str(out), stderr=str(err),
                        prog=str(Path(sys.executable).parent / "eatt"))  # fmt: skip
-        server.stdin.write((json.dumps(request) + "\n").encode())
-        server.stdin.flush()
-        pid = _answer(server, None)
-        code = _answer(server, timeout)
-        if code is None:
-            os.kill(pid, signal.SIGKILL)
-            _answer(server, None)
-            raise subprocess.TimeoutExpired(shown, timeout)
+        try:
+            server.stdin.write((json.dumps(request) + "\n").encode())
+            server.stdin.flush()
+            pid = _answer(server, None)
+            assert pid is not None and pid > 0, pid
+            code = _answer(server, timeout)
+            if code is None:
+                os.kill(pid, signal.SIGKILL)
+                _answer(server, None)
+                raise subprocess.TimeoutExpired(shown, timeout)
+        except BaseException as stop:  # an answer may be left unread: start a new server
+            if not isinstance(stop, subprocess.TimeoutExpired):
+                server.kill()
+                server.wait()
+            raise
         text = [p.read_text(encoding="utf-8") if p.exists() else "" for p in (out, err)]
     return subprocess.CompletedProcess(shown, code, text[0], text[1])
