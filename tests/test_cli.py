@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -209,7 +210,7 @@ def test_the_tests_command_runner_gives_what_a_plain_process_gives(tmp_path):
     from tests.cli import _subprocess
 
     (tmp_path / "core.yaml").write_text("kind: eatt\nlen_q: 2\nlen_k: 3\ndim: 4\nheads: 1\n")
-    env = {**__import__("os").environ, "EATT_PROGRESS": "0"}
+    env = {**os.environ, "EATT_PROGRESS": "0"}
     cases = [
         ["golden", "--config", "core.yaml", "--vectors", "5", "--json"],  # relative: the cwd
         ["golden", "--config", "missing.yaml"],  # exit 2, one line
@@ -232,7 +233,6 @@ def test_the_tests_command_runner_gives_what_a_plain_process_gives(tmp_path):
 def test_the_runner_reads_an_exit_code_that_came_with_the_pid(tmp_path):
     """tests/cli.py's answers: a command that ends before its pid is read leaves both lines in
     the pipe; the exit code is still read at once (no timeout)."""
-    import os
     import time
 
     from tests import cli
