@@ -23,9 +23,12 @@ latch-based gates for enables of at least 4 flip-flops), so the table shows what
 changes, and the E-ATT / dot ratio beside the paper's analytic attention ratio for the same
 (l, d) and our operation counts' ratio.
 
-Writes bench/results/energy_real_size.json after every point (``--resume`` skips the points it
-has), .md and .png. Each point's Verilator build takes minutes (its time and the simulation's
-are in the record); docs/power.md gives the run times on this 2-core machine.
+Writes bench/results/energy_real_size.json after every point, .md and .png. ``--resume`` skips
+a point it has measured on the same source (each point records it: the paper size's random
+weights and vector count; the layer's ONNX file and capture by SHA-256 and the vector count);
+a point measured on other weights or vectors is measured again, so both kinds of a ratio
+always share their weights. Each point's Verilator build takes minutes (its time and the
+simulation's are in the record); docs/power.md gives the run times on this 2-core machine.
 
 Usage: ``python bench/energy_real_size.py [--sizes paper,layer] [--vectors 2] [--gating both|on|
 off] [--onnx runs/default_quant/layer.onnx --inputs runs/default_quant/acts.npz]
@@ -72,8 +75,9 @@ def folding(size: str, kind: str) -> dict:
     }
 
 
-def _record(r: dict) -> dict:
+def _record(r: dict, source: dict | None) -> dict:
     return {
+        **({"source": source} if source else {}),  # None: added by hand (--add)
         "energy_per_call_pj": r["energy_per_call_pj"],
         "parts": {k: v["pj"] for k, v in r["parts"].items()},
         "by_stage": {k: v.get("dynamic_pj") for k, v in r["by_stage"].items()},
@@ -198,6 +202,8 @@ def ratios(report: dict) -> dict:
         if not all(k in by_kind for k in KINDS):
             continue
         e, v = by_kind["eatt"], by_kind["vanilla"]
+        if "source" in e and "source" in v and e["source"] != v["source"]:
+            continue  # other weights or vectors: no ratio until both are measured on one
         cfg = report["configs"][key.split("/")[0]]
         counts = [
             energy.energy_pj(
@@ -306,6 +312,29 @@ def plot(report: dict, path: Path) -> bool:
     return True
 
 
+def source_of(size: str, args) -> dict:
+    """What a point of this size is measured on: a resumed run keeps a point only if its
+    recorded source is this one."""
+    if size == "paper":
+        return {"weights": "random, seed 1", "vectors": args.vectors}
+    from eatt.sweep_point import file_digest
+
+    return {
+        "onnx_sha256": file_digest(args.onnx),
+        "inputs_sha256": file_digest(args.inputs),
+        "vectors": args.vectors,
+    }
+
+
+def measured_on(record: dict, size: str, source: dict) -> bool:
+    """Whether a recorded point was measured on ``source`` (a paper-size point recorded before
+    the source was kept: its weights were always seed 1, so its vector count decides)."""
+    recorded = record.get("source")
+    if recorded is None and size == "paper":
+        recorded = {"weights": "random, seed 1", "vectors": record.get("vectors")}
+    return recorded == source
+
+
 def _cores(size: str, args, tmp: Path):
     """(kind, RTL folder, inputs) of one size: both kinds, the same weights."""
     if size == "paper":
@@ -362,12 +391,13 @@ def main(argv: list[str] | None = None) -> int:
         size = key.split("/")[0]
         shape = ("len_q", "len_k", "dim", "heads")
         report["configs"][size] = {k: r["config"][k] for k in shape} | {"folding": FOLDING[size]}
-        report["points"].setdefault(key, {})[kind] = _record(r)
+        report["points"].setdefault(key, {})[kind] = _record(r, None)
         report["ratios"] = ratios(report)
         atomic_write_text(args.out, json.dumps(report, indent=1) + "\n")
         sizes = []
     with tempfile.TemporaryDirectory(prefix="eatt-real-size-") as tmp:
         for size in sizes:
+            source = source_of(size, args)
             for kind, rtl, inputs, cfg in _cores(size, args, Path(tmp)):
                 shape = ("len_q", "len_k", "dim", "heads")
                 report["configs"][size] = {k: cfg.to_dict()[k] for k in shape} | {
@@ -375,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
                 }
                 for gating in gatings:
                     key = f"{size}/{gating}"
-                    if kind in report["points"].get(key, {}):
+                    done = report["points"].get(key, {}).get(kind)
+                    if done is not None and measured_on(done, size, source):
                         continue
                     t0 = time.perf_counter()
                     r = power(
@@ -383,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
                         clock_gating=DEFAULT_MIN_FLIP_FLOPS if gating == "gated" else None,
                     )  # fmt: skip
                     print(f"{key} {kind}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-                    report["points"].setdefault(key, {})[kind] = _record(r)
+                    report["points"].setdefault(key, {})[kind] = _record(r, source)
                     report["ratios"] = ratios(report)
                     atomic_write_text(args.out, json.dumps(report, indent=1) + "\n")
     atomic_write_text(args.out.with_suffix(".md"), markdown(report))

@@ -70,3 +70,27 @@ def test_added_results_make_a_point(tmp_path):
     assert e["memories"]["by_macro"][0]["reads_per_call"] == 2000  # 4,000 reads, 2 calls
     assert "| wq_mem | rom | 512 x 64 | 2,000 | 0 | 2.500 | 5,000 | 1 |" in text
     assert out.with_suffix(".png").is_file()
+
+
+def test_resume_keeps_only_points_measured_on_the_same_source(tmp_path):
+    bench = _bench()
+    onnx, acts = tmp_path / "layer.onnx", tmp_path / "acts.npz"
+    onnx.write_bytes(b"weights one")
+    acts.write_bytes(b"calls")
+    args = type("Args", (), dict(onnx=onnx, inputs=acts, vectors=4))()
+    source = bench.source_of("layer", args)
+    assert bench.measured_on({"source": source}, "layer", source)
+    onnx.write_bytes(b"weights two")  # retrained: the old point is measured again
+    assert not bench.measured_on({"source": source}, "layer", bench.source_of("layer", args))
+    assert not bench.measured_on({"vectors": 4}, "layer", source)  # kept no source
+    args.vectors = 2
+    paper = bench.source_of("paper", args)
+    assert bench.measured_on({"vectors": 2}, "paper", paper)  # before sources were kept
+    assert not bench.measured_on({"vectors": 4}, "paper", paper)
+    # both kinds on other sources: no ratio between them
+    a = _result("eatt", 50.0, 20.0)
+    b = _result("vanilla", 100.0, 20.0)
+    report = {"points": {"paper/ungated": {"eatt": bench._record(a, {"vectors": 2}),
+                                           "vanilla": bench._record(b, {"vectors": 4})}},
+              "configs": {"paper": dict(len_q=22, len_k=22, dim=512, heads=8)}}  # fmt: skip
+    assert bench.ratios(report) == {}
