@@ -185,6 +185,16 @@ def toggles_by_bit(module: dict, nets: dict[str, int]) -> dict[int, int]:
 
 
 DUMP_MODULE = "eatt_activity_dump"
+_PORTS = r"^module\s+\\?{top}\s*\(([^)]*)\)\s*;"
+
+
+def top_ports(netlist: Path, top: str) -> list[str]:
+    """The port names of ``top`` in a Yosys-written netlist (``module top(a, b, ...);``): the
+    only signals its Verilator build makes public (rtl_sim/cocotb_run.py)."""
+    m = re.search(_PORTS.format(top=re.escape(top)), netlist.read_text(), re.M)
+    if not m:
+        raise RuntimeError(f"{netlist}: no module {top}(...) header")
+    return [name.strip().lstrip("\\").strip() for name in m[1].split(",") if name.strip()]
 
 
 def gate_folder(
@@ -211,9 +221,19 @@ def gate_folder(
         (gate / macro_file).write_text(f"`define {COUNT_DEFINE}\n{text}")
         models.append(macro_file)
     if not trace:
-        gmeta = {**meta, "sources": ["netlist.v", "cells.v", *models], "gate_simulator": simulator}
+        gmeta = {
+            **meta,
+            "sources": ["netlist.v", "cells.v", *models],
+            "gate_simulator": simulator,
+            "public": top_ports(gate / "netlist.v", meta["top"]),
+        }
     elif simulator == "verilator":
-        gmeta = {**meta, "sources": ["netlist.v", "cells.v", *models], "trace": "saif"}
+        gmeta = {
+            **meta,
+            "sources": ["netlist.v", "cells.v", *models],
+            "trace": "saif",
+            "public": top_ports(gate / "netlist.v", meta["top"]),
+        }
     else:
         (gate / "dump.v").write_text(
             f'module {DUMP_MODULE};\n  initial begin\n    $dumpfile("dump.vcd");\n'

@@ -200,6 +200,8 @@ def build_key(out: Path, meta: dict, simulator: str) -> str:
         parts.append(f"roots {json.dumps(meta['roots'])}")
     if meta.get("trace"):
         parts.append(f"trace {meta['trace']}")
+    if meta.get("public"):
+        parts.append(f"public {json.dumps(meta['public'])}")
     for part in parts:
         h.update(part.encode() + b"\0")
     for rel in _sources(out, meta):
@@ -274,6 +276,7 @@ def _built(
                     bdir,
                     roots=meta.get("roots"),
                     trace=meta.get("trace"),
+                    public=meta.get("public"),
                 )
             yield bdir, False, s.seconds
         return
@@ -297,7 +300,13 @@ def _built(
         with step(f"{label} build of {out}") as s:
             srcs = [bdir / "src" / rel for rel in rels]
             _cocotb_build(
-                simulator, srcs, meta["top"], bdir, roots=meta.get("roots"), trace=meta.get("trace")
+                simulator,
+                srcs,
+                meta["top"],
+                bdir,
+                roots=meta.get("roots"),
+                trace=meta.get("trace"),
+                public=meta.get("public"),
             )
         _slim(bdir, simulator)
         info = {
