@@ -5,9 +5,9 @@ The netlist is the one `eatt power --target fpga` measures and `eatt pnr` places
 ``synth_ecp5`` of the folder (rtl_sim/fpga_power.py ``synthesize``, cached by
 rtl_sim/yosys_cache.py), simulated with Yosys' ECP5 cell models and eatt's models of the cells
 Yosys ships as blackboxes (rtl_sim/ecp5_models.py: MULT18X18D, the DP16KD modes it maps).
-Unlike `eatt power` it records no activity, so Verilator builds the netlist without its trace
-and runs about twice as fast (the trained default layer's engine: 1,100-1,500 cycles a second,
-a 65,550-cycle call a minute; docs/pnr.md): a check of a trained layer's captured calls.
+Unlike `eatt power` it records no activity, so Verilator builds the netlist without its trace,
+with only its ports public (rtl_sim/cocotb_run.py): a check of a trained layer's captured calls
+(a 19k-cell engine runs about 8,000 cycles a second; docs/pnr.md).
 
 Result (also ``DIR/netlist_ecp5/result.json``; the folder, written in a temporary one beside
 it, holds the netlist, the logs and the simulation)::
