@@ -250,6 +250,19 @@ def _prune(root: Path, keep: int, current: str) -> None:
             os.close(fd)
 
 
+def _build_as_meta_says(simulator: str, sources: list[Path], bdir: Path, meta: dict) -> None:
+    """cocotb's build of meta's top with the build options meta carries (roots, trace, public)."""
+    _cocotb_build(
+        simulator,
+        sources,
+        meta["top"],
+        bdir,
+        roots=meta.get("roots"),
+        trace=meta.get("trace"),
+        public=meta.get("public"),
+    )
+
+
 @contextmanager
 def _built(
     out: Path,
@@ -269,15 +282,7 @@ def _built(
         with file_lock(bdir / ".eatt-build.lock", f"another eatt sim using {bdir}", lock_timeout):
             with step(f"{label} build of {out}") as s:
                 sources = [out / rel for rel in _sources(out, meta)]
-                _cocotb_build(
-                    simulator,
-                    sources,
-                    meta["top"],
-                    bdir,
-                    roots=meta.get("roots"),
-                    trace=meta.get("trace"),
-                    public=meta.get("public"),
-                )
+                _build_as_meta_says(simulator, sources, bdir, meta)
             yield bdir, False, s.seconds
         return
     root = sim_cache(simulator)
@@ -298,16 +303,7 @@ def _built(
             (bdir / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(out / rel, bdir / "src" / rel)
         with step(f"{label} build of {out}") as s:
-            srcs = [bdir / "src" / rel for rel in rels]
-            _cocotb_build(
-                simulator,
-                srcs,
-                meta["top"],
-                bdir,
-                roots=meta.get("roots"),
-                trace=meta.get("trace"),
-                public=meta.get("public"),
-            )
+            _build_as_meta_says(simulator, [bdir / "src" / rel for rel in rels], bdir, meta)
         _slim(bdir, simulator)
         info = {
             "top": meta["top"],
