@@ -130,12 +130,13 @@ def attention_fill(simd: int, adder_levels: int = 0, lane_terms: int | None = No
     """The attention unit's drain cycles per query and head (folded_attention.sv): three a
     phase (ATTENTION_FILL), and with adder_levels: the score lanes' tree_stages and one for the
     block max registered before max S; four for exp (S and its table's word registered as
-    read, E's leading one and the reciprocal's index registered); two for the numerators (e
-    and V registered as read, N x R registered). ``lane_terms``: a score lane's terms where
+    read, E's leading one and the reciprocal's index registered); five for the numerators (e
+    and V registered as read, e x V's DSP-sized pieces; N and R registered beside the multipliers, N x R's DSP-sized
+    pieces, then N x R: recip_normalize PIPE 2). ``lane_terms``: a score lane's terms where
     they are not simd (Mechanism.folded_lane_terms; RandInit's 0: its score is read, two
     stages as a one-term lane's)."""
     lane = simd if lane_terms is None else max(1, lane_terms)
-    return ATTENTION_FILL + (tree_stages(lane, adder_levels) + 7 if adder_levels else 0)
+    return ATTENTION_FILL + (tree_stages(lane, adder_levels) + 10 if adder_levels else 0)
 
 
 def folded_cycles(
@@ -295,7 +296,7 @@ CYCLE_FORMULA = {
         "cycles a pass; with adder_levels N >= 1: 4 + (ceil(log2 simd) - 1) // N, simd > 1)"
     ),
     "attention": "len_q * heads * (KB*SC + KB + KB*HC + 9)  (9: the pipelines' drain cycles; "
-    "with adder_levels N >= 1: 9 + 7 + (ceil(log2 simd) - 1) // N, simd > 1; randinit: 9 + 9)",
+    "with adder_levels N >= 1: 9 + 12 + (ceil(log2 simd) - 1) // N, simd > 1; randinit: 9 + 12)",
     "out": "len_q * DC",
     "longest_phase": "max(load, projections, attention, out)",
     "latency": "load + projections + attention + 4  (one vector alone: first input beat -> "

@@ -147,9 +147,11 @@ module folded_attend #(
     // chunk sum reaches part_r S_EXTRA cycles later, and its stage 2 with it, through x_tap)
     // and a stage 4 (stage 3 registers the block's max over the lanes, stage 4 updates max S);
     // exp's stage 1 takes E_EXTRA = 2 more (S registered as read, then the exp table's word)
-    // and the numerators' N_EXTRA = 1 (e and V registered as read); x_line carries the items;
+    // and the numerators' N_EXTRA = 2 (e and V registered as read, then the products of e and
+    // V's pieces of at most 18 bits, as recip_normalize's N x R); x_line carries the items;
     // exp drains two more cycles (E's leading one, then the reciprocal's index registered:
-    // recip_normalize PIPE); the numerators have a stage 4: stage 3 registers N x R, stage 4
+    // recip_normalize PIPE); the numerators have stages 4-6 (recip_normalize PIPE 2): stage 3
+    // registers N and R beside the multipliers, 4 N x R's pieces, 5 N x R, and stage 6
     // shifts, rounds, clamps and writes a_mem; R is registered after its table (read in exp's
     // last cycle, used from the numerators' stage 3).
     logic [Q_CW-1:0]  qi;      // query
@@ -158,9 +160,14 @@ module folded_attend #(
     logic [C_CW-1:0] dc, tc;  // feature chunk of the head (scores, numerators)
     localparam int FILL = 3;                       // stages after stage 0: drain cycles
     localparam int NORM_PIPE = (ADDER_LEVELS > 0) ? 1 : 0;
+    // recip_normalize's PIPE and its cycles from N to O (PIPE 2: N and R, N x R's pieces and
+    // N x R registered)
+    localparam int NORM_MODE = (ADDER_LEVELS > 0) ? 2 : 0;
+    localparam int NORM_LAT = (ADDER_LEVELS > 0) ? 3 : 0;
     localparam int E_EXTRA = (ADDER_LEVELS > 0) ? 2 : 0;  // exp: S and the exp word registered
-    localparam int N_EXTRA = (ADDER_LEVELS > 0) ? 1 : 0;  // numerators: e and V registered
-    localparam int FILL_N = FILL + N_EXTRA + NORM_PIPE;  // the numerators' drain cycles
+    // numerators: e and V registered, then e x V's DSP-sized pieces
+    localparam int N_EXTRA = (ADDER_LEVELS > 0) ? 2 : 0;
+    localparam int FILL_N = FILL + N_EXTRA + NORM_LAT;  // the numerators' drain cycles
     localparam int FILL_E = FILL + E_EXTRA + 2 * NORM_PIPE;  // exp's (+ the index's two)
     // the score lane's adder levels (none where the score is read: LANE_TERMS 0)
     localparam int S_TREE = (LANE_TERMS > 1) ? $clog2(LANE_TERMS) : 0;
@@ -174,10 +181,16 @@ module folded_attend #(
     logic [DRAIN_W-1:0] drain;
     logic             drained;                     // the phase's last drain cycle
     logic             sc0, ex0, nm0;               // stage 0 of scores, exp, numerators
-    logic             p1_v, p2_v, p3_v, p4_v;      // the stage holds an item
-    logic [KB_CW-1:0] p1_jb, p2_jb, p3_jb, p4_jb;
-    logic [C_CW-1:0] p1_c, p2_c, p3_c, p4_c;      // the chunk: dc (scores), tc (numerators)
-    logic [1:0]       p1_ph, p2_ph, p3_ph, p4_ph;  // the phase (state) of the stage's item
+    logic             p1_v, p2_v, p3_v;            // the stage holds an item
+    logic [KB_CW-1:0] p1_jb, p2_jb, p3_jb;
+    logic [C_CW-1:0] p1_c, p2_c, p3_c;            // the chunk: dc (scores), tc (numerators)
+    logic [1:0]       p1_ph, p2_ph, p3_ph;         // the phase (state) of the stage's item
+    /* verilator lint_off UNUSEDSIGNAL */  // stage 4: the block max's (ADDER_LEVELS only)
+    logic             p4_v;
+    logic [KB_CW-1:0] p4_jb;
+    logic [C_CW-1:0] p4_c;
+    logic [1:0]       p4_ph;
+    /* verilator lint_on UNUSEDSIGNAL */
     logic [LANES-1:0] p2_hit;                      // the lane's exp word is its weight
     /* verilator lint_off UNUSEDSIGNAL */  // (ADDER_LEVELS >= 1: vis_pre_jb instead)
     logic [KB_CW-1:0] vis_jb;                      // the block visible[] is of
@@ -376,12 +389,51 @@ module folded_attend #(
 
         logic [EXP_W-1:0] e_q [LANES];  // e and V registered as read (ADDER_LEVELS)
         logic signed [V_W-1:0] v_q [LANES];
+        logic signed [EXP_W+V_W:0] prod_d [LANES];  // what prod_r takes
         always_ff @(posedge clk) begin  // (e and V hold between reads: no enable needed)
             for (int l = 0; l < LANES; l++) begin
                 e_q[l] <= e_read[l];
                 v_q[l] <= v_word[l][t*V_W +: V_W];
-                prod_r[l] <= (N_EXTRA > 0) ? weighted(e_q[l], v_q[l])
-                                           : weighted(e_read[l], v_word[l][t*V_W +: V_W]);
+                prod_r[l] <= prod_d[l];
+            end
+        end
+        if (N_EXTRA > 1) begin : g_pieces
+            // V cut into PIECE-bit pieces (unsigned but the signed top one), each times e a
+            // multiplier of at most 18 x 18 bits whose product is registered; their sum,
+            // shifted into place, is e V exactly (as recip_normalize's N x R at PIPE 2)
+            localparam int PIECE = 17;  // an 18-bit signed multiplier port less its sign
+            localparam int NP = (V_W - 1 + PIECE - 1) / PIECE;  // pieces, >= 1
+            localparam int TOP_W = V_W - (NP - 1) * PIECE;     // the signed top piece
+            localparam int PP_W = PIECE + EXP_W + 2;            // a piece's product
+            logic signed [PP_W-1:0] pp_q [LANES][NP];
+            /* verilator lint_off UNUSEDSIGNAL */  // the top piece is read from v_q itself
+            logic [NP*PIECE-1:0] v_wide [LANES];  // V's bits, padded (no select outside it)
+            /* verilator lint_on UNUSEDSIGNAL */
+            for (genvar l = 0; l < LANES; l++) begin : g_wide
+                assign v_wide[l] = (NP * PIECE)'(v_q[l]);
+            end
+            always_ff @(posedge clk) begin
+                for (int l = 0; l < LANES; l++) begin
+                    for (int k = 0; k < NP - 1; k++) begin
+                        pp_q[l][k] <= PP_W'($signed({1'b0, v_wide[l][k*PIECE +: PIECE]})
+                                            * $signed({1'b0, e_q[l]}));
+                    end
+                    pp_q[l][NP-1] <= PP_W'($signed(v_q[l][V_W-1 -: TOP_W])
+                                           * $signed({1'b0, e_q[l]}));
+                end
+            end
+            always_comb begin
+                for (int l = 0; l < LANES; l++) begin
+                    prod_d[l] = '0;
+                    for (int k = 0; k < NP; k++) begin
+                        prod_d[l] = prod_d[l] + ((EXP_W + V_W + 1)'(pp_q[l][k]) <<< (k * PIECE));
+                    end
+                end
+            end
+        end else begin : g_whole
+            for (genvar l = 0; l < LANES; l++) begin : g_lane
+                assign prod_d[l] = (N_EXTRA > 0) ? weighted(e_q[l], v_q[l])
+                                                 : weighted(e_read[l], v_word[l][t*V_W +: V_W]);
             end
         end
         // the lanes' products in a balanced tree, then N so far
@@ -411,17 +463,25 @@ module folded_attend #(
     end
     recip_normalize #(
         .LANES(SIMD), .SUM_W(SUM_W), .NUMER_W(NUMER_W), .INDEX_W(RIDX_W), .RECIP_W(RECIP_W),
-        .RECIP_FRAC(RECIP_FRAC), .PROD_W(PROD_W), .OUT_W(ATTN_W), .PIPE(NORM_PIPE)
+        .RECIP_FRAC(RECIP_FRAC), .PROD_W(PROD_W), .OUT_W(ATTN_W), .PIPE(NORM_MODE)
     ) u_normalize (
         .clk(clk), .e_sum(esum), .numer(numer_packed), .recip_index(recip_index),
         .recip(recip_q), .o(o_word)
     );
-    // O of stage 3 (stage 4 with ADDER_LEVELS): its valid item, key block and chunk
+    // O of stage 3 (NORM_LAT cycles later with ADDER_LEVELS): its valid item, key block and
+    // chunk, stage 3's carried along
+    localparam int O_W = 1 + KB_CW + C_CW;
+    logic [(NORM_LAT+1)*O_W-1:0] o_line;  // stage 3's item i cycles ago at [i*O_W +: O_W]
     logic             o_v;
     logic [KB_CW-1:0] o_jb;
     logic [C_CW-1:0] o_c;
-    assign {o_v, o_jb, o_c} = (NORM_PIPE != 0) ? {p4_v && p4_ph == S_NUMER, p4_jb, p4_c}
-                                               : {p3_v && p3_ph == S_NUMER, p3_jb, p3_c};
+    assign o_line[0 +: O_W] = {p3_v && p3_ph == S_NUMER, p3_jb, p3_c};
+    for (genvar i = 1; i <= NORM_LAT; i++) begin : g_o_line
+        logic [O_W-1:0] q;
+        always_ff @(posedge clk) q <= rst ? '0 : o_line[(i-1)*O_W +: O_W];
+        assign o_line[i*O_W +: O_W] = q;
+    end
+    assign {o_v, o_jb, o_c} = o_line[NORM_LAT*O_W +: O_W];
     folded_rom #(
         .WIDTH(RECIP_W), .DEPTH(2**RIDX_W), .SYNC(1), .FILE(RECIP_FILE),
         .MACRO_ROWS(MACRO_ROWS), .AW(RIDX_W)

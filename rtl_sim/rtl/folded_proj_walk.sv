@@ -387,18 +387,22 @@ module folded_proj_walk #(
         logic [DN_W-1:0] dn;  // drain cycles done
         logic drain_end;  // the last drain cycle (stage 2 writes the last chunk)
         logic [TOK_CW:0] k_next, q_next;
+        logic [$clog2(SLOTS > 1 ? SLOTS : 2)-1:0] slot_next;
+        // the token flags as registers, set with the counters they are of (ktok == LEN_K,
+        // !tail && slot == 0, qtok < LEN_Q): the compares leave the paths from the counters
+        // to the walk's reads and its valid, which an FPGA's placement spreads over the part
+        logic q_left;
         assign drain_end = (dn == DN_W'(DRAIN - 1));
 
-        assign tail = (ktok == LEN_K);
-        assign k_slot = !tail && slot == 0;
         assign pass = k_slot ? PASS_K : PASS_Q;
         assign tok = k_slot ? TOK_CW'(ktok) : TOK_CW'(qtok);
         assign sub = '0;
         assign finishing = (wstate == W_DRAIN) && drain_end;
-        assign walk_valid = (wstate == W_WALK) && (k_slot || qtok < LEN_Q);
+        assign walk_valid = (wstate == W_WALK) && (k_slot || q_left);
         assign slot_end = (rc == DC - 1) && (cc == DC - 1);
-        assign q_next = qtok + ((!k_slot && qtok < LEN_Q) ? 1 : 0);
+        assign q_next = qtok + ((!k_slot && q_left) ? 1 : 0);
         assign k_next = ktok + ((!tail && slot == SLOTS - 1) ? 1 : 0);
+        assign slot_next = (!tail && slot != SLOTS - 1) ? slot + 1 : 0;
 
         always_ff @(posedge clk) begin
             if (rst) begin
@@ -406,6 +410,7 @@ module folded_proj_walk #(
                 pi <= '0;
                 dn <= '0;
                 {ktok, qtok, slot, tok_lane, tok_blk, cc, rc} <= '0;
+                {tail, k_slot, q_left} <= 3'b011;
             end else begin
                 case (wstate)
                     W_IDLE: if (start_pre) wstate <= W_WALK;
@@ -415,7 +420,10 @@ module folded_proj_walk #(
                         if (slot_end) begin
                             qtok <= q_next;
                             ktok <= k_next;
-                            slot <= (!tail && slot != SLOTS - 1) ? slot + 1 : 0;
+                            slot <= slot_next;
+                            tail <= (k_next == LEN_K);
+                            k_slot <= (k_next != LEN_K) && (slot_next == 0);
+                            q_left <= (q_next < LEN_Q);
                             if (!tail && slot == SLOTS - 1) begin  // the next key token
                                 tok_lane <= (tok_lane == LANES - 1) ? 0 : tok_lane + 1;
                                 if (tok_lane == LANES - 1) tok_blk <= tok_blk + 1;
@@ -428,6 +436,7 @@ module folded_proj_walk #(
                         if (drain_end) begin
                             wstate <= W_IDLE;
                             {ktok, qtok, slot, tok_lane, tok_blk} <= '0;
+                            {tail, k_slot, q_left} <= 3'b011;
                         end
                     end
                     default: wstate <= W_IDLE;

@@ -26,7 +26,11 @@
 // with the clamp into [2 * OUT_MIN, 2 * OUT_MAX]. floor((p + 2**(s-1)) / 2**s) equals
 // floor((floor(p / 2**(s-1)) + 1) / 2) for every integer p, so O is the golden model's, and no
 // adder for the half follows the multiplier; the clamp's bounds are scaled to N * R's (registered
-// from E) and compared beside the shift, which only yields the low OUT_W + 1 bits. Instantiated
+// from E) and compared beside the shift, which only yields the low OUT_W + 1 bits. PIPE = 2
+// (the folded engine's adder_levels on an FPGA, whose multipliers sit in a row of their own): N
+// and R are registered again beside each lane's multipliers and N * R is cut into pieces of at
+// most 18 x 18 bits (a MULT18X18D each), whose products are registered before their sum: `o`
+// follows N and R by three cycles. Instantiated
 // once per (head, query) by rtl_sim/generate.py (attention level), once per head by
 // rtl_sim/window.py and once by the folded engine (folded_attention.sv). Every width comes from the golden
 // formats (attention_widths / window_widths); PROD_W must hold |N * R| + 2**(RECIP_FRAC +
@@ -45,7 +49,8 @@ module recip_normalize #(
     parameter int RECIP_FRAC = 12,  // fraction bits of R (cfg.recip_frac)
     parameter int PROD_W     = 34,  // bits of N * R + the rounding half, signed (prod_bits)
     parameter int OUT_W      = 8,   // bits of each output O, signed, clamped (golden attn_bits)
-    parameter int PIPE       = 0    // 1: E's leading one, the index and N * R registered
+    parameter int PIPE       = 0    // 1: E's leading one, the index and N * R registered;
+                                    // 2: also N, R and N * R's DSP-sized pieces (for an FPGA)
 ) (
     /* verilator lint_off UNUSEDSIGNAL */  // PIPE = 0 reads no clock
     input  wire logic                     clk,
@@ -117,8 +122,41 @@ module recip_normalize #(
             logic signed [OUT_W+1:0]         up;         // twice + 1
             logic                            over, under;
 
-            assign n_t     = numer[t*NUMER_W +: NUMER_W];
-            assign product = n_t * $signed({1'b0, recip});
+            assign n_t = numer[t*NUMER_W +: NUMER_W];
+            if (PIPE >= 2) begin : g_pieces
+                // N and R registered beside this lane's multipliers (R's copy a lane: no
+                // fanout across the DSP row), N cut into PIECE-bit pieces, unsigned but the top
+                // one, each piece times R a multiplier of at most 18 x 18 bits whose product
+                // is registered; the pieces' sum, shifted into place, is N * R exactly
+                localparam int PIECE = 17;  // an 18-bit signed multiplier port less its sign
+                localparam int NP = (NUMER_W - 1 + PIECE - 1) / PIECE;  // pieces, >= 1
+                localparam int TOP_W = NUMER_W - (NP - 1) * PIECE;     // the signed top piece
+                localparam int PP_W = PIECE + RECIP_W + 2;              // a piece's product
+                logic signed [NUMER_W-1:0] n_q;
+                logic [RECIP_W-1:0]        r_q;
+                logic signed [PP_W-1:0]    pp_q [NP];
+                /* verilator lint_off UNUSEDSIGNAL */  // the top piece is read from n_q itself
+                logic [NP*PIECE-1:0]       n_wide;  // N's bits, padded (no select outside it)
+                /* verilator lint_on UNUSEDSIGNAL */
+                assign n_wide = (NP * PIECE)'(n_q);
+                always_ff @(posedge clk) begin
+                    n_q <= n_t;
+                    r_q <= recip;
+                    for (int k = 0; k < NP - 1; k++) begin
+                        pp_q[k] <= PP_W'($signed({1'b0, n_wide[k*PIECE +: PIECE]})
+                                         * $signed({1'b0, r_q}));
+                    end
+                    pp_q[NP-1] <= PP_W'($signed(n_q[NUMER_W-1 -: TOP_W]) * $signed({1'b0, r_q}));
+                end
+                always_comb begin
+                    product = '0;
+                    for (int k = 0; k < NP; k++) begin
+                        product = product + ((NUMER_W + RECIP_W + 1)'(pp_q[k]) <<< (k * PIECE));
+                    end
+                end
+            end else begin : g_whole
+                assign product = n_t * $signed({1'b0, recip});
+            end
             always_ff @(posedge clk) product_q <= PROD_W'(product);
             assign part  = product_q >>> shift_m1;
             assign over  = TW'(product_q) >= over_at;

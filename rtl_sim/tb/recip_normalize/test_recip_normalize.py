@@ -116,7 +116,8 @@ class RecipNormalizeTB:
             await RisingEdge(dut.clk)
         await Timer(1, "ns")
         dut.recip.value = int(self.table[int(dut.recip_index.value)])
-        if p.get("PIPE"):  # N x R registered
+        # N x R registered (PIPE 2: N and R, then the pieces' products, before it)
+        for _ in range(1 if p.get("PIPE") == 1 else 3 if p.get("PIPE") else 0):
             await RisingEdge(dut.clk)
         await Timer(1, "ns")
         return unpack(int(dut.o.value), p["LANES"], p["OUT_W"])
@@ -167,3 +168,16 @@ def test_recip_normalize_pipelined(name):
 @pytest.mark.skipif(not HAVE_ICARUS, reason="Icarus Verilog not installed")
 def test_recip_normalize_pipelined_icarus():
     assert _run("wide", "icarus", pipe=1)["tests"] == 1
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_recip_normalize_pieces(name):
+    """PIPE = 2 (an FPGA's clock): N and R registered beside the multipliers, N x R in pieces
+    of at most 18 x 18 bits registered before their sum (one piece at "narrow", three at
+    "wide"'s 54-bit product): the same O three clock edges after N and R."""
+    assert _run(name, "verilator", pipe=2)["tests"] == 1
+
+
+@pytest.mark.skipif(not HAVE_ICARUS, reason="Icarus Verilog not installed")
+def test_recip_normalize_pieces_icarus():
+    assert _run("wide", "icarus", pipe=2)["tests"] == 1
