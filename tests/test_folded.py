@@ -150,8 +150,9 @@ def test_cycle_formula():
     p1 = folded_cycles(vanilla, lanes=11, simd=16, adder_levels=1)
     assert p1["projections"] == 88 * dc * dc + 4 * 7
     # the score lanes' 2 + 3 stages (as a walk's tile), the block max's register, exp's and
-    # the numerators' reads registered (2 + 1), e x V's pieces registered (1), E's leading one and the reciprocal's index
-    # registered (2), N and R beside the multipliers, N x R's pieces and N x R registered (3)
+    # the numerators' reads registered (2 + 1), e x V's pieces registered (1), E's leading
+    # one and the reciprocal's index registered (2), N and R beside the multipliers, N x R's
+    # pieces and N x R registered (3)
     assert p1["attention"] == v["attention"] + 22 * 8 * (5 + 10)
     # the Synthesizers: Dense's walk V then H, its lanes over the whole token (DC chunks);
     # RandInit's walk V only, a key block's scores one read (its lane: two stages pipelined)
