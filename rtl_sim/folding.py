@@ -132,9 +132,9 @@ def attention_fill(simd: int, adder_levels: int = 0, lane_terms: int | None = No
     block max registered before max S; four for exp (S and its table's word registered as
     read, E's leading one and the reciprocal's index registered); five for the numerators (e
     and V registered as read, e x V's DSP-sized pieces; N and R registered beside the
-    multipliers, N x R's DSP-sized pieces, then N x R: recip_normalize PIPE 2). ``lane_terms``: a score lane's terms where
-    they are not simd (Mechanism.folded_lane_terms; RandInit's 0: its score is read, two
-    stages as a one-term lane's)."""
+    multipliers, N x R's DSP-sized pieces, then N x R: recip_normalize PIPE 2).
+    ``lane_terms``: a score lane's terms where they are not simd (Mechanism.folded_lane_terms;
+    RandInit's 0: its score is read, two stages as a one-term lane's)."""
     lane = simd if lane_terms is None else max(1, lane_terms)
     return ATTENTION_FILL + (tree_stages(lane, adder_levels) + 10 if adder_levels else 0)
 
