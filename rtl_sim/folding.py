@@ -112,7 +112,7 @@ ATTENTION_FILL = 9
 
 def tree_stages(simd: int, adder_levels: int = 0) -> int:
     """Stages adder_levels N >= 1 adds to a walk's tile or a score lane (folded_proj_walk.sv
-    EXTRA, folded_attention.sv S_EXTRA): one for the registered reads, one for the registered
+    EXTRA less its first read register, folded_attention.sv S_EXTRA): one for the registered reads, one for the registered
     terms and one after every N levels of the simd-term adder tree (ceil(log2 simd) levels) but
     the last; 0 without adder_levels."""
     if not adder_levels:
@@ -122,8 +122,10 @@ def tree_stages(simd: int, adder_levels: int = 0) -> int:
 
 
 def walk_drain(simd: int, adder_levels: int = 0) -> int:
-    """A walk's drain cycles a pass (folded_proj_walk.sv DRAIN): WALK_DRAIN + tree_stages."""
-    return WALK_DRAIN + tree_stages(simd, adder_levels)
+    """A walk's drain cycles a pass (folded_proj_walk.sv DRAIN): WALK_DRAIN + tree_stages, and
+    with adder_levels one more (the token memories' words registered before the operand is
+    chosen from them)."""
+    return WALK_DRAIN + tree_stages(simd, adder_levels) + (1 if adder_levels else 0)
 
 
 def attention_fill(simd: int, adder_levels: int = 0, lane_terms: int | None = None) -> int:
@@ -293,7 +295,7 @@ CYCLE_FORMULA = {
         "before (V), both len_q * DC^2 + 2 after; eatt: (M * len_k + max(0, len_q - (M - 1) * "
         "len_k)) * DC^2 + 2 before (the "
         "select and multiply walks at once), M * len_q * DC^2 + 2 after (2: a walk's drain "
-        "cycles a pass; with adder_levels N >= 1: 4 + (ceil(log2 simd) - 1) // N, simd > 1)"
+        "cycles a pass; with adder_levels N >= 1: 5 + (ceil(log2 simd) - 1) // N, simd > 1)"
     ),
     "attention": "len_q * heads * (KB*SC + KB + KB*HC + 9)  (9: the pipelines' drain cycles; "
     "with adder_levels N >= 1: 9 + 12 + (ceil(log2 simd) - 1) // N, simd > 1; randinit: 9 + 12)",

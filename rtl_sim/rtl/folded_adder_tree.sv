@@ -7,8 +7,8 @@
 // exact modulo 2^W, so the intermediate sums may wrap and the result is still the sum).
 //
 // LEVELS = 0: purely combinational. LEVELS = N >= 1 (the build's adder_levels): the terms are
-// registered, and the tree after every N of its levels but the last; `sum` then follows the
-// terms by STAGES cycles.
+// registered (unless REG_TERMS = 0: the caller registered what they are made of), and the tree
+// after every N of its levels but the last; `sum` then follows the terms by STAGES cycles.
 //
 // Testbench: rtl_sim/tb/folded_adder_tree/test_folded_adder_tree.py.
 
@@ -18,10 +18,11 @@ module folded_adder_tree #(
     parameter int TERMS  = 4,   // terms to add
     parameter int W      = 8,   // bits of each term and of the sum, signed
     parameter int LEVELS = 0,   // 0: combinational; N: a register after every N adder levels
+    parameter int REG_TERMS = 1,  // with LEVELS: 1 registers the terms, 0 leaves it to the caller
     // derived (not set by the caller)
     parameter int L      = (TERMS > 1) ? $clog2(TERMS) : 0,  // levels of the tree
     /* verilator lint_off UNUSEDPARAM */  // its latency, for the reader and the caller
-    parameter int STAGES = (LEVELS > 0) ? 1 + ((L > 0) ? (L - 1) / LEVELS : 0) : 0
+    parameter int STAGES = (LEVELS > 0) ? REG_TERMS + ((L > 0) ? (L - 1) / LEVELS : 0) : 0
     /* verilator lint_on UNUSEDPARAM */
 ) (
     /* verilator lint_off UNUSEDSIGNAL */  // LEVELS = 0 reads no clock
@@ -34,7 +35,8 @@ module folded_adder_tree #(
 
     // level l: its 2^(L-l) values; d before its register
     for (genvar l = 0; l <= L; l++) begin : g_lvl
-        localparam bit CUT = (LEVELS > 0) && (l == 0 || (l < L && l % LEVELS == 0));
+        localparam bit CUT = (LEVELS > 0)
+                           && ((l == 0 && REG_TERMS != 0) || (l > 0 && l < L && l % LEVELS == 0));
         logic [(N >> l)*W-1:0] d, v;
         if (l == 0) begin : g_terms
             assign d = (N*W)'(terms);  // zero-extended: the padding terms are 0

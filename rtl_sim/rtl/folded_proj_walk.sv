@@ -34,9 +34,9 @@
 // engine's memory word), wr_sub the COLS-wide piece of it.
 //
 // ADDER_LEVELS = N >= 1 (the build's adder_levels, for a clock): EXTRA more stages between
-// stage 1 and stage 2: the memories' words are registered as they arrive (after the pass's
-// operand and ROM word are chosen: block RAM's clock-to-output then has a cycle of its own),
-// and the tile registers its terms and its adder tree after every N levels (folded_proj_tile
+// stage 1 and stage 2: the memories' words are registered as they arrive (block RAM's
+// clock-to-output then has a cycle of its own), then again after the pass's operand, select
+// bits and ROM word are chosen from them, and the tile registers its terms and its adder tree after every N levels (folded_proj_tile
 // STAGES). The control travels beside the data in a delay line; each pass drains EXTRA more
 // cycles. ADDER_LEVELS = 0: no extra stage (EXTRA = 0).
 //
@@ -91,8 +91,8 @@ module folded_proj_walk #(
     parameter int DC_CW   = (DC > 1) ? $clog2(DC) : 1,
     parameter int M_CW    = (M > 1) ? $clog2(M) : 1,
     parameter int TREE_L  = (SIMD > 1) ? $clog2(SIMD) : 0,  // the tile's adder levels
-    parameter int EXTRA   = (ADDER_LEVELS > 0)  // the read register + the tile's stages
-                          ? 2 + ((TREE_L > 0) ? (TREE_L - 1) / ADDER_LEVELS : 0) : 0,
+    parameter int EXTRA   = (ADDER_LEVELS > 0)  // the two read registers + the tile's stages
+                          ? 3 + ((TREE_L > 0) ? (TREE_L - 1) / ADDER_LEVELS : 0) : 0,
     parameter int DRAIN   = 2 + EXTRA
 ) (
     input  wire logic                     clk,
@@ -213,15 +213,29 @@ module folded_proj_walk #(
     logic [COLS*ACC_W-1:0] part, part_r;  // the tile's sums, registered (stage 2)
     logic signed [ACC_W-1:0] acc [COLS];
 
+    // the words stage 1 reads: as they arrive, or (ADDER_LEVELS >= 1) registered first, so a
+    // token memory's block RAM (its clock-to-output) has a cycle of its own before the
+    // operand's multiplexer and the select bits' compare; the pass and the ROM word with them
+    logic [SIMD*IN_W-1:0]   x_src, y_src;
+    logic [SIMD*ATTN_W-1:0] o_src;
+    logic [1:0]             pass_src;
+    logic [TILE_W-1:0]      w_src;
+    if (ADDER_LEVELS > 0) begin : g_word_reg
+        always_ff @(posedge clk)
+            {x_src, y_src, o_src, pass_src, w_src} <= {x_word, y_word, o_word, p1_pass, w_word};
+    end else begin : g_word_wire
+        assign {x_src, y_src, o_src, pass_src, w_src} = {x_word, y_word, o_word, p1_pass, w_word};
+    end
+
     for (genvar r = 0; r < SIMD; r++) begin : g_operand
         logic signed [IN_W-1:0] token_in;
         // only the passes this walk has select a source (USES is a constant: a walk without
         // Q reads no x, one without O no attention output, so synthesis keeps no such port)
-        assign token_in = (USES[PASS_Q] && p1_pass == PASS_Q)
-            ? x_word[r*IN_W +: IN_W] : y_word[r*IN_W +: IN_W];
+        assign token_in = (USES[PASS_Q] && pass_src == PASS_Q)
+            ? x_src[r*IN_W +: IN_W] : y_src[r*IN_W +: IN_W];
         assign sel[r] = (32'(token_in) > TAU);  // Eq. 4, strict
-        assign operand[r*A_W +: A_W] = (USES[PASS_O] && p1_pass == PASS_O)
-            ? A_W'($signed(o_word[r*ATTN_W +: ATTN_W])) : A_W'(token_in);
+        assign operand[r*A_W +: A_W] = (USES[PASS_O] && pass_src == PASS_O)
+            ? A_W'($signed(o_src[r*ATTN_W +: ATTN_W])) : A_W'(token_in);
     end
 
     // the tile's inputs: as chosen in stage 1, or registered (ADDER_LEVELS >= 1)
@@ -229,9 +243,9 @@ module folded_proj_walk #(
     logic [SIMD*A_W-1:0]       t_operand;
     logic [SIMD*COLS*W_W-1:0]  t_w;
     if (ADDER_LEVELS > 0) begin : g_read_reg
-        always_ff @(posedge clk) {t_sel, t_operand, t_w} <= {sel, operand, w_word};
+        always_ff @(posedge clk) {t_sel, t_operand, t_w} <= {sel, operand, w_src};
     end else begin : g_read_wire
-        assign {t_sel, t_operand, t_w} = {sel, operand, w_word};
+        assign {t_sel, t_operand, t_w} = {sel, operand, w_src};
     end
 
     folded_proj_tile #(

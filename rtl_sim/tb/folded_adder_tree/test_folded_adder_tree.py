@@ -30,6 +30,7 @@ CASES = {
     "t8-w12-levels2": dict(TERMS=8, W=12, LEVELS=2),
     "t16-w7-levels3": dict(TERMS=16, W=7, LEVELS=3),
     "t1-w6-levels1": dict(TERMS=1, W=6, LEVELS=1),
+    "t8-w12-levels1-unreg": dict(TERMS=8, W=12, LEVELS=1, REG_TERMS=0),  # the caller's terms
 }
 VECTORS = 300
 
@@ -37,8 +38,8 @@ VECTORS = 300
 def stages(p: dict) -> int:
     """Cycles from the terms to the sum (folded_adder_tree.sv STAGES)."""
     depth = (p["TERMS"] - 1).bit_length()
-    levels = p["LEVELS"]
-    return (1 + (depth - 1) // levels if depth else 1) if levels else 0
+    levels, reg = p["LEVELS"], p.get("REG_TERMS", 1)
+    return (reg + (depth - 1) // levels if depth else reg) if levels else 0
 
 
 @cocotb.test()

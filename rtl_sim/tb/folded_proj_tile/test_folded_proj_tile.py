@@ -37,6 +37,9 @@ CASES = {
     "select-8-levels2": dict(SIMD=8, A_W=8, W_W=8, ACC_W=14, SELECT=1, LEVELS=2),
     "multiply-3-narrow-levels1": dict(SIMD=3, A_W=5, W_W=4, ACC_W=10, SELECT=0, LEVELS=1),
     "select-1-levels1": dict(SIMD=1, A_W=8, W_W=6, ACC_W=6, SELECT=1, LEVELS=1),
+    # operands wider than a multiplier port: the products in 17-bit pieces, registered
+    "multiply-4-wide-levels1": dict(SIMD=4, COLS=2, A_W=24, W_W=8, ACC_W=34, SELECT=0, LEVELS=1),
+    "multiply-3-wider-levels2": dict(SIMD=3, A_W=40, W_W=8, ACC_W=50, SELECT=0, LEVELS=2),
 }
 
 
