@@ -112,9 +112,9 @@ ATTENTION_FILL = 9
 
 def tree_stages(simd: int, adder_levels: int = 0) -> int:
     """Stages adder_levels N >= 1 adds to a walk's tile or a score lane (folded_proj_walk.sv
-    EXTRA less its first read register, folded_attention.sv S_EXTRA): one for the registered reads, one for the registered
-    terms and one after every N levels of the simd-term adder tree (ceil(log2 simd) levels) but
-    the last; 0 without adder_levels."""
+    EXTRA less its first read register, folded_attention.sv S_EXTRA): one for the registered
+    reads, one for the registered terms and one after every N levels of the simd-term adder
+    tree (ceil(log2 simd) levels) but the last; 0 without adder_levels."""
     if not adder_levels:
         return 0
     depth = (simd - 1).bit_length()
