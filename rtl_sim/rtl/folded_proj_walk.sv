@@ -36,9 +36,10 @@
 // ADDER_LEVELS = N >= 1 (the build's adder_levels, for a clock): EXTRA more stages between
 // stage 1 and stage 2: the memories' words are registered as they arrive (block RAM's
 // clock-to-output then has a cycle of its own), then again after the pass's operand, select
-// bits and ROM word are chosen from them, and the tile registers its terms and its adder tree after every N levels (folded_proj_tile
-// STAGES). The control travels beside the data in a delay line; each pass drains EXTRA more
-// cycles. ADDER_LEVELS = 0: no extra stage (EXTRA = 0).
+// bits and ROM word are chosen from them, and the tile registers its terms and its adder tree
+// after every N levels (folded_proj_tile STAGES). The control travels beside the data in a
+// delay line; each pass drains EXTRA more cycles. ADDER_LEVELS = 0: no extra stage (EXTRA =
+// 0).
 //
 // Every width is a golden width (eatt.quant.golden.Formats), passed down by the engine.
 //
