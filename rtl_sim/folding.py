@@ -128,17 +128,31 @@ def walk_drain(simd: int, adder_levels: int = 0) -> int:
     return WALK_DRAIN + tree_stages(simd, adder_levels) + (1 if adder_levels else 0)
 
 
-def attention_fill(simd: int, adder_levels: int = 0, lane_terms: int | None = None) -> int:
+def max_stages(lanes: int, adder_levels: int = 0) -> int:
+    """Cycles adder_levels N >= 1 gives the max over a key block's lanes (folded_attend.sv
+    MAX_PIPE, folded_max_tree STAGES): a register after every N of its ceil(log2 lanes)
+    compare levels and after the last; one for a single lane; 0 without adder_levels."""
+    if not adder_levels:
+        return 0
+    depth = (lanes - 1).bit_length()
+    return -(-depth // adder_levels) if depth else 1
+
+
+def attention_fill(
+    simd: int, adder_levels: int = 0, lane_terms: int | None = None, lanes: int = 1
+) -> int:
     """The attention unit's drain cycles per query and head (folded_attention.sv): three a
-    phase (ATTENTION_FILL), and with adder_levels: the score lanes' tree_stages and one for the
-    block max registered before max S; four for exp (S and its table's word registered as
+    phase (ATTENTION_FILL), and with adder_levels: the score lanes' tree_stages and the block
+    max's max_stages before max S; four for exp (S and its table's word registered as
     read, E's leading one and the reciprocal's index registered); five for the numerators (e
     and V registered as read, e x V's DSP-sized pieces; N and R registered beside the
     multipliers, N x R's DSP-sized pieces, then N x R: recip_normalize PIPE 2).
     ``lane_terms``: a score lane's terms where they are not simd (Mechanism.folded_lane_terms;
     RandInit's 0: its score is read, two stages as a one-term lane's)."""
     lane = simd if lane_terms is None else max(1, lane_terms)
-    return ATTENTION_FILL + (tree_stages(lane, adder_levels) + 10 if adder_levels else 0)
+    if not adder_levels:
+        return ATTENTION_FILL
+    return ATTENTION_FILL + tree_stages(lane, adder_levels) + max_stages(lanes, adder_levels) + 9
 
 
 def folded_cycles(
@@ -183,7 +197,7 @@ def folded_cycles(
         after = cfg.len_q * tiles + drain
     sc = mechanism.folded_score_chunks(cfg, simd)
     lane = mechanism.folded_lane_terms(simd)
-    fill = cfg.len_q * cfg.heads * attention_fill(simd, adder_levels, lane)
+    fill = cfg.len_q * cfg.heads * attention_fill(simd, adder_levels, lane, lanes)
     attention = cfg.len_q * cfg.heads * (kb * sc + kb + kb * hc) + fill
     out = cfg.len_q * dc
     compute = before + attention + after

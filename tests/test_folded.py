@@ -38,7 +38,7 @@ from eatt.rtl_sim.folded import (
     peer_foldings,
     weight_tiles,
 )
-from eatt.rtl_sim.folding import walk_drain
+from eatt.rtl_sim.folding import max_stages, walk_drain
 from eatt.rtl_sim.generate import generate_rtl, load_metadata
 from eatt.rtl_sim.lint import lint_rtl
 from eatt.rtl_sim.runner import simulate
@@ -150,11 +150,13 @@ def test_cycle_formula():
     assert walk_drain(16, 1) == 8 and walk_drain(16, 2) == 6 and walk_drain(1, 1) == 5
     p1 = folded_cycles(vanilla, lanes=11, simd=16, adder_levels=1)
     assert p1["projections"] == 88 * dc * dc + 4 * 8
-    # the score lanes' 2 + 3 stages (as a walk's tile), the block max's register, exp's and
-    # the numerators' reads registered (2 + 1), e x V's pieces registered (1), E's leading
-    # one and the reciprocal's index registered (2), N and R beside the multipliers, N x R's
-    # pieces and N x R registered (3)
-    assert p1["attention"] == v["attention"] + 22 * 8 * (5 + 10)
+    # the score lanes' 2 + 3 stages (as a walk's tile), the block max over 11 lanes registered
+    # after each of its 4 compare levels, exp's and the numerators' reads registered (2 + 1),
+    # e x V's pieces registered (1), E's leading one and the reciprocal's index registered (2),
+    # N and R beside the multipliers, N x R's pieces and N x R registered (3)
+    assert max_stages(11, 1) == 4 and max_stages(11, 2) == 2 and max_stages(1, 1) == 1
+    assert max_stages(2, 1) == 1 and max_stages(4, 0) == 0
+    assert p1["attention"] == v["attention"] + 22 * 8 * (5 + 4 + 9)
     # the Synthesizers: Dense's walk V then H, its lanes over the whole token (DC chunks);
     # RandInit's walk V only, a key block's scores one read (its lane: two stages pipelined)
     dense = folded_cycles(CoreConfig("dense", **size), lanes=11, simd=16)
@@ -164,7 +166,7 @@ def test_cycle_formula():
     assert rand["projections"] == (22 * dc * dc + 2) + (22 * dc * dc + 2)
     assert rand["attention"] == 22 * 8 * (kb + kb + kb * hc + 9)
     r1 = folded_cycles(CoreConfig("randinit", **size), lanes=11, simd=16, adder_levels=1)
-    assert r1["attention"] == rand["attention"] + 22 * 8 * (2 + 10)
+    assert r1["attention"] == rand["attention"] + 22 * 8 * (2 + 4 + 9)  # the max as above
 
 
 def test_schedule_settles_on_the_busiest_unit():

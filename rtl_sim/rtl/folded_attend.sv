@@ -173,7 +173,11 @@ module folded_attend #(
     localparam int S_TREE = (LANE_TERMS > 1) ? $clog2(LANE_TERMS) : 0;
     localparam int S_EXTRA = (ADDER_LEVELS > 0)  // the q/k register + the lane's stages
                            ? 2 + ((S_TREE > 0) ? (S_TREE - 1) / ADDER_LEVELS : 0) : 0;
-    localparam int MAX_PIPE = (ADDER_LEVELS > 0) ? 1 : 0;  // the block's max registered
+    // the block's max over the lanes: registered every ADDER_LEVELS compare levels and after
+    // the last (folded_max_tree STAGES; one lane: its score registered)
+    localparam int MAX_L = (LANES > 1) ? $clog2(LANES) : 0;
+    localparam int MAX_PIPE = (ADDER_LEVELS == 0) ? 0
+                            : (MAX_L > 0) ? (MAX_L + ADDER_LEVELS - 1) / ADDER_LEVELS : 1;
     localparam int FILL_S = FILL + S_EXTRA + MAX_PIPE;  // the scores' drain cycles
     localparam int FILL_MAX = (FILL_S > FILL_E) ? ((FILL_S > FILL_N) ? FILL_S : FILL_N)
                             : ((FILL_E > FILL_N) ? FILL_E : FILL_N);
@@ -185,12 +189,9 @@ module folded_attend #(
     logic [KB_CW-1:0] p1_jb, p2_jb, p3_jb;
     logic [C_CW-1:0] p1_c, p2_c, p3_c;            // the chunk: dc (scores), tc (numerators)
     logic [1:0]       p1_ph, p2_ph, p3_ph;         // the phase (state) of the stage's item
-    /* verilator lint_off UNUSEDSIGNAL */  // stage 4: the block max's (ADDER_LEVELS only)
-    logic             p4_v;
-    logic [KB_CW-1:0] p4_jb;
-    logic [C_CW-1:0] p4_c;
-    logic [1:0]       p4_ph;
-    /* verilator lint_on UNUSEDSIGNAL */
+    // ADDER_LEVELS: the first chunk (scores) or key block (exp, numerators) of stage 2's item,
+    // registered beside p2 for its phase's accumulator alone (three flags: none merged away)
+    logic             first_s, first_e, first_n;
     logic [LANES-1:0] p2_hit;                      // the lane's exp word is its weight
     /* verilator lint_off UNUSEDSIGNAL */  // (ADDER_LEVELS >= 1: vis_pre_jb instead)
     logic [KB_CW-1:0] vis_jb;                      // the block visible[] is of
@@ -296,7 +297,7 @@ module folded_attend #(
         assign v_word[l] = v_cat;
 
         assign part_l = parts[l*SCORE_W +: SCORE_W];
-        assign s_next[l] = ((p2_c == 0) ? SCORE_W'(0) : s_acc) + part_r;
+        assign s_next[l] = (first_s ? SCORE_W'(0) : s_acc) + part_r;
         assign s_hold[l] = s_acc;
 
         if (ADDER_LEVELS > 0) begin : g_vis_reg
@@ -349,22 +350,30 @@ module folded_attend #(
     for (genvar l = 0; l < LANES; l++) begin : g_max_in
         assign {vis_cat[l], s_cat[l*SCORE_W +: SCORE_W]} = {visible[l], s_hold[l]};
     end
-    logic [SCORE_W:0]    bmax;     // {any visible, max} of the block (stage 3)
-    logic [SCORE_W:0]    bmax_q;   // as smax's update sees it
-    logic [KB_CW-1:0]    max_jb;   // the block of that update
+    logic [SCORE_W:0]    bmax;     // {any visible, max} of the block (MAX_PIPE after stage 3)
+    logic                max_first;  // the update's block is the first (key block 0)
     logic                max_v;    // the update's item (the head's last chunk of the block)
-    folded_max_tree #(.TERMS(LANES), .W(SCORE_W)) u_max (
-        .visible(vis_cat), .values(s_cat), .any(bmax[SCORE_W]), .max(bmax[SCORE_W-1:0])
+    logic [SCORE_W:0] bmax_t;  // the tree's output (one lane with ADDER_LEVELS: registered)
+    folded_max_tree #(.TERMS(LANES), .W(SCORE_W), .LEVELS(ADDER_LEVELS)) u_max (
+        .clk(clk), .visible(vis_cat), .values(s_cat), .any(bmax_t[SCORE_W]),
+        .max(bmax_t[SCORE_W-1:0])
     );
-    if (MAX_PIPE != 0) begin : g_bmax_reg
-        always_ff @(posedge clk) bmax_q <= bmax;
-        assign {max_v, max_jb} = {p4_v && p4_ph == S_SCORE && p4_c == SC - 1, p4_jb};
+    if (MAX_PIPE != 0 && MAX_L == 0) begin : g_bmax_reg
+        always_ff @(posedge clk) bmax <= bmax_t;
     end else begin : g_bmax
-        assign bmax_q = bmax;
-        assign {max_v, max_jb} = {p3_v && p3_ph == S_SCORE && p3_c == SC - 1, p3_jb};
+        assign bmax = bmax_t;
     end
-    assign smax_next = (max_jb == 0 || (bmax_q[SCORE_W] && $signed(bmax_q[SCORE_W-1:0]) > smax))
-                     ? bmax_q[SCORE_W-1:0] : smax;
+    // stage 3's item MAX_PIPE cycles on, beside the tree: {update, first block}
+    logic [2*(MAX_PIPE+1)-1:0] m_line;  // stage 3's item i cycles ago at [2*i +: 2]
+    assign m_line[1:0] = {p3_v && p3_ph == S_SCORE && p3_c == SC - 1, p3_jb == 0};
+    for (genvar i = 1; i <= MAX_PIPE; i++) begin : g_m_line
+        logic [1:0] q;
+        always_ff @(posedge clk) q <= rst ? '0 : m_line[2*(i-1) +: 2];
+        assign m_line[2*i +: 2] = q;
+    end
+    assign {max_v, max_first} = m_line[2*MAX_PIPE +: 2];
+    assign smax_next = (max_first || (bmax[SCORE_W] && $signed(bmax[SCORE_W-1:0]) > smax))
+                     ? bmax[SCORE_W-1:0] : smax;
 
     // the sum E: the lanes' weights in a balanced tree, then E so far
     logic [LANES*SUM_W-1:0] e_terms;
@@ -375,7 +384,7 @@ module folded_attend #(
     folded_adder_tree #(.TERMS(LANES), .W(SUM_W)) u_esum (
         .clk(clk), .terms(e_terms), .sum(e_block)
     );
-    assign esum_next = ((p2_jb == 0) ? SUM_W'(0) : esum) + e_block;
+    assign esum_next = (first_e ? SUM_W'(0) : esum) + e_block;
 
     // e * V at its exact width (e unsigned, V signed)
     function automatic logic signed [EXP_W+V_W:0] weighted(
@@ -444,7 +453,7 @@ module folded_attend #(
         folded_adder_tree #(.TERMS(LANES), .W(NUMER_W)) u_nsum (
             .clk(clk), .terms(n_terms), .sum(total)
         );
-        assign numer_next[t] = ((p2_jb == 0) ? NUMER_W'(0) : numer[t]) + total;
+        assign numer_next[t] = (first_n ? NUMER_W'(0) : numer[t]) + total;
         assign numer_packed[t*NUMER_W +: NUMER_W] = numer[t];  // stage 3: N of the chunk
         always_ff @(posedge clk) begin
             if (rst) numer[t] <= '0;
@@ -525,14 +534,29 @@ module folded_attend #(
     always_ff @(posedge clk) begin
         if (rst) begin
             {p1_v, p2_v, p3_v, p1_jb, p2_jb, p3_jb, p1_c, p2_c, p3_c, p2_hit} <= '0;
-            {p4_v, p4_jb, p4_c, p1_ph, p2_ph, p3_ph, p4_ph} <= '0;
+            {p1_ph, p2_ph, p3_ph} <= '0;
         end else begin
             {p1_v, p1_ph, p1_jb, p1_c} <= {sc0 || ex0 || nm0, state, jb,
                                            (state == S_SCORE) ? dc : tc};
             {p2_v, p2_ph, p2_jb, p2_c, p2_hit} <= {p2_in, hit_in};
             {p3_v, p3_ph, p3_jb, p3_c} <= {p2_v, p2_ph, p2_jb, p2_c};
-            {p4_v, p4_ph, p4_jb, p4_c} <= {p3_v, p3_ph, p3_jb, p3_c};
         end
+    end
+    if (ADDER_LEVELS > 0) begin : g_first_reg
+        logic [1:0] in_ph;
+        logic [KB_CW-1:0] in_jb;
+        logic [C_CW-1:0] in_c;
+        /* verilator lint_off UNUSEDSIGNAL */
+        logic in_v_unused;
+        /* verilator lint_on UNUSEDSIGNAL */
+        assign {in_v_unused, in_ph, in_jb, in_c} = p2_in;
+        always_ff @(posedge clk) begin
+            first_s <= in_ph == S_SCORE && in_c == 0;
+            first_e <= in_ph == S_EXP && in_jb == 0;
+            first_n <= in_ph == S_NUMER && in_jb == 0;
+        end
+    end else begin : g_first
+        assign {first_s, first_e, first_n} = {p2_c == 0, p2_jb == 0, p2_jb == 0};
     end
     always_ff @(posedge clk) begin
         if (rst) begin

@@ -50,6 +50,7 @@ CASES = {
     "dense-masked-l2-s2": (dict(kind="dense", **MASKED), 2, 2, 2, 0, 32),
     "dense-l4-s4-levels1": (dict(kind="dense", **SMALL), 4, 4, 4, 1, 32),
     "randinit-masked-l2-s2-levels1": (dict(kind="randinit", **MASKED), 2, 2, 2, 1, 32),
+    "eatt-masked-l4-s2-levels1": (dict(kind="eatt", **MASKED), 4, 2, 1, 1, 32),
 }
 #: the unit's parameters among the engine's (folded_attention.sv passes them on)
 UNIT_PARAMS = (

@@ -1,5 +1,6 @@
 """Testbench of folded_max_tree (rtl_sim/rtl/folded_max_tree.sv): the largest of TERMS signed
-values among those flagged visible, in a balanced tree.
+values among those flagged visible, in a balanced tree, combinational or pipelined every LEVELS
+compare levels.
 
 Two halves in one file, as verilog-axis' testbenches:
 
@@ -24,14 +25,25 @@ import pytest
 from eatt.rtl_sim.leaf_stream import signed, stream
 from eatt.rtl_sim.runner import run_leaf
 
-#: parameter sets: TERMS not a power of two among them, one term
+#: parameter sets: TERMS not a power of two among them, one term, LEVELS 0 to 2
 CASES = {
     "t4-w10": dict(TERMS=4, W=10),
     "t5-w9": dict(TERMS=5, W=9),
     "t8-w4": dict(TERMS=8, W=4),
     "t1-w6": dict(TERMS=1, W=6),
+    "t4-w30-levels1": dict(TERMS=4, W=30, LEVELS=1),
+    "t2-w12-levels1": dict(TERMS=2, W=12, LEVELS=1),
+    "t8-w9-levels2": dict(TERMS=8, W=9, LEVELS=2),
+    "t5-w7-levels1": dict(TERMS=5, W=7, LEVELS=1),
+    "t1-w6-levels1": dict(TERMS=1, W=6, LEVELS=1),
 }
 VECTORS = 300
+
+
+def stages(p: dict) -> int:
+    """Cycles from the inputs to {any, max} (folded_max_tree.sv STAGES)."""
+    depth, levels = (p["TERMS"] - 1).bit_length(), p.get("LEVELS", 0)
+    return -(-depth // levels) if levels else 0
 
 
 def vectors(p: dict, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -73,7 +85,7 @@ async def max_vectors(dut):
             want = int(values[k][visible[k]].max())
             assert got == want, f"vector {k}: {values[k].tolist()}: {got} != {want}"
 
-    await stream(dut, len(values), 0, drive, check)
+    await stream(dut, len(values), stages(p), drive, check)
 
 
 pytestmark = pytest.mark.rtl
