@@ -37,6 +37,8 @@ def _sum_numerator(out: _Writer, cfg: CoreConfig, tb: int, nb: int) -> None:
 
 
 RECIP_NORMALIZE_FILE = "recip_normalize.sv"
+#: the multiplier leaf recip_normalize instantiates when pipelined (PIPE 2)
+PIECE_MULT_FILE = "piece_mult.sv"
 
 
 def recip_normalize(

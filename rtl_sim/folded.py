@@ -92,6 +92,7 @@ HAND_WRITTEN = [
     "folded_score_lane.sv",
     "folded_max_tree.sv",
     "recip_normalize.sv",
+    "piece_mult.sv",
 ]
 #: memories of at least this many words are memory macros (CACTI's smallest array)
 MACRO_ROWS = MIN_ROWS

@@ -11,6 +11,7 @@ that a simulator or a synthesizer can use on its own ("An RTL directory", docs/r
     l1_score_row.sv        hand-written E-ATT score -sum |q - k| of one (head, query, key)
                            (the default E-ATT datapath with adder_levels 0)
     recip_normalize.sv     hand-written O = N / E with the reciprocal table (attention level)
+    piece_mult.sv          hand-written DSP-sized multiplier, for recip_normalize's PIPE 2
 
 The hand-written leaves (rtl_sim/rtl/, docs/rtl.md "Hierarchy") hold the arithmetic every config
 shares; the generated top holds what is specific to the config and the weights (the ROMs, the
@@ -75,7 +76,7 @@ from eatt.mechanisms import mechanism_of
 from eatt.quant.golden import CoreWeights, derive_formats
 from eatt.rtl_sim.eatt_datapath import L1_SCORE_ROW_FILE, _eatt_datapath, _l1_leaf
 from eatt.rtl_sim.emit_alignment import _alignment_sv
-from eatt.rtl_sim.emit_attention import RECIP_NORMALIZE_FILE, _attention_sv
+from eatt.rtl_sim.emit_attention import PIECE_MULT_FILE, RECIP_NORMALIZE_FILE, _attention_sv
 from eatt.rtl_sim.rtldir import CTRL_FILE, write_rtl_dir
 from eatt.rtl_sim.widths import alignment_interface, attention_interface
 
@@ -125,7 +126,7 @@ def generate_core_rtl(
     if _l1_leaf(cfg, opts, adder_levels):
         hand_written.append(L1_SCORE_ROW_FILE)
     if level == "attention":
-        hand_written.append(RECIP_NORMALIZE_FILE)
+        hand_written += [RECIP_NORMALIZE_FILE, PIECE_MULT_FILE]
     meta = {
         "generator": "eatt.rtl_sim.generate",
         "level": level,

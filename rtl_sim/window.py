@@ -13,6 +13,8 @@
     window_ram.sv      hand-written memory: one row = {count, V codes, K codes}, synchronous read
     recip_normalize.sv hand-written O = N / E with the reciprocal table, as the core's (one per
                        head; the table itself is a lookup in the generated top)
+    piece_mult.sv      hand-written DSP-sized multiplier (recip_normalize's PIPE 2; listed for
+                       Yosys' hierarchy check)
     l1_score_row.sv    hand-written E-ATT score, as the core's (one per head; E-ATT scores only,
                        listed for every mechanism: Yosys' hierarchy check wants it)
     weights.npz        the integer weights (W_Q is used; the memory holds K and V projected)
@@ -49,7 +51,7 @@ from eatt.quant.window import (
     random_window_inputs,
 )
 from eatt.rtl_sim.eatt_datapath import L1_SCORE_ROW_FILE
-from eatt.rtl_sim.emit_attention import RECIP_NORMALIZE_FILE
+from eatt.rtl_sim.emit_attention import PIECE_MULT_FILE, RECIP_NORMALIZE_FILE
 from eatt.rtl_sim.emit_window import (  # noqa: F401 - re-exported: the top's pieces
     LATENCY_EXTRA,
     TOP,
@@ -69,6 +71,7 @@ HAND_WRITTEN = (
     "window_ctrl.sv",
     "window_ram.sv",
     RECIP_NORMALIZE_FILE,
+    PIECE_MULT_FILE,
     L1_SCORE_ROW_FILE,
 )
 

@@ -406,38 +406,11 @@ module folded_attend #(
                 prod_r[l] <= prod_d[l];
             end
         end
-        if (N_EXTRA > 1) begin : g_pieces
-            // V cut into PIECE-bit pieces (unsigned but the signed top one), each times e a
-            // multiplier of at most 18 x 18 bits whose product is registered; their sum,
-            // shifted into place, is e V exactly (as recip_normalize's N x R at PIPE 2)
-            localparam int PIECE = 17;  // an 18-bit signed multiplier port less its sign
-            localparam int NP = (V_W - 1 + PIECE - 1) / PIECE;  // pieces, >= 1
-            localparam int TOP_W = V_W - (NP - 1) * PIECE;     // the signed top piece
-            localparam int PP_W = PIECE + EXP_W + 2;            // a piece's product
-            logic signed [PP_W-1:0] pp_q [LANES][NP];
-            /* verilator lint_off UNUSEDSIGNAL */  // the top piece is read from v_q itself
-            logic [NP*PIECE-1:0] v_wide [LANES];  // V's bits, padded (no select outside it)
-            /* verilator lint_on UNUSEDSIGNAL */
-            for (genvar l = 0; l < LANES; l++) begin : g_wide
-                assign v_wide[l] = (NP * PIECE)'(v_q[l]);
-            end
-            always_ff @(posedge clk) begin
-                for (int l = 0; l < LANES; l++) begin
-                    for (int k = 0; k < NP - 1; k++) begin
-                        pp_q[l][k] <= PP_W'($signed({1'b0, v_wide[l][k*PIECE +: PIECE]})
-                                            * $signed({1'b0, e_q[l]}));
-                    end
-                    pp_q[l][NP-1] <= PP_W'($signed(v_q[l][V_W-1 -: TOP_W])
-                                           * $signed({1'b0, e_q[l]}));
-                end
-            end
-            always_comb begin
-                for (int l = 0; l < LANES; l++) begin
-                    prod_d[l] = '0;
-                    for (int k = 0; k < NP; k++) begin
-                        prod_d[l] = prod_d[l] + ((EXP_W + V_W + 1)'(pp_q[l][k]) <<< (k * PIECE));
-                    end
-                end
+        if (N_EXTRA > 1) begin : g_pieces  // e x V in DSP-sized multipliers (piece_mult.sv)
+            for (genvar l = 0; l < LANES; l++) begin : g_lane
+                piece_mult #(.A_W(V_W), .B_W(EXP_W + 1)) u_mul (
+                    .clk(clk), .a(v_q[l]), .b({1'b0, e_q[l]}), .product(prod_d[l])
+                );
             end
         end else begin : g_whole
             for (genvar l = 0; l < LANES; l++) begin : g_lane

@@ -55,12 +55,9 @@ module folded_proj_tile #(
     endfunction
 
     // LEVELS >= 1 and an operand wider than an 18-bit multiplier port: each product is cut
-    // into multipliers of at most 18 x 18 bits (a's 17-bit pieces, unsigned but the signed top
-    // one) whose products are registered in place of the term (the tree then registers no
-    // terms of its own): the same stages, and on an FPGA no fabric adder shares a cycle with
-    // the trip to the DSP row and back
-    localparam int PIECE = 17;
-    localparam int NP = (A_W - 1 + PIECE - 1) / PIECE;  // pieces of a, >= 1
+    // into multipliers of at most 18 x 18 bits whose products are registered in place of the
+    // term (piece_mult.sv; the tree then registers no terms of its own): the same stages
+    localparam int NP = (A_W - 1 + 17 - 1) / 17;  // a's pieces (piece_mult NP)
     localparam bit PIECES = (SELECT == 0) && (LEVELS > 0) && (NP > 1);
     for (genvar c = 0; c < COLS; c++) begin : g_col
         logic [SIMD*PART_W-1:0] terms;  // row r's term at [r*PART_W +: PART_W]
@@ -70,25 +67,11 @@ module folded_proj_tile #(
                 assign terms[r*PART_W +: PART_W] = sel[r]
                     ? PART_W'($signed(w[(r*COLS + c)*W_W +: W_W])) : '0;
             end else if (PIECES) begin : g_pieces
-                localparam int TOP_W = A_W - (NP - 1) * PIECE;  // the signed top piece
-                localparam int PP_W = PIECE + W_W + 1;          // a piece's product
-                logic signed [A_W-1:0] x;
-                logic signed [W_W-1:0] y;
-                logic signed [PP_W-1:0] pp_q [NP];
-                logic signed [A_W+W_W-1:0] whole;
-                assign {x, y} = {a[r*A_W +: A_W], w[(r*COLS + c)*W_W +: W_W]};
-                always_ff @(posedge clk) begin
-                    for (int k = 0; k < NP - 1; k++) begin
-                        pp_q[k] <= PP_W'($signed({1'b0, x[k*PIECE +: PIECE]}) * y);
-                    end
-                    pp_q[NP-1] <= PP_W'($signed(x[A_W-1 -: TOP_W]) * y);
-                end
-                always_comb begin
-                    whole = '0;
-                    for (int k = 0; k < NP; k++) begin
-                        whole = whole + ((A_W + W_W)'(pp_q[k]) <<< (k * PIECE));
-                    end
-                end
+                logic signed [A_W+W_W-1:0] whole;  // a x w, its pieces registered
+                piece_mult #(.A_W(A_W), .B_W(W_W)) u_mul (
+                    .clk(clk), .a(a[r*A_W +: A_W]), .b(w[(r*COLS + c)*W_W +: W_W]),
+                    .product(whole)
+                );
                 assign terms[r*PART_W +: PART_W] = PART_W'(whole);
             end else begin : g_mul
                 assign terms[r*PART_W +: PART_W] =

@@ -125,35 +125,14 @@ module recip_normalize #(
             assign n_t = numer[t*NUMER_W +: NUMER_W];
             if (PIPE >= 2) begin : g_pieces
                 // N and R registered beside this lane's multipliers (R's copy a lane: no
-                // fanout across the DSP row), N cut into PIECE-bit pieces, unsigned but the top
-                // one, each piece times R a multiplier of at most 18 x 18 bits whose product
-                // is registered; the pieces' sum, shifted into place, is N * R exactly
-                localparam int PIECE = 17;  // an 18-bit signed multiplier port less its sign
-                localparam int NP = (NUMER_W - 1 + PIECE - 1) / PIECE;  // pieces, >= 1
-                localparam int TOP_W = NUMER_W - (NP - 1) * PIECE;     // the signed top piece
-                localparam int PP_W = PIECE + RECIP_W + 2;              // a piece's product
+                // fanout across the DSP row), then N x R in multipliers of at most 18 x 18
+                // bits, their products registered (piece_mult.sv)
                 logic signed [NUMER_W-1:0] n_q;
                 logic [RECIP_W-1:0]        r_q;
-                logic signed [PP_W-1:0]    pp_q [NP];
-                /* verilator lint_off UNUSEDSIGNAL */  // the top piece is read from n_q itself
-                logic [NP*PIECE-1:0]       n_wide;  // N's bits, padded (no select outside it)
-                /* verilator lint_on UNUSEDSIGNAL */
-                assign n_wide = (NP * PIECE)'(n_q);
-                always_ff @(posedge clk) begin
-                    n_q <= n_t;
-                    r_q <= recip;
-                    for (int k = 0; k < NP - 1; k++) begin
-                        pp_q[k] <= PP_W'($signed({1'b0, n_wide[k*PIECE +: PIECE]})
-                                         * $signed({1'b0, r_q}));
-                    end
-                    pp_q[NP-1] <= PP_W'($signed(n_q[NUMER_W-1 -: TOP_W]) * $signed({1'b0, r_q}));
-                end
-                always_comb begin
-                    product = '0;
-                    for (int k = 0; k < NP; k++) begin
-                        product = product + ((NUMER_W + RECIP_W + 1)'(pp_q[k]) <<< (k * PIECE));
-                    end
-                end
+                always_ff @(posedge clk) {n_q, r_q} <= {n_t, recip};
+                piece_mult #(.A_W(NUMER_W), .B_W(RECIP_W + 1)) u_mul (
+                    .clk(clk), .a(n_q), .b({1'b0, r_q}), .product(product)
+                );
             end else begin : g_whole
                 assign product = n_t * $signed({1'b0, recip});
             end

@@ -202,6 +202,7 @@ LEAVES = (
     "folded_adder_tree",
     "folded_max_tree",
     "recip_normalize",
+    "piece_mult",
 )
 
 

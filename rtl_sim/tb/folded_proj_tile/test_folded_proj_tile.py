@@ -103,7 +103,7 @@ def test_folded_proj_tile(name):
         __file__,
         "folded_proj_tile",
         CASES[name],
-        leaves=("folded_adder_tree",),
+        leaves=("folded_adder_tree", "piece_mult"),
         EATT_LEAF_CASE=case,
     )
     assert result["tests"] == 1

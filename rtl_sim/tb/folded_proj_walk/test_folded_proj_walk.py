@@ -276,7 +276,7 @@ def _run(name: str, simulator: str) -> dict:
     p, seed = CASES[name], 1
     case = json.dumps({"name": name, "seed": seed, "runs": 2})
     files = memory_files(p, data(p, seed))
-    leaves = ("folded_proj_tile", "folded_adder_tree", "folded_rom", "folded_macro")
+    leaves = ("folded_proj_tile", "folded_adder_tree", "piece_mult", "folded_rom", "folded_macro")
     return run_leaf(
         __file__, "folded_proj_walk", p, simulator, leaves=leaves, files=files, EATT_LEAF_CASE=case
     )
