@@ -147,26 +147,26 @@ module folded_attend #(
     // chunk sum reaches part_r S_EXTRA cycles later, and its stage 2 with it, through x_tap)
     // and a stage 4 (stage 3 registers the block's max over the lanes, stage 4 updates max S);
     // exp's stage 1 takes E_EXTRA = 2 more (S registered as read, then the exp table's word)
-    // and the numerators' N_EXTRA = 2 (e and V registered as read, then the products of e and
-    // V's pieces of at most 18 bits, as recip_normalize's N x R); x_line carries the items;
-    // exp drains two more cycles (E's leading one, then the reciprocal's index registered:
-    // recip_normalize PIPE); the numerators have stages 4-6 (recip_normalize PIPE 2): stage 3
-    // registers N and R beside the multipliers, 4 N x R's pieces, 5 N x R, and stage 6
-    // shifts, rounds, clamps and writes a_mem; R is registered after its table (read in exp's
-    // last cycle, used from the numerators' stage 3).
+    // and the numerators' N_EXTRA = 4 (e and V registered as read, then e x V in multipliers
+    // of at most 18 bits with a register on each side, piece_mult REGS 3); x_line carries the
+    // items; exp drains two more cycles (E's leading one, then the reciprocal's index
+    // registered: recip_normalize PIPE); the numerators have stages 4-8 (recip_normalize PIPE
+    // 3): stage 3 registers N and R beside the multipliers, 4-6 N x R's pieces (their operands,
+    // products, products again), 7 N x R, and stage 8 shifts, rounds, clamps and writes a_mem;
+    // R is registered after its table (read in exp's last cycle, used from stage 3).
     logic [Q_CW-1:0]  qi;      // query
     logic [H_CW-1:0]  hh;      // head
     logic [KB_CW-1:0] jb;      // key block
     logic [C_CW-1:0] dc, tc;  // feature chunk of the head (scores, numerators)
     localparam int FILL = 3;                       // stages after stage 0: drain cycles
     localparam int NORM_PIPE = (ADDER_LEVELS > 0) ? 1 : 0;
-    // recip_normalize's PIPE and its cycles from N to O (PIPE 2: N and R, N x R's pieces and
-    // N x R registered)
-    localparam int NORM_MODE = (ADDER_LEVELS > 0) ? 2 : 0;
-    localparam int NORM_LAT = (ADDER_LEVELS > 0) ? 3 : 0;
+    // recip_normalize's PIPE and its cycles from N to O (PIPE 3: N and R, N x R's pieces with a
+    // register on each side, and N x R registered)
+    localparam int NORM_MODE = (ADDER_LEVELS > 0) ? 3 : 0;
+    localparam int NORM_LAT = (ADDER_LEVELS > 0) ? 5 : 0;
     localparam int E_EXTRA = (ADDER_LEVELS > 0) ? 2 : 0;  // exp: S and the exp word registered
-    // numerators: e and V registered, then e x V's DSP-sized pieces
-    localparam int N_EXTRA = (ADDER_LEVELS > 0) ? 2 : 0;
+    // numerators: e and V registered, then e x V's DSP-sized pieces (piece_mult REGS 3)
+    localparam int N_EXTRA = (ADDER_LEVELS > 0) ? 4 : 0;
     localparam int FILL_N = FILL + N_EXTRA + NORM_LAT;  // the numerators' drain cycles
     localparam int FILL_E = FILL + E_EXTRA + 2 * NORM_PIPE;  // exp's (+ the index's two)
     // the score lane's adder levels (none where the score is read: LANE_TERMS 0)
@@ -408,7 +408,7 @@ module folded_attend #(
         end
         if (N_EXTRA > 1) begin : g_pieces  // e x V in DSP-sized multipliers (piece_mult.sv)
             for (genvar l = 0; l < LANES; l++) begin : g_lane
-                piece_mult #(.A_W(V_W), .B_W(EXP_W + 1)) u_mul (
+                piece_mult #(.A_W(V_W), .B_W(EXP_W + 1), .REGS(N_EXTRA - 1)) u_mul (
                     .clk(clk), .a(v_q[l]), .b({1'b0, e_q[l]}), .product(prod_d[l])
                 );
             end
@@ -484,7 +484,8 @@ module folded_attend #(
     // stage 2 takes its own tap (scores S_EXTRA, exp E_EXTRA, numerators N_EXTRA), exp's
     // table is addressed from tap E_EXTRA - 1 (ea_*)
     localparam int P_W = 3 + KB_CW + C_CW;  // {valid, phase, key block, chunk}
-    localparam int X_LEN = (S_EXTRA > E_EXTRA) ? S_EXTRA : E_EXTRA;  // >= N_EXTRA
+    localparam int X_SE = (S_EXTRA > E_EXTRA) ? S_EXTRA : E_EXTRA;
+    localparam int X_LEN = (X_SE > N_EXTRA) ? X_SE : N_EXTRA;
     logic [(X_LEN+1)*P_W-1:0] x_tap;  // tap i at [i*P_W +: P_W]: stage 1's item i cycles ago
     logic [P_W-1:0] p2_in;
     logic [C_CW-1:0] ea_c_unused;

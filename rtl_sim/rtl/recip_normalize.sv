@@ -29,8 +29,9 @@
 // from E) and compared beside the shift, which only yields the low OUT_W + 1 bits. PIPE = 2
 // (the folded engine's adder_levels on an FPGA, whose multipliers sit in a row of their own): N
 // and R are registered again beside each lane's multipliers and N * R is cut into pieces of at
-// most 18 x 18 bits (a MULT18X18D each), whose products are registered before their sum: `o`
-// follows N and R by three cycles. Instantiated
+// most 18 x 18 bits (a MULT18X18D each, piece_mult.sv), whose products are registered before
+// their sum: `o` follows N and R by three cycles. PIPE = 3: as 2 with a register on each side of
+// each multiplier besides (piece_mult REGS 3): `o` follows N and R by five cycles. Instantiated
 // once per (head, query) by rtl_sim/generate.py (attention level), once per head by
 // rtl_sim/window.py and once by the folded engine (folded_attention.sv). Every width comes from the golden
 // formats (attention_widths / window_widths); PROD_W must hold |N * R| + 2**(RECIP_FRAC +
@@ -51,6 +52,7 @@ module recip_normalize #(
     parameter int OUT_W      = 8,   // bits of each output O, signed, clamped (golden attn_bits)
     parameter int PIPE       = 0    // 1: E's leading one, the index and N * R registered;
                                     // 2: also N, R and N * R's DSP-sized pieces (for an FPGA)
+                                    // 3: 2 with registers on both sides of each piece
 ) (
     /* verilator lint_off UNUSEDSIGNAL */  // PIPE = 0 reads no clock
     input  wire logic                     clk,
@@ -130,7 +132,7 @@ module recip_normalize #(
                 logic signed [NUMER_W-1:0] n_q;
                 logic [RECIP_W-1:0]        r_q;
                 always_ff @(posedge clk) {n_q, r_q} <= {n_t, recip};
-                piece_mult #(.A_W(NUMER_W), .B_W(RECIP_W + 1)) u_mul (
+                piece_mult #(.A_W(NUMER_W), .B_W(RECIP_W + 1), .REGS((PIPE >= 3) ? 3 : 1)) u_mul (
                     .clk(clk), .a(n_q), .b({1'b0, r_q}), .product(product)
                 );
             end else begin : g_whole

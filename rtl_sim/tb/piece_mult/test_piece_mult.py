@@ -1,5 +1,6 @@
 """Testbench of piece_mult (rtl_sim/rtl/piece_mult.sv): a x b exactly, a cut into 17-bit
-pieces whose products with b are registered.
+pieces whose products with b are registered (and with REGS 3, registers on each side of
+each multiplier).
 
 Two halves in one file, as verilog-axis' testbenches:
 
@@ -7,8 +8,8 @@ Two halves in one file, as verilog-axis' testbenches:
   (eatt.rtl_sim.runner.run_leaf, cached) and runs the cocotb test in it;
   ``pytest rtl_sim/tb/piece_mult`` runs them alone;
 - the cocotb test ``product_vectors`` runs inside the simulator: random operands (the
-  extremes first, pairs of them, and zero), a new pair every cycle, each product checked a
-  cycle later against Python's exact integer product.
+  extremes first, pairs of them, and zero), a new pair every cycle, each product checked
+  REGS cycles later against Python's exact integer product.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ CASES = {
     "a35-b18-three": dict(A_W=35, B_W=18),
     "a40-b5-three": dict(A_W=40, B_W=5),
     "a20-b6-piece5": dict(A_W=20, B_W=6, PIECE=5),
+    # registers beside each multiplier (REGS 3: three cycles)
+    "a26-b14-regs3": dict(A_W=26, B_W=14, REGS=3),
+    "a12-b12-regs3": dict(A_W=12, B_W=12, REGS=3),
+    "a40-b5-regs3": dict(A_W=40, B_W=5, REGS=3),
 }
 VECTORS = 300
 
@@ -68,7 +73,7 @@ async def product_vectors(dut):
         got = signed(int(dut.product.value), p["A_W"] + p["B_W"])
         assert got == a[k] * b[k], f"pair {k}: {a[k]} x {b[k]}: {got}"
 
-    await stream(dut, len(a), 1, drive, check)
+    await stream(dut, len(a), p.get("REGS", 1), drive, check)
 
 
 pytestmark = pytest.mark.rtl

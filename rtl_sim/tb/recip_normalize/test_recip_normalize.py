@@ -116,8 +116,9 @@ class RecipNormalizeTB:
             await RisingEdge(dut.clk)
         await Timer(1, "ns")
         dut.recip.value = int(self.table[int(dut.recip_index.value)])
-        # N x R registered (PIPE 2: N and R, then the pieces' products, before it)
-        for _ in range(1 if p.get("PIPE") == 1 else 3 if p.get("PIPE") else 0):
+        # N x R registered (PIPE 2: N and R, then the pieces' products, before it; PIPE 3: a
+        # register on each side of each piece besides)
+        for _ in range({0: 0, 1: 1, 2: 3, 3: 5}[p.get("PIPE", 0)]):
             await RisingEdge(dut.clk)
         await Timer(1, "ns")
         return unpack(int(dut.o.value), p["LANES"], p["OUT_W"])
@@ -183,3 +184,10 @@ def test_recip_normalize_pieces(name):
 @pytest.mark.skipif(not HAVE_ICARUS, reason="Icarus Verilog not installed")
 def test_recip_normalize_pieces_icarus():
     assert _run("wide", "icarus", pipe=2)["tests"] == 1
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_recip_normalize_pieces_beside(name):
+    """PIPE = 3 (the folded engine's adder_levels): PIPE 2 with a register on each side of each
+    piece's multiplier (piece_mult REGS 3): the same O five clock edges after N and R."""
+    assert _run(name, "verilator", pipe=3)["tests"] == 1
