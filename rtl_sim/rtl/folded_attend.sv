@@ -150,9 +150,10 @@ module folded_attend #(
     // and the numerators' N_EXTRA = 4 (e and V registered as read, then e x V in multipliers
     // of at most 18 bits with a register on each side, piece_mult REGS 3); x_line carries the
     // items; exp drains two more cycles (E's leading one, then the reciprocal's index
-    // registered: recip_normalize PIPE); the numerators have stages 4-8 (recip_normalize PIPE
+    // registered: recip_normalize PIPE); the numerators have stages 4-9 (recip_normalize PIPE
     // 3): stage 3 registers N and R beside the multipliers, 4-6 N x R's pieces (their operands,
-    // products, products again), 7 N x R, and stage 8 shifts, rounds, clamps and writes a_mem;
+    // products, products again), 7 N x R, 8 its shift by a multiple of 4 and the clamp's
+    // compares, and stage 9 shifts the rest, rounds, clamps and writes a_mem;
     // R is registered after its table (read in exp's last cycle, used from stage 3).
     logic [Q_CW-1:0]  qi;      // query
     logic [H_CW-1:0]  hh;      // head
@@ -161,9 +162,9 @@ module folded_attend #(
     localparam int FILL = 3;                       // stages after stage 0: drain cycles
     localparam int NORM_PIPE = (ADDER_LEVELS > 0) ? 1 : 0;
     // recip_normalize's PIPE and its cycles from N to O (PIPE 3: N and R, N x R's pieces with a
-    // register on each side, and N x R registered)
+    // register on each side, N x R, its coarse shift registered)
     localparam int NORM_MODE = (ADDER_LEVELS > 0) ? 3 : 0;
-    localparam int NORM_LAT = (ADDER_LEVELS > 0) ? 5 : 0;
+    localparam int NORM_LAT = (ADDER_LEVELS > 0) ? 6 : 0;
     localparam int E_EXTRA = (ADDER_LEVELS > 0) ? 2 : 0;  // exp: S and the exp word registered
     // numerators: e and V registered, then e x V's DSP-sized pieces (piece_mult REGS 3)
     localparam int N_EXTRA = (ADDER_LEVELS > 0) ? 4 : 0;

@@ -31,7 +31,9 @@
 // and R are registered again beside each lane's multipliers and N * R is cut into pieces of at
 // most 18 x 18 bits (a MULT18X18D each, piece_mult.sv), whose products are registered before
 // their sum: `o` follows N and R by three cycles. PIPE = 3: as 2 with a register on each side of
-// each multiplier besides (piece_mult REGS 3): `o` follows N and R by five cycles. Instantiated
+// each multiplier besides (piece_mult REGS 3), and the shift by s - 1 in two stages (by its
+// multiple of 4, registered with the clamp's compares, then by the rest): `o` follows N and R
+// by six cycles. Instantiated
 // once per (head, query) by rtl_sim/generate.py (attention level), once per head by
 // rtl_sim/window.py and once by the folded engine (folded_attention.sv). Every width comes from the golden
 // formats (attention_widths / window_widths); PROD_W must hold |N * R| + 2**(RECIP_FRAC +
@@ -52,7 +54,8 @@ module recip_normalize #(
     parameter int OUT_W      = 8,   // bits of each output O, signed, clamped (golden attn_bits)
     parameter int PIPE       = 0    // 1: E's leading one, the index and N * R registered;
                                     // 2: also N, R and N * R's DSP-sized pieces (for an FPGA)
-                                    // 3: 2 with registers on both sides of each piece
+                                    // 3: 2 with registers on both sides of each piece,
+                                    //    the shift in two stages
 ) (
     /* verilator lint_off UNUSEDSIGNAL */  // PIPE = 0 reads no clock
     input  wire logic                     clk,
@@ -139,9 +142,28 @@ module recip_normalize #(
                 assign product = n_t * $signed({1'b0, recip});
             end
             always_ff @(posedge clk) product_q <= PROD_W'(product);
-            assign part  = product_q >>> shift_m1;
-            assign over  = TW'(product_q) >= over_at;
-            assign under = TW'(product_q) < under_at;
+            if (PIPE >= 3) begin : g_shift2
+                // the shift in two stages: by its high bits (a multiple of 4) as N x R leaves
+                // its register, the bits the rest reads and the clamp's compares registered,
+                // then by its low two bits (shift_m1 holds while E does)
+                localparam int PC_W = OUT_W + 4;  // (OUT_W + 1) bits from up to 3 bits in
+                logic signed [PC_W-1:0] coarse_q;
+                logic                   over_q, under_q;
+                logic [SHIFT_W-1:0]     coarse_by;  // s - 1 less its low two bits
+                assign coarse_by = shift_m1 & ~SHIFT_W'(3);
+                always_ff @(posedge clk) begin
+                    coarse_q <= PC_W'(product_q >>> coarse_by);
+                    over_q <= TW'(product_q) >= over_at;
+                    under_q <= TW'(product_q) < under_at;
+                end
+                assign part  = PROD_W'(coarse_q >>> 2'(shift_m1 - coarse_by));
+                assign over  = over_q;
+                assign under = under_q;
+            end else begin : g_shift1
+                assign part  = product_q >>> shift_m1;
+                assign over  = TW'(product_q) >= over_at;
+                assign under = TW'(product_q) < under_at;
+            end
             assign twice = over ? (OUT_W + 1)'(TWICE_MAX)
                          : under ? (OUT_W + 1)'(TWICE_MIN) : $signed(part[OUT_W:0]);
             assign up    = (OUT_W + 2)'(twice) + (OUT_W + 2)'(1);

@@ -117,8 +117,8 @@ class RecipNormalizeTB:
         await Timer(1, "ns")
         dut.recip.value = int(self.table[int(dut.recip_index.value)])
         # N x R registered (PIPE 2: N and R, then the pieces' products, before it; PIPE 3: a
-        # register on each side of each piece besides)
-        for _ in range({0: 0, 1: 1, 2: 3, 3: 5}[p.get("PIPE", 0)]):
+        # register on each side of each piece besides, the shift in two stages)
+        for _ in range({0: 0, 1: 1, 2: 3, 3: 6}[p.get("PIPE", 0)]):
             await RisingEdge(dut.clk)
         await Timer(1, "ns")
         return unpack(int(dut.o.value), p["LANES"], p["OUT_W"])
@@ -189,5 +189,6 @@ def test_recip_normalize_pieces_icarus():
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_recip_normalize_pieces_beside(name):
     """PIPE = 3 (the folded engine's adder_levels): PIPE 2 with a register on each side of each
-    piece's multiplier (piece_mult REGS 3): the same O five clock edges after N and R."""
+    piece's multiplier (piece_mult REGS 3) and the shift in two stages: the same O six clock
+    edges after N and R."""
     assert _run(name, "verilator", pipe=3)["tests"] == 1
