@@ -143,8 +143,8 @@ def attention_fill(
 ) -> int:
     """The attention unit's drain cycles per query and head (folded_attention.sv): three a
     phase (ATTENTION_FILL), and with adder_levels: the score lanes' tree_stages and the block
-    max's max_stages before max S; four for exp (S and its table's word registered as
-    read, E's leading one and the reciprocal's index registered); ten for the numerators (e
+    max's max_stages before max S; five for exp (S, its table's index and word registered,
+    E's leading one and the reciprocal's index registered); ten for the numerators (e
     and V registered as read, e x V's DSP-sized pieces with a register on each side: three;
     N and R registered beside the multipliers, N x R's pieces likewise, N x R, then its shift
     in two stages: recip_normalize PIPE 3).
@@ -153,7 +153,7 @@ def attention_fill(
     lane = simd if lane_terms is None else max(1, lane_terms)
     if not adder_levels:
         return ATTENTION_FILL
-    return ATTENTION_FILL + tree_stages(lane, adder_levels) + max_stages(lanes, adder_levels) + 14
+    return ATTENTION_FILL + tree_stages(lane, adder_levels) + max_stages(lanes, adder_levels) + 15
 
 
 def folded_cycles(

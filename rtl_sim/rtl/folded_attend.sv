@@ -146,7 +146,8 @@ module folded_attend #(
     // registered as read, the lane's terms and its tree every ADDER_LEVELS levels: the lane's
     // chunk sum reaches part_r S_EXTRA cycles later, and its stage 2 with it, through x_tap)
     // and a stage 4 (stage 3 registers the block's max over the lanes, stage 4 updates max S);
-    // exp's stage 1 takes E_EXTRA = 2 more (S registered as read, then the exp table's word)
+    // exp's stage 1 takes E_EXTRA = 3 more (S registered as read, the table's index, then the
+    // exp table's word)
     // and the numerators' N_EXTRA = 4 (e and V registered as read, then e x V in multipliers
     // of at most 18 bits with a register on each side, piece_mult REGS 3); x_line carries the
     // items; exp drains two more cycles (E's leading one, then the reciprocal's index
@@ -165,7 +166,8 @@ module folded_attend #(
     // register on each side, N x R, its coarse shift registered)
     localparam int NORM_MODE = (ADDER_LEVELS > 0) ? 3 : 0;
     localparam int NORM_LAT = (ADDER_LEVELS > 0) ? 6 : 0;
-    localparam int E_EXTRA = (ADDER_LEVELS > 0) ? 2 : 0;  // exp: S and the exp word registered
+    // exp: S, the table's index and the exp word registered
+    localparam int E_EXTRA = (ADDER_LEVELS > 0) ? 3 : 0;
     // numerators: e and V registered, then e x V's DSP-sized pieces (piece_mult REGS 3)
     localparam int N_EXTRA = (ADDER_LEVELS > 0) ? 4 : 0;
     localparam int FILL_N = FILL + N_EXTRA + NORM_LAT;  // the numerators' drain cycles
@@ -230,14 +232,15 @@ module folded_attend #(
     // the max (stage 3), exp (its table's address: stage 1, E_EXTRA - 1 cycles later)
     assign vis_jb = (state == S_SCORE) ? p3_jb : ea_jb;
     // ADDER_LEVELS >= 1: visible[] registered, from the items a cycle before vis_jb's (p3_jb
-    // is p2_jb a cycle later; ea_jb, at E_EXTRA = 2, is p1_jb a cycle later). The phase, the
+    // is p2_jb a cycle later; ea_jb, at E_EXTRA = 3, is x_tap 1's a cycle later). The phase, the
     // query and the masks hold while a phase's items are in flight (a phase changes after its
     // drain), so the flags equal the combinational ones: the key compares leave the path from
     // the phase state into the max tree and the exp table's read enables.
     /* verilator lint_off UNUSEDSIGNAL */  // read with ADDER_LEVELS only
     logic [KB_CW-1:0] vis_pre_jb;
+    logic [KB_CW-1:0] ev_pre_jb;  // exp's item a cycle before it addresses the table
     /* verilator lint_on UNUSEDSIGNAL */
-    assign vis_pre_jb = (state == S_SCORE) ? p2_jb : p1_jb;
+    assign vis_pre_jb = (state == S_SCORE) ? p2_jb : ev_pre_jb;
 
     // the scores of the mechanism (its front end): each lane's chunk sum, S_EXTRA cycles
     // after the score phase's stage 0 read it (with ADDER_LEVELS; the cycle after without)
@@ -328,8 +331,21 @@ module folded_attend #(
         end
         assign zdiff = (SCORE_W + 1)'(smax) - (SCORE_W + 1)'(s_in);
         assign exp_index = zdiff >>> EXP_SHIFT;
-        assign exp_addr[l*EXP_A +: EXP_A] = exp_index[EXP_A-1:0];
-        assign exp_re[l] = (state == S_EXP) && ea_v && visible[l] && 32'(exp_index) < EXP_SIZE;
+        // the table's index and whether it is in the table: registered with ADDER_LEVELS
+        // (the subtract and the range compare get a cycle before the block RAM's address and
+        // enable)
+        logic [EXP_A-1:0] idx_q;
+        logic             in_table;
+        if (ADDER_LEVELS > 0) begin : g_index_reg
+            always_ff @(posedge clk) begin
+                idx_q <= exp_index[EXP_A-1:0];
+                in_table <= 32'(exp_index) < EXP_SIZE;
+            end
+        end else begin : g_index
+            assign {idx_q, in_table} = {exp_index[EXP_A-1:0], 32'(exp_index) < EXP_SIZE};
+        end
+        assign exp_addr[l*EXP_A +: EXP_A] = idx_q;
+        assign exp_re[l] = (state == S_EXP) && ea_v && visible[l] && in_table;
         assign e_next[l] = p2_hit[l] ? exp_in : EXP_W'(0);
         folded_ram #(.WIDTH(EXP_W), .DEPTH(KB), .MACRO_ROWS(MACRO_ROWS), .AW(SA_W)) e_bank (
             .clk(clk), .we(p2_v && p2_ph == S_EXP), .waddr(SA_W'(p2_jb)), .wdata(e_next[l]),
@@ -501,6 +517,7 @@ module folded_attend #(
     assign p2_in = (state == S_SCORE) ? x_tap[S_EXTRA*P_W +: P_W]
                  : (state == S_EXP) ? x_tap[E_EXTRA*P_W +: P_W] : x_tap[N_EXTRA*P_W +: P_W];
     assign {ea_v, ea_ph_unused, ea_jb, ea_c_unused} = x_tap[((E_EXTRA > 0) ? E_EXTRA - 1 : 0)*P_W +: P_W];
+    assign ev_pre_jb = x_tap[((E_EXTRA > 1) ? E_EXTRA - 2 : 0)*P_W + C_CW +: KB_CW];
     if (E_EXTRA > 1) begin : g_hit_reg  // the exp word registered: its hit flag a cycle later
         always_ff @(posedge clk) hit_in <= rst ? '0 : exp_re;
     end else begin : g_hit
