@@ -516,7 +516,8 @@ module folded_attend #(
     end
     assign p2_in = (state == S_SCORE) ? x_tap[S_EXTRA*P_W +: P_W]
                  : (state == S_EXP) ? x_tap[E_EXTRA*P_W +: P_W] : x_tap[N_EXTRA*P_W +: P_W];
-    assign {ea_v, ea_ph_unused, ea_jb, ea_c_unused} = x_tap[((E_EXTRA > 0) ? E_EXTRA - 1 : 0)*P_W +: P_W];
+    assign {ea_v, ea_ph_unused, ea_jb, ea_c_unused} =
+        x_tap[((E_EXTRA > 0) ? E_EXTRA - 1 : 0)*P_W +: P_W];
     assign ev_pre_jb = x_tap[((E_EXTRA > 1) ? E_EXTRA - 2 : 0)*P_W + C_CW +: KB_CW];
     if (E_EXTRA > 1) begin : g_hit_reg  // the exp word registered: its hit flag a cycle later
         always_ff @(posedge clk) hit_in <= rst ? '0 : exp_re;

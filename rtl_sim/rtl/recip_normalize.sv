@@ -33,11 +33,10 @@
 // their sum: `o` follows N and R by three cycles. PIPE = 3: as 2 with a register on each side of
 // each multiplier besides (piece_mult REGS 3), and the shift by s - 1 in two stages (by its
 // multiple of 4, registered with the clamp's compares, then by the rest): `o` follows N and R
-// by six cycles. Instantiated
-// once per (head, query) by rtl_sim/generate.py (attention level), once per head by
-// rtl_sim/window.py and once by the folded engine (folded_attention.sv). Every width comes from the golden
-// formats (attention_widths / window_widths); PROD_W must hold |N * R| + 2**(RECIP_FRAC +
-// SUM_W - 2) (golden prod_bits).
+// by six cycles. Instantiated once per (head, query) by rtl_sim/generate.py (attention level),
+// once per head by rtl_sim/window.py and once by the folded engine (folded_attention.sv).
+// Every width comes from the golden formats (attention_widths / window_widths); PROD_W must
+// hold |N * R| + 2**(RECIP_FRAC + SUM_W - 2) (golden prod_bits).
 //
 // Testbench: rtl_sim/tb/recip_normalize/test_recip_normalize.py.
 
