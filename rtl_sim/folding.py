@@ -214,14 +214,21 @@ def folded_cycles(
         "compute": compute,
         "walks": walks,
         "longest_phase": max(load, before + after, attention, out),
-        "latency": load + compute + HANDOVER,
-        "ii": max(walks, attention + 1, load, out + 1),
+        "latency": load + compute + HANDOVER + out_extra(adder_levels),
+        "ii": max(walks, attention + 1, load, out + 1 + out_extra(adder_levels)),
     }
 
 
 #: cycles of a lone vector's latency past its phases: one at each hand-over between units
 #: (loader -> walks -> attention -> walks -> out) and one reading the first Z word
 HANDOVER = 4
+
+
+def out_extra(adder_levels: int = 0) -> int:
+    """Cycles adder_levels >= 1 adds before a vector's first output beat (folded_attention.sv
+    g_out_ahead): each Z read is decided a cycle ahead, its word lands in the output FIFO a
+    cycle after the read; 0 without adder_levels."""
+    return 2 if adder_levels else 0
 
 
 #: vectors a stream with no stall takes to settle: from the seventh on, every first input beat
@@ -248,6 +255,7 @@ def folded_schedule(
     the start). The walks owe at most two posts: with two, the older post waits; with one, a
     pre that can go goes first, else the post."""
     c = folded_cycles(cfg, lanes, simd, pe, adder_levels)
+    extra = out_extra(adder_levels)
     load, pre, attn, post, out = (
         c["load"],
         c["projections_before"],
@@ -293,9 +301,9 @@ def folded_schedule(
             walk_free = pre_end[-1] + 1
         while len(out_end) < len(post_end):
             g = max(out_free, post_end[len(out_end)] + 1)
-            first_out.append(g + 1)
-            out_end.append(g + out)
-            out_free = g + out + 1
+            first_out.append(g + 1 + extra)
+            out_end.append(g + out + extra)
+            out_free = g + out + extra + 1
     return {"in": first_in, "out": first_out}
 
 
@@ -313,12 +321,15 @@ CYCLE_FORMULA = {
         "cycles a pass; with adder_levels N >= 1: 5 + (ceil(log2 simd) - 1) // N, simd > 1)"
     ),
     "attention": "len_q * heads * (KB*SC + KB + KB*HC + 9)  (9: the pipelines' drain cycles; "
-    "with adder_levels N >= 1: 9 + 12 + (ceil(log2 simd) - 1) // N, simd > 1; randinit: 9 + 12)",
+    "with adder_levels N >= 1: 9 + 17 + (ceil(log2 simd) - 1) // N + max(1, ceil(ceil(log2 "
+    "lanes) / N)), simd > 1; randinit: 9 + 17 + max(1, ...))",
     "out": "len_q * DC",
     "longest_phase": "max(load, projections, attention, out)",
     "latency": "load + projections + attention + 4  (one vector alone: first input beat -> "
-    "first output beat; a cycle at each hand-over between units, one reading Z)",
-    "ii": "max(projections + 2, attention + 1, load, out + 1)  (the phases overlap across "
+    "first output beat; a cycle at each hand-over between units, one reading Z; with "
+    "adder_levels + 2: Z read ahead into a FIFO)",
+    "ii": "max(projections + 2, attention + 1, load, out + 1 (+ 2 with adder_levels))  (the "
+    "phases overlap across "
     "vectors: the busiest unit, + its start cycle; first input beat -> the next vector's, "
     "the stream settled)",
 }

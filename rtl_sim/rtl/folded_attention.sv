@@ -339,16 +339,18 @@ module folded_attention #(
     );
     // Z in M pieces of PE columns, read back as SIMD-wide beats
     wire [SIMD*OUT_W-1:0] z_word;
-    logic            z_re;     // read the next Z word (out)
+    logic [M-1:0]    z_re;     // read the next Z word (out; a copy a piece)
+    logic [M*QA_W-1:0] z_raddr;  // its address (a copy a piece)
     logic [OUT_CW:0] rd_cnt;   // Z words read
     logic            out_valid;  // m_axis holds a word
+    logic            out_pop;    // m_axis takes it
     for (genvar m = 0; m < M; m++) begin : g_zsub
         folded_ram #(
             .WIDTH(MUL_COLS*OUT_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)
         ) z_sub (
             .clk(clk), .we(vo_valid && vo_pass == PASS_O && vo_sub == m),
             .waddr(QA_W'(banked(post_b, QD, vo_tok*DC + vo_cc))), .wdata(z_code),
-            .re(z_re), .raddr(QA_W'(banked(out_b, QD, rd_cnt))),
+            .re(z_re[m]), .raddr(z_raddr[m*QA_W +: QA_W]),
             .rdata(z_word[m*MUL_COLS*OUT_W +: MUL_COLS*OUT_W])
         );
     end
@@ -379,11 +381,66 @@ module folded_attention #(
 
 
     // -- out: the Z pieces on m_axis, each word read a cycle before it is offered ----------------
-    assign z_re = z_full[out_b] && (rd_cnt < OUT_BEATS) && (!out_valid || m_axis_tready);
+    // ADDER_LEVELS >= 1 (for a clock): read ahead into a FIFO of OUT_DEPTH words, each read
+    // decided a cycle ahead from registers alone (its enable and address registered, a copy
+    // beside each piece's memories): m_axis_tready no longer runs into the memories' enables,
+    // and the first beat comes OUT_EXTRA cycles later (rtl_sim/folding.py out_extra)
+    localparam int OUT_DEPTH = 4;  // >= a word in each of: the FIFO's use, the read, the data
+    if (ADDER_LEVELS == 0) begin : g_out_direct
+        logic re;
+        assign re = z_full[out_b] && (rd_cnt < OUT_BEATS) && (!out_valid || m_axis_tready);
+        assign z_re = {M{re}};
+        assign z_raddr = {M{QA_W'(banked(out_b, QD, rd_cnt))}};
+        assign m_axis_tdata = z_word;
+        always_ff @(posedge clk) begin
+            if (rst) begin
+                {rd_cnt, out_valid} <= '0;
+            end else begin
+                if (re) begin
+                    rd_cnt <= rd_cnt + 1;
+                    out_valid <= 1'b1;
+                end else if (m_axis_tready) begin
+                    out_valid <= 1'b0;
+                end
+                if (out_end) rd_cnt <= 0;
+            end
+        end
+    end else begin : g_out_ahead
+        logic [SIMD*OUT_W-1:0] fifo [OUT_DEPTH];
+        logic [1:0] head, tail;  // (OUT_DEPTH 4)
+        logic [2:0] used;        // words in the FIFO
+        logic       issued;      // a read is on the memories' enables this cycle
+        logic       arrives;     // its word is on z_word this cycle
+        logic       ahead;       // decide a read for the next cycle
+        assign ahead = z_full[out_b] && (rd_cnt < OUT_BEATS)
+                    && (3'(used) + 3'(issued) + 3'(arrives) < 3'(OUT_DEPTH));
+        for (genvar m = 0; m < M; m++) begin : g_re
+            (* keep *) always_ff @(posedge clk) begin
+                z_re[m] <= !rst && ahead;
+                z_raddr[m*QA_W +: QA_W] <= QA_W'(banked(out_b, QD, rd_cnt));
+            end
+        end
+        assign out_valid = (used != 0);
+        assign m_axis_tdata = fifo[head];
+        always_ff @(posedge clk) begin
+            if (arrives) fifo[tail] <= z_word;
+            if (rst) begin
+                {head, tail, used, issued, arrives, rd_cnt} <= '0;
+            end else begin
+                issued <= ahead;
+                arrives <= issued;
+                if (arrives) tail <= tail + 1;
+                if (out_pop) head <= head + 1;
+                used <= used + 3'(arrives) - 3'(out_pop);
+                if (out_end) rd_cnt <= 0;
+                else if (ahead) rd_cnt <= rd_cnt + 1;
+            end
+        end
+    end
+    assign out_pop = out_valid && m_axis_tready;
     assign m_axis_tvalid = out_valid;
-    assign m_axis_tdata  = z_word;
     assign m_axis_tlast  = (out_cnt == OUT_BEATS - 1);
-    assign out_end = out_valid && m_axis_tready && (out_cnt == OUT_BEATS - 1);
+    assign out_end = out_pop && (out_cnt == OUT_BEATS - 1);
 
     // -- the hand-over: each unit starts a vector when its input bank is full and its output
     // bank free (the flags set at the end of the producer's last cycle, seen the cycle after)
@@ -401,8 +458,6 @@ module folded_attention #(
             {owed, walk_pre, walk_post} <= '0;
             in_cnt <= 0;
             out_cnt <= 0;
-            rd_cnt <= 0;
-            out_valid <= 1'b0;
             for (int b = 0; b < 2; b++) begin
                 {ld_length[b], ld_offset[b], att_length[b], att_offset[b]} <= '0;
             end
@@ -450,16 +505,9 @@ module folded_attention #(
                 a_full[att_b] <= 1'b1;
                 att_b <= !att_b;
             end
-            // out: Z [out_b] on m_axis
-            if (z_re) begin
-                rd_cnt <= rd_cnt + 1;
-                out_valid <= 1'b1;
-            end else if (m_axis_tready) begin
-                out_valid <= 1'b0;
-            end
-            if (out_valid && m_axis_tready) out_cnt <= out_end ? 0 : out_cnt + 1;
+            // out: Z [out_b] on m_axis (the reads: g_out_direct, g_out_ahead)
+            if (out_pop) out_cnt <= out_end ? 0 : out_cnt + 1;
             if (out_end) begin
-                rd_cnt <= 0;
                 z_full[out_b] <= 1'b0;
                 out_b <= !out_b;
             end
