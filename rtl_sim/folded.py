@@ -91,6 +91,7 @@ HAND_WRITTEN = [
     "folded_scores_randinit.sv",
     "folded_score_lane.sv",
     "folded_max_tree.sv",
+    "folded_numer.sv",
     "recip_normalize.sv",
     "piece_mult.sv",
 ]

@@ -210,9 +210,7 @@ module folded_attend #(
     logic                    visible [LANES];
     logic signed [SCORE_W-1:0] smax, smax_next;   // max over the visible keys so far
     logic [SUM_W-1:0]        esum, esum_next;     // E
-    logic signed [NUMER_W-1:0] numer [SIMD];
-    logic signed [NUMER_W-1:0] numer_next [SIMD];
-    logic [SIMD*NUMER_W-1:0] numer_packed;
+    logic [SIMD*NUMER_W-1:0] numer_packed;  // N of the chunk (folded_numer)
     logic [RIDX_W-1:0]       recip_index;
     logic [SIMD*ATTN_W-1:0]  o_word;
 
@@ -403,53 +401,21 @@ module folded_attend #(
     );
     assign esum_next = (first_e ? SUM_W'(0) : esum) + e_block;
 
-    // e * V at its exact width (e unsigned, V signed)
-    function automatic logic signed [EXP_W+V_W:0] weighted(
-        input logic [EXP_W-1:0] e, input logic signed [V_W-1:0] v);
-        weighted = $signed({1'b0, e}) * v;
-    endfunction
-
-    for (genvar t = 0; t < SIMD; t++) begin : g_numer
-        logic signed [NUMER_W-1:0] total;  // the block's sum of e V
-        logic signed [EXP_W+V_W:0] prod_r [LANES];  // stage 1: e V of each lane
-
-        logic [EXP_W-1:0] e_q [LANES];  // e and V registered as read (ADDER_LEVELS)
-        logic signed [V_W-1:0] v_q [LANES];
-        logic signed [EXP_W+V_W:0] prod_d [LANES];  // what prod_r takes
-        always_ff @(posedge clk) begin  // (e and V hold between reads: no enable needed)
-            for (int l = 0; l < LANES; l++) begin
-                e_q[l] <= e_read[l];
-                v_q[l] <= v_word[l][t*V_W +: V_W];
-                prod_r[l] <= prod_d[l];
-            end
-        end
-        if (N_EXTRA > 1) begin : g_pieces  // e x V in DSP-sized multipliers (piece_mult.sv)
-            for (genvar l = 0; l < LANES; l++) begin : g_lane
-                piece_mult #(.A_W(V_W), .B_W(EXP_W + 1), .REGS(N_EXTRA - 1)) u_mul (
-                    .clk(clk), .a(v_q[l]), .b({1'b0, e_q[l]}), .product(prod_d[l])
-                );
-            end
-        end else begin : g_whole
-            for (genvar l = 0; l < LANES; l++) begin : g_lane
-                assign prod_d[l] = (N_EXTRA > 0) ? weighted(e_q[l], v_q[l])
-                                                 : weighted(e_read[l], v_word[l][t*V_W +: V_W]);
-            end
-        end
-        // the lanes' products in a balanced tree, then N so far
-        logic [LANES*NUMER_W-1:0] n_terms;
-        for (genvar l = 0; l < LANES; l++) begin : g_term
-            assign n_terms[l*NUMER_W +: NUMER_W] = NUMER_W'(prod_r[l]);
-        end
-        folded_adder_tree #(.TERMS(LANES), .W(NUMER_W)) u_nsum (
-            .clk(clk), .terms(n_terms), .sum(total)
-        );
-        assign numer_next[t] = (first_n ? NUMER_W'(0) : numer[t]) + total;
-        assign numer_packed[t*NUMER_W +: NUMER_W] = numer[t];  // stage 3: N of the chunk
-        always_ff @(posedge clk) begin
-            if (rst) numer[t] <= '0;
-            else if (p2_v && p2_ph == S_NUMER) numer[t] <= numer_next[t];
-        end
+    // the numerators N[t] = sum_j e[j] V[j][t] of the chunk (stage 2 adds the block's; N holds
+    // from stage 3 on): folded_numer, e and V as read
+    logic [LANES*EXP_W-1:0]      e_cat;
+    logic [LANES*SIMD*V_W-1:0]   v_cat_all;
+    for (genvar l = 0; l < LANES; l++) begin : g_numer_in
+        assign e_cat[l*EXP_W +: EXP_W] = e_read[l];
+        assign v_cat_all[l*SIMD*V_W +: SIMD*V_W] = v_word[l];
     end
+    folded_numer #(
+        .LANES(LANES), .SIMD(SIMD), .EXP_W(EXP_W), .V_W(V_W), .NUMER_W(NUMER_W),
+        .EXTRA(N_EXTRA)
+    ) u_numer (
+        .clk(clk), .rst(rst), .e(e_cat), .v(v_cat_all), .acc(p2_v && p2_ph == S_NUMER),
+        .first(first_n), .numer(numer_packed)
+    );
 
     // O = N / E; R = RECIP[index of E] is read once per query and head, in exp's last cycle
     // (with ADDER_LEVELS the index follows E by two cycles: exp's drain has them)

@@ -201,6 +201,7 @@ LEAVES = (
     "folded_score_lane",
     "folded_adder_tree",
     "folded_max_tree",
+    "folded_numer",
     "recip_normalize",
     "piece_mult",
 )
