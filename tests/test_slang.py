@@ -104,3 +104,24 @@ def test_bad_folder_and_options(tmp_path):
     out = _generate(tmp_path, CORES["eatt"])
     with pytest.raises(ValueError, match="options not understood"):
         lint_rtl(out, ["--no-such-option"])
+
+
+def test_no_size_cast_right_after_a_unary_operator():
+    """Yosys' parser reads a sized cast right after a unary operator (`~W'(3)`, `-W'(x)`)
+    otherwise than the simulators do: the netlist then computes something else while every RTL
+    simulation passes. The hand-written modules write such a value through a signal or a
+    parenthesis instead."""
+    import re
+
+    from eatt.rtl_sim.rtldir import RTL_DIR
+
+    cast = re.compile(r"[~!-]\s*[A-Za-z_][A-Za-z_0-9]*\s*'\s*\(")
+    found = []
+    for path in sorted(RTL_DIR.glob("*.sv")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("//")[0]
+            for m in cast.finditer(code):
+                before = code[: m.start()].rstrip()
+                if not before or before[-1] in "=(,?:&|^~!<>+*/%{[":  # unary, not a - b
+                    found.append(f"{path.name}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)

@@ -1,6 +1,6 @@
 // piece_mult: a x b exactly, in multipliers no wider than a DSP block's 18 x 18 bits, their
 // products registered: the leaf behind every multiply the pipelined builds (adder_levels >= 1)
-// cut for a clock (recip_normalize.sv's N x R at PIPE 2, folded_attend.sv's e x V,
+// cut for a clock (recip_normalize.sv's N x R at PIPE 2, folded_numer.sv's e x V,
 // folded_proj_tile.sv's wide products).
 //
 // a (signed) is cut into PIECE-bit pieces, unsigned but the signed top one; each piece times b

@@ -149,13 +149,21 @@ module recip_normalize #(
                 logic signed [PC_W-1:0] coarse_q;
                 logic                   over_q, under_q;
                 logic [SHIFT_W-1:0]     coarse_by;  // s - 1 less its low two bits
-                assign coarse_by = shift_m1 & ~SHIFT_W'(3);
+                logic [1:0]             fine_by;    // its low two bits
+                /* verilator lint_off UNUSEDSIGNAL */  // the bits above PC_W are not read
+                logic signed [PROD_W-1:0] coarse;   // N x R >>> coarse_by, at N x R's width
+                /* verilator lint_on UNUSEDSIGNAL */
+                // (no cast right after a unary operator: Yosys' parser read `~SHIFT_W'(3)`
+                // otherwise than the simulators, and its netlist shifted by something else)
+                assign fine_by = shift_m1[1:0];
+                assign coarse_by = shift_m1 - SHIFT_W'(fine_by);
+                assign coarse = product_q >>> coarse_by;
                 always_ff @(posedge clk) begin
-                    coarse_q <= PC_W'(product_q >>> coarse_by);
+                    coarse_q <= coarse[PC_W-1:0];
                     over_q <= TW'(product_q) >= over_at;
                     under_q <= TW'(product_q) < under_at;
                 end
-                assign part  = PROD_W'(coarse_q >>> 2'(shift_m1 - coarse_by));
+                assign part  = PROD_W'(coarse_q) >>> fine_by;
                 assign over  = over_q;
                 assign under = under_q;
             end else begin : g_shift1
