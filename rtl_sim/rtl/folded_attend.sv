@@ -140,16 +140,16 @@ module folded_attend #(
     // and stages 1-3 (p1_* .. p3_*: valid, key block, feature chunk) follow it a cycle apart:
     //   scores      1: the lanes' chunk sums (part_r)  2: S accumulates (s_bank)  3: max S
     //   exp         1: the exp table is addressed  2: e (e_bank), E  3: the reciprocal of E
-    //   numerators  1: the products e V (prod_r)  2: N accumulates  3: O = N / E (a_mem)
+    //   numerators  1: the products e V (folded_numer)  2: N accumulates  3: O = N / E (a_mem)
     // drain counts the three cycles after stage 0's last; the next phase starts after them.
     // ADDER_LEVELS >= 1 (for a clock): the scores' stage 1 takes S_EXTRA more cycles (q and k
     // registered as read, the lane's terms and its tree every ADDER_LEVELS levels: the lane's
     // chunk sum reaches part_r S_EXTRA cycles later, and its stage 2 with it, through x_tap)
-    // and a stage 4 (stage 3 registers the block's max over the lanes, stage 4 updates max S);
-    // exp's stage 1 takes E_EXTRA = 3 more (S registered as read, the table's index, then the
-    // exp table's word)
+    // and MAX_PIPE more after stage 3 (the block's max over the lanes registered every
+    // ADDER_LEVELS compare levels, then max S updated); exp's stage 1 takes E_EXTRA = 3 more
+    // (S registered as read, the table's index, then the exp table's word)
     // and the numerators' N_EXTRA = 4 (e and V registered as read, then e x V in multipliers
-    // of at most 18 bits with a register on each side, piece_mult REGS 3); x_line carries the
+    // of at most 18 bits with a register on each side, piece_mult REGS 3); x_tap carries the
     // items; exp drains two more cycles (E's leading one, then the reciprocal's index
     // registered: recip_normalize PIPE); the numerators have stages 4-9 (recip_normalize PIPE
     // 3): stage 3 registers N and R beside the multipliers, 4-6 N x R's pieces (their operands,
@@ -316,7 +316,7 @@ module folded_attend #(
             .wdata(s_next[l]), .re(ex0), .raddr(SA_W'(jb)), .rdata(s_read[l])
         );
         // S and the exp word as exp's stages take them: registered as read with ADDER_LEVELS
-        // (a block RAM's clock-to-output gets a cycle of its own; e and V: g_numer)
+        // (a block RAM's clock-to-output gets a cycle of its own; e and V: folded_numer)
         logic signed [SCORE_W-1:0] s_in;
         logic [EXP_W-1:0] exp_in;
         if (ADDER_LEVELS > 0) begin : g_read_reg
