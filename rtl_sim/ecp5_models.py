@@ -12,12 +12,14 @@ writes their behaviour into Yosys' declaration (ports and parameters as Yosys ha
   (lattice/brams_map_16kd.v): ports 9 or 18 bits wide (a 9-bit entry e is half e mod 2 of
   18-bit word e / 2; an 18-bit write has byte enables on AD[1:0]), or the pseudo dual port 36
   bits wide (write on A with byte enables on ADA[3:0], data {DIB, DIA}; read on B, {DOB, DOA}:
-  word 2k and 2k + 1); synchronous reads with clock enable and no output register (REGMODE
-  NOREG); read during a write on the same port per WRITEMODE (NORMAL: the output holds,
-  WRITETHROUGH: the new word, READBEFOREWRITE: the old one); INITVAL_xx's 20-bit slots hold
-  words 16 xx .. 16 xx + 15 in their low 18 bits. :func:`check_block_rams` lists what a
-  netlist's DP16KD use beyond that (output registers, other widths, chip selects or resets that
-  are not tied to 0); fpga_power then maps the design again without block RAM. The layout is
+  word 2k and 2k + 1); synchronous reads with clock enable, without the output register
+  (REGMODE NOREG) or with it (OUTREG, enabled by OCE: rtl_sim/ecp5_outreg.py moves the
+  flip-flops after a block RAM into it); read during a write on the same port per WRITEMODE
+  (NORMAL: the output holds, WRITETHROUGH: the new word, READBEFOREWRITE: the old one);
+  INITVAL_xx's 20-bit slots hold words 16 xx .. 16 xx + 15 in their low 18 bits.
+  :func:`check_block_rams` lists what a netlist's DP16KD use beyond that (other output register
+  modes, other widths, chip selects or resets that are not tied to 0); fpga_power then maps the
+  design again without block RAM. The layout is
   Yosys' (brams_16kd.txt, brams_map_16kd.v); like the rest of the netlist, the model is checked
   end to end against the golden model (tests/test_fpga_power.py), not against the silicon.
 """
@@ -222,26 +224,31 @@ def dp16kd_model(cells_sim: str) -> str:
 """
     body = (
         "    // eatt (rtl_sim/ecp5_models.py): Yosys' block RAM mapping (9, 18 bits; 36 as the\n"
-        "    // pseudo dual port), NOREG, chip selects and resets tied to 0 (check_block_rams)\n"
+        "    // pseudo dual port), NOREG or OUTREG (rtl_sim/ecp5_outreg.py), chip selects and\n"
+        "    // resets tied to 0 (check_block_rams)\n"
         "    /* verilator lint_off MULTIDRIVEN */\n"
         f"    wire [13:0] eatt_ada = {_bus('ADA', 13)};\n"
         f"    wire [13:0] eatt_adb = {_bus('ADB', 13)};\n"
         f"    wire [17:0] eatt_dia = {_bus('DIA', 17)};\n"
         f"    wire [17:0] eatt_dib = {_bus('DIB', 17)};\n"
         "    reg [17:0] eatt_mem [0:1023];\n"
-        "    reg [17:0] eatt_doa, eatt_dob, eatt_wide_lo, eatt_wide_hi;\n"
+        "    reg [17:0] eatt_doa, eatt_dob, eatt_wide_lo, eatt_wide_hi, eatt_qa, eatt_qb;\n"
         "    reg [17:0] eatt_olda, eatt_oldb, eatt_newa, eatt_newb, eatt_worda, eatt_wordb;\n"
         "    integer eatt_i;\n"
         "    initial begin\n"
         "        for (eatt_i = 0; eatt_i < 16; eatt_i = eatt_i + 1) begin\n"
         f"{init}"
         "        end\n"
-        "        {eatt_doa, eatt_dob, eatt_wide_lo, eatt_wide_hi} = 72'b0;\n"
+        "        {eatt_doa, eatt_dob, eatt_wide_lo, eatt_wide_hi, eatt_qa, eatt_qb} = 108'b0;\n"
         "    end\n"
         + port.format(p="A", l="a")
         + port.format(p="B", l="b")
-        + f"    assign {_bus('DOA', 17)} = (DATA_WIDTH_B == 36) ? eatt_wide_lo : eatt_doa;\n"
-        + f"    assign {_bus('DOB', 17)} = (DATA_WIDTH_B == 36) ? eatt_wide_hi : eatt_dob;\n"
+        + "    wire [17:0] eatt_rda = (DATA_WIDTH_B == 36) ? eatt_wide_lo : eatt_doa;\n"
+        + "    wire [17:0] eatt_rdb = (DATA_WIDTH_B == 36) ? eatt_wide_hi : eatt_dob;\n"
+        + "    always @(posedge eatt_clkA) if (OCEA) eatt_qa <= eatt_rda;  // REGMODE OUTREG\n"
+        + "    always @(posedge eatt_clkB) if (OCEB) eatt_qb <= eatt_rdb;\n"
+        + f'    assign {_bus("DOA", 17)} = (REGMODE_A == "OUTREG") ? eatt_qa : eatt_rda;\n'
+        + f'    assign {_bus("DOB", 17)} = (REGMODE_B == "OUTREG") ? eatt_qb : eatt_rdb;\n'
         + "    /* verilator lint_on MULTIDRIVEN */\n"
     )
     return _with_body(m[0], body)
@@ -266,7 +273,7 @@ def check_block_rams(module: dict) -> list[str]:
         if any(w not in BRAM_WIDTHS for w in widths) or (36 in widths and widths != [36, 36]):
             beyond.append(f"{name}: DATA_WIDTH {widths[0]}/{widths[1]}")
         for q in "AB":
-            if p.get(f"REGMODE_{q}", "NOREG") != "NOREG":
+            if p.get(f"REGMODE_{q}", "NOREG") not in ("NOREG", "OUTREG"):
                 beyond.append(f"{name}: REGMODE_{q} {p[f'REGMODE_{q}']}")
             if p.get(f"CLK{q}MUX", f"CLK{q}") not in (f"CLK{q}", "INV"):
                 beyond.append(f"{name}: CLK{q}MUX {p[f'CLK{q}MUX']}")

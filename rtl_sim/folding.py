@@ -123,9 +123,9 @@ def tree_stages(simd: int, adder_levels: int = 0) -> int:
 
 def walk_drain(simd: int, adder_levels: int = 0) -> int:
     """A walk's drain cycles a pass (folded_proj_walk.sv DRAIN): WALK_DRAIN + tree_stages, and
-    with adder_levels one more (the token memories' words registered before the operand is
-    chosen from them)."""
-    return WALK_DRAIN + tree_stages(simd, adder_levels) + (1 if adder_levels else 0)
+    with adder_levels two more (the memories' words registered twice before the operand is
+    chosen from them: the block RAM's output register, then beside the walk)."""
+    return WALK_DRAIN + tree_stages(simd, adder_levels) + (2 if adder_levels else 0)
 
 
 def max_stages(lanes: int, adder_levels: int = 0) -> int:
@@ -142,18 +142,21 @@ def attention_fill(
     simd: int, adder_levels: int = 0, lane_terms: int | None = None, lanes: int = 1
 ) -> int:
     """The attention unit's drain cycles per query and head (folded_attention.sv): three a
-    phase (ATTENTION_FILL), and with adder_levels: the score lanes' tree_stages and the block
-    max's max_stages before max S; five for exp (S, its table's index and word registered,
-    E's leading one and the reciprocal's index registered); ten for the numerators (e
-    and V registered as read, e x V's DSP-sized pieces with a register on each side: three;
-    N and R registered beside the multipliers, N x R's pieces likewise, N x R, then its shift
-    in two stages: recip_normalize PIPE 3).
+    phase (ATTENTION_FILL), and with adder_levels: the score lanes' tree_stages, one more (q
+    and k registered twice as read: the block RAM's output register, then beside the lanes),
+    the block max's max_stages before max S; five for exp (S, its table's index and word
+    registered, E's leading one and the reciprocal's index registered); twelve for the
+    numerators (e and V registered twice as read, e x V's DSP-sized pieces with a register on
+    each side: three; N and R registered beside the multipliers, N x R's pieces likewise,
+    N x R, then its shift in two stages: recip_normalize PIPE 3; then O registered before its
+    memory).
     ``lane_terms``: a score lane's terms where they are not simd (Mechanism.folded_lane_terms;
     RandInit's 0: its score is read, two stages as a one-term lane's)."""
     lane = simd if lane_terms is None else max(1, lane_terms)
     if not adder_levels:
         return ATTENTION_FILL
-    return ATTENTION_FILL + tree_stages(lane, adder_levels) + max_stages(lanes, adder_levels) + 15
+    lane_stages = tree_stages(lane, adder_levels) + 1  # + q and k's second read register
+    return ATTENTION_FILL + lane_stages + max_stages(lanes, adder_levels) + 17
 
 
 def folded_cycles(
@@ -226,9 +229,9 @@ HANDOVER = 4
 
 def out_extra(adder_levels: int = 0) -> int:
     """Cycles adder_levels >= 1 adds before a vector's first output beat (folded_attention.sv
-    g_out_ahead): each Z read is decided a cycle ahead, its word lands in the output FIFO a
-    cycle after the read; 0 without adder_levels."""
-    return 2 if adder_levels else 0
+    g_out_ahead): each Z read is decided a cycle ahead, its word registered as it leaves the
+    memory and written to the output FIFO the cycle after; 0 without adder_levels."""
+    return 3 if adder_levels else 0
 
 
 #: vectors a stream with no stall takes to settle: from the seventh on, every first input beat

@@ -71,6 +71,7 @@ from eatt.rtl_sim.ecp5_models import (  # noqa: F401  (their home was this modul
     mult18x18d_model,
     without_model,
 )
+from eatt.rtl_sim.ecp5_outreg import absorb_output_registers
 from eatt.rtl_sim.fpga_energy import load_coefficients, primitive_table, proxy_energy
 from eatt.rtl_sim.fpga_saif import rescale_saif, vivado_script, write_saif
 from eatt.rtl_sim.gate_activity import (
@@ -90,7 +91,7 @@ from eatt.rtl_sim.power import (
     check_options,
     pick,
 )
-from eatt.rtl_sim.resources import _tail, find_yosys, parse_stat, tool_name
+from eatt.rtl_sim.resources import _tail, find_yosys, parse_stat, run_yosys, tool_name
 from eatt.rtl_sim.rtldir import load_metadata, load_weights
 from eatt.rtl_sim.runner import check_simulator, core_vectors
 from eatt.rtl_sim.yosys_cache import run_cached
@@ -133,14 +134,36 @@ def synthesize(
             f"yosys: synth_ecp5 of {meta['top']} failed (exit {code}); see {log}:\n" + _tail(log)
         )
     cells = parse_stat((work / "stat.txt").read_text(), meta["top"])
+    outregs = output_registers(yosys, work, timeout)
     return {
         "tool": tool_name(yosys),
         "seconds": seconds,
         "peak_mb": peak_mb,
-        "cells": cells,
+        "cells": cells,  # as synth_ecp5 wrote them (before bram_outreg)
+        "bram_outreg": outregs,
         "nobram": nobram,
         "cached": cached,
     }
+
+
+def output_registers(yosys: list[str], work: Path, timeout: float | None) -> dict[str, int]:
+    """The block RAMs of work/netlist.json given their output registers as `eatt pnr` places
+    them (rtl_sim/ecp5_outreg.py), work/netlist.v written again from it by Yosys."""
+    netlist = json.loads((work / "netlist.json").read_text())
+    outregs = absorb_output_registers(netlist)
+    if outregs["sides"]:
+        (work / "netlist.json").write_text(json.dumps(netlist))
+        log = work / "yosys_outreg.log"
+        script = f"read_json {work.name}/netlist.json; write_verilog -noattr {work.name}/netlist.v"
+        code, _, _ = run_yosys(
+            yosys, script, work.parent, log, "Yosys write_verilog (block RAM output registers)",
+            timeout,
+        )  # fmt: skip
+        if code != 0:
+            raise RuntimeError(
+                f"yosys: write_verilog failed (exit {code}); see {log}:\n" + _tail(log)
+            )
+    return outregs
 
 
 def simulable_netlist(

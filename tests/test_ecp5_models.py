@@ -8,19 +8,13 @@ the same random writes and reads in Icarus; every read word of every cycle must 
 
 from __future__ import annotations
 
-import json
 import random
-import subprocess
 
 import pytest
 
-from eatt.rtl_sim.ecp5_models import (
-    check_block_rams,
-    dp16kd_model,
-    find_ecp5_models,
-    model_library,
-)
-from eatt.rtl_sim.tools import ToolMissing, use_local_icarus
+from eatt.rtl_sim.ecp5_models import check_block_rams, dp16kd_model, find_ecp5_models
+from eatt.rtl_sim.tools import ToolMissing
+from tests.ecp5_sim import bench_text, cycles_differing, rtl_and_netlist, write_inits
 
 WIDTHS = {9: 2048, 18: 1024, 36: 512}
 
@@ -72,68 +66,21 @@ def _testbench(cycles: int, seed: int) -> str:
         f" wire [{w - 1}:0] rd{w};"
         for w, d in WIDTHS.items()
     )
-    conns = ", ".join(
-        f".{s}{w}({s}{w})" for w in WIDTHS for s in ("we", "re", "wa", "ra", "wd", "rd")
-    )
-    return (
-        "`timescale 1ns/1ps\nmodule tb;\n    reg clk = 0;\n    always #5 clk = ~clk;\n"
-        f"{sigs}\n    mems dut(.clk(clk), {conns});\n    initial begin\n"
-        + "\n".join(lines)
-        + "\n        $finish;\n    end\nendmodule\n"
-    )
-
-
-def _run(tmp, sources: list[str]) -> list[str]:
-    subprocess.run(
-        ["iverilog", "-g2012", "-o", "sim.vvp", *sources], cwd=tmp, check=True, timeout=300
-    )
-    out = subprocess.run(
-        ["vvp", "-n", "sim.vvp"], cwd=tmp, capture_output=True, text=True, check=True, timeout=600
-    )
-    return [ln for ln in out.stdout.splitlines() if ln and not ln.startswith(("VCD", "WARNING"))]
+    return bench_text(sigs, list(("we", "re", "wa", "ra", "wd", "rd")), WIDTHS, lines)
 
 
 @pytest.mark.rtl
 def test_the_block_ram_model_equals_the_rtl_in_widths_9_18_36(tmp_path):
-    from eatt.rtl_sim.resources import find_yosys, run_yosys
-
-    try:
-        yosys = find_yosys()
-        models = model_library(find_ecp5_models(yosys))
-    except ToolMissing as err:
-        pytest.skip(str(err))
-    if not use_local_icarus():
-        pytest.skip("iverilog not found")
-    rng = random.Random(5)
-    for w, d in WIDTHS.items():
-        (tmp_path / f"init{w}.hex").write_text(
-            "".join(f"{rng.getrandbits(w):x}\n" for _ in range(d))
-        )
+    write_inits(tmp_path, WIDTHS, seed=5)
     (tmp_path / "mems.v").write_text(_rtl())
     (tmp_path / "tb.v").write_text(_testbench(400, seed=11))
-    script = (
-        "read_verilog mems.v; synth_ecp5 -top mems; delete t:$scopeinfo; opt_clean -purge; "
-        "write_verilog -noattr netlist.v; write_json netlist.json"
-    )
-    code, _, _ = run_yosys(yosys, script, tmp_path, tmp_path / "yosys.log", "synth_ecp5", 600)
-    assert code == 0, (tmp_path / "yosys.log").read_text()[-2000:]
-    module = json.loads((tmp_path / "netlist.json").read_text())["modules"]["mems"]
+    rtl, netlist, module = rtl_and_netlist(tmp_path)
     rams = [c for c in module["cells"].values() if c["type"] == "DP16KD"]
     widths = {int(c["parameters"]["DATA_WIDTH_A"], 2) for c in rams}
     assert widths == {9, 18, 36}, widths  # every width the model covers is in use
     assert check_block_rams(module) == []
-    from eatt.rtl_sim.ecp5_models import cell_models
-
-    (tmp_path / "cells.v").write_text(cell_models(models, module))
-    rtl = _run(tmp_path, ["mems.v", "tb.v"])
-    (tmp_path / "sim.vvp").unlink()
-    netlist = _run(tmp_path, ["netlist.v", "cells.v", "tb.v"])
     assert len(rtl) == 400 and "x" not in "".join(rtl[8:])
-
-    def same(a: str, b: str) -> bool:  # an x of the RTL: a word not read yet (the cell: 0)
-        return len(a) == len(b) and all(p in ("x", q) for p, q in zip(a, b, strict=True))
-
-    diff = [(i, a, b) for i, (a, b) in enumerate(zip(rtl, netlist, strict=True)) if not same(a, b)]
+    diff = cycles_differing(rtl, netlist)
     assert not diff, f"{len(diff)} cycles differ, first {diff[:3]}"
 
 
@@ -145,13 +92,14 @@ def test_block_rams_beyond_the_model_are_named():
     module = {
         "cells": {
             "ok": {**cell(), "connections": {}},
-            "reg": {**cell(REGMODE_B="OUTREG"), "connections": {}},
+            "reg": {**cell(REGMODE_B="OUTREG"), "connections": {}},  # modelled
+            "odd": {**cell(REGMODE_A="LATCH"), "connections": {}},
             "w4": {**cell(DATA_WIDTH_A=f"{4:032b}"), "connections": {}},
             "cs": cell(),
         }
     }
     assert check_block_rams(module) == [
-        "reg: REGMODE_B OUTREG",
+        "odd: REGMODE_A LATCH",
         "w4: DATA_WIDTH 4/18",
         "cs: CSB0 not tied to 0",
     ]

@@ -143,12 +143,12 @@ module folded_attend #(
     //   numerators  1: the products e V (folded_numer)  2: N accumulates  3: O = N / E (a_mem)
     // drain counts the three cycles after stage 0's last; the next phase starts after them.
     // ADDER_LEVELS >= 1 (for a clock): the scores' stage 1 takes S_EXTRA more cycles (q and k
-    // registered as read, the lane's terms and its tree every ADDER_LEVELS levels: the lane's
-    // chunk sum reaches part_r S_EXTRA cycles later, and its stage 2 with it, through x_tap)
-    // and MAX_PIPE more after stage 3 (the block's max over the lanes registered every
+    // registered twice as read, the lane's terms and its tree every ADDER_LEVELS levels: the
+    // lane's chunk sum reaches part_r S_EXTRA cycles later, and its stage 2 with it, through
+    // x_tap) and MAX_PIPE more after stage 3 (the block's max over the lanes registered every
     // ADDER_LEVELS compare levels, then max S updated); exp's stage 1 takes E_EXTRA = 3 more
-    // (S registered as read, the table's index, then the exp table's word)
-    // and the numerators' N_EXTRA = 4 (e and V registered as read, then e x V in multipliers
+    // (S registered as read, the table's index, then the exp table's word) and the
+    // numerators' N_EXTRA = 5 (e and V registered twice as read, then e x V in multipliers
     // of at most 18 bits with a register on each side, piece_mult REGS 3); x_tap carries the
     // items; exp drains two more cycles (E's leading one, then the reciprocal's index
     // registered: recip_normalize PIPE); the numerators have stages 4-9 (recip_normalize PIPE
@@ -165,17 +165,17 @@ module folded_attend #(
     // recip_normalize's PIPE and its cycles from N to O (PIPE 3: N and R, N x R's pieces with a
     // register on each side, N x R, its coarse shift registered)
     localparam int NORM_MODE = (ADDER_LEVELS > 0) ? 3 : 0;
-    localparam int NORM_LAT = (ADDER_LEVELS > 0) ? 6 : 0;
+    localparam int NORM_LAT = (ADDER_LEVELS > 0) ? 7 : 0;  // + O's register (g_o_reg)
     // exp: S, the table's index and the exp word registered
     localparam int E_EXTRA = (ADDER_LEVELS > 0) ? 3 : 0;
     // numerators: e and V registered, then e x V's DSP-sized pieces (piece_mult REGS 3)
-    localparam int N_EXTRA = (ADDER_LEVELS > 0) ? 4 : 0;
+    localparam int N_EXTRA = (ADDER_LEVELS > 0) ? 5 : 0;
     localparam int FILL_N = FILL + N_EXTRA + NORM_LAT;  // the numerators' drain cycles
     localparam int FILL_E = FILL + E_EXTRA + 2 * NORM_PIPE;  // exp's (+ the index's two)
     // the score lane's adder levels (none where the score is read: LANE_TERMS 0)
     localparam int S_TREE = (LANE_TERMS > 1) ? $clog2(LANE_TERMS) : 0;
-    localparam int S_EXTRA = (ADDER_LEVELS > 0)  // the q/k register + the lane's stages
-                           ? 2 + ((S_TREE > 0) ? (S_TREE - 1) / ADDER_LEVELS : 0) : 0;
+    localparam int S_EXTRA = (ADDER_LEVELS > 0)  // the q/k registers + the lane's stages
+                           ? 3 + ((S_TREE > 0) ? (S_TREE - 1) / ADDER_LEVELS : 0) : 0;
     // the block's max over the lanes: registered every ADDER_LEVELS compare levels and after
     // the last (folded_max_tree STAGES; one lane: its score registered)
     localparam int MAX_L = (LANES > 1) ? $clog2(LANES) : 0;
@@ -212,7 +212,7 @@ module folded_attend #(
     logic [SUM_W-1:0]        esum, esum_next;     // E
     logic [SIMD*NUMER_W-1:0] numer_packed;  // N of the chunk (folded_numer)
     logic [RIDX_W-1:0]       recip_index;
-    logic [SIMD*ATTN_W-1:0]  o_word;
+    logic [SIMD*ATTN_W-1:0]  o_norm, o_word;  // O as normalized, as written to a_mem
 
     // key j is visible to query i: j < length (key padding), j <= i + offset (causal); every
     // input an argument (a continuous assign is sensitive to its arguments only)
@@ -411,7 +411,7 @@ module folded_attend #(
     end
     folded_numer #(
         .LANES(LANES), .SIMD(SIMD), .EXP_W(EXP_W), .V_W(V_W), .NUMER_W(NUMER_W),
-        .EXTRA(N_EXTRA)
+        .EXTRA(N_EXTRA), .READS(2)
     ) u_numer (
         .clk(clk), .rst(rst), .e(e_cat), .v(v_cat_all), .acc(p2_v && p2_ph == S_NUMER),
         .first(first_n), .numer(numer_packed)
@@ -431,8 +431,15 @@ module folded_attend #(
         .RECIP_FRAC(RECIP_FRAC), .PROD_W(PROD_W), .OUT_W(ATTN_W), .PIPE(NORM_MODE)
     ) u_normalize (
         .clk(clk), .e_sum(esum), .numer(numer_packed), .recip_index(recip_index),
-        .recip(recip_q), .o(o_word)
+        .recip(recip_q), .o(o_norm)
     );
+    // O registered before its memory with ADDER_LEVELS: the normalization's last stage (the
+    // clamp and + 1) and the block RAM's data input each get a cycle (they sit apart on a part)
+    if (NORM_PIPE != 0) begin : g_o_reg
+        always_ff @(posedge clk) o_word <= o_norm;
+    end else begin : g_o_wire
+        assign o_word = o_norm;
+    end
     // O of stage 3 (NORM_LAT cycles later with ADDER_LEVELS): its valid item, key block and
     // chunk, stage 3's carried along
     localparam int O_W = 1 + KB_CW + C_CW;

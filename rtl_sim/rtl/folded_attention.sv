@@ -383,9 +383,10 @@ module folded_attention #(
     // -- out: the Z pieces on m_axis, each word read a cycle before it is offered ----------------
     // ADDER_LEVELS >= 1 (for a clock): read ahead into a FIFO of OUT_DEPTH words, each read
     // decided a cycle ahead from registers alone (its enable and address registered, a copy
-    // beside each piece's memories): m_axis_tready no longer runs into the memories' enables,
-    // and the first beat comes OUT_EXTRA cycles later (rtl_sim/folding.py out_extra)
-    localparam int OUT_DEPTH = 4;  // >= a word in each of: the FIFO's use, the read, the data
+    // beside each piece's memories), each word registered as it leaves its memory (a block
+    // RAM's clock-to-output is most of a cycle): m_axis_tready no longer runs into the
+    // memories' enables, and the first beat comes 3 cycles later (rtl_sim/folding.py out_extra)
+    localparam int OUT_DEPTH = 8;  // > the words in flight: the decision, read, data, landing
     if (ADDER_LEVELS == 0) begin : g_out_direct
         logic re;
         assign re = z_full[out_b] && (rd_cnt < OUT_BEATS) && (!out_valid || m_axis_tready);
@@ -407,13 +408,15 @@ module folded_attention #(
         end
     end else begin : g_out_ahead
         logic [SIMD*OUT_W-1:0] fifo [OUT_DEPTH];
-        logic [1:0] head, tail;  // (OUT_DEPTH 4)
-        logic [2:0] used;        // words in the FIFO
+        logic [SIMD*OUT_W-1:0] z_q;  // z_word registered as it leaves the memories
+        logic [2:0] head, tail;  // (OUT_DEPTH 8)
+        logic [3:0] used;        // words in the FIFO
         logic       issued;      // a read is on the memories' enables this cycle
         logic       arrives;     // its word is on z_word this cycle
+        logic       lands;       // and on z_q this cycle
         logic       ahead;       // decide a read for the next cycle
         assign ahead = z_full[out_b] && (rd_cnt < OUT_BEATS)
-                    && (3'(used) + 3'(issued) + 3'(arrives) < 3'(OUT_DEPTH));
+                    && (used + 4'(issued) + 4'(arrives) + 4'(lands) < 4'(OUT_DEPTH));
         for (genvar m = 0; m < M; m++) begin : g_re
             (* keep *) always_ff @(posedge clk) begin
                 z_re[m] <= !rst && ahead;
@@ -423,15 +426,17 @@ module folded_attention #(
         assign out_valid = (used != 0);
         assign m_axis_tdata = fifo[head];
         always_ff @(posedge clk) begin
-            if (arrives) fifo[tail] <= z_word;
+            if (arrives) z_q <= z_word;
+            if (lands) fifo[tail] <= z_q;
             if (rst) begin
-                {head, tail, used, issued, arrives, rd_cnt} <= '0;
+                {head, tail, used, issued, arrives, lands, rd_cnt} <= '0;
             end else begin
                 issued <= ahead;
                 arrives <= issued;
-                if (arrives) tail <= tail + 1;
+                lands <= arrives;
+                if (lands) tail <= tail + 1;
                 if (out_pop) head <= head + 1;
-                used <= used + 3'(arrives) - 3'(out_pop);
+                used <= used + 4'(lands) - 4'(out_pop);
                 if (out_end) rd_cnt <= 0;
                 else if (ahead) rd_cnt <= rd_cnt + 1;
             end

@@ -9,8 +9,10 @@
 // `numer` holds N between its updates.
 //
 // EXTRA = 0: the products are formed from e and v directly. EXTRA >= 2 (the build's
-// adder_levels): e and v are registered as read, then each product is made in multipliers of
-// at most 18 x 18 bits with their registers (piece_mult.sv REGS EXTRA - 1): on an FPGA each
+// adder_levels): e and v are registered READS times as read (two: on an ECP5 the first is
+// the block RAM's output register, rtl_sim/ecp5_outreg.py), then each product is made in
+// multipliers of at most 18 x 18 bits with their registers (piece_mult.sv REGS EXTRA -
+// READS): on an FPGA each
 // piece is one MULT18X18D and the trips between the fabric and the DSP row are register to
 // register.
 //
@@ -24,7 +26,8 @@ module folded_numer #(
     parameter int EXP_W   = 11,  // bits of a weight e, unsigned (exp_bits)
     parameter int V_W     = 12,  // bits of a V code, signed (v_code_bits)
     parameter int NUMER_W = 26,  // bits of N, signed (numer_bits: the sum fits)
-    parameter int EXTRA   = 0    // 0, or >= 2: cycles before prod_r (above)
+    parameter int EXTRA   = 0,   // 0, or >= READS + 1: cycles before prod_r (above)
+    parameter int READS   = 1    // EXTRA > 0: registers on e and v as read (1 or 2)
 ) (
     input  wire logic                        clk,
     input  wire logic                        rst,    // synchronous, active high
@@ -48,8 +51,14 @@ module folded_numer #(
             if (EXTRA > 1) begin : g_pieces  // e and V registered, then the pieces
                 logic [EXP_W-1:0]      e_q;
                 logic signed [V_W-1:0] v_q;
-                always_ff @(posedge clk) {e_q, v_q} <= {e_l, v_l};
-                piece_mult #(.A_W(V_W), .B_W(EXP_W + 1), .REGS(EXTRA - 1)) u_mul (
+                if (READS > 1) begin : g_read2
+                    logic [EXP_W-1:0]      e_a;
+                    logic signed [V_W-1:0] v_a;
+                    always_ff @(posedge clk) {e_a, v_a, e_q, v_q} <= {e_l, v_l, e_a, v_a};
+                end else begin : g_read1
+                    always_ff @(posedge clk) {e_q, v_q} <= {e_l, v_l};
+                end
+                piece_mult #(.A_W(V_W), .B_W(EXP_W + 1), .REGS(EXTRA - READS)) u_mul (
                     .clk(clk), .a(v_q), .b({1'b0, e_q}), .product(prod_d[l])
                 );
             end else begin : g_whole

@@ -34,12 +34,12 @@
 // engine's memory word), wr_sub the COLS-wide piece of it.
 //
 // ADDER_LEVELS = N >= 1 (the build's adder_levels, for a clock): EXTRA more stages between
-// stage 1 and stage 2: the memories' words are registered as they arrive (block RAM's
-// clock-to-output then has a cycle of its own), then again after the pass's operand, select
-// bits and ROM word are chosen from them, and the tile registers its terms and its adder tree
-// after every N levels (folded_proj_tile STAGES). The control travels beside the data in a
-// delay line; each pass drains EXTRA more cycles. ADDER_LEVELS = 0: no extra stage (EXTRA =
-// 0).
+// stage 1 and stage 2: the memories' words are registered twice as they arrive (block RAM's
+// clock-to-output, then the way across the part, each a cycle of its own), then again after
+// the pass's operand, select bits and ROM word are chosen from them, and the tile registers
+// its terms and its adder tree after every N levels (folded_proj_tile STAGES). The control
+// travels beside the data in a delay line; each pass drains EXTRA more cycles. ADDER_LEVELS
+// = 0: no extra stage (EXTRA = 0).
 //
 // Every width is a golden width (eatt.quant.golden.Formats), passed down by the engine.
 //
@@ -92,8 +92,8 @@ module folded_proj_walk #(
     parameter int DC_CW   = (DC > 1) ? $clog2(DC) : 1,
     parameter int M_CW    = (M > 1) ? $clog2(M) : 1,
     parameter int TREE_L  = (SIMD > 1) ? $clog2(SIMD) : 0,  // the tile's adder levels
-    parameter int EXTRA   = (ADDER_LEVELS > 0)  // the two read registers + the tile's stages
-                          ? 3 + ((TREE_L > 0) ? (TREE_L - 1) / ADDER_LEVELS : 0) : 0,
+    parameter int EXTRA   = (ADDER_LEVELS > 0)  // the three read registers + the tile's stages
+                          ? 4 + ((TREE_L > 0) ? (TREE_L - 1) / ADDER_LEVELS : 0) : 0,
     parameter int DRAIN   = 2 + EXTRA
 ) (
     input  wire logic                     clk,
@@ -150,7 +150,6 @@ module folded_proj_walk #(
 
     // -- the weight ROMs (synchronous reads, folded_rom: a macro at MACRO_ROWS words) ----------
     logic walk_valid;  // stage 0 reads a tile of a pass this cycle
-    logic [SIMD*COLS*W_W-1:0] w_word;  // the tile of stage 1's pass
     localparam int WA_W = $clog2(WORDS > 1 ? WORDS : 2);
     logic [WA_W-1:0] waddr;
     assign waddr = (cc * M + sub) * DC + rc;
@@ -198,34 +197,47 @@ module folded_proj_walk #(
     assign rd_x    = walk_valid && USES[PASS_Q] && pass == PASS_Q;
     assign rd_y    = walk_valid && (pass == PASS_K || pass == PASS_V);
     assign rd_o    = walk_valid && USES[PASS_O] && pass == PASS_O;
-    // the pass's word by constant part-selects: Verilator 5.049 stopped with an internal error
-    // on the variable one (rom_words[p1_pass*TILE_W +: TILE_W]) at the paper's 32k-bit tiles
-    always_comb begin
-        case (p1_pass)
-            2'd0: w_word = rom_words[0*TILE_W +: TILE_W];
-            2'd1: w_word = rom_words[1*TILE_W +: TILE_W];
-            2'd2: w_word = rom_words[2*TILE_W +: TILE_W];
-            default: w_word = rom_words[3*TILE_W +: TILE_W];
-        endcase
-    end
 
     logic [SIMD-1:0]      sel;      // binarized input bits (E-ATT Q, K)
     logic [SIMD*A_W-1:0]  operand;  // the input chunk, each element sign-extended to A_W
     logic [COLS*ACC_W-1:0] part, part_r;  // the tile's sums, registered (stage 2)
     logic signed [ACC_W-1:0] acc [COLS];
 
-    // the words stage 1 reads: as they arrive, or (ADDER_LEVELS >= 1) registered first, so a
-    // token memory's block RAM (its clock-to-output) has a cycle of its own before the
-    // operand's multiplexer and the select bits' compare; the pass and the ROM word with them
+    // the words stage 1 reads: as they arrive, or (ADDER_LEVELS >= 1) registered first, so
+    // each memory's block RAM (its clock-to-output) has a cycle of its own before the operand's
+    // multiplexer, the select bits' compare and the choice of the pass's ROM word (an ECP5
+    // flow moves these registers into the block RAMs: rtl_sim/ecp5_outreg.py); the pass with
+    // them (the unused passes' ROM words are constants, their registers none)
     logic [SIMD*IN_W-1:0]   x_src, y_src;
     logic [SIMD*ATTN_W-1:0] o_src;
     logic [1:0]             pass_src;
+    logic [4*TILE_W-1:0]    rom_src;
     logic [TILE_W-1:0]      w_src;
     if (ADDER_LEVELS > 0) begin : g_word_reg
-        always_ff @(posedge clk)
-            {x_src, y_src, o_src, pass_src, w_src} <= {x_word, y_word, o_word, p1_pass, w_word};
+        // twice: the first register is the block RAM's own on an ECP5 (its output register),
+        // the second sits beside the operands' multiplexers across the part from it
+        logic [SIMD*IN_W-1:0]   x_arr, y_arr;
+        logic [SIMD*ATTN_W-1:0] o_arr;
+        logic [1:0]             pass_arr;
+        logic [4*TILE_W-1:0]    rom_arr;
+        always_ff @(posedge clk) begin
+            {x_arr, y_arr, o_arr, pass_arr, rom_arr}
+                <= {x_word, y_word, o_word, p1_pass, rom_words};
+            {x_src, y_src, o_src, pass_src, rom_src} <= {x_arr, y_arr, o_arr, pass_arr, rom_arr};
+        end
     end else begin : g_word_wire
-        assign {x_src, y_src, o_src, pass_src, w_src} = {x_word, y_word, o_word, p1_pass, w_word};
+        assign {x_src, y_src, o_src, pass_src, rom_src}
+            = {x_word, y_word, o_word, p1_pass, rom_words};
+    end
+    // the pass's word by constant part-selects: Verilator 5.049 stopped with an internal error
+    // on the variable one (rom_src[pass_src*TILE_W +: TILE_W]) at the paper's 32k-bit tiles
+    always_comb begin
+        case (pass_src)
+            2'd0: w_src = rom_src[0*TILE_W +: TILE_W];
+            2'd1: w_src = rom_src[1*TILE_W +: TILE_W];
+            2'd2: w_src = rom_src[2*TILE_W +: TILE_W];
+            default: w_src = rom_src[3*TILE_W +: TILE_W];
+        endcase
     end
 
     for (genvar r = 0; r < SIMD; r++) begin : g_operand

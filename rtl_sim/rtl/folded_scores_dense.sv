@@ -78,16 +78,18 @@ module folded_scores_dense #(
         .WIDTH(LANES*SIMD*W_W), .DEPTH(WS_DEPTH), .SYNC(1), .FILE(FILE),
         .MACRO_ROWS(MACRO_ROWS), .AW(WS_A)
     ) ws_rom (.clk(clk), .re(re), .addr(WS_A'((hh * KB + jb) * DC + c)), .data(ws_word));
-    if (ADDER_LEVELS > 0) begin : g_q_reg
-        always_ff @(posedge clk) q_in <= q_word;
+    if (ADDER_LEVELS > 0) begin : g_q_reg  // twice: the block RAM's register, then the lanes'
+        logic [SIMD*QK_W-1:0] q_arr;
+        always_ff @(posedge clk) {q_arr, q_in} <= {q_word, q_arr};
     end else begin : g_q
         assign q_in = q_word;
     end
 
     for (genvar l = 0; l < LANES; l++) begin : g_lane
         logic [SIMD*W_W-1:0] k_in;  // W_2's column of lane l, chunk c
-        if (ADDER_LEVELS > 0) begin : g_k_reg
-            always_ff @(posedge clk) k_in <= ws_word[l*SIMD*W_W +: SIMD*W_W];
+        if (ADDER_LEVELS > 0) begin : g_k_reg  // twice, as H
+            logic [SIMD*W_W-1:0] k_arr;
+            always_ff @(posedge clk) {k_arr, k_in} <= {ws_word[l*SIMD*W_W +: SIMD*W_W], k_arr};
         end else begin : g_k
             assign k_in = ws_word[l*SIMD*W_W +: SIMD*W_W];
         end

@@ -7,9 +7,11 @@
 // the score phase reads bank att_b. A read (re, the score phase's stage 0: query qi, head
 // hh, key block jb, feature chunk c of the head) gives each lane's partial score of the
 // chunk, -sum |q - k| or sum q k over SIMD features (folded_score_lane), on `part` the
-// cycle after the read, or with ADDER_LEVELS a cycle more (q and k registered as read) plus
-// the lane's stages (folded_score_lane LEVELS). Bit-exact with the golden model's scores:
-// rtl_sim/tb/folded_attend tests it inside the unit.
+// cycle after the read, or with ADDER_LEVELS two cycles more (q and k registered twice as
+// read: on an ECP5 the first is the block RAM's output register, rtl_sim/ecp5_outreg.py, the
+// second sits beside the lanes) plus the lane's stages (folded_score_lane LEVELS).
+// Bit-exact with the golden model's scores: rtl_sim/tb/folded_attend tests it inside the
+// unit.
 
 `default_nettype none
 
@@ -71,8 +73,9 @@ module folded_scores_qk #(
         .waddr(QA_W'(banked(pre_b, QD, qk_tok*DC + qk_cc))), .wdata(qk_code),
         .re(re), .raddr(QA_W'(banked(att_b, QD, qi*DC + hh*HC + c))), .rdata(q_word)
     );
-    if (ADDER_LEVELS > 0) begin : g_q_reg
-        always_ff @(posedge clk) q_in <= q_word;
+    if (ADDER_LEVELS > 0) begin : g_q_reg  // twice: the block RAM's register, then the lanes'
+        logic [SIMD*QK_W-1:0] q_arr;
+        always_ff @(posedge clk) {q_arr, q_in} <= {q_word, q_arr};
     end else begin : g_q
         assign q_in = q_word;
     end
@@ -87,8 +90,9 @@ module folded_scores_qk #(
             .waddr(BA_W'(banked(pre_b, BD, qk_blk*DC + qk_cc))), .wdata(qk_code),
             .re(re), .raddr(BA_W'(banked(att_b, BD, jb*DC + hh*HC + c))), .rdata(k_word)
         );
-        if (ADDER_LEVELS > 0) begin : g_k_reg
-            always_ff @(posedge clk) k_in <= k_word;
+        if (ADDER_LEVELS > 0) begin : g_k_reg  // twice, as q
+            logic [SIMD*QK_W-1:0] k_arr;
+            always_ff @(posedge clk) {k_arr, k_in} <= {k_word, k_arr};
         end else begin : g_k
             assign k_in = k_word;
         end

@@ -5,7 +5,7 @@
 // R is a ROM (FILE), a word the LANES scores of query qi, head hh, keys jb LANES + l, at
 // (h LEN_Q + i) KB + jb (rtl_sim/folded.py score_rom_words). A read (re: the score phase's
 // stage 0) gives each lane's score on `part` as a one-term lane would: the cycle after the
-// read, or with ADDER_LEVELS two cycles later (the read registered, then the term's
+// read, or with ADDER_LEVELS three cycles later (the read registered twice, then the term's
 // register), so that the unit's pipeline is the same for every mechanism. Bit-exact with the
 // golden model's scores: rtl_sim/tb/folded_attend tests it inside the unit.
 
@@ -68,9 +68,9 @@ module folded_scores_randinit #(
     for (genvar l = 0; l < LANES; l++) begin : g_lane
         logic signed [W_W-1:0] r;
         assign r = ws_word[l*W_W +: W_W];
-        if (ADDER_LEVELS > 0) begin : g_r_reg  // the read register, then the term's
-            logic signed [W_W-1:0] r_q, r_t;
-            always_ff @(posedge clk) {r_q, r_t} <= {r, r_q};
+        if (ADDER_LEVELS > 0) begin : g_r_reg  // the read registered twice, then the term's
+            logic signed [W_W-1:0] r_a, r_q, r_t;
+            always_ff @(posedge clk) {r_a, r_q, r_t} <= {r, r_a, r_q};
             assign part[l*SCORE_W +: SCORE_W] = SCORE_W'(r_t);
         end else begin : g_r_wire
             assign part[l*SCORE_W +: SCORE_W] = SCORE_W'(r);

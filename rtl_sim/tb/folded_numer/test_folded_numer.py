@@ -32,6 +32,7 @@ CASES = {
     "l2-s2": dict(LANES=2, SIMD=2, EXP_W=11, V_W=12, NUMER_W=28),
     "l1-s1": dict(LANES=1, SIMD=1, EXP_W=6, V_W=5, NUMER_W=14),
     "l3-s2-extra4": dict(LANES=3, SIMD=2, EXP_W=11, V_W=22, NUMER_W=40, EXTRA=4),
+    "l2-s2-extra5-reads2": dict(LANES=2, SIMD=2, EXP_W=11, V_W=12, NUMER_W=26, EXTRA=5, READS=2),
     "l2-s4-extra2": dict(LANES=2, SIMD=4, EXP_W=9, V_W=12, NUMER_W=26, EXTRA=2),
 }
 CYCLES = 300
