@@ -144,19 +144,19 @@ def attention_fill(
     """The attention unit's drain cycles per query and head (folded_attention.sv): three a
     phase (ATTENTION_FILL), and with adder_levels: the score lanes' tree_stages, one more (q
     and k registered twice as read: the block RAM's output register, then beside the lanes),
-    the block max's max_stages before max S; five for exp (S, its table's index and word
-    registered, E's leading one and the reciprocal's index registered); twelve for the
-    numerators (e and V registered twice as read, e x V's DSP-sized pieces with a register on
-    each side: three; N and R registered beside the multipliers, N x R's pieces likewise,
-    N x R, then its shift in two stages: recip_normalize PIPE 3; then O registered before its
-    memory).
+    the block max's max_stages before max S; six for exp (S, its table's index and word
+    registered, the word twice, E's leading one and the reciprocal's index registered);
+    twelve for the numerators (e and V registered twice as read, e x V's DSP-sized pieces
+    with a register on each side: three; N and R registered beside the multipliers, N x R's
+    pieces likewise, N x R, then its shift in two stages: recip_normalize PIPE 3; then O
+    registered before its memory).
     ``lane_terms``: a score lane's terms where they are not simd (Mechanism.folded_lane_terms;
     RandInit's 0: its score is read, two stages as a one-term lane's)."""
     lane = simd if lane_terms is None else max(1, lane_terms)
     if not adder_levels:
         return ATTENTION_FILL
     lane_stages = tree_stages(lane, adder_levels) + 1  # + q and k's second read register
-    return ATTENTION_FILL + lane_stages + max_stages(lanes, adder_levels) + 17
+    return ATTENTION_FILL + lane_stages + max_stages(lanes, adder_levels) + 18
 
 
 def folded_cycles(
@@ -217,7 +217,7 @@ def folded_cycles(
         "compute": compute,
         "walks": walks,
         "longest_phase": max(load, before + after, attention, out),
-        "latency": load + compute + HANDOVER + out_extra(adder_levels),
+        "latency": load + compute + HANDOVER + in_extra(adder_levels) + out_extra(adder_levels),
         "ii": max(walks, attention + 1, load, out + 1 + out_extra(adder_levels)),
     }
 
@@ -225,6 +225,13 @@ def folded_cycles(
 #: cycles of a lone vector's latency past its phases: one at each hand-over between units
 #: (loader -> walks -> attention -> walks -> out) and one reading the first Z word
 HANDOVER = 4
+
+
+def in_extra(adder_levels: int = 0) -> int:
+    """Cycles adder_levels >= 1 adds between a vector's last input beat and its bank's full
+    flag (folded_attention.sv g_in_reg: the loader writes x and y a cycle after each beat,
+    from registers beside the memories); 0 without adder_levels."""
+    return 1 if adder_levels else 0
 
 
 def out_extra(adder_levels: int = 0) -> int:
@@ -259,6 +266,7 @@ def folded_schedule(
     pre that can go goes first, else the post."""
     c = folded_cycles(cfg, lanes, simd, pe, adder_levels)
     extra = out_extra(adder_levels)
+    landed = in_extra(adder_levels)  # the last beat's write, then the bank full
     load, pre, attn, post, out = (
         c["load"],
         c["projections_before"],
@@ -293,7 +301,7 @@ def folded_schedule(
         owed = n_pre - n_post
         go_pre = go_post = None
         if n_pre < vectors and owed < 2:
-            go_pre = max(walk_free, first_in[n_pre] + load, before2(att_end, n_pre))
+            go_pre = max(walk_free, first_in[n_pre] + load + landed, before2(att_end, n_pre))
         if owed:
             go_post = max(walk_free, att_end[n_post] + 1, before2(out_end, n_post))
         if go_pre is None or (go_post is not None and go_post < go_pre):
@@ -321,17 +329,17 @@ CYCLE_FORMULA = {
         "before (V), both len_q * DC^2 + 2 after; eatt: (M * len_k + max(0, len_q - (M - 1) * "
         "len_k)) * DC^2 + 2 before (the "
         "select and multiply walks at once), M * len_q * DC^2 + 2 after (2: a walk's drain "
-        "cycles a pass; with adder_levels N >= 1: 5 + (ceil(log2 simd) - 1) // N, simd > 1)"
+        "cycles a pass; with adder_levels N >= 1: 6 + (ceil(log2 simd) - 1) // N, simd > 1)"
     ),
     "attention": "len_q * heads * (KB*SC + KB + KB*HC + 9)  (9: the pipelines' drain cycles; "
-    "with adder_levels N >= 1: 9 + 17 + (ceil(log2 simd) - 1) // N + max(1, ceil(ceil(log2 "
-    "lanes) / N)), simd > 1; randinit: 9 + 17 + max(1, ...))",
+    "with adder_levels N >= 1: 9 + 21 + (ceil(log2 simd) - 1) // N + max(1, ceil(ceil(log2 "
+    "lanes) / N)), simd > 1; randinit: 9 + 21 + max(1, ...))",
     "out": "len_q * DC",
     "longest_phase": "max(load, projections, attention, out)",
     "latency": "load + projections + attention + 4  (one vector alone: first input beat -> "
     "first output beat; a cycle at each hand-over between units, one reading Z; with "
-    "adder_levels + 2: Z read ahead into a FIFO)",
-    "ii": "max(projections + 2, attention + 1, load, out + 1 (+ 2 with adder_levels))  (the "
+    "adder_levels + 1 + 3: the loader's writes registered, Z read ahead into a FIFO)",
+    "ii": "max(projections + 2, attention + 1, load, out + 1 (+ 3 with adder_levels))  (the "
     "phases overlap across "
     "vectors: the busiest unit, + its start cycle; first input beat -> the next vector's, "
     "the stream settled)",

@@ -157,10 +157,10 @@ def test_cycle_formula():
     # e x V's pieces with a register on each side (3), E's leading one and the reciprocal's
     # index registered (2), N and R beside the multipliers, N x R's pieces likewise (3) and
     # N x R registered and shifted in two stages (6), O registered before its memory (1)
-    # (17: the reads 2 + 1 + 1, then 1 + 3 + 2 + 6 + 1)
+    # (18: the reads 2 + 1 + 1, the exp word's second register 1, then 1 + 3 + 2 + 6 + 1)
     assert max_stages(11, 1) == 4 and max_stages(11, 2) == 2 and max_stages(1, 1) == 1
     assert max_stages(2, 1) == 1 and max_stages(4, 0) == 0
-    assert p1["attention"] == v["attention"] + 22 * 8 * (6 + 4 + 17)
+    assert p1["attention"] == v["attention"] + 22 * 8 * (6 + 4 + 18)
     # the Synthesizers: Dense's walk V then H, its lanes over the whole token (DC chunks);
     # RandInit's walk V only, a key block's scores one read (its lane: two stages pipelined)
     dense = folded_cycles(CoreConfig("dense", **size), lanes=11, simd=16)
@@ -170,7 +170,7 @@ def test_cycle_formula():
     assert rand["projections"] == (22 * dc * dc + 2) + (22 * dc * dc + 2)
     assert rand["attention"] == 22 * 8 * (kb + kb + kb * hc + 9)
     r1 = folded_cycles(CoreConfig("randinit", **size), lanes=11, simd=16, adder_levels=1)
-    assert r1["attention"] == rand["attention"] + 22 * 8 * (3 + 4 + 17)  # the max as above
+    assert r1["attention"] == rand["attention"] + 22 * 8 * (3 + 4 + 18)  # the max as above
 
 
 def test_schedule_settles_on_the_busiest_unit():
@@ -398,7 +398,7 @@ def test_score_rom_layout():
 
 
 def test_paper_size_generation_is_small(tmp_path):
-    """l 22, d 512, 8 heads: about 140 KB of SystemVerilog (the hand-written modules, whatever
+    """l 22, d 512, 8 heads: about 150 KB of SystemVerilog (the hand-written modules, whatever
     the size), the weights in .mem files."""
     cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=22, len_k=22, dim=512, heads=8))
     out = tmp_path / "rtl"
@@ -407,7 +407,7 @@ def test_paper_size_generation_is_small(tmp_path):
     assert load_metadata(out)["level"] == "folded"
     sv = sum((out / s).stat().st_size for s in meta["sources"])
     # the hand-written engine and its leaves (fixed: every mechanism's), the memories among them
-    assert sv < 150_000
+    assert sv < 160_000
     assert len((out / "wq.mem").read_text().splitlines()) == (512 // 16) ** 2
 
 

@@ -146,8 +146,8 @@ module folded_attend #(
     // registered twice as read, the lane's terms and its tree every ADDER_LEVELS levels: the
     // lane's chunk sum reaches part_r S_EXTRA cycles later, and its stage 2 with it, through
     // x_tap) and MAX_PIPE more after stage 3 (the block's max over the lanes registered every
-    // ADDER_LEVELS compare levels, then max S updated); exp's stage 1 takes E_EXTRA = 3 more
-    // (S registered as read, the table's index, then the exp table's word) and the
+    // ADDER_LEVELS compare levels, then max S updated); exp's stage 1 takes E_EXTRA = 4 more
+    // (S registered as read, the table's index, then the exp table's word twice) and the
     // numerators' N_EXTRA = 5 (e and V registered twice as read, then e x V in multipliers
     // of at most 18 bits with a register on each side, piece_mult REGS 3); x_tap carries the
     // items; exp drains two more cycles (E's leading one, then the reciprocal's index
@@ -167,7 +167,9 @@ module folded_attend #(
     localparam int NORM_MODE = (ADDER_LEVELS > 0) ? 3 : 0;
     localparam int NORM_LAT = (ADDER_LEVELS > 0) ? 7 : 0;  // + O's register (g_o_reg)
     // exp: S, the table's index and the exp word registered
-    localparam int E_EXTRA = (ADDER_LEVELS > 0) ? 3 : 0;
+    localparam int E_READS = (ADDER_LEVELS > 0) ? 2 : 0;  // registers on the exp word as read
+    localparam int E_EXTRA = (ADDER_LEVELS > 0) ? 2 + E_READS : 0;
+    localparam int E_ADDR = (E_EXTRA > 0) ? E_EXTRA - E_READS : 0;  // x_tap addressing it
     // numerators: e and V registered, then e x V's DSP-sized pieces (piece_mult REGS 3)
     localparam int N_EXTRA = (ADDER_LEVELS > 0) ? 5 : 0;
     localparam int FILL_N = FILL + N_EXTRA + NORM_LAT;  // the numerators' drain cycles
@@ -227,10 +229,10 @@ module folded_attend #(
     assign nm0 = (state == S_NUMER) && (drain == 0);
     assign drained = (drain == DRAIN_W'((state == S_NUMER) ? FILL_N
                                 : (state == S_SCORE) ? FILL_S : FILL_E));
-    // the max (stage 3), exp (its table's address: stage 1, E_EXTRA - 1 cycles later)
+    // the max (stage 3), exp (its table's address: stage 1, E_ADDR cycles later)
     assign vis_jb = (state == S_SCORE) ? p3_jb : ea_jb;
     // ADDER_LEVELS >= 1: visible[] registered, from the items a cycle before vis_jb's (p3_jb
-    // is p2_jb a cycle later; ea_jb, at E_EXTRA = 3, is x_tap 1's a cycle later). The phase, the
+    // is p2_jb a cycle later; ea_jb, at E_ADDR = 2, is x_tap 1's a cycle later). The phase, the
     // query and the masks hold while a phase's items are in flight (a phase changes after its
     // drain), so the flags equal the combinational ones: the key compares leave the path from
     // the phase state into the max tree and the exp table's read enables.
@@ -316,13 +318,15 @@ module folded_attend #(
             .wdata(s_next[l]), .re(ex0), .raddr(SA_W'(jb)), .rdata(s_read[l])
         );
         // S and the exp word as exp's stages take them: registered as read with ADDER_LEVELS
-        // (a block RAM's clock-to-output gets a cycle of its own; e and V: folded_numer)
+        // (a block RAM's clock-to-output gets a cycle of its own), the exp word twice (the
+        // table's block RAM register, then one beside E and e_bank; e and V: folded_numer)
         logic signed [SCORE_W-1:0] s_in;
         logic [EXP_W-1:0] exp_in;
         if (ADDER_LEVELS > 0) begin : g_read_reg
+            logic [EXP_W-1:0] exp_a;
             always_ff @(posedge clk) begin
                 s_in <= s_read[l];
-                exp_in <= exp_data[l*EXP_W +: EXP_W];
+                {exp_a, exp_in} <= {exp_data[l*EXP_W +: EXP_W], exp_a};
             end
         end else begin : g_read
             assign {s_in, exp_in} = {s_read[l], exp_data[l*EXP_W +: EXP_W]};
@@ -472,7 +476,7 @@ module folded_attend #(
     // -- the attention unit: per query and head, scores, exp, numerators -----------------------
     // stage 1's items, X_LEN cycles back (beside the pipelined reads and sums): each phase's
     // stage 2 takes its own tap (scores S_EXTRA, exp E_EXTRA, numerators N_EXTRA), exp's
-    // table is addressed from tap E_EXTRA - 1 (ea_*)
+    // table is addressed from tap E_ADDR (ea_*)
     localparam int P_W = 3 + KB_CW + C_CW;  // {valid, phase, key block, chunk}
     localparam int X_SE = (S_EXTRA > E_EXTRA) ? S_EXTRA : E_EXTRA;
     localparam int X_LEN = (X_SE > N_EXTRA) ? X_SE : N_EXTRA;
@@ -489,11 +493,11 @@ module folded_attend #(
     end
     assign p2_in = (state == S_SCORE) ? x_tap[S_EXTRA*P_W +: P_W]
                  : (state == S_EXP) ? x_tap[E_EXTRA*P_W +: P_W] : x_tap[N_EXTRA*P_W +: P_W];
-    assign {ea_v, ea_ph_unused, ea_jb, ea_c_unused} =
-        x_tap[((E_EXTRA > 0) ? E_EXTRA - 1 : 0)*P_W +: P_W];
-    assign ev_pre_jb = x_tap[((E_EXTRA > 1) ? E_EXTRA - 2 : 0)*P_W + C_CW +: KB_CW];
-    if (E_EXTRA > 1) begin : g_hit_reg  // the exp word registered: its hit flag a cycle later
-        always_ff @(posedge clk) hit_in <= rst ? '0 : exp_re;
+    assign {ea_v, ea_ph_unused, ea_jb, ea_c_unused} = x_tap[E_ADDR*P_W +: P_W];
+    assign ev_pre_jb = x_tap[((E_ADDR > 0) ? E_ADDR - 1 : 0)*P_W + C_CW +: KB_CW];
+    if (E_READS > 0) begin : g_hit_reg  // the exp word registered twice: its hit flag too
+        logic [LANES-1:0] hit_a;
+        always_ff @(posedge clk) {hit_a, hit_in} <= rst ? '0 : {exp_re, hit_a};
     end else begin : g_hit
         assign hit_in = exp_re;
     end

@@ -205,6 +205,32 @@ module folded_attention #(
 
     logic in_beat;
     assign in_beat = s_axis_tvalid && s_axis_tready;
+    // the loader's writes into x, y [ld_b]: as each beat comes, or with ADDER_LEVELS a cycle
+    // later from registers beside the memories (the beat's count no longer runs from the port
+    // to the block RAMs across the part and back), the bank's full flag set with the last
+    logic                 x_we, y_we, full_set, full_b;
+    logic [QA_W-1:0]      x_wa;
+    logic [KA_W-1:0]      y_wa;
+    logic [SIMD*IN_W-1:0] in_data;
+    if (ADDER_LEVELS > 0) begin : g_in_reg
+        always_ff @(posedge clk) begin
+            x_we <= !rst && in_beat && in_cnt < LEN_Q * DC;
+            y_we <= !rst && in_beat && in_cnt >= LEN_Q * DC;
+            full_set <= !rst && in_beat && in_cnt == IN_BEATS - 1;
+            x_wa <= QA_W'(banked(ld_b, QD, in_cnt));
+            y_wa <= KA_W'(banked(ld_b, YD, in_cnt - LEN_Q * DC));
+            full_b <= ld_b;
+            in_data <= s_axis_tdata;
+        end
+    end else begin : g_in_wire
+        assign x_we = in_beat && in_cnt < LEN_Q * DC;
+        assign y_we = in_beat && in_cnt >= LEN_Q * DC;
+        assign full_set = in_beat && in_cnt == IN_BEATS - 1;
+        assign x_wa = QA_W'(banked(ld_b, QD, in_cnt));
+        assign y_wa = KA_W'(banked(ld_b, YD, in_cnt - LEN_Q * DC));
+        assign full_b = ld_b;
+        assign in_data = s_axis_tdata;
+    end
     // the words the walks read: x (Q) and y (K, V) at (rd_tok, rd_rc), O for the O pass
     logic [SIMD*IN_W-1:0]   x_word, y_word;
     logic [SIMD*ATTN_W-1:0] a_word;
@@ -317,9 +343,7 @@ module folded_attention #(
         folded_ram #(
             .WIDTH(SIMD*IN_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)
         ) x_mem (
-            .clk(clk), .we(in_beat && in_cnt < LEN_Q * DC),
-            .waddr(QA_W'(banked(ld_b, QD, in_cnt))),
-            .wdata(s_axis_tdata), .re(x_re),
+            .clk(clk), .we(x_we), .waddr(x_wa), .wdata(in_data), .re(x_re),
             .raddr(QA_W'(banked(pre_b, QD, x_rd_tok*DC + x_rd_rc))),
             .rdata(x_word)
         );
@@ -327,14 +351,13 @@ module folded_attention #(
         /* verilator lint_off UNUSEDSIGNAL */
         logic x_unused;
         /* verilator lint_on UNUSEDSIGNAL */
-        assign x_unused = x_re ^ (|x_rd_tok) ^ (|x_rd_rc);
+        assign x_unused = x_re ^ (|x_rd_tok) ^ (|x_rd_rc) ^ x_we ^ (|x_wa);
         assign x_word = '0;
     end
     folded_ram #(
         .WIDTH(SIMD*IN_W), .DEPTH(2*LEN_K*DC), .MACRO_ROWS(MACRO_ROWS), .AW(KA_W)
     ) y_mem (
-        .clk(clk), .we(in_beat && in_cnt >= LEN_Q * DC),
-        .waddr(KA_W'(banked(ld_b, YD, in_cnt - LEN_Q * DC))), .wdata(s_axis_tdata), .re(y_re),
+        .clk(clk), .we(y_we), .waddr(y_wa), .wdata(in_data), .re(y_re),
         .raddr(KA_W'(banked(pre_b, YD, m_rd_tok*DC + m_rd_rc))), .rdata(y_word)
     );
     // Z in M pieces of PE columns, read back as SIMD-wide beats
@@ -475,12 +498,12 @@ module folded_attention #(
                 end
                 if (in_cnt == IN_BEATS - 1) begin
                     in_cnt <= 0;
-                    xy_full[ld_b] <= 1'b1;
                     ld_b <= !ld_b;
                 end else begin
                     in_cnt <= in_cnt + 1;
                 end
             end
+            if (full_set) xy_full[full_b] <= 1'b1;  // (g_in_reg, g_in_wire)
             // walks: pre takes x, y [pre_b] to Q, K, V [pre_b]; post O [post_b] to Z [post_b]
             if (pre_go) begin
                 walk_pre <= 1'b1;
