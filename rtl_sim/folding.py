@@ -123,9 +123,10 @@ def tree_stages(simd: int, adder_levels: int = 0) -> int:
 
 def walk_drain(simd: int, adder_levels: int = 0) -> int:
     """A walk's drain cycles a pass (folded_proj_walk.sv DRAIN): WALK_DRAIN + tree_stages, and
-    with adder_levels two more (the memories' words registered twice before the operand is
-    chosen from them: the block RAM's output register, then beside the walk)."""
-    return WALK_DRAIN + tree_stages(simd, adder_levels) + (2 if adder_levels else 0)
+    with adder_levels three more (the memories' words registered twice before the operand is
+    chosen from them: the block RAM's output register, then beside the walk; the chunk's codes
+    registered before the memories they are written to)."""
+    return WALK_DRAIN + tree_stages(simd, adder_levels) + (3 if adder_levels else 0)
 
 
 def max_stages(lanes: int, adder_levels: int = 0) -> int:
@@ -329,7 +330,7 @@ CYCLE_FORMULA = {
         "before (V), both len_q * DC^2 + 2 after; eatt: (M * len_k + max(0, len_q - (M - 1) * "
         "len_k)) * DC^2 + 2 before (the "
         "select and multiply walks at once), M * len_q * DC^2 + 2 after (2: a walk's drain "
-        "cycles a pass; with adder_levels N >= 1: 6 + (ceil(log2 simd) - 1) // N, simd > 1)"
+        "cycles a pass; with adder_levels N >= 1: 7 + (ceil(log2 simd) - 1) // N, simd > 1)"
     ),
     "attention": "len_q * heads * (KB*SC + KB + KB*HC + 9)  (9: the pipelines' drain cycles; "
     "with adder_levels N >= 1: 9 + 21 + (ceil(log2 simd) - 1) // N + max(1, ceil(ceil(log2 "

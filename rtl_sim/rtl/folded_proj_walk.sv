@@ -22,7 +22,7 @@
 // (the ROM word (cc*M + sub)*DC + rc, written by rtl_sim/folded.py weight_tiles). Then DRAIN
 // cycles drain the pipeline. A pass takes T * DC * (DIM / COLS) + DRAIN cycles. The select walk
 // (SELECT = 1) has its own order (g_interleave) and DRAIN drain cycles at the end. `finishing`
-// is high in the drain cycle that ends the phase. DRAIN = 2 + EXTRA (rtl_sim/folding.py
+// is high in the drain cycle that ends the phase. DRAIN = 2 + EXTRA + W_REG (rtl_sim/folding.py
 // walk_drain).
 //
 // Stage 0: the counters address the ROMs (folded_rom: synchronous read, block RAM; the pass's
@@ -94,7 +94,8 @@ module folded_proj_walk #(
     parameter int TREE_L  = (SIMD > 1) ? $clog2(SIMD) : 0,  // the tile's adder levels
     parameter int EXTRA   = (ADDER_LEVELS > 0)  // the three read registers + the tile's stages
                           ? 4 + ((TREE_L > 0) ? (TREE_L - 1) / ADDER_LEVELS : 0) : 0,
-    parameter int DRAIN   = 2 + EXTRA
+    parameter int W_REG   = (ADDER_LEVELS > 0) ? 1 : 0,  // the chunk registered (g_wr_reg)
+    parameter int DRAIN   = 2 + EXTRA + W_REG
 ) (
     input  wire logic                     clk,
     input  wire logic                     rst,
@@ -268,6 +269,9 @@ module folded_proj_walk #(
         .clk(clk), .sel(t_sel), .a(t_operand), .w(t_w), .part(part)
     );
 
+    logic [COLS*QK_W-1:0]  code_qk;  // the chunk's codes as computed (stage 2)
+    logic [COLS*V_W-1:0]   code_v;
+    logic [COLS*OUT_W-1:0] code_z;
     for (genvar c = 0; c < COLS; c++) begin : g_acc
         logic signed [ACC_W-1:0] acc_next;
         /* verilator lint_off UNUSEDSIGNAL */  // each pass keeps its code's width
@@ -278,23 +282,32 @@ module folded_proj_walk #(
                                      : (USES[PASS_O] && p2_pass == PASS_O) ? O_SHIFT : Q_SHIFT);
         // Dense's hidden layer: relu after the requantization (a floor: the same either way),
         // on the code's sign bit (the formats keep the code within QK_W bits)
-        assign wr_qk[c*QK_W +: QK_W] = (RELU != 0 && p2_pass == PASS_Q && shifted[QK_W-1])
+        assign code_qk[c*QK_W +: QK_W] = (RELU != 0 && p2_pass == PASS_Q && shifted[QK_W-1])
             ? QK_W'(0) : shifted[QK_W-1:0];
-        assign wr_v[c*V_W +: V_W]    = shifted[V_W-1:0];
-        assign wr_z[c*OUT_W +: OUT_W] = shifted[OUT_W-1:0];
+        assign code_v[c*V_W +: V_W]    = shifted[V_W-1:0];
+        assign code_z[c*OUT_W +: OUT_W] = shifted[OUT_W-1:0];
         always_ff @(posedge clk) begin
             if (rst) acc[c] <= '0;
             else if (p2_valid) acc[c] <= acc_next;
         end
     end
 
-    assign wr_valid = p2_valid && p2_last;
-    assign wr_pass  = p2_pass;
-    assign wr_tok   = p2_tok;
-    assign wr_lane  = p2_lane;
-    assign wr_blk   = p2_blk;
-    assign wr_cc    = p2_cc;
-    assign wr_sub   = p2_sub;
+    // the chunk to the engine's memories: as computed, or (ADDER_LEVELS >= 1) registered
+    // first, the codes' adder and requantization a cycle apart from the block RAMs they are
+    // written to across the part (each pass drains a cycle more: W_REG)
+    if (ADDER_LEVELS > 0) begin : g_wr_reg
+        always_ff @(posedge clk) begin
+            wr_valid <= !rst && p2_valid && p2_last;
+            {wr_pass, wr_tok, wr_lane, wr_blk, wr_cc, wr_sub} <=
+                {p2_pass, p2_tok, p2_lane, p2_blk, p2_cc, p2_sub};
+            {wr_qk, wr_v, wr_z} <= {code_qk, code_v, code_z};
+        end
+    end else begin : g_wr_wire
+        assign wr_valid = p2_valid && p2_last;
+        assign {wr_pass, wr_tok, wr_lane, wr_blk, wr_cc, wr_sub} =
+            {p2_pass, p2_tok, p2_lane, p2_blk, p2_cc, p2_sub};
+        assign {wr_qk, wr_v, wr_z} = {code_qk, code_v, code_z};
+    end
 
     // -- stage 0 -> stage 1 ------------------------------------------------------------------------
 
