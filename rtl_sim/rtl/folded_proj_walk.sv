@@ -269,9 +269,13 @@ module folded_proj_walk #(
         .clk(clk), .sel(t_sel), .a(t_operand), .w(t_w), .part(part)
     );
 
+    /* verilator lint_off UNDRIVEN */  // (ADDER_LEVELS = 0: the codes go straight out)
+    /* verilator lint_off UNUSEDSIGNAL */
     logic [COLS*QK_W-1:0]  code_qk;  // the chunk's codes as computed (stage 2)
     logic [COLS*V_W-1:0]   code_v;
     logic [COLS*OUT_W-1:0] code_z;
+    /* verilator lint_on UNUSEDSIGNAL */
+    /* verilator lint_on UNDRIVEN */
     for (genvar c = 0; c < COLS; c++) begin : g_acc
         logic signed [ACC_W-1:0] acc_next;
         /* verilator lint_off UNUSEDSIGNAL */  // each pass keeps its code's width
@@ -282,10 +286,20 @@ module folded_proj_walk #(
                                      : (USES[PASS_O] && p2_pass == PASS_O) ? O_SHIFT : Q_SHIFT);
         // Dense's hidden layer: relu after the requantization (a floor: the same either way),
         // on the code's sign bit (the formats keep the code within QK_W bits)
-        assign code_qk[c*QK_W +: QK_W] = (RELU != 0 && p2_pass == PASS_Q && shifted[QK_W-1])
+        logic [QK_W-1:0] qk_c;
+        assign qk_c = (RELU != 0 && p2_pass == PASS_Q && shifted[QK_W-1])
             ? QK_W'(0) : shifted[QK_W-1:0];
-        assign code_v[c*V_W +: V_W]    = shifted[V_W-1:0];
-        assign code_z[c*OUT_W +: OUT_W] = shifted[OUT_W-1:0];
+        if (ADDER_LEVELS > 0) begin : g_code  // registered below (g_wr_reg)
+            assign code_qk[c*QK_W +: QK_W]  = qk_c;
+            assign code_v[c*V_W +: V_W]     = shifted[V_W-1:0];
+            assign code_z[c*OUT_W +: OUT_W] = shifted[OUT_W-1:0];
+        end else begin : g_code_out  // straight out (the netlist of the unpipelined walk as
+            // it was: written through code_* it maps differently, and its clock-gated
+            // gate-level simulation disagreed; see docs/power.md "Clock gating")
+            assign wr_qk[c*QK_W +: QK_W]  = qk_c;
+            assign wr_v[c*V_W +: V_W]     = shifted[V_W-1:0];
+            assign wr_z[c*OUT_W +: OUT_W] = shifted[OUT_W-1:0];
+        end
         always_ff @(posedge clk) begin
             if (rst) acc[c] <= '0;
             else if (p2_valid) acc[c] <= acc_next;
@@ -304,9 +318,12 @@ module folded_proj_walk #(
         end
     end else begin : g_wr_wire
         assign wr_valid = p2_valid && p2_last;
-        assign {wr_pass, wr_tok, wr_lane, wr_blk, wr_cc, wr_sub} =
-            {p2_pass, p2_tok, p2_lane, p2_blk, p2_cc, p2_sub};
-        assign {wr_qk, wr_v, wr_z} = {code_qk, code_v, code_z};
+        assign wr_pass  = p2_pass;
+        assign wr_tok   = p2_tok;
+        assign wr_lane  = p2_lane;
+        assign wr_blk   = p2_blk;
+        assign wr_cc    = p2_cc;
+        assign wr_sub   = p2_sub;
     end
 
     // -- stage 0 -> stage 1 ------------------------------------------------------------------------
