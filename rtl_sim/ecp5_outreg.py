@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from eatt.rtl_sim.ecp5_models import _param_int
+
 DO_BITS = 18  # DOA0..17, DOB0..17
 
 
@@ -35,8 +37,11 @@ def _s(value: object) -> str:
 
 def _is_36(cell: dict) -> bool:
     p = cell.get("parameters", {})
-    w = [_s(p.get(f"DATA_WIDTH_{q}", "18")) for q in "AB"]
-    return all(x in ("36", format(36, "032b")) for x in w)
+    return all(_param_int(_s(p.get(f"DATA_WIDTH_{q}", "18"))) == 36 for q in "AB")
+
+
+def _inverted(cell: dict, clock: str) -> bool:
+    return _s(cell.get("parameters", {}).get(f"{clock}MUX", clock)) == "INV"
 
 
 def _sinks(module: dict) -> dict[int, list[tuple[str, str]]]:
@@ -62,7 +67,7 @@ def _side(
     cell: dict,
     pins: list[str],
     clock: str,
-    clkmux: str,
+    inverted: bool,
     sinks: dict[int, list[tuple[str, str]]],
 ) -> tuple[list[tuple[str, str]], object] | None:
     """The (output pin, flip-flop) pairs of one read side and their enable ("1" or a net bit),
@@ -83,9 +88,7 @@ def _side(
             return None
         p = {k: _s(v) for k, v in ff.get("parameters", {}).items()}
         c = ff["connections"]
-        if c.get("CLK", [None])[0] != clk or p.get("CLKMUX", "CLK") != (
-            "CLK" if clkmux != "INV" else "INV"
-        ):
+        if c.get("CLK", [None])[0] != clk or (p.get("CLKMUX", "CLK") == "INV") != inverted:
             return None
         if p.get("REGSET", "RESET") != "RESET" or p.get("LSRMODE", "LSR") != "LSR":
             return None
@@ -120,9 +123,9 @@ def absorb_output_registers(netlist: dict) -> dict[str, int]:
             p = cell.setdefault("parameters", {})
             if _is_36(cell):  # the pseudo dual port: B reads {DOB, DOA}
                 c = cell["connections"]
-                if c.get("CLKA") != c.get("CLKB") or _s(p.get("CLKAMUX", "CLKA")) != _s(
-                    p.get("CLKBMUX", "CLKB")
-                ).replace("CLKB", "CLKA"):
+                if c.get("CLKA") != c.get("CLKB") or _inverted(cell, "CLKA") != _inverted(
+                    cell, "CLKB"
+                ):
                     continue  # (both sides' registers are set: one clock for both)
                 sides = [("AB", [f"DO{q}{i}" for q in "AB" for i in range(DO_BITS)], "CLKB")]
             else:
@@ -130,8 +133,7 @@ def absorb_output_registers(netlist: dict) -> dict[str, int]:
             for regs, pins, clock in sides:
                 if any(_s(p.get(f"REGMODE_{q}", "NOREG")) != "NOREG" for q in regs):
                     continue
-                clkmux = _s(p.get(f"{clock}MUX", clock))
-                found = _side(module, cell, pins, clock, clkmux, sinks)
+                found = _side(module, cell, pins, clock, _inverted(cell, clock), sinks)
                 if found is None:
                     continue
                 pairs, enable = found
