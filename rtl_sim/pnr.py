@@ -326,7 +326,8 @@ def pnr(
             "bitstream": None, "fits": False, "routed": False, "utilization": {},
             "summary": dict.fromkeys(("LUT4", "DFF", "CCU2C", "MULT18X18D", "DP16KD"), 0),
             "fmax_mhz": {}, "constraint_mhz": round(1000.0 / clock_ns, 2), "timing_met": False,
-            "throughput": throughput(meta, None), "error": beyond, "yosys": None,
+            "throughput": throughput(meta, None), "error": beyond,
+            "bram_outreg": {"sides": 0, "flip_flops": 0}, "yosys": None,
             "nextpnr": None, "seconds": 0.0, "peak_mb": 0,
         }  # fmt: skip
     yosys = find_yosys()

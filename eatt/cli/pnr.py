@@ -110,7 +110,8 @@ def _text(r: dict) -> str:
             f" CCU2C {s['CCU2C']}",
             f"blocks       MULT18X18D {s['MULT18X18D']}/"
             f"{util.get('MULT18X18D', {}).get('available', 0)}, DP16KD {s['DP16KD']}/"
-            f"{util.get('DP16KD', {}).get('available', 0)}, IO {s.get('IO', 0)}",
+            f"{util.get('DP16KD', {}).get('available', 0)}, IO {s.get('IO', 0)}"
+            + _outreg(r.get("bram_outreg")),
             f"Fmax         {fmax} (constraint {r['constraint_mhz']:g} MHz)",
             rate.line(r.get("throughput")),
             f"time         {r['seconds']:.0f} s, peak {r['peak_mb']} MiB"
@@ -118,3 +119,12 @@ def _text(r: dict) -> str:
             + (f"\nnot fitting  {r['error']}" if r["error"] else ""),
         ]
     )
+
+
+def _outreg(moved: dict | None) -> str:
+    """The block RAM read sides given their output register (rtl_sim/ecp5_outreg.py)."""
+    if not moved or not moved["sides"]:
+        return ""
+    n = moved["sides"]
+    plural = "s" if n != 1 else ""
+    return f"; {moved['flip_flops']} flip-flops moved into {n} block RAM output register{plural}"
