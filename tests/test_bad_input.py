@@ -96,6 +96,24 @@ CASES = [
     ("train into a user's folder", ["train", "run.yaml", "-o", "notes"], 2, "not made by eatt"),
     ("experiment into a user's folder", ["experiment", "qat", "--quick", "-o", "."], 2, None),
     (
+        "experiment --reuse a missing report",
+        ["experiment", "ablation", "--quick", "--reuse", "none.json", "-o", "x"],
+        2,
+        "--reuse none.json: no such file",
+    ),
+    (
+        "experiment --reuse a config",
+        ["experiment", "ablation", "--quick", "--reuse", "run.yaml", "-o", "x"],
+        2,
+        "--reuse run.yaml: not a JSON experiment report",
+    ),
+    (
+        "experiment --reuse into a staged experiment",
+        ["experiment", "qat", "--quick", "--reuse", "run.yaml", "-o", "x"],
+        2,
+        "qat is a staged experiment",
+    ),
+    (
         "experiment into an RTL folder",
         ["experiment", "qat", "--quick", "-o", "ourrtl"],
         2,

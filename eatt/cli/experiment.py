@@ -50,6 +50,16 @@ def add_arguments(p) -> None:
         help="reuse the runs in -o DIR/NAME/runs that finished with the same model, training "
         "settings and data (a seeded run's evaluation too): a long experiment across sessions",
     )
+    p.add_argument(
+        "--reuse",
+        action="append",
+        default=[],
+        metavar="REPORT.json",
+        help="take the runs of an earlier report (results.json of a seeded experiment, e.g. "
+        "bench/results/experiments/eatt-vs-vanilla-ding.json) that equal runs of this one "
+        "(model, training settings, data, beam, alpha, seed) instead of training them again; "
+        "repeatable",
+    )
     add_json(p)
 
 
@@ -66,6 +76,7 @@ def run(args) -> int:
         seeds=args.seeds,
         resume=args.resume,
         task=args.task,
+        reuse=tuple(args.reuse),
     )
     emit(report, args.json, format_table)
     return EXIT_OK

@@ -78,6 +78,7 @@ from .hybrids import HYBRID_KINDS
 from .l0drop import L0_LAMBDAS, LONG_SOURCES
 from .qat import QAT_BITS
 from .registry import EXPERIMENTS, REGISTRY, STAGED_EXPERIMENTS
+from .reuse import REUSED, load_reused
 from .seeded import Plan, SeededExperiment, Variant
 from .staged import RESUME, WINDOW_D, StagedExperiment
 from .window import FLEXIBLE_BETA, TAUS
@@ -118,6 +119,7 @@ def run_experiment(
     seeds: tuple[int, ...] | None = None,
     resume: bool = False,
     task: str = "synthetic",
+    reuse: tuple[str | os.PathLike, ...] = (),
 ) -> dict:
     """Run experiment ``name``; returns what ``results.json`` holds (see the module doc).
 
@@ -134,6 +136,9 @@ def run_experiment(
     settings and data asked for is reused, not trained again (every run is deterministic; a
     seeded run's evaluation too, eatt.model.experiments.seeded); anything else is trained as
     without it.
+    ``reuse``: reports (``results.json``) of earlier seeded experiments whose runs equal some of
+    this one's (model, training settings, data, beam, alpha, seed): those runs are taken as
+    recorded, not trained again (eatt.model.experiments.reuse).
     """
     experiment = REGISTRY.get(name)
     if experiment is None:
@@ -148,12 +153,19 @@ def run_experiment(
             f"--task {task}: {name} runs on the {' or '.join(experiment.tasks)} task only "
             f"({task}: {', '.join(able)})"
         )
+    if reuse and not isinstance(experiment, SeededExperiment):
+        raise ValueError(
+            f"--reuse: {name} is a staged experiment; only runs of the experiments "
+            f"of independent runs ({', '.join(EXPERIMENTS)}) can be reused"
+        )
+    reused = load_reused(reuse)
     if task == "ding":
         find_ding()  # the package missing: exit 3 before any folder is claimed
-    task_token = TASK.set(task)
+    task_token, reuse_token = TASK.set(task), REUSED.set(reused)
     try:
         return _run(experiment, name, quick, out_dir, quiet, workers, steps, seeds, resume, task)
     finally:
+        REUSED.reset(reuse_token)
         TASK.reset(task_token)
 
 

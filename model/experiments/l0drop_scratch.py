@@ -133,8 +133,11 @@ class L0DropScratch(SeededExperiment):
     def _rows(self, plan: Plan, runs: list[dict]) -> list[dict]:
         rows = super()._rows(plan, runs)
         data = synthetic_task(plan.data)
-        for run in runs:  # what each run's gates prune, by kind of token
-            run["pruned_by_category"] = pruned_by_category(run["checkpoint"], data)
+        for (
+            run
+        ) in runs:  # what each run's gates prune, by kind of token (a reused run's: as recorded)
+            if not (run.get("reused_from") and "pruned_by_category" in run):
+                run["pruned_by_category"] = pruned_by_category(run["checkpoint"], data)
         for row in rows:
             mine = [r for r in runs if r["label"] == row["label"]]
             rates = [r.get("sparsity_rate") or 0.0 for r in mine]

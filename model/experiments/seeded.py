@@ -32,6 +32,7 @@ from ..seq2seq import ModelConfig
 from ..train import TrainConfig, train
 from ..train_state import refuse_planted
 from .base import Experiment, _log
+from .reuse import find_reused
 from .staged import RESUME
 
 #: memory Ray reserves for one training run of ``workers`` > 1 (measured: under 1 GB each)
@@ -174,27 +175,33 @@ class SeededExperiment(Experiment):
             for v in plan.variants
             for seed in plan.seeds
         ]
-        runs = []
+        runs: list[dict | None] = [find_reused(v, seed, plan) for v, seed, _ in jobs]
+        for i, run in enumerate(runs, 1):
+            if run is not None:
+                _log(f"[{name}] run {i}/{len(jobs)}: reused from {run['reused_from']}", quiet)
+        todo = [i for i, run in enumerate(runs) if run is None]
         resume = RESUME.get()
-        data = load_data(plan.data) if workers == 1 else None
+        data = load_data(plan.data) if workers == 1 and todo else None
         if resume:  # every finished run read before any training: a planted file stops it all
-            for _, _, run_dir in jobs:
-                refuse_planted(run_dir)
+            for i in todo:
+                refuse_planted(jobs[i][2])
         if workers == 1:
-            for i, (variant, seed, run_dir) in enumerate(jobs, 1):
+            for i in todo:
+                variant, seed, run_dir = jobs[i]
                 elapsed = time.perf_counter() - start
                 _log(
-                    f"[{name}] run {i}/{len(jobs)}: {variant.label} seed {seed} ({elapsed:.0f} s)",
+                    f"[{name}] run {i + 1}/{len(jobs)}: {variant.label} seed {seed} "
+                    f"({elapsed:.0f} s)",
                     quiet,
                 )
                 progress = plan.train.progress and not quiet
-                runs.append(_run_one(variant, seed, plan, run_dir, progress, data, resume))
+                runs[i] = _run_one(variant, seed, plan, run_dir, progress, data, resume)
             return runs
-        runs = [None] * len(jobs)
 
-        def on_done(index: int, run, error: BaseException | None) -> bool:
+        def on_done(task_index: int, run, error: BaseException | None) -> bool:
             if error is not None:  # a failed run ends the experiment, as a serial run would
                 raise error
+            index = todo[task_index]
             runs[index] = run
             variant, seed, _ = jobs[index]
             elapsed = time.perf_counter() - start
@@ -207,10 +214,15 @@ class SeededExperiment(Experiment):
 
         # Ray (eatt.jobs, the engine of `eatt sweep`): a local instance, one CPU per run
         tasks = [
-            Job((v, seed, plan, run_dir, False, None, resume), cpus=1, memory_gb=RUN_MEMORY_GB)
-            for v, seed, run_dir in jobs
+            Job(
+                (*jobs[i][:2], plan, jobs[i][2], False, None, resume),
+                cpus=1,
+                memory_gb=RUN_MEMORY_GB,
+            )
+            for i in todo
         ]
-        run_jobs(_run_one, tasks, on_done, max_parallel=workers, what=f"[{name}] runs")
+        if tasks:
+            run_jobs(_run_one, tasks, on_done, max_parallel=workers, what=f"[{name}] runs")
         return runs
 
     def energy_reference(self, runs: list[dict]) -> dict | None:
@@ -276,6 +288,12 @@ class SeededExperiment(Experiment):
         signature = next((r["signature"] for r in report["runs"] if r.get("signature")), None)
         if signature:
             lines += ["", f"sacrebleu: {signature}"]
+        reused = [r for r in report["runs"] if r.get("reused_from")]
+        for source in dict.fromkeys(r["reused_from"] for r in reused):
+            which = ", ".join(
+                f"{r['label']} seed {r['seed']}" for r in reused if r["reused_from"] == source
+            )
+            lines += ["", f"Reused (not trained again) from {source}: {which}."]
         return "\n".join(lines + self.extra_table_lines(report))
 
     def figure(self, report: dict, plt):
