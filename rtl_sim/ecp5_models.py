@@ -245,8 +245,12 @@ def dp16kd_model(cells_sim: str) -> str:
         + port.format(p="B", l="b")
         + "    wire [17:0] eatt_rda = (DATA_WIDTH_B == 36) ? eatt_wide_lo : eatt_doa;\n"
         + "    wire [17:0] eatt_rdb = (DATA_WIDTH_B == 36) ? eatt_wide_hi : eatt_dob;\n"
-        + "    always @(posedge eatt_clkA) if (OCEA) eatt_qa <= eatt_rda;  // REGMODE OUTREG\n"
-        + "    always @(posedge eatt_clkB) if (OCEB) eatt_qb <= eatt_rdb;\n"
+        + "    // REGMODE OUTREG; a pseudo dual port's both halves on the read clock B\n"
+        + "    always @(posedge eatt_clkA) if (DATA_WIDTH_B != 36 && OCEA) eatt_qa <= eatt_rda;\n"
+        + "    always @(posedge eatt_clkB) begin\n"
+        + "        if (DATA_WIDTH_B == 36 && OCEB) eatt_qa <= eatt_rda;\n"
+        + "        if (OCEB) eatt_qb <= eatt_rdb;\n"
+        + "    end\n"
         + f'    assign {_bus("DOA", 17)} = (REGMODE_A == "OUTREG") ? eatt_qa : eatt_rda;\n'
         + f'    assign {_bus("DOB", 17)} = (REGMODE_B == "OUTREG") ? eatt_qb : eatt_rdb;\n'
         + "    /* verilator lint_on MULTIDRIVEN */\n"

@@ -10,7 +10,11 @@ word registers, the output's landing register); this pass moves such a register 
 block RAM, as vendor tools do (Vivado's DOA_REG, Diamond's OUTREG):
 
 a read side (A, or B; in the pseudo dual port mode, 36 bits wide, one read side of DOA and
-DOB together) is absorbed when every output bit it drives feeds exactly one TRELLIS_FF's DI
+DOB together, whose output registers are both clocked by the read clock CLKB and enabled by
+OCEB whatever clocks the write side A: nextpnr-ecp5 packs Lattice's PDPW16KD, one REGMODE, one
+read clock CLKR, one OCER, into a DP16KD with REGMODE_A = REGMODE_B, CLKR on CLKB, OCER on OCEB,
+and times every output of a pseudo dual port from CLKB; so a ROM, whose write clock Yosys ties
+off, is absorbed too) is absorbed when every output bit it drives feeds exactly one TRELLIS_FF's DI
 and nothing else, the flip-flops are clocked by that side's clock with the same polarity,
 share one clock enable (or none), have no set or reset in use (LSR tied to 0) and reset to 0:
 the side gets REGMODE OUTREG, OCE the flip-flops' enable (1 without one), its outputs take the
@@ -121,12 +125,7 @@ def absorb_output_registers(netlist: dict) -> dict[str, int]:
         for name in rams:
             cell = cells[name]
             p = cell.setdefault("parameters", {})
-            if _is_36(cell):  # the pseudo dual port: B reads {DOB, DOA}
-                c = cell["connections"]
-                if c.get("CLKA") != c.get("CLKB") or _inverted(cell, "CLKA") != _inverted(
-                    cell, "CLKB"
-                ):
-                    continue  # (both sides' registers are set: one clock for both)
+            if _is_36(cell):  # the pseudo dual port: B reads {DOB, DOA}, registered on CLKB
                 sides = [("AB", [f"DO{q}{i}" for q in "AB" for i in range(DO_BITS)], "CLKB")]
             else:
                 sides = [(q, [f"DO{q}{i}" for i in range(DO_BITS)], f"CLK{q}") for q in "AB"]

@@ -123,10 +123,12 @@ def tree_stages(simd: int, adder_levels: int = 0) -> int:
 
 def walk_drain(simd: int, adder_levels: int = 0) -> int:
     """A walk's drain cycles a pass (folded_proj_walk.sv DRAIN): WALK_DRAIN + tree_stages, and
-    with adder_levels three more (the memories' words registered twice before the operand is
+    with adder_levels five more (the memories' words registered twice before the operand is
     chosen from them: the block RAM's output register, then beside the walk; the chunk's codes
-    registered before the memories they are written to)."""
-    return WALK_DRAIN + tree_stages(simd, adder_levels) + (3 if adder_levels else 0)
+    registered before the memories they are written to; a multiply walk's products with a
+    register on each side of the DSP multiplier, MUL_REGS 3: two, which the select walk pads
+    to drain alike)."""
+    return WALK_DRAIN + tree_stages(simd, adder_levels) + (5 if adder_levels else 0)
 
 
 def max_stages(lanes: int, adder_levels: int = 0) -> int:

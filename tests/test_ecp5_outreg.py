@@ -1,7 +1,8 @@
 """The block RAM output register pass (rtl_sim/ecp5_outreg.py) and eatt's OUTREG model.
 
-Three memories (9, 18 and 36 bits wide, the widths Yosys maps) read synchronously, each word
-registered again after its block RAM (one with an enable, one without, one with the enable of
+Three memories (9, 18 and 36 bits wide, the widths Yosys maps) and a 35-bit ROM (a pseudo dual
+port block RAM whose write clock is tied off) read synchronously, each word registered again
+after its block RAM (one with an enable, one without, one with the enable of
 its read): synth_ecp5, the pass moves those registers into the DP16KDs, Yosys writes the
 netlist again, and the RTL and the netlist (Yosys' cell models, eatt's DP16KD with OUTREG) run
 the same random writes and reads in Icarus: every output word of every cycle must agree. The
@@ -18,9 +19,11 @@ from eatt.rtl_sim.ecp5_models import check_block_rams
 from eatt.rtl_sim.ecp5_outreg import absorb_output_registers
 from tests.ecp5_sim import bench_text, cycles_differing, rtl_and_netlist, write_inits
 
-WIDTHS = {9: 2048, 18: 1024, 36: 512}
+WIDTHS = {9: 2048, 18: 1024, 36: 512, 35: 512}
 #: the register after each memory: enabled by its own signal, always loading, by the read's
-ENABLES = {9: "oe9", 18: "1'b1", 36: "re36"}
+ENABLES = {9: "oe9", 18: "1'b1", 36: "re36", 35: "oe35"}
+#: never written: a ROM, its block RAM's write clock tied off (the weight ROMs' case)
+ROMS = {35}
 
 
 def _rtl() -> str:
@@ -37,8 +40,8 @@ def _rtl() -> str:
             f"    reg [{w - 1}:0] rd{w};\n"
             f'    initial $readmemh("init{w}.hex", m{w});\n'
             f"    always @(posedge clk) begin\n"
-            f"        if (we{w}) m{w}[wa{w}] <= wd{w};\n"
-            f"        if (re{w}) rd{w} <= m{w}[ra{w}];\n"
+            + ("" if w in ROMS else f"        if (we{w}) m{w}[wa{w}] <= wd{w};\n")
+            + f"        if (re{w}) rd{w} <= m{w}[ra{w}];\n"
             f"        if ({ENABLES[w]}) q{w} <= rd{w};\n"
             f"    end\n"
         )
@@ -66,7 +69,7 @@ def _testbench(cycles: int, seed: int) -> str:
                 f"        we{w} = {we}; re{w} = {re}; oe{w} = {int(rng.random() < 0.7)}; "
                 f"wa{w} = {wa}; ra{w} = {ra}; wd{w} = {w}'h{rng.getrandbits(w):x};"
             )
-        lines.append('        @(posedge clk); #1 $display("%h %h %h", q9, q18, q36);')
+        lines.append('        @(posedge clk); #1 $display("%h %h %h %h", q9, q18, q36, q35);')
     sigs = "\n".join(
         f"    reg we{w}, re{w}, oe{w}; reg [{d.bit_length() - 2}:0] wa{w}, ra{w};"
         f" reg [{w - 1}:0] wd{w}; wire [{w - 1}:0] q{w};"
@@ -89,7 +92,9 @@ def test_output_registers_move_into_the_block_rams_and_the_netlist_equals_the_rt
 
     rtl, mapped, module = rtl_and_netlist(tmp_path, edit)
     rams = [c for c in module["cells"].values() if c["type"] == "DP16KD"]
-    assert {int(c["parameters"]["DATA_WIDTH_A"], 2) for c in rams} == {9, 18, 36}
+    assert sorted(int(c["parameters"]["DATA_WIDTH_A"], 2) for c in rams) == [9, 18, 36, 36]
+    rom = [c for c in rams if c["connections"]["CLKA"] != c["connections"]["CLKB"]]
+    assert len(rom) == 1 and rom[0]["connections"]["CLKA"] == ["0"], rom
     # every word register went into its block RAM (one read side each), none is left
     assert seen["moved"] == {"sides": len(rams), "flip_flops": seen["flops"]}, seen
     assert not any(c["type"] == "TRELLIS_FF" for c in module["cells"].values())

@@ -144,12 +144,13 @@ def test_cycle_formula():
     assert {k: e2[k] for k in ("load", "attention", "out")} == {
         k: v[k] for k in ("load", "attention", "out")
     }
-    # adder_levels 1 (the walks pipelined for a clock): each pass drains 2 + 4 + 3 + 1 cycles
-    # (the words registered twice as read and once chosen, the terms, a register after tree
-    # levels 1, 2 and 3 of 4, the codes registered before the memories)
-    assert walk_drain(16, 1) == 10 and walk_drain(16, 2) == 8 and walk_drain(1, 1) == 7
+    # adder_levels 1 (the walks pipelined for a clock): each pass drains 2 + 4 + 3 + 1 + 2
+    # cycles (the words registered twice as read and once chosen, the terms, a register after
+    # tree levels 1, 2 and 3 of 4, the codes registered before the memories, a register on
+    # each side of the multipliers; the select walk pads those two)
+    assert walk_drain(16, 1) == 12 and walk_drain(16, 2) == 10 and walk_drain(1, 1) == 9
     p1 = folded_cycles(vanilla, lanes=11, simd=16, adder_levels=1)
-    assert p1["projections"] == 88 * dc * dc + 4 * 10
+    assert p1["projections"] == 88 * dc * dc + 4 * 12
     # the score lanes' 2 + 3 stages (as a walk's tile) and q and k's second read register, the
     # block max over 11 lanes registered after each of its 4 compare levels, exp's read
     # registered and the numerators' twice (2 + 1),

@@ -18,7 +18,10 @@
 // LEVELS = 0: purely combinational; the caller registers `part`. LEVELS = N >= 1 (the build's
 // adder_levels): the terms (products, selected rows) are registered, and the tree after every N
 // of its levels but the last (folded_adder_tree.sv); `part` then follows the inputs by STAGES
-// cycles.
+// cycles. MUL_REGS = 3 (with LEVELS >= 1, SELECT = 0): every product is piece_mult's with a
+// register on each side of its multiplier (its own copy of w[r][c] and a[r] in front, the
+// product once more after), so the way from the walk's registers to the DSP row and back is
+// register to register; two more STAGES.
 //
 // Testbench: rtl_sim/tb/folded_proj_tile/test_folded_proj_tile.py.
 
@@ -32,10 +35,13 @@ module folded_proj_tile #(
     parameter int ACC_W  = 24,  // bits of each partial sum, signed
     parameter int SELECT = 0,   // 1: rows selected by sel (E-ATT); 0: a[r] * w[r][c]
     parameter int LEVELS = 0,   // 0: combinational; N: a register after every N adder levels
+    parameter int MUL_REGS = 1, // cycles of a product (LEVELS >= 1, SELECT = 0): 1 or 3
     // derived (not set by the caller)
     parameter int L      = (SIMD > 1) ? $clog2(SIMD) : 0,  // levels of the adder tree
     /* verilator lint_off UNUSEDPARAM */  // its latency, for the reader and the caller
-    parameter int STAGES = (LEVELS > 0) ? 1 + ((L > 0) ? (L - 1) / LEVELS : 0) : 0,
+    parameter int STAGES = (LEVELS > 0)
+                         ? 1 + ((L > 0) ? (L - 1) / LEVELS : 0) + ((SELECT == 0) ? MUL_REGS - 1 : 0)
+                         : 0,
     /* verilator lint_on UNUSEDPARAM */
     parameter int TERM_W = (SELECT != 0) ? W_W : A_W + W_W,
     parameter int PART_W = (TERM_W + L < ACC_W) ? TERM_W + L : ACC_W
@@ -54,11 +60,11 @@ module folded_proj_tile #(
         product = x * y;
     endfunction
 
-    // LEVELS >= 1 and an operand wider than an 18-bit multiplier port: each product is cut
-    // into multipliers of at most 18 x 18 bits whose products are registered in place of the
-    // term (piece_mult.sv; the tree then registers no terms of its own): the same stages
+    // LEVELS >= 1 and an operand wider than an 18-bit multiplier port, or MUL_REGS 3: each
+    // product is cut into multipliers of at most 18 x 18 bits whose products are registered in
+    // place of the term (piece_mult.sv; the tree then registers no terms of its own)
     localparam int NP = (A_W - 1 + 17 - 1) / 17;  // a's pieces (piece_mult NP)
-    localparam bit PIECES = (SELECT == 0) && (LEVELS > 0) && (NP > 1);
+    localparam bit PIECES = (SELECT == 0) && (LEVELS > 0) && (NP > 1 || MUL_REGS > 1);
     for (genvar c = 0; c < COLS; c++) begin : g_col
         logic [SIMD*PART_W-1:0] terms;  // row r's term at [r*PART_W +: PART_W]
         logic [PART_W-1:0]      sum;
@@ -68,7 +74,7 @@ module folded_proj_tile #(
                     ? PART_W'($signed(w[(r*COLS + c)*W_W +: W_W])) : '0;
             end else if (PIECES) begin : g_pieces
                 logic signed [A_W+W_W-1:0] whole;  // a x w, its pieces registered
-                piece_mult #(.A_W(A_W), .B_W(W_W)) u_mul (
+                piece_mult #(.A_W(A_W), .B_W(W_W), .REGS(MUL_REGS)) u_mul (
                     .clk(clk), .a(a[r*A_W +: A_W]), .b(w[(r*COLS + c)*W_W +: W_W]),
                     .product(whole)
                 );

@@ -22,8 +22,8 @@
 // (the ROM word (cc*M + sub)*DC + rc, written by rtl_sim/folded.py weight_tiles). Then DRAIN
 // cycles drain the pipeline. A pass takes T * DC * (DIM / COLS) + DRAIN cycles. The select walk
 // (SELECT = 1) has its own order (g_interleave) and DRAIN drain cycles at the end. `finishing`
-// is high in the drain cycle that ends the phase. DRAIN = 2 + EXTRA + W_REG (rtl_sim/folding.py
-// walk_drain).
+// is high in the drain cycle that ends the phase. DRAIN = 2 + EXTRA + W_REG + DRAIN_PAD
+// (rtl_sim/folding.py walk_drain).
 //
 // Stage 0: the counters address the ROMs (folded_rom: synchronous read, block RAM; the pass's
 // ROM reads only while the walk walks it) and the engine's token memory (rd_tok, rd_rc, with
@@ -37,9 +37,12 @@
 // stage 1 and stage 2: the memories' words are registered twice as they arrive (block RAM's
 // clock-to-output, then the way across the part, each a cycle of its own), then again after
 // the pass's operand, select bits and ROM word are chosen from them, and the tile registers
-// its terms and its adder tree after every N levels (folded_proj_tile STAGES). The control
-// travels beside the data in a delay line; each pass drains EXTRA more cycles. ADDER_LEVELS
-// = 0: no extra stage (EXTRA = 0).
+// its terms and its adder tree after every N levels (folded_proj_tile STAGES; a multiply
+// walk's products with a register on each side of the multiplier: MUL_REGS 3, two stages
+// more). The control travels beside the data in a delay line; each pass drains EXTRA more
+// cycles, the select walk two more than its own (DRAIN_PAD), so both walks drain alike (the
+// engine ends the phase on the select walk's `finishing`). ADDER_LEVELS = 0: no extra stage
+// (EXTRA = 0).
 //
 // Every width is a golden width (eatt.quant.golden.Formats), passed down by the engine.
 //
@@ -92,10 +95,13 @@ module folded_proj_walk #(
     parameter int DC_CW   = (DC > 1) ? $clog2(DC) : 1,
     parameter int M_CW    = (M > 1) ? $clog2(M) : 1,
     parameter int TREE_L  = (SIMD > 1) ? $clog2(SIMD) : 0,  // the tile's adder levels
+    parameter int MUL_REGS = (ADDER_LEVELS > 0) ? 3 : 1,  // cycles of the tile's products
     parameter int EXTRA   = (ADDER_LEVELS > 0)  // the three read registers + the tile's stages
-                          ? 4 + ((TREE_L > 0) ? (TREE_L - 1) / ADDER_LEVELS : 0) : 0,
+                          ? 4 + ((TREE_L > 0) ? (TREE_L - 1) / ADDER_LEVELS : 0)
+                            + ((SELECT == 0) ? MUL_REGS - 1 : 0) : 0,
     parameter int W_REG   = (ADDER_LEVELS > 0) ? 1 : 0,  // the chunk registered (g_wr_reg)
-    parameter int DRAIN   = 2 + EXTRA + W_REG
+    parameter int DRAIN_PAD = (SELECT != 0) ? MUL_REGS - 1 : 0,  // as a multiply walk drains
+    parameter int DRAIN   = 2 + EXTRA + W_REG + DRAIN_PAD
 ) (
     input  wire logic                     clk,
     input  wire logic                     rst,
@@ -264,7 +270,7 @@ module folded_proj_walk #(
 
     folded_proj_tile #(
         .SIMD(SIMD), .COLS(COLS), .A_W(A_W), .W_W(W_W), .ACC_W(ACC_W), .SELECT(SELECT),
-        .LEVELS(ADDER_LEVELS)
+        .LEVELS(ADDER_LEVELS), .MUL_REGS(MUL_REGS)
     ) u_tile (
         .clk(clk), .sel(t_sel), .a(t_operand), .w(t_w), .part(part)
     );

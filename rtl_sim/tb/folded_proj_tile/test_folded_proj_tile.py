@@ -40,13 +40,25 @@ CASES = {
     # operands wider than a multiplier port: the products in 17-bit pieces, registered
     "multiply-4-wide-levels1": dict(SIMD=4, COLS=2, A_W=24, W_W=8, ACC_W=34, SELECT=0, LEVELS=1),
     "multiply-3-wider-levels2": dict(SIMD=3, A_W=40, W_W=8, ACC_W=50, SELECT=0, LEVELS=2),
+    # a register on each side of every multiplier (the walks' MUL_REGS 3): two stages more
+    "multiply-8-levels1-regs3": dict(
+        SIMD=8, COLS=2, A_W=8, W_W=8, ACC_W=22, SELECT=0, LEVELS=1, MUL_REGS=3
+    ),
+    "multiply-4-wide-levels1-regs3": dict(
+        SIMD=4, COLS=2, A_W=24, W_W=8, ACC_W=34, SELECT=0, LEVELS=1, MUL_REGS=3
+    ),
+    "select-8-levels2-regs3": dict(SIMD=8, A_W=8, W_W=8, ACC_W=14, SELECT=1, LEVELS=2, MUL_REGS=3),
 }
 
 
 def stages(p: dict) -> int:
-    """Cycles from a tile's inputs to its sums (folded_proj_tile.sv STAGES)."""
+    """Cycles from a tile's inputs to its sums (folded_proj_tile.sv STAGES): a select tile
+    ignores MUL_REGS."""
     levels, depth = p.get("LEVELS", 0), (p["SIMD"] - 1).bit_length()
-    return 1 + (depth - 1) // levels if levels and depth else int(bool(levels))
+    if not levels:
+        return 0
+    products = 0 if p["SELECT"] else p.get("MUL_REGS", 1) - 1
+    return (1 + (depth - 1) // levels if depth else 1) + products
 
 
 VECTORS = 300
