@@ -9,7 +9,9 @@ cycles, utilization, the routed Fmax, calls per second at it, and nextpnr's crit
 first and last cell, its delay split into logic and routing).
 
 Usage: ``python bench/pnr_levels.py DIR [DIR ...] [--label NAME ...] [--clock 8] [--rerun]
---out bench/results/pnr_trained_layer_levels.json``.
+[--append] --out bench/results/pnr_trained_layer_levels.json``. ``--append`` keeps the rows
+--out already holds (a step measured in an earlier session, whose folder is gone) and adds
+these after them, a row of the same label replaced.
 """
 
 from __future__ import annotations
@@ -119,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--label", action="append", default=[], help="a name per folder, in order")
     ap.add_argument("--clock", type=float, default=8.0, help="clock constraint, ns")
     ap.add_argument("--rerun", action="store_true", help="run eatt pnr even where a result is")
+    ap.add_argument("--append", action="store_true", help="keep the rows --out holds")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     for d in args.dirs:
@@ -128,6 +131,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--label: give one per folder")
     labels = args.label or [d.name for d in args.dirs]
     rows = [row(d, lb, args.clock, args.rerun) for d, lb in zip(args.dirs, labels, strict=True)]
+    if args.append and args.out.is_file():
+        try:
+            kept = json.loads(args.out.read_text())["rows"]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            ap.error(f"--append: {args.out} is not a report of this bench ({err})")
+        rows = [r for r in kept if r["label"] not in set(labels)] + rows
     report = {"bench": "pnr_levels", "clock_ns": args.clock, "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out, json.dumps(report, indent=1) + "\n")

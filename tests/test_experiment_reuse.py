@@ -84,3 +84,35 @@ def test_a_report_the_code_no_longer_plans_is_refused(tmp_path, monkeypatch, van
     with pytest.raises(ValueError, match="not of an experiment of independent runs"):
         experiments.run_experiment("ablation", out_dir=tmp_path / "x", reuse=(staged,), **KW)
     assert not (tmp_path / "x").exists()
+
+
+def test_a_stopped_experiment_leaves_its_finished_runs_to_reuse(tmp_path, monkeypatch):
+    """partial.json holds the runs finished so far after each one: an experiment stopped part
+    way (here by its third training) is taken up by --reuse from that file alone, its run
+    folders gone, training only what was missing."""
+    trained = _counting(monkeypatch)
+    real = seeded.train
+
+    def stop_at_third(model, cfg, run_dir, **kw):
+        if len(trained) == 2:  # two runs trained: the third is stopped
+            raise KeyboardInterrupt
+        return real(model, cfg, run_dir, **kw)
+
+    monkeypatch.setattr(seeded, "train", stop_at_third)
+    with pytest.raises(KeyboardInterrupt):
+        experiments.run_experiment("ablation", out_dir=tmp_path / "a", **KW)
+    partial = tmp_path / "a" / "ablation" / seeded.PARTIAL
+    saved = json.loads(partial.read_text())
+    assert saved["partial"] and [r["label"] for r in saved["runs"]] == [
+        "vanilla",
+        "discrete selection only",
+    ]
+    kept = tmp_path / "ablation-partial.json"
+    kept.write_text(partial.read_text())  # as committed; the run folders are not
+    trained.clear()
+    monkeypatch.setattr(seeded, "train", real)  # train again, counted
+    report = experiments.run_experiment("ablation", out_dir=tmp_path / "b", reuse=(kept,), **KW)
+    assert trained == ["L1 distance only-seed7", "eatt-seed7"]
+    assert [bool(r.get("reused_from")) for r in report["runs"]] == [True, True, False, False]
+    full = json.loads((tmp_path / "b" / "ablation" / seeded.PARTIAL).read_text())
+    assert len(full["runs"]) == 4

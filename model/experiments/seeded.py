@@ -31,7 +31,7 @@ from ..evaluate import evaluate
 from ..seq2seq import ModelConfig
 from ..train import TrainConfig, train
 from ..train_state import refuse_planted
-from .base import Experiment, _log
+from .base import TASK, Experiment, _log
 from .reuse import find_reused
 from .staged import RESUME
 
@@ -39,6 +39,9 @@ from .staged import RESUME
 RUN_MEMORY_GB = 1.0
 #: a run's row and what it was evaluated with, in its folder (``--resume`` reuses it)
 RUN_RESULT = "experiment_run.json"
+#: the runs finished so far, in the experiment's folder: a report ``--reuse`` takes (an
+#: experiment stopped part way, its finished runs kept where its run folders are not)
+PARTIAL = "partial.json"
 
 
 @dataclass(frozen=True)
@@ -154,22 +157,33 @@ class SeededExperiment(Experiment):
 
     def run(self, quick, folder, quiet, workers, steps, seeds) -> dict:
         plan = self.configured_plan(quick, steps, seeds)
-        runs = self._runs(plan, folder, quiet, workers)
-        return {
+        header = {
             "seeds": list(plan.seeds),
             "beam": plan.beam,
             "alpha": plan.alpha,
             "model": plan.variants[0].model.to_dict(),
             "train": {k: v for k, v in plan.train.to_dict().items() if k != "data"},
             "data": plan.data.__dict__.copy(),
-            "rows": self._rows(plan, runs),
-            "runs": runs,
         }
+        partial = {"experiment": self.name, "quick": quick, "task": TASK.get(), **header}
+        runs = self._runs(plan, folder, quiet, workers, partial)
+        return {**header, "rows": self._rows(plan, runs), "runs": runs}
 
-    def _runs(self, plan: Plan, folder: Path, quiet: bool, workers: int) -> list[dict]:
+    def _runs(
+        self, plan: Plan, folder: Path, quiet: bool, workers: int, partial: dict | None = None
+    ) -> list[dict]:
         """Every (variant, seed) in plan order, one after another or, with ``workers`` > 1, as
-        Ray tasks on a local instance (at most ``workers`` at once, one CPU each)."""
+        Ray tasks on a local instance (at most ``workers`` at once, one CPU each). With
+        ``partial`` (the report's header), :data:`PARTIAL` in ``folder`` holds the runs
+        finished so far after each one, as a report ``--reuse`` takes."""
         name, start = self.name, time.perf_counter()
+
+        def save_partial() -> None:
+            if partial is not None:
+                done = [r for r in runs if r is not None]
+                text = json.dumps({**partial, "partial": True, "runs": done}, indent=2) + "\n"
+                atomic_write_text(folder / PARTIAL, text)
+
         jobs = [
             (v, seed, folder / "runs" / f"{v.label}-seed{seed}")
             for v in plan.variants
@@ -180,6 +194,7 @@ class SeededExperiment(Experiment):
             if run is not None:
                 _log(f"[{name}] run {i}/{len(jobs)}: reused from {run['reused_from']}", quiet)
         todo = [i for i, run in enumerate(runs) if run is None]
+        save_partial()
         resume = RESUME.get()
         data = load_data(plan.data) if workers == 1 and todo else None
         if resume:  # every finished run read before any training: a planted file stops it all
@@ -196,6 +211,7 @@ class SeededExperiment(Experiment):
                 )
                 progress = plan.train.progress and not quiet
                 runs[i] = _run_one(variant, seed, plan, run_dir, progress, data, resume)
+                save_partial()
             return runs
 
         def on_done(task_index: int, run, error: BaseException | None) -> bool:
@@ -203,6 +219,7 @@ class SeededExperiment(Experiment):
                 raise error
             index = todo[task_index]
             runs[index] = run
+            save_partial()
             variant, seed, _ = jobs[index]
             elapsed = time.perf_counter() - start
             _log(

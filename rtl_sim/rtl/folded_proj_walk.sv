@@ -491,16 +491,18 @@ module folded_proj_walk #(
                                 tok_lane <= (tok_lane == LANES - 1) ? 0 : tok_lane + 1;
                                 if (tok_lane == LANES - 1) tok_blk <= tok_blk + 1;
                             end
-                            if (k_next == LEN_K && q_next == LEN_Q) wstate <= W_DRAIN;
+                            // the last slot: the counters start over now (the drain reads
+                            // none of them), so their enables leave the drain counter out
+                            if (k_next == LEN_K && q_next == LEN_Q) begin
+                                wstate <= W_DRAIN;
+                                {ktok, qtok, slot, tok_lane, tok_blk} <= '0;
+                                {tail, k_slot, q_left} <= 3'b011;
+                            end
                         end
                     end
                     W_DRAIN: begin  // stages 1 (+ EXTRA) and 2 of the last tile
                         dn <= drain_end ? '0 : dn + 1;
-                        if (drain_end) begin
-                            wstate <= W_IDLE;
-                            {ktok, qtok, slot, tok_lane, tok_blk} <= '0;
-                            {tail, k_slot, q_left} <= 3'b011;
-                        end
+                        if (drain_end) wstate <= W_IDLE;
                     end
                     default: wstate <= W_IDLE;
                 endcase
