@@ -80,6 +80,7 @@ ENGINE_FILE = "folded_attention.sv"
 HAND_WRITTEN = [
     ENGINE_FILE,
     "folded_attend.sv",
+    "folded_out.sv",
     "folded_proj_walk.sv",
     "folded_ram.sv",
     "folded_rom.sv",

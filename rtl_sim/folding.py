@@ -238,7 +238,7 @@ def in_extra(adder_levels: int = 0) -> int:
 
 
 def out_extra(adder_levels: int = 0) -> int:
-    """Cycles adder_levels >= 1 adds before a vector's first output beat (folded_attention.sv
+    """Cycles adder_levels >= 1 adds before a vector's first output beat (folded_out.sv
     g_out_ahead): each Z read is decided a cycle ahead, its word registered as it leaves the
     memory and written to the output FIFO the cycle after; 0 without adder_levels."""
     return 3 if adder_levels else 0

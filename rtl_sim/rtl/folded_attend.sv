@@ -224,9 +224,25 @@ module folded_attend #(
                   && (CAUSAL == 0 || j <= 32'(i) + 32'(off));
     endfunction
 
-    assign sc0 = (state == S_SCORE) && (drain == 0);
-    assign ex0 = (state == S_EXP) && (drain == 0);
-    assign nm0 = (state == S_NUMER) && (drain == 0);
+    // at0: no drain cycle under way (drain == 0), the phase's stage 0 walking; with
+    // ADDER_LEVELS two registers set with the counter (its compare leaves the paths from it),
+    // at0 for the phase's control, at0_p for stage 0's valid and the memories' read enables,
+    // which sit apart on a part (kept apart: no merge)
+    logic at0, at0_p, last0;
+    assign last0 = (state == S_SCORE) ? (dc == SC - 1) && (jb == KB - 1)  // stage 0's last
+                 : (state == S_EXP) ? (jb == KB - 1)
+                 : (state == S_NUMER) && (jb == KB - 1) && (tc == HC - 1);
+    if (ADDER_LEVELS > 0) begin : g_at0_reg
+        logic at0_next;
+        assign at0_next = at0 ? !last0 : drained;
+        always_ff @(posedge clk) at0 <= rst || at0_next;
+        (* keep *) always_ff @(posedge clk) at0_p <= rst || at0_next;
+    end else begin : g_at0
+        assign {at0, at0_p} = {2{drain == 0}};
+    end
+    assign sc0 = (state == S_SCORE) && at0_p;
+    assign ex0 = (state == S_EXP) && at0_p;
+    assign nm0 = (state == S_NUMER) && at0_p;
     assign drained = (drain == DRAIN_W'((state == S_NUMER) ? FILL_N
                                 : (state == S_SCORE) ? FILL_S : FILL_E));
     // the max (stage 3), exp (its table's address: stage 1, E_ADDR cycles later)
@@ -537,30 +553,24 @@ module folded_attend #(
         end else begin
             if (max_v) smax <= smax_next;
             if (p2_v && p2_ph == S_EXP) esum <= esum_next;
-            if (drain != 0) drain <= drained ? 0 : drain + 1;  // (set to 1 as stage 0 ends)
+            if (!at0) drain <= drained ? 0 : drain + 1;
+            else if (last0) drain <= 1;  // stage 0's last item: the drain begins
             case (state)
                 S_IDLE: if (att_go) state <= S_SCORE;
-                S_SCORE: if (drain == 0) begin  // dc fastest, then the key block
+                S_SCORE: if (at0) begin  // dc fastest, then the key block
                     dc <= (dc == SC - 1) ? 0 : dc + 1;
-                    if (dc == SC - 1) begin
-                        jb <= (jb == KB - 1) ? 0 : jb + 1;
-                        if (jb == KB - 1) drain <= 1;
-                    end
+                    if (dc == SC - 1) jb <= (jb == KB - 1) ? 0 : jb + 1;
                 end else if (drained) begin
                     state <= S_EXP;
                 end
-                S_EXP: if (drain == 0) begin
+                S_EXP: if (at0) begin
                     jb <= (jb == KB - 1) ? 0 : jb + 1;
-                    if (jb == KB - 1) drain <= 1;
                 end else if (drained) begin  // (its last: the reciprocal's read)
                     state <= S_NUMER;
                 end
-                S_NUMER: if (drain == 0) begin  // jb fastest, then the feature chunk
+                S_NUMER: if (at0) begin  // jb fastest, then the feature chunk
                     jb <= (jb == KB - 1) ? 0 : jb + 1;
-                    if (jb == KB - 1) begin
-                        tc <= (tc == HC - 1) ? 0 : tc + 1;
-                        if (tc == HC - 1) drain <= 1;
-                    end
+                    if (jb == KB - 1) tc <= (tc == HC - 1) ? 0 : tc + 1;
                 end else if (drained) begin  // then the head, the query
                     state <= S_SCORE;
                     hh <= (hh == HEADS - 1) ? 0 : hh + 1;

@@ -158,11 +158,9 @@ module folded_attention #(
     localparam bit READS_X = (SELECT_WALK != 0) || USES[2];  // a walk projects x (Q, or H)
     localparam int M      = SIMD / MUL_COLS;  // its pieces of a SIMD-wide V or Z word
     localparam int IN_BEATS  = (LEN_Q + LEN_K) * DC;
-    localparam int OUT_BEATS = LEN_Q * DC;
     // counter widths: a counter over [0, n) has CW(n) bits
     localparam int LEN_MAX = (LEN_Q > LEN_K) ? LEN_Q : LEN_K;
     localparam int IN_CW   = (IN_BEATS > 1) ? $clog2(IN_BEATS) : 1;
-    localparam int OUT_CW  = (OUT_BEATS > 1) ? $clog2(OUT_BEATS) : 1;
     localparam int TOK_CW  = (LEN_MAX > 1) ? $clog2(LEN_MAX) : 1;
     localparam int LANE_CW = (LANES > 1) ? $clog2(LANES) : 1;
     localparam int KB_CW   = (KB > 1) ? $clog2(KB) : 1;
@@ -181,9 +179,9 @@ module folded_attention #(
     logic       out_end;
 
     // -- memories (folded_ram / folded_rom: macros from MACRO_ROWS words, else flip-flops) -------
-    // x_mem: query tokens, chunk c of token i at i*DC + c; y_mem: key tokens; Z in M pieces
-    // (g_zsub); Q, K, V and O are the attention unit's (folded_attend).
-    localparam int QA_W = $clog2(2 * LEN_Q * DC);  // x, z addresses (two banks)
+    // x_mem: query tokens, chunk c of token i at i*DC + c; y_mem: key tokens; Z is the output
+    // unit's (folded_out), Q, K, V and O the attention unit's (folded_attend).
+    localparam int QA_W = $clog2(2 * LEN_Q * DC);  // x addresses (two banks)
     localparam int KA_W = $clog2(2 * LEN_K * DC);  // y addresses (two banks)
     // the buffers between units hold two vectors: bank b's words after bank 0's depth words
     localparam int QD = LEN_Q * DC, YD = LEN_K * DC;  // words of a bank
@@ -194,7 +192,6 @@ module folded_attention #(
 
     // -- load: s_axis into x_mem, y_mem -----------------------------------------------------------
     logic [IN_CW-1:0]  in_cnt;   // beats of this vector so far
-    logic [OUT_CW-1:0] out_cnt;  // output beats so far
     // the mask inputs travel with the vector: loaded beside x, y; handed to the Q/K/V bank
     logic [LEN_W-1:0] length, ld_length [2], att_length [2];
     logic [OFF_W-1:0] offset, ld_offset [2], att_offset [2];
@@ -360,24 +357,6 @@ module folded_attention #(
         .clk(clk), .we(y_we), .waddr(y_wa), .wdata(in_data), .re(y_re),
         .raddr(KA_W'(banked(pre_b, YD, m_rd_tok*DC + m_rd_rc))), .rdata(y_word)
     );
-    // Z in M pieces of PE columns, read back as SIMD-wide beats
-    wire [SIMD*OUT_W-1:0] z_word;
-    logic [M-1:0]    z_re;     // read the next Z word (out; a copy a piece)
-    logic [M*QA_W-1:0] z_raddr;  // its address (a copy a piece)
-    logic [OUT_CW:0] rd_cnt;   // Z words read
-    logic            out_valid;  // m_axis holds a word
-    logic            out_pop;    // m_axis takes it
-    for (genvar m = 0; m < M; m++) begin : g_zsub
-        folded_ram #(
-            .WIDTH(MUL_COLS*OUT_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)
-        ) z_sub (
-            .clk(clk), .we(vo_valid && vo_pass == PASS_O && vo_sub == m),
-            .waddr(QA_W'(banked(post_b, QD, vo_tok*DC + vo_cc))), .wdata(z_code),
-            .re(z_re[m]), .raddr(z_raddr[m*QA_W +: QA_W]),
-            .rdata(z_word[m*MUL_COLS*OUT_W +: MUL_COLS*OUT_W])
-        );
-    end
-
     // -- attention (folded_attend): Q/K/V [att_b] -> O [att_b]; it holds the Q, K, V and O
     // memories, the walks writing Q, K, V into bank pre_b and reading O from bank post_b
     folded_attend #(
@@ -403,72 +382,18 @@ module folded_attention #(
     );
 
 
-    // -- out: the Z pieces on m_axis, each word read a cycle before it is offered ----------------
-    // ADDER_LEVELS >= 1 (for a clock): read ahead into a FIFO of OUT_DEPTH words, each read
-    // decided a cycle ahead from registers alone (its enable and address registered, a copy
-    // beside each piece's memories), each word registered as it leaves its memory (a block
-    // RAM's clock-to-output is most of a cycle): m_axis_tready no longer runs into the
-    // memories' enables, and the first beat comes 3 cycles later (rtl_sim/folding.py out_extra)
-    localparam int OUT_DEPTH = 8;  // > the words in flight: the decision, read, data, landing
-    if (ADDER_LEVELS == 0) begin : g_out_direct
-        logic re;
-        assign re = z_full[out_b] && (rd_cnt < OUT_BEATS) && (!out_valid || m_axis_tready);
-        assign z_re = {M{re}};
-        assign z_raddr = {M{QA_W'(banked(out_b, QD, rd_cnt))}};
-        assign m_axis_tdata = z_word;
-        always_ff @(posedge clk) begin
-            if (rst) begin
-                {rd_cnt, out_valid} <= '0;
-            end else begin
-                if (re) begin
-                    rd_cnt <= rd_cnt + 1;
-                    out_valid <= 1'b1;
-                end else if (m_axis_tready) begin
-                    out_valid <= 1'b0;
-                end
-                if (out_end) rd_cnt <= 0;
-            end
-        end
-    end else begin : g_out_ahead
-        logic [SIMD*OUT_W-1:0] fifo [OUT_DEPTH];
-        logic [SIMD*OUT_W-1:0] z_q;  // z_word registered as it leaves the memories
-        logic [2:0] head, tail;  // (OUT_DEPTH 8)
-        logic [3:0] used;        // words in the FIFO
-        logic       issued;      // a read is on the memories' enables this cycle
-        logic       arrives;     // its word is on z_word this cycle
-        logic       lands;       // and on z_q this cycle
-        logic       ahead;       // decide a read for the next cycle
-        assign ahead = z_full[out_b] && (rd_cnt < OUT_BEATS)
-                    && (used + 4'(issued) + 4'(arrives) + 4'(lands) < 4'(OUT_DEPTH));
-        for (genvar m = 0; m < M; m++) begin : g_re
-            (* keep *) always_ff @(posedge clk) begin
-                z_re[m] <= !rst && ahead;
-                z_raddr[m*QA_W +: QA_W] <= QA_W'(banked(out_b, QD, rd_cnt));
-            end
-        end
-        assign out_valid = (used != 0);
-        assign m_axis_tdata = fifo[head];
-        always_ff @(posedge clk) begin
-            if (arrives) z_q <= z_word;
-            if (lands) fifo[tail] <= z_q;
-            if (rst) begin
-                {head, tail, used, issued, arrives, lands, rd_cnt} <= '0;
-            end else begin
-                issued <= ahead;
-                arrives <= issued;
-                lands <= arrives;
-                if (lands) tail <= tail + 1;
-                if (out_pop) head <= head + 1;
-                used <= used + 4'(lands) - 4'(out_pop);
-                if (out_end) rd_cnt <= 0;
-                else if (ahead) rd_cnt <= rd_cnt + 1;
-            end
-        end
-    end
-    assign out_pop = out_valid && m_axis_tready;
-    assign m_axis_tvalid = out_valid;
-    assign m_axis_tlast  = (out_cnt == OUT_BEATS - 1);
-    assign out_end = out_pop && (out_cnt == OUT_BEATS - 1);
+    // -- out: Z [out_b] on m_axis (folded_out: the Z memory, written by the post walk into
+    // bank post_b, its words read back as SIMD-wide beats)
+    folded_out #(
+        .SIMD(SIMD), .MUL_COLS(MUL_COLS), .OUT_W(OUT_W), .LEN_Q(LEN_Q), .DIM(DIM),
+        .MACRO_ROWS(MACRO_ROWS), .ADDER_LEVELS(ADDER_LEVELS), .TOK_CW(TOK_CW)
+    ) u_out (
+        .clk(clk), .rst(rst), .post_b(post_b), .wr_en(vo_valid && vo_pass == PASS_O),
+        .wr_tok(vo_tok), .wr_cc(vo_cc), .wr_sub(vo_sub), .wr_code(z_code),
+        .out_b(out_b), .full(z_full[out_b]), .m_axis_tdata(m_axis_tdata),
+        .m_axis_tvalid(m_axis_tvalid), .m_axis_tready(m_axis_tready),
+        .m_axis_tlast(m_axis_tlast), .out_end(out_end)
+    );
 
     // -- the hand-over: each unit starts a vector when its input bank is full and its output
     // bank free (the flags set at the end of the producer's last cycle, seen the cycle after)
@@ -485,7 +410,6 @@ module folded_attention #(
             {ld_b, pre_b, att_b, post_b, out_b} <= '0;
             {owed, walk_pre, walk_post} <= '0;
             in_cnt <= 0;
-            out_cnt <= 0;
             for (int b = 0; b < 2; b++) begin
                 {ld_length[b], ld_offset[b], att_length[b], att_offset[b]} <= '0;
             end
@@ -533,8 +457,7 @@ module folded_attention #(
                 a_full[att_b] <= 1'b1;
                 att_b <= !att_b;
             end
-            // out: Z [out_b] on m_axis (the reads: g_out_direct, g_out_ahead)
-            if (out_pop) out_cnt <= out_end ? 0 : out_cnt + 1;
+            // out: Z [out_b] on m_axis (folded_out)
             if (out_end) begin
                 z_full[out_b] <= 1'b0;
                 out_b <= !out_b;
