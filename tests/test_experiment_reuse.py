@@ -116,3 +116,12 @@ def test_a_stopped_experiment_leaves_its_finished_runs_to_reuse(tmp_path, monkey
     assert [bool(r.get("reused_from")) for r in report["runs"]] == [True, True, False, False]
     full = json.loads((tmp_path / "b" / "ablation" / seeded.PARTIAL).read_text())
     assert len(full["runs"]) == 4
+    # its runs taken again from the new partial.json: each names the file it was measured in
+    again = tmp_path / "again.json"
+    again.write_text(json.dumps(full))
+    trained.clear()
+    third = experiments.run_experiment("ablation", out_dir=tmp_path / "c", reuse=(again,), **KW)
+    assert (
+        trained == []
+        and [r["reused_from"] for r in third["runs"]] == [str(kept)] * 2 + [str(again)] * 2
+    )

@@ -118,5 +118,7 @@ def find_reused(variant, seed: int, plan) -> dict | None:
     key = run_key(variant.model, plan.train, plan.data, plan.beam, plan.alpha, seed)
     for reused in REUSED.get():
         if reused.key == key:
-            return {**reused.run, "label": variant.label, "reused_from": reused.source}
+            # a run the report itself took from another keeps the file it was measured in
+            source = reused.run.get("reused_from") or reused.source
+            return {**reused.run, "label": variant.label, "reused_from": source}
     return None
