@@ -6,8 +6,9 @@ Most models are Yosys' own (share/lattice/cells_sim_ecp5.v of the Yosys that syn
 LUT4, CCU2C, TRELLIS_FF, PFUMX, TRELLIS_DPR16X4, ...). Two cells are blackboxes there, and eatt
 writes their behaviour into Yosys' declaration (ports and parameters as Yosys has them):
 
-- **MULT18X18D** in the one configuration synth_ecp5 maps products to (lattice/dsp_map_18x18.v:
-  combinational, no registers); :func:`check_multipliers` refuses any other.
+- **MULT18X18D** as synth_ecp5 maps products to it (lattice/dsp_map_18x18.v: combinational),
+  with the input (A, B) and output (P) registers rtl_sim/ecp5_dspreg.py may set on CLK0;
+  :func:`check_multipliers` refuses any other configuration.
 - **DP16KD**, the 18 Kbit block RAM, in the configurations Yosys' memory mapping writes
   (lattice/brams_map_16kd.v): ports 9 or 18 bits wide (a 9-bit entry e is half e mod 2 of
   18-bit word e / 2; an 18-bit write has byte enables on AD[1:0]), or the pseudo dual port 36
@@ -107,31 +108,58 @@ def _with_body(declaration: str, body: str) -> str:
 
 
 def mult18x18d_model(cells_bb: str) -> str:
-    """A model of MULT18X18D in the one configuration synth_ecp5 uses (lattice/dsp_map_18x18.v:
-    combinational A x B, signed per SIGNEDA/SIGNEDB): Yosys' blackbox (its ports and parameters)
-    with eatt's body; :func:`check_multipliers` refuses any other configuration."""
+    """A model of MULT18X18D as synth_ecp5 uses it (lattice/dsp_map_18x18.v: A x B, signed per
+    SIGNEDA/SIGNEDB), combinational or with the input and output registers
+    rtl_sim/ecp5_dspreg.py sets (REG_INPUTA/B, REG_OUTPUT on CLK0, each enabled by the CE pin
+    its REG_*_CE names; SIGNEDA/B registered with their side): Yosys' blackbox (its ports and
+    parameters) with eatt's body; :func:`check_multipliers` refuses any other configuration."""
     m = re.search(r"^module MULT18X18D\b.*?^endmodule", cells_bb, re.M | re.S)
     if not m:
         raise ToolMissing("Yosys' ECP5 blackboxes have no MULT18X18D (a different Yosys release?)")
+
+    def ce(reg: str) -> str:
+        return (
+            f'(REG_{reg}_CE == "CE3") ? CE3 : (REG_{reg}_CE == "CE2") ? CE2'
+            f' : (REG_{reg}_CE == "CE1") ? CE1 : CE0'
+        )
+
     body = (
-        "    // eatt (rtl_sim/ecp5_models.py): synth_ecp5's combinational multiply only\n"
-        f"    wire [17:0] eatt_a = {_bus('A', 17)};\n    wire [17:0] eatt_b = {_bus('B', 17)};\n"
-        "    wire signed [36:0] eatt_p = $signed({SIGNEDA & A17, eatt_a}) *\n"
-        "                                $signed({SIGNEDB & B17, eatt_b});\n"
-        f"    assign {_bus('P', 35)} = eatt_p[35:0];\n"
-        "    assign SIGNEDP = SIGNEDA | SIGNEDB;\n"
+        "    // eatt (rtl_sim/ecp5_models.py): synth_ecp5's multiply, its registers on CLK0\n"
+        f"    wire [17:0] eatt_ia = {_bus('A', 17)};\n    wire [17:0] eatt_ib = {_bus('B', 17)};\n"
+        f"    wire eatt_cea = {ce('INPUTA')};\n"
+        f"    wire eatt_ceb = {ce('INPUTB')};\n"
+        f"    wire eatt_cep = {ce('OUTPUT')};\n"
+        "    reg [18:0] eatt_ra = 19'b0, eatt_rb = 19'b0;  // {SIGNED, the side}\n"
+        "    reg [35:0] eatt_rp = 36'b0;\n"
+        '    wire [18:0] eatt_a = (REG_INPUTA_CLK == "NONE") ? {SIGNEDA, eatt_ia} : eatt_ra;\n'
+        '    wire [18:0] eatt_b = (REG_INPUTB_CLK == "NONE") ? {SIGNEDB, eatt_ib} : eatt_rb;\n'
+        "    wire signed [36:0] eatt_p = $signed({eatt_a[18] & eatt_a[17], eatt_a[17:0]}) *\n"
+        "                                $signed({eatt_b[18] & eatt_b[17], eatt_b[17:0]});\n"
+        "    always @(posedge CLK0) begin\n"
+        "        if (eatt_cea) eatt_ra <= {SIGNEDA, eatt_ia};\n"
+        "        if (eatt_ceb) eatt_rb <= {SIGNEDB, eatt_ib};\n"
+        "        if (eatt_cep) eatt_rp <= eatt_p[35:0];\n"
+        "    end\n"
+        f'    assign {_bus("P", 35)} = (REG_OUTPUT_CLK == "NONE") ? eatt_p[35:0] : eatt_rp;\n'
+        "    assign SIGNEDP = eatt_a[18] | eatt_b[18];\n"
     )
     return _with_body(m[0], body)
 
 
 def check_multipliers(module: dict) -> None:
-    """RuntimeError unless every MULT18X18D is the combinational multiply the model covers."""
+    """RuntimeError unless every MULT18X18D is the multiply the model covers: combinational,
+    or its A, B and P registers on CLK0 (rtl_sim/ecp5_dspreg.py) with RST0 tied to 0."""
+    modelled = ("REG_INPUTA_CLK", "REG_INPUTB_CLK", "REG_OUTPUT_CLK")
     for name, cell in module["cells"].items():
         if cell["type"] != "MULT18X18D":
             continue
         params = {k: str(v).strip() for k, v in cell.get("parameters", {}).items()}
         bad = [k for k, v in params.items() if k.startswith("REG_") and k.endswith("_CLK")
-               and v != "NONE"]  # fmt: skip
+               and v != "NONE" and not (k in modelled and v == "CLK0")]  # fmt: skip
+        registered = [k[: -len("_CLK")] for k in modelled if params.get(k, "NONE") == "CLK0"]
+        bad += [f"{r}_RST" for r in registered if params.get(f"{r}_RST", "RST0") != "RST0"]
+        if registered and cell["connections"].get("RST0", ["0"]) != ["0"]:
+            bad.append("RST0")
         if params.get("MULT_BYPASS", "DISABLED") != "DISABLED":
             bad.append("MULT_BYPASS")
         conns = cell["connections"]

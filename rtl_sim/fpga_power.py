@@ -62,6 +62,7 @@ from eatt.outdir import check_result_dir, result_dir
 from eatt.progress import step
 from eatt.quant.golden import GoldenCore
 from eatt.quant.vectors import compare_model, inputs_model
+from eatt.rtl_sim.ecp5_dspreg import absorb_multiplier_registers
 from eatt.rtl_sim.ecp5_models import (  # noqa: F401  (their home was this module)
     cell_models,
     check_block_rams,
@@ -134,24 +135,29 @@ def synthesize(
             f"yosys: synth_ecp5 of {meta['top']} failed (exit {code}); see {log}:\n" + _tail(log)
         )
     cells = parse_stat((work / "stat.txt").read_text(), meta["top"])
-    outregs = output_registers(yosys, work, timeout)
+    outregs, dspregs = output_registers(yosys, work, timeout)
     return {
         "tool": tool_name(yosys),
         "seconds": seconds,
         "peak_mb": peak_mb,
         "cells": cells,  # as synth_ecp5 wrote them (before bram_outreg)
         "bram_outreg": outregs,
+        "dsp_regs": dspregs,
         "nobram": nobram,
         "cached": cached,
     }
 
 
-def output_registers(yosys: list[str], work: Path, timeout: float | None) -> dict[str, int]:
-    """The block RAMs of work/netlist.json given their output registers as `eatt pnr` places
-    them (rtl_sim/ecp5_outreg.py), work/netlist.v written again from it by Yosys."""
+def output_registers(
+    yosys: list[str], work: Path, timeout: float | None
+) -> tuple[dict[str, int], dict[str, int]]:
+    """The block RAMs of work/netlist.json given their output registers and the multipliers
+    their DSP registers as `eatt pnr` places them (rtl_sim/ecp5_outreg.py,
+    rtl_sim/ecp5_dspreg.py), work/netlist.v written again from it by Yosys."""
     netlist = json.loads((work / "netlist.json").read_text())
     outregs = absorb_output_registers(netlist)
-    if outregs["sides"]:
+    dspregs = absorb_multiplier_registers(netlist)
+    if outregs["sides"] or dspregs["multipliers"]:
         (work / "netlist.json").write_text(json.dumps(netlist))
         log = work / "yosys_outreg.log"
         script = f"read_json {work.name}/netlist.json; write_verilog -noattr {work.name}/netlist.v"
@@ -163,7 +169,7 @@ def output_registers(yosys: list[str], work: Path, timeout: float | None) -> dic
             raise RuntimeError(
                 f"yosys: write_verilog failed (exit {code}); see {log}:\n" + _tail(log)
             )
-    return outregs
+    return outregs, dspregs
 
 
 def simulable_netlist(

