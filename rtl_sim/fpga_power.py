@@ -106,7 +106,12 @@ LARGEST_PART = "ecp5-85k"
 
 # -- 1. synthesis --------------------------------------------------------------------------------
 def synthesize(
-    out: Path, meta: dict, work: Path, timeout: float | None, nobram: bool = False
+    out: Path,
+    meta: dict,
+    work: Path,
+    timeout: float | None,
+    nobram: bool = False,
+    dsp_registers: bool = False,
 ) -> dict:
     """synth_ecp5 [-nobram] of out's sources (Yosys runs in out: relative paths, which yowasp
     needs): work/netlist.v, work/netlist.json, work/stat.txt."""
@@ -135,7 +140,7 @@ def synthesize(
             f"yosys: synth_ecp5 of {meta['top']} failed (exit {code}); see {log}:\n" + _tail(log)
         )
     cells = parse_stat((work / "stat.txt").read_text(), meta["top"])
-    outregs, dspregs = output_registers(yosys, work, timeout)
+    outregs, dspregs = output_registers(yosys, work, timeout, dsp_registers)
     return {
         "tool": tool_name(yosys),
         "seconds": seconds,
@@ -149,14 +154,17 @@ def synthesize(
 
 
 def output_registers(
-    yosys: list[str], work: Path, timeout: float | None
+    yosys: list[str], work: Path, timeout: float | None, dsp_registers: bool = False
 ) -> tuple[dict[str, int], dict[str, int]]:
     """The block RAMs of work/netlist.json given their output registers and the multipliers
     their DSP registers as `eatt pnr` places them (rtl_sim/ecp5_outreg.py,
-    rtl_sim/ecp5_dspreg.py), work/netlist.v written again from it by Yosys."""
+    rtl_sim/ecp5_dspreg.py; the latter with ``dsp_registers``, as `eatt pnr --dsp-registers`),
+    work/netlist.v written again from it by Yosys."""
     netlist = json.loads((work / "netlist.json").read_text())
     outregs = absorb_output_registers(netlist)
-    dspregs = absorb_multiplier_registers(netlist)
+    dspregs = {"multipliers": 0, "flip_flops": 0}
+    if dsp_registers:
+        dspregs = absorb_multiplier_registers(netlist)
     if outregs["sides"] or dspregs["multipliers"]:
         (work / "netlist.json").write_text(json.dumps(netlist))
         log = work / "yosys_outreg.log"
@@ -173,17 +181,23 @@ def output_registers(
 
 
 def simulable_netlist(
-    out: Path, meta: dict, work: Path, timeout: float | None, models: dict
+    out: Path,
+    meta: dict,
+    work: Path,
+    timeout: float | None,
+    models: dict,
+    dsp_registers: bool = False,
 ) -> tuple[dict, dict]:
     """synth_ecp5 of out into work, again with -nobram where its block RAMs are beyond eatt's
     model, checked to have a model of every cell, with work/cells.v (the models it uses):
     (synthesize's report, the top module of netlist.json). RuntimeError for a cell without a
-    model or a multiplier the model does not cover."""
-    synth = synthesize(out, meta, work, timeout)
+    model or a multiplier the model does not cover. ``dsp_registers``: as `eatt pnr
+    --dsp-registers` (output_registers)."""
+    synth = synthesize(out, meta, work, timeout, dsp_registers=dsp_registers)
     module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
     beyond_model = check_block_rams(module)
     if beyond_model:  # block RAMs the model does not cover: none at all
-        synth = synthesize(out, meta, work, timeout, nobram=True)
+        synth = synthesize(out, meta, work, timeout, nobram=True, dsp_registers=dsp_registers)
         synth["nobram_why"] = beyond_model[:4]
         module = json.loads((work / "netlist.json").read_text())["modules"][meta["top"]]
     missing = without_model(module, models)

@@ -54,9 +54,11 @@ def simulate_netlist(
     inputs: tuple | None = None,
     simulator: str = "verilator",
     timeout: float | None = None,
+    dsp_registers: bool = False,
 ) -> dict:
     """The module doc's check of rtl_dir on ``vectors`` edge + random vectors (seed), or on
-    the captured ``inputs`` (capture_inputs' tuple); the result dict."""
+    the captured ``inputs`` (capture_inputs' tuple); the result dict. ``dsp_registers``: the
+    netlist `eatt pnr --dsp-registers` places (each multiplier's flip-flops in its block)."""
     out = Path(rtl_dir).resolve()
     meta = load_metadata(out)
     if meta["level"] not in ("alignment", "attention", "folded"):
@@ -79,7 +81,7 @@ def simulate_netlist(
         expected = golden.forward(x, y, masks=masks)
     t0 = time.perf_counter()
     with result_dir(out, NETLIST_DIR, WHAT) as work:
-        synth, _ = simulable_netlist(out, meta, work, timeout, models)
+        synth, _ = simulable_netlist(out, meta, work, timeout, models, dsp_registers)
         gate, gmeta = gate_folder(work, meta, simulator=simulator, trace=False)
         run = activity(gate, gmeta, x, y, masks, expected)
         model = inputs_model(inputs) if meta["level"] != "alignment" else None

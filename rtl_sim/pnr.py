@@ -288,6 +288,7 @@ def pnr(
     wrapper: bool = False,
     seed: int = 1,
     router: str = "router1",
+    dsp_registers: bool = False,
 ) -> dict:
     """Yosys synth_ecp5 then nextpnr-ecp5 on rtl_dir; the report described in the module doc
     (also written to DIR/pnr/result.json). ``timeout``: seconds for both tools together.
@@ -297,7 +298,9 @@ def pnr(
     AXI4-Stream ports (SIMD elements a beat each way) go on pins as they are
     (:func:`axis_pins`). ``router``: nextpnr's router, router1 (its default) or router2 (its
     newer negotiated-congestion router, often faster on a congested design). ``seed``:
-    nextpnr's placer seed (another placement of the same netlist)."""
+    nextpnr's placer seed (another placement of the same netlist). ``dsp_registers``: move
+    the flip-flops around each multiplier into its MULT18X18D's registers
+    (rtl_sim/ecp5_dspreg.py; off by default: on the trained layer's first route it lost)."""
     if wrapper:
         out_of_context = False
     check_options(device, clock_ns)
@@ -375,7 +378,11 @@ def pnr(
         # each product's flip-flops into its DSP block's registers (rtl_sim/ecp5_dspreg.py)
         netlist = json.loads((tmp / "netlist.json").read_text())
         outregs = absorb_output_registers(netlist)
-        dspregs = absorb_multiplier_registers(netlist)
+        dspregs = (
+            absorb_multiplier_registers(netlist)
+            if dsp_registers
+            else {"multipliers": 0, "flip_flops": 0}
+        )
         if outregs["sides"] or dspregs["multipliers"]:
             (tmp / "netlist.json").write_text(json.dumps(netlist))
         stat = (tmp / "stat.txt").read_text()

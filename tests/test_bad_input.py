@@ -95,6 +95,7 @@ CASES = [
     ("train -o a file", ["train", "run.yaml", "-o", "afile"], 2, "not a folder"),
     ("train into a user's folder", ["train", "run.yaml", "-o", "notes"], 2, "not made by eatt"),
     ("experiment into a user's folder", ["experiment", "qat", "--quick", "-o", "."], 2, None),
+    ("sim --dsp-registers of RTL", ["sim", "ourrtl", "--dsp-registers"], 2, "--dsp-registers"),
     (
         "experiment --reuse a missing report",
         ["experiment", "ablation", "--quick", "--reuse", "none.json", "-o", "x"],

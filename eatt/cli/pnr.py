@@ -48,6 +48,13 @@ def add_arguments(p) -> None:
         "whose routing depends on it",
     )
     p.add_argument(
+        "--dsp-registers",
+        action="store_true",
+        help="move the flip-flops around each multiplier into its MULT18X18D's input and "
+        "output registers (docs/pnr.md; eatt sim --netlist ecp5 --dsp-registers checks that "
+        "netlist)",
+    )
+    p.add_argument(
         "--wrapper",
         action="store_true",
         help="on pins, with a bitstream (pnr/design.bit): a core behind a serial-load wrapper, "
@@ -72,6 +79,7 @@ def run(args) -> int:
             wrapper=args.wrapper,
             router=args.router,
             seed=args.seed,
+            dsp_registers=args.dsp_registers,
         )
     if result["error"]:  # does not fit: the one line with the numbers, the JSON still printed
         print(f"eatt: error: {result['error']}", file=sys.stderr)

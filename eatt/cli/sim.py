@@ -36,10 +36,18 @@ def add_arguments(p) -> None:
         help="simulate the folder's mapped netlist instead of its RTL (ecp5: Yosys synth_ecp5 "
         "with the ECP5 cell models, what eatt pnr places; outputs only, no activity)",
     )
+    p.add_argument(
+        "--dsp-registers",
+        action="store_true",
+        help="with --netlist ecp5: the netlist eatt pnr --dsp-registers places (each "
+        "multiplier's flip-flops in its MULT18X18D's registers)",
+    )
     add_json(p)
 
 
 def run(args) -> int:
+    if args.dsp_registers and not args.netlist:
+        raise CommandError("--dsp-registers: a mapped netlist's option (with --netlist ecp5)")
     meta = load_metadata(args.dir)
     cfg = CoreConfig.from_dict(meta["config"], source=f"{args.dir}/metadata.json")
     check_vectors(cfg, args.vectors)
@@ -84,7 +92,12 @@ def _netlist(args, inputs) -> int:
     """--netlist: the mapped netlist against the golden model (rtl_sim/netlist_sim.py)."""
     with tool_failures(first_line_only=False):
         result = simulate_netlist(
-            args.dir, vectors=args.vectors, seed=args.seed, inputs=inputs, simulator=args.simulator
+            args.dir,
+            vectors=args.vectors,
+            seed=args.seed,
+            inputs=inputs,
+            simulator=args.simulator,
+            dsp_registers=args.dsp_registers,
         )
 
     def text(r: dict) -> str:
