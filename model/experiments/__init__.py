@@ -78,7 +78,8 @@ from .hybrids import HYBRID_KINDS
 from .l0drop import L0_LAMBDAS, LONG_SOURCES
 from .qat import QAT_BITS
 from .registry import EXPERIMENTS, REGISTRY, STAGED_EXPERIMENTS
-from .reuse import REUSED, load_reused
+from .reuse import REUSED
+from .reused_reports import load_reused
 from .seeded import Plan, SeededExperiment, Variant
 from .staged import RESUME, WINDOW_D, StagedExperiment
 from .window import FLEXIBLE_BETA, TAUS
