@@ -29,33 +29,19 @@ as that model (Lattice's sysDSP guide) is the one assumption, as for the block R
 
 from __future__ import annotations
 
-from eatt.rtl_sim.ecp5_outreg import _s, _sinks
+from eatt.rtl_sim.ecp5_outreg import _s, _sinks, flip_flop_control
 
 SIDE_BITS = 18  # A0..A17, B0..B17
 P_BITS = 36  # P0..P35
 
 
 def _ff_rules(ff: dict) -> tuple[object, object] | None:
-    """(clock bit, enable: "1" or a net bit) of a TRELLIS_FF the block can stand for: rising
-    edge, no set or reset in use; None otherwise."""
-    if ff["type"] != "TRELLIS_FF":
+    """(clock bit, enable) of a TRELLIS_FF the block can stand for (ecp5_outreg's rules, and a
+    rising edge: the block's registers have no inverted clock); None otherwise."""
+    control = flip_flop_control(ff)
+    if control is None or control[1]:
         return None
-    p = {k: _s(v) for k, v in ff.get("parameters", {}).items()}
-    c = ff["connections"]
-    if p.get("CLKMUX", "CLK") == "INV" or p.get("REGSET", "RESET") != "RESET":
-        return None
-    if p.get("LSRMUX", "LSR") != "LSR" or c.get("LSR", ["0"])[0] != "0":
-        return None
-    if p.get("SRMODE", "LSR_OVER_CE") not in ("LSR_OVER_CE", "ASYNC"):
-        return None
-    cemux = p.get("CEMUX", "CE")
-    if cemux == "1" or (cemux == "CE" and c.get("CE", ["1"])[0] == "1"):
-        enable = "1"
-    elif cemux == "CE":
-        enable = c["CE"][0]
-    else:
-        return None
-    return c.get("CLK", [None])[0], enable
+    return control[0], control[2]
 
 
 def _drivers(module: dict) -> dict[int, str]:

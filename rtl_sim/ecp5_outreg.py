@@ -66,6 +66,25 @@ def _sinks(module: dict) -> dict[int, list[tuple[str, str]]]:
     return sinks
 
 
+def flip_flop_control(ff: dict) -> tuple[object, bool, object] | None:
+    """(clock bit, inverted clock, enable: "1" or a net bit) of a TRELLIS_FF that a block's
+    own register can stand for: no set or reset in use (LSR tied to 0), resets to 0; None
+    for any other cell (this pass and rtl_sim/ecp5_dspreg.py share these rules)."""
+    if ff["type"] != "TRELLIS_FF":
+        return None
+    p = {k: _s(v) for k, v in ff.get("parameters", {}).items()}
+    c = ff["connections"]
+    if p.get("REGSET", "RESET") != "RESET" or p.get("LSRMODE", "LSR") != "LSR":
+        return None
+    if p.get("LSRMUX", "LSR") != "LSR" or c.get("LSR", ["0"])[0] != "0":
+        return None
+    cemux = p.get("CEMUX", "1")
+    if cemux not in ("1", "CE"):
+        return None
+    enable = "1" if cemux == "1" else c["CE"][0]
+    return c.get("CLK", [None])[0], p.get("CLKMUX", "CLK") == "INV", enable
+
+
 def _side(
     module: dict,
     cell: dict,
@@ -87,24 +106,10 @@ def _side(
         loads = sinks[bit]
         if len(loads) != 1 or not loads[0][0] or loads[0][1] != "DI":
             return None
-        ff = module["cells"][loads[0][0]]
-        if ff["type"] != "TRELLIS_FF":
+        control = flip_flop_control(module["cells"][loads[0][0]])
+        if control is None or control[:2] != (clk, inverted):
             return None
-        p = {k: _s(v) for k, v in ff.get("parameters", {}).items()}
-        c = ff["connections"]
-        if c.get("CLK", [None])[0] != clk or (p.get("CLKMUX", "CLK") == "INV") != inverted:
-            return None
-        if p.get("REGSET", "RESET") != "RESET" or p.get("LSRMODE", "LSR") != "LSR":
-            return None
-        if p.get("LSRMUX", "LSR") != "LSR" or c.get("LSR", ["0"])[0] != "0":
-            return None
-        cemux = p.get("CEMUX", "1")
-        if cemux == "1":
-            enables.add("1")
-        elif cemux == "CE":
-            enables.add(c["CE"][0])
-        else:
-            return None
+        enables.add(control[2])
         pairs.append((pin, loads[0][0]))
     if not pairs or len(enables) != 1:
         return None

@@ -119,8 +119,8 @@ def _text(r: dict) -> str:
             f"blocks       MULT18X18D {s['MULT18X18D']}/"
             f"{util.get('MULT18X18D', {}).get('available', 0)}, DP16KD {s['DP16KD']}/"
             f"{util.get('DP16KD', {}).get('available', 0)}, IO {s.get('IO', 0)}"
-            + _outreg(r.get("bram_outreg"))
-            + _dspregs(r.get("dsp_regs")),
+            + _moved(r.get("bram_outreg"), "sides", "block RAM output register")
+            + _moved(r.get("dsp_regs"), "multipliers", "MULT18X18D register"),
             f"Fmax         {fmax} (constraint {r['constraint_mhz']:g} MHz)",
             rate.line(r.get("throughput")),
             f"time         {r['seconds']:.0f} s, peak {r['peak_mb']} MiB"
@@ -130,19 +130,10 @@ def _text(r: dict) -> str:
     )
 
 
-def _outreg(moved: dict | None) -> str:
-    """The block RAM read sides given their output register (rtl_sim/ecp5_outreg.py)."""
-    if not moved or not moved["sides"]:
+def _moved(moved: dict | None, key: str, what: str) -> str:
+    """The flip-flops a pass moved into blocks' own registers (rtl_sim/ecp5_outreg.py: block
+    RAM read sides, rtl_sim/ecp5_dspreg.py: multipliers); "" when it moved none."""
+    if not moved or not moved[key]:
         return ""
-    n = moved["sides"]
-    plural = "s" if n != 1 else ""
-    return f"; {moved['flip_flops']} flip-flops moved into {n} block RAM output register{plural}"
-
-
-def _dspregs(moved: dict | None) -> str:
-    """The multipliers given their registers (rtl_sim/ecp5_dspreg.py)."""
-    if not moved or not moved["multipliers"]:
-        return ""
-    n = moved["multipliers"]
-    plural = "s" if n != 1 else ""
-    return f"; {moved['flip_flops']} flip-flops moved into {n} MULT18X18D register{plural}"
+    n = moved[key]
+    return f"; {moved['flip_flops']} flip-flops moved into {n} {what}{'s' if n != 1 else ''}"

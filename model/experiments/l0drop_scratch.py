@@ -133,9 +133,8 @@ class L0DropScratch(SeededExperiment):
     def _rows(self, plan: Plan, runs: list[dict]) -> list[dict]:
         rows = super()._rows(plan, runs)
         data = synthetic_task(plan.data)
-        for (
-            run
-        ) in runs:  # what each run's gates prune, by kind of token (a reused run's: as recorded)
+        # what each run's gates prune, by kind of token (a reused run's: as its report recorded)
+        for run in runs:
             if not (run.get("reused_from") and "pruned_by_category" in run):
                 run["pruned_by_category"] = pruned_by_category(run["checkpoint"], data)
         for row in rows:
