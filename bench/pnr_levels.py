@@ -64,6 +64,9 @@ def row(rtl: Path, label: str, clock: float, rerun: bool) -> dict:
         "cells": r["summary"],
         "fmax_mhz": r["fmax_mhz"].get("clk"),
         "constraint_mhz": r["constraint_mhz"],
+        "speed": r.get("speed", 6),  # the part's speed grade (older results: 6, nextpnr's default)
+        "seed": r.get("seed", 1),
+        "dsp_regs": r.get("dsp_regs", {}).get("multipliers", 0),
         "calls_per_s": r["throughput"]["calls_per_s"],
         "critical_path": critical_path(rtl / "pnr"),
         "nextpnr_seconds": r["nextpnr"]["seconds"],
@@ -76,9 +79,9 @@ def markdown(report: dict) -> str:
         f"Routed on an ECP5-85k (nextpnr, constraint {report['clock_ns']} ns): one folded engine "
         "at each pipelining step",
         "",
-        "| step | adder_levels | II cycles | FF | COMB | DSP | BRAM | Fmax MHz | calls/s "
-        "| critical path (ns: logic + routing) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| step | speed grade | adder_levels | II cycles | FF | COMB | DSP | BRAM | Fmax MHz "
+        "| calls/s | critical path (ns: logic + routing) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in report["rows"]:
         c, p = r["cells"], r["critical_path"] or {}
@@ -88,7 +91,8 @@ def markdown(report: dict) -> str:
             else "-"
         )
         lines.append(
-            f"| {r['label']} | {r['adder_levels']} | {r['ii_cycles']:,} | {c['FF']:,} | "
+            f"| {r['label']} | -{r.get('speed', 6)} | {r['adder_levels']} | {r['ii_cycles']:,} | "
+            f"{c['FF']:,} | "
             f"{c['COMB']:,} | {c['MULT18X18D']} | {c['DP16KD']} | {r['fmax_mhz']} | "
             f"{r['calls_per_s']:,.1f} | {path} |"
         )

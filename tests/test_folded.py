@@ -38,7 +38,7 @@ from eatt.rtl_sim.folded import (
     peer_foldings,
     weight_tiles,
 )
-from eatt.rtl_sim.folding import max_stages, walk_drain
+from eatt.rtl_sim.folding import max_stages, walk_drain, walk_start
 from eatt.rtl_sim.generate import generate_rtl, load_metadata
 from eatt.rtl_sim.lint import lint_rtl
 from eatt.rtl_sim.runner import simulate
@@ -150,7 +150,9 @@ def test_cycle_formula():
     # each side of the multipliers; the select walk pads those two)
     assert walk_drain(16, 1) == 12 and walk_drain(16, 2) == 10 and walk_drain(1, 1) == 9
     p1 = folded_cycles(vanilla, lanes=11, simd=16, adder_levels=1)
-    assert p1["projections"] == 88 * dc * dc + 4 * 12
+    # + 1 before and after attention: each walk job's start registered (walk_start)
+    assert walk_start(1) == 1 and walk_start(0) == 0
+    assert p1["projections"] == 88 * dc * dc + 4 * 12 + 2
     # the score lanes' 2 + 3 stages (as a walk's tile) and q and k's second read register, the
     # block max over 11 lanes registered after each of its 4 compare levels, exp's read
     # registered and the numerators' twice (2 + 1),
@@ -399,7 +401,7 @@ def test_score_rom_layout():
 
 
 def test_paper_size_generation_is_small(tmp_path):
-    """l 22, d 512, 8 heads: about 150 KB of SystemVerilog (the hand-written modules, whatever
+    """l 22, d 512, 8 heads: about 170 KB of SystemVerilog (the hand-written modules, whatever
     the size), the weights in .mem files."""
     cfg = CoreConfig.from_dict(dict(kind="eatt", len_q=22, len_k=22, dim=512, heads=8))
     out = tmp_path / "rtl"
@@ -408,7 +410,7 @@ def test_paper_size_generation_is_small(tmp_path):
     assert load_metadata(out)["level"] == "folded"
     sv = sum((out / s).stat().st_size for s in meta["sources"])
     # the hand-written engine and its leaves (fixed: every mechanism's), the memories among them
-    assert sv < 160_000
+    assert sv < 200_000
     assert len((out / "wq.mem").read_text().splitlines()) == (512 // 16) ** 2
 
 

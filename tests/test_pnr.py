@@ -76,6 +76,8 @@ def test_bad_router(tmp_path):
         pnr(tmp_path, router="router3")
     with pytest.raises(ValueError, match="^--seed: must be an integer >= 1"):
         pnr(tmp_path, seed=0)
+    with pytest.raises(ValueError, match="^--speed: one of 6, 7, 8"):
+        pnr(tmp_path, speed=5)
 
 
 def test_missing_nextpnr_is_tool_missing(tmp_path, monkeypatch):
@@ -101,6 +103,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
         (["{rtl}", "--router", "router3"], "--router"),
         (["{rtl}", "--seed", "0"], "--seed"),
         (["{rtl}", "--seed", "x"], "--seed"),
+        (["{rtl}", "--speed", "9"], "--speed"),
     ],
 )
 def test_cli_bad_input_is_one_line(tmp_path, args, match):
@@ -194,11 +197,14 @@ def test_cli_text_and_json(tmp_path):
     assert "routed" in text.stdout and "Fmax" in text.stdout and "ap_clk" in text.stdout
     assert "nextpnr-ecp5" in text.stderr  # progress while it runs
     assert json.loads((out / "pnr" / "result.json").read_text())["router"] == "router1"
-    js = cli(str(out), "--json", "--clock", "5", "--router", "router2", "--seed", "2")
+    assert "speed grade 6" in text.stdout
+    js = cli(
+        str(out), "--json", "--clock", "5", "--router", "router2", "--seed", "2", "--speed", "8"
+    )
     assert js.returncode == 0, js.stderr
     r = json.loads(js.stdout)
     assert r["routed"] and r["fmax_mhz"]["ap_clk"] > 0 and r["constraint_mhz"] == 200.0
-    assert r["router"] == "router2" and r["seed"] == 2
+    assert r["router"] == "router2" and r["seed"] == 2 and r["speed"] == 8
 
 
 @pytest.mark.rtl

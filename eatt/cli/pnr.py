@@ -9,7 +9,7 @@ from eatt.cli.common import PositiveFloat, add_json, emit
 from eatt.cli.exits import EXIT_CHECK_FAILED, EXIT_OK, CommandError, tool_failures
 from eatt.rtl_sim import throughput as rate
 from eatt.rtl_sim.generate import load_metadata
-from eatt.rtl_sim.pnr import DEVICES, pnr
+from eatt.rtl_sim.pnr import DEVICES, SPEEDS, pnr
 
 HELP = "Yosys synth_ecp5 + nextpnr-ecp5: utilization and Fmax of an RTL folder"
 
@@ -48,6 +48,13 @@ def add_arguments(p) -> None:
         "whose routing depends on it",
     )
     p.add_argument(
+        "--speed",
+        type=int,
+        choices=SPEEDS,
+        default=6,
+        help="the part's speed grade: 6 (the slowest, nextpnr's default), 7 or 8",
+    )
+    p.add_argument(
         "--dsp-registers",
         action="store_true",
         help="move the flip-flops around each multiplier into its MULT18X18D's input and "
@@ -80,6 +87,7 @@ def run(args) -> int:
             router=args.router,
             seed=args.seed,
             dsp_registers=args.dsp_registers,
+            speed=args.speed,
         )
     if result["error"]:  # does not fit: the one line with the numbers, the JSON still printed
         print(f"eatt: error: {result['error']}", file=sys.stderr)
@@ -103,7 +111,8 @@ def _text(r: dict) -> str:
     util = r["utilization"]
     comb = util.get("TRELLIS_COMB", {})
     head = (
-        f"{r['part']} ({r['device']}{', out of context' if r['out_of_context'] else ''}"
+        f"{r['part']} ({r['device']}, speed grade {r.get('speed', 6)}"
+        f"{', out of context' if r['out_of_context'] else ''}"
         f"{', -nodsp' if r['nodsp'] else ''}"
         f"{_wrapper(r['wrapper'])}):"
         f" {'routed' if r['routed'] else 'not routed'}"

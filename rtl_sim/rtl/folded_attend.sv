@@ -114,20 +114,12 @@ module folded_attend #(
     // the mechanisms' score front ends (eatt.mechanisms rtl_score): E-ATT's L1 and the dot
     // product (Q against K), Dense (H against W_2), RandInit (R read)
     localparam int SCORE_L1 = 0, SCORE_DOT = 1, SCORE_DENSE = 2, SCORE_RANDINIT = 3;
-    localparam int M      = SIMD / MUL_COLS;  // V's pieces of a SIMD-wide word
     localparam int EXP_A  = (EXP_SIZE > 1) ? $clog2(EXP_SIZE) : 1;
     localparam int C_MAX  = (SC > HC) ? SC : HC;  // the chunk counters' range (scores, numer)
     localparam int C_CW   = (C_MAX > 1) ? $clog2(C_MAX) : 1;
     localparam int Q_CW   = (LEN_Q > 1) ? $clog2(LEN_Q) : 1;
     localparam int H_CW   = (HEADS > 1) ? $clog2(HEADS) : 1;
-    localparam int QA_W = $clog2(2 * LEN_Q * DC);  // q, a addresses (two banks)
-    localparam int BA_W = $clog2(2 * KB * DC);      // K, V bank addresses (two banks)
     localparam int SA_W = (KB > 1) ? $clog2(KB) : 1;                    // score, weight banks
-    localparam int QD = LEN_Q * DC, BD = KB * DC;  // words of a bank
-    function automatic int unsigned banked(input logic b, input int unsigned depth,
-                                           input int unsigned addr);
-        banked = addr + (b ? depth : 0);
-    endfunction
     typedef enum logic [1:0] { S_IDLE, S_SCORE, S_EXP, S_NUMER } state_t;
     localparam logic [1:0] PASS_V = 2'd1;  // folded_proj_walk's V pass
 
@@ -165,7 +157,7 @@ module folded_attend #(
     // recip_normalize's PIPE and its cycles from N to O (PIPE 3: N and R, N x R's pieces with a
     // register on each side, N x R, its coarse shift registered)
     localparam int NORM_MODE = (ADDER_LEVELS > 0) ? 3 : 0;
-    localparam int NORM_LAT = (ADDER_LEVELS > 0) ? 7 : 0;  // + O's register (g_o_reg)
+    localparam int NORM_LAT = (ADDER_LEVELS > 0) ? 7 : 0;  // + O's register (folded_norm)
     // exp: S, the table's index and the exp word registered
     localparam int E_READS = (ADDER_LEVELS > 0) ? 2 : 0;  // registers on the exp word as read
     localparam int E_EXTRA = (ADDER_LEVELS > 0) ? 2 + E_READS : 0;
@@ -203,7 +195,6 @@ module folded_attend #(
     /* verilator lint_on UNUSEDSIGNAL */
     logic             ea_v;                        // exp addresses its table (its item)
     logic [KB_CW-1:0] ea_jb;
-    logic [SIMD*V_W-1:0]     v_word [LANES];
     logic signed [SCORE_W-1:0] s_next [LANES];   // the key's score with this chunk
     logic signed [SCORE_W-1:0] s_hold [LANES];   // its running sum (stage 3: the score)
     logic signed [SCORE_W-1:0] s_read [LANES];   // the stored score (exp phase)
@@ -213,8 +204,6 @@ module folded_attend #(
     logic signed [SCORE_W-1:0] smax, smax_next;   // max over the visible keys so far
     logic [SUM_W-1:0]        esum, esum_next;     // E
     logic [SIMD*NUMER_W-1:0] numer_packed;  // N of the chunk (folded_numer)
-    logic [RIDX_W-1:0]       recip_index;
-    logic [SIMD*ATTN_W-1:0]  o_norm, o_word;  // O as normalized, as written to a_mem
 
     // key j is visible to query i: j < length (key padding), j <= i + offset (causal); every
     // input an argument (a continuous assign is sensitive to its arguments only)
@@ -288,33 +277,30 @@ module folded_attend #(
     logic [LANES*EXP_A-1:0] exp_addr;
     logic [LANES-1:0]       exp_re;
     logic [LANES*EXP_W-1:0] exp_data;
-    logic [RECIP_W-1:0]     recip;
     folded_rom #(
         .WIDTH(EXP_W), .DEPTH(EXP_SIZE), .READS(LANES), .SYNC(1), .FILE(EXP_FILE),
         .MACRO_ROWS(MACRO_ROWS), .AW(EXP_A)
     ) exp_rom (.clk(clk), .re(exp_re), .addr(exp_addr), .data(exp_data));
 
+    // V: key j in lane j mod LANES, pieces of MUL_COLS columns (folded_v_banks), read in the
+    // numerators' stage 0
+    logic [LANES*SIMD*V_W-1:0] v_cat_all;  // lane l's chunk at [l*SIMD*V_W +: SIMD*V_W]
+    folded_v_banks #(
+        .LANES(LANES), .SIMD(SIMD), .MUL_COLS(MUL_COLS), .V_W(V_W), .KB(KB), .DC(DC),
+        .MACRO_ROWS(MACRO_ROWS), .ADDER_LEVELS(ADDER_LEVELS)
+    ) u_vbanks (
+        .clk(clk), .pre_b(pre_b), .we(vo_valid && vo_pass == PASS_V), .lane(vo_lane),
+        .blk(vo_blk), .cc(vo_cc), .sub(vo_sub), .wdata(v_code), .att_b(att_b), .re(nm0),
+        .rd_blk(jb), .rd_cc(DC_CW'(hh*HC + tc)), .v(v_cat_all)
+    );
+
     for (genvar l = 0; l < LANES; l++) begin : g_lane
-        // v_bank: V of keys j = b*LANES + l in M pieces of PE columns, chunk at b*DC + c;
         // s_bank: the scores of this query and head; e_bank: their softmax weights
-        wire  [SIMD*V_W-1:0]       v_cat;
         logic signed [SCORE_W-1:0] s_acc;
         logic signed [SCORE_W-1:0] part_l, part_r;  // the chunk's sum, registered
         logic signed [SCORE_W:0]   zdiff;           // max S - S (>= 0 for a visible key)
         logic signed [SCORE_W:0]   exp_index;
         int unsigned               key;
-
-        for (genvar m = 0; m < M; m++) begin : g_vsub
-            folded_ram #(
-                .WIDTH(MUL_COLS*V_W), .DEPTH(2*KB*DC), .MACRO_ROWS(MACRO_ROWS), .AW(BA_W)
-            ) v_bank (
-                .clk(clk), .we(vo_valid && vo_pass == PASS_V && vo_lane == l && vo_sub == m),
-                .waddr(BA_W'(banked(pre_b, BD, vo_blk*DC + vo_cc))), .wdata(v_code),
-                .re(nm0), .raddr(BA_W'(banked(att_b, BD, jb*DC + hh*HC + tc))),
-                .rdata(v_cat[m*MUL_COLS*V_W +: MUL_COLS*V_W])
-            );
-        end
-        assign v_word[l] = v_cat;
 
         assign part_l = parts[l*SCORE_W +: SCORE_W];
         assign s_next[l] = (first_s ? SCORE_W'(0) : s_acc) + part_r;
@@ -424,10 +410,8 @@ module folded_attend #(
     // the numerators N[t] = sum_j e[j] V[j][t] of the chunk (stage 2 adds the block's; N holds
     // from stage 3 on): folded_numer, e and V as read
     logic [LANES*EXP_W-1:0]      e_cat;
-    logic [LANES*SIMD*V_W-1:0]   v_cat_all;
     for (genvar l = 0; l < LANES; l++) begin : g_numer_in
         assign e_cat[l*EXP_W +: EXP_W] = e_read[l];
-        assign v_cat_all[l*SIMD*V_W +: SIMD*V_W] = v_word[l];
     end
     folded_numer #(
         .LANES(LANES), .SIMD(SIMD), .EXP_W(EXP_W), .V_W(V_W), .NUMER_W(NUMER_W),
@@ -437,56 +421,20 @@ module folded_attend #(
         .first(first_n), .numer(numer_packed)
     );
 
-    // O = N / E; R = RECIP[index of E] is read once per query and head, in exp's last cycle
-    // (with ADDER_LEVELS the index follows E by two cycles: exp's drain has them)
-    // R as the normalization reads it: registered after its table with ADDER_LEVELS
-    logic [RECIP_W-1:0] recip_q;
-    if (NORM_PIPE != 0) begin : g_recip_reg
-        always_ff @(posedge clk) recip_q <= recip;
-    end else begin : g_recip
-        assign recip_q = recip;
-    end
-    recip_normalize #(
-        .LANES(SIMD), .SUM_W(SUM_W), .NUMER_W(NUMER_W), .INDEX_W(RIDX_W), .RECIP_W(RECIP_W),
-        .RECIP_FRAC(RECIP_FRAC), .PROD_W(PROD_W), .OUT_W(ATTN_W), .PIPE(NORM_MODE)
-    ) u_normalize (
-        .clk(clk), .e_sum(esum), .numer(numer_packed), .recip_index(recip_index),
-        .recip(recip_q), .o(o_norm)
-    );
-    // O registered before its memory with ADDER_LEVELS: the normalization's last stage (the
-    // clamp and + 1) and the block RAM's data input each get a cycle (they sit apart on a part)
-    if (NORM_PIPE != 0) begin : g_o_reg
-        always_ff @(posedge clk) o_word <= o_norm;
-    end else begin : g_o_wire
-        assign o_word = o_norm;
-    end
-    // O of stage 3 (NORM_LAT cycles later with ADDER_LEVELS): its valid item, key block and
-    // chunk, stage 3's carried along
-    localparam int O_W = 1 + KB_CW + C_CW;
-    logic [(NORM_LAT+1)*O_W-1:0] o_line;  // stage 3's item i cycles ago at [i*O_W +: O_W]
-    logic             o_v;
-    logic [KB_CW-1:0] o_jb;
-    logic [C_CW-1:0] o_c;
-    assign o_line[0 +: O_W] = {p3_v && p3_ph == S_NUMER, p3_jb, p3_c};
-    for (genvar i = 1; i <= NORM_LAT; i++) begin : g_o_line
-        logic [O_W-1:0] q;
-        always_ff @(posedge clk) q <= rst ? '0 : o_line[(i-1)*O_W +: O_W];
-        assign o_line[i*O_W +: O_W] = q;
-    end
-    assign {o_v, o_jb, o_c} = o_line[NORM_LAT*O_W +: O_W];
-    folded_rom #(
-        .WIDTH(RECIP_W), .DEPTH(2**RIDX_W), .SYNC(1), .FILE(RECIP_FILE),
-        .MACRO_ROWS(MACRO_ROWS), .AW(RIDX_W)
-    ) recip_rom (
-        .clk(clk), .re(state == S_EXP && drained), .addr(recip_index), .data(recip)
-    );
-
-    folded_ram #(
-        .WIDTH(SIMD*ATTN_W), .DEPTH(2*LEN_Q*DC), .MACRO_ROWS(MACRO_ROWS), .AW(QA_W)
-    ) a_mem (
-        .clk(clk), .we(o_v && o_jb == KB - 1),
-        .waddr(QA_W'(banked(att_b, QD, qi*DC + hh*HC + o_c))), .wdata(o_word),
-        .re(a_re), .raddr(QA_W'(banked(post_b, QD, a_rd_tok*DC + a_rd_rc))), .rdata(a_word)
+    // O = N / E into a_mem (folded_norm): R = RECIP[index of E] is read once per query and
+    // head, in exp's last cycle (with ADDER_LEVELS the index follows E by two cycles: exp's
+    // drain has them); stage 3's numerator items, O written NORM_LAT cycles later
+    folded_norm #(
+        .SIMD(SIMD), .LEN_Q(LEN_Q), .DC(DC), .HC(HC), .KB(KB), .SUM_W(SUM_W),
+        .NUMER_W(NUMER_W), .RIDX_W(RIDX_W), .RECIP_W(RECIP_W), .RECIP_FRAC(RECIP_FRAC),
+        .PROD_W(PROD_W), .ATTN_W(ATTN_W), .RECIP_FILE(RECIP_FILE), .MACRO_ROWS(MACRO_ROWS),
+        .PIPE(NORM_MODE), .LAT(NORM_LAT), .Q_CW(Q_CW), .TOK_CW(TOK_CW), .DC_CW(DC_CW),
+        .H_CW(H_CW), .KB_CW(KB_CW), .C_CW(C_CW)
+    ) u_norm (
+        .clk(clk), .rst(rst), .esum(esum), .recip_re(state == S_EXP && drained),
+        .item(p3_v && p3_ph == S_NUMER), .item_jb(p3_jb), .item_c(p3_c),
+        .numer(numer_packed), .att_b(att_b), .qi(qi), .hh(hh), .post_b(post_b), .a_re(a_re),
+        .a_rd_tok(a_rd_tok), .a_rd_rc(a_rd_rc), .a_word(a_word)
     );
 
     // -- the attention unit: per query and head, scores, exp, numerators -----------------------

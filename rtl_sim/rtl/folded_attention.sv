@@ -259,6 +259,28 @@ module folded_attention #(
     logic [MUL_COLS*V_W-1:0]    v_code;
     logic [MUL_COLS*OUT_W-1:0]  z_code;
 
+    // the walks' start: the hand-over's decision (pre_go, post_go) as it is, or (ADDER_LEVELS
+    // >= 1) registered, a copy beside each walk (kept apart: the decision reads the bank flags
+    // across the part, and each walk's control sits by its own ROMs): each job starts a cycle
+    // later (rtl_sim/folding.py walk_start); walk_pre / walk_post are set at the decision
+    logic m_start_pre, m_start_post, s_start_pre, s_start_post;
+    if (ADDER_LEVELS > 0) begin : g_start_reg
+        (* keep *) logic [1:0] m_go;
+        (* keep *) logic [1:0] s_go;
+        always_ff @(posedge clk) begin
+            m_go <= rst ? '0 : {start_pre, start_post};
+            s_go <= rst ? '0 : {start_pre, start_post};
+        end
+        assign {m_start_pre, m_start_post} = m_go;
+        assign {s_start_pre, s_start_post} = s_go;
+    end else begin : g_start
+        assign {m_start_pre, m_start_post} = {start_pre, start_post};
+        assign {s_start_pre, s_start_post} = {start_pre, start_post};
+    end
+    /* verilator lint_off UNUSEDSIGNAL */  // (one walk: no select walk's start)
+    logic s_start_unused;
+    assign s_start_unused = s_start_pre ^ s_start_post;
+    /* verilator lint_on UNUSEDSIGNAL */
     assign start_pre = pre_go;
 
     // the multiply walk: V then O (E-ATT, PE columns), or K, V, Q then O (vanilla, PE = SIMD)
@@ -279,7 +301,7 @@ module folded_attention #(
         .OUT_W(OUT_W), .WQ_FILE(WQ_FILE), .WK_FILE(WK_FILE), .WV_FILE(WV_FILE),
         .WO_FILE(WO_FILE), .MACRO_ROWS(MACRO_ROWS), .ADDER_LEVELS(ADDER_LEVELS)
     ) u_multiply (
-        .clk(clk), .rst(rst), .start_pre(start_pre), .start_post(start_post),
+        .clk(clk), .rst(rst), .start_pre(m_start_pre), .start_post(m_start_post),
         .finishing(m_fin),
         .rd_tok(m_rd_tok), .rd_rc(m_rd_rc),
         .x_word(x_word), .y_word(y_word), .o_word(a_word),
@@ -312,7 +334,7 @@ module folded_attention #(
             .OUT_W(OUT_W), .WQ_FILE(WQ_FILE), .WK_FILE(WK_FILE), .WV_FILE(WV_FILE),
             .WO_FILE(WO_FILE), .MACRO_ROWS(MACRO_ROWS), .ADDER_LEVELS(ADDER_LEVELS)
         ) u_select (
-            .clk(clk), .rst(rst), .start_pre(start_pre), .start_post(start_post),
+            .clk(clk), .rst(rst), .start_pre(s_start_pre), .start_post(s_start_post),
             .finishing(s_fin),
             .rd_tok(s_rd_tok), .rd_rc(s_rd_rc),
             // K of token t is read in step with the multiply walk's V of token t: one y port

@@ -192,6 +192,8 @@ async def attend_vectors(dut):
 pytestmark = pytest.mark.rtl
 HAVE_ICARUS = shutil.which("iverilog") is not None and shutil.which("vvp") is not None
 LEAVES = (
+    "folded_v_banks",
+    "folded_norm",
     "folded_scores_qk",
     "folded_scores_dense",
     "folded_scores_randinit",
