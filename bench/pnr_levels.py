@@ -26,11 +26,17 @@ from eatt.config import atomic_write_text
 
 
 def critical_path(pnr: Path) -> dict | None:
-    """nextpnr's critical path of the clock: first and last cell, delay, logic and routing."""
+    """nextpnr's critical path of the clock (register to register: on pins, the paths from and
+    to the ports, <async>, are not the clock's): first and last cell, delay, logic and
+    routing."""
     report = pnr / "report.json"
     if not report.is_file():
         return None
-    paths = [p for p in json.loads(report.read_text()).get("critical_paths", []) if p["path"]]
+    paths = [
+        p
+        for p in json.loads(report.read_text()).get("critical_paths", [])
+        if p["path"] and "<async>" not in (p.get("from"), p.get("to"))
+    ]
     if not paths:
         return None
     steps = max(paths, key=lambda p: sum(s["delay"] for s in p["path"]))["path"]
