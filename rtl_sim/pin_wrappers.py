@@ -17,6 +17,8 @@ RTL = Path(__file__).resolve().parent / "rtl"
 SERIAL_PINS = 8
 SHELL = RTL / "serial_shell.sv"
 SKID = RTL / "axis_skid.sv"
+#: cycles the register slices add to a folded engine's latency (one each way)
+SKID_CYCLES = 2
 
 
 def axis_pins(meta: dict) -> int:

@@ -65,6 +65,7 @@ from eatt.rtl_sim.pin_wrappers import (  # noqa: F401  (their home was this modu
     SERIAL_PINS,
     SHELL,
     SKID,
+    SKID_CYCLES,
     axis_pins,
     axis_top,
     serial_top,
@@ -252,7 +253,7 @@ def pnr(
         raise ValueError(f"router: one of {', '.join(ROUTERS)}, got {router!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 1:
         raise ValueError(f"--seed: must be an integer >= 1, got {seed!r}")
-    if isinstance(speed, bool) or speed not in SPEEDS:
+    if isinstance(speed, bool) or not isinstance(speed, int) or speed not in SPEEDS:
         raise ValueError(f"--speed: one of {', '.join(map(str, SPEEDS))}, got {speed!r}")
     if timeout is not None and not (
         isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
@@ -444,7 +445,7 @@ def pnr(
                     "out_bits": sum(int(v["width"]) for v in meta["interface"]["outputs"].values()),
                 }
                 if serial
-                else {"top": synth_top, "axis_pins": axis_pins(meta), "slices": SKID.stem}
+                else {"top": synth_top, "axis_pins": axis_pins(meta), "slice": SKID.stem}
                 if wrapper
                 else None
             ),
@@ -467,9 +468,13 @@ def pnr(
             "fmax_mhz": {k: round(v["achieved"], 2) for k, v in fmax.items()},
             "constraint_mhz": round(freq, 2),
             "timing_met": bool(fmax) and all(v["achieved"] >= freq for v in fmax.values()),
-            # the core's rate at the slowest clock's Fmax (the serial wrapper is a pin harness)
+            # the core's rate at the slowest clock's Fmax (the serial wrapper is a pin harness;
+            # a folded engine's register slices add a cycle each way to its latency)
             "throughput": throughput(
-                meta, round(min(v["achieved"] for v in fmax.values()), 2) if fmax else None
+                {**meta, "latency_cycles": meta["latency_cycles"] + SKID_CYCLES}
+                if wrapper and not serial and "latency_cycles" in meta
+                else meta,
+                round(min(v["achieved"] for v in fmax.values()), 2) if fmax else None,
             ),
             "error": error,
             # block RAM read sides given their output register, the flip-flops they replace

@@ -80,8 +80,9 @@ def test_bad_router(tmp_path):
         pnr(tmp_path, router="router3")
     with pytest.raises(ValueError, match="^--seed: must be an integer >= 1"):
         pnr(tmp_path, seed=0)
-    with pytest.raises(ValueError, match="^--speed: one of 6, 7, 8"):
-        pnr(tmp_path, speed=5)
+    for speed in (5, 6.0, True):
+        with pytest.raises(ValueError, match="^--speed: one of 6, 7, 8"):
+            pnr(tmp_path, speed=speed)
 
 
 def test_missing_nextpnr_is_tool_missing(tmp_path, monkeypatch):
@@ -314,7 +315,7 @@ def test_a_folded_engine_goes_on_pins_with_its_own_streams(tmp_path):
     assert r["routed"] and r["wrapper"] == {
         "top": "eatt_folded_axis",
         "axis_pins": pins,
-        "slices": "axis_skid",
+        "slice": "axis_skid",
     }
     assert r["summary"]["IO"] == pins and r["bitstream"] == "pnr/design.bit"
     assert (out / "pnr" / "design.bit").stat().st_size > 100_000

@@ -9,7 +9,7 @@
 // is parked in the skid register (the output full and not taken while a beat arrived); the
 // parked beat moves to the output as the sink takes the one there.
 //
-// Used by the pin wrapper of a folded engine (rtl_sim/pnr.py axis_top: one on s_axis, one on
+// Used by the pin wrapper of a folded engine (rtl_sim/pin_wrappers.py axis_top: one on s_axis, one on
 // m_axis). Testbench: rtl_sim/tb/axis_skid (random valid and ready on both sides against a
 // queue, Verilator and Icarus).
 

@@ -43,7 +43,7 @@ module folded_norm #(
     parameter int DC_CW  = (DC > 1) ? $clog2(DC) : 1,
     parameter int H_CW   = ((DC / HC) > 1) ? $clog2(DC / HC) : 1,
     parameter int KB_CW  = (KB > 1) ? $clog2(KB) : 1,
-    parameter int C_CW   = 1
+    parameter int C_CW   = (HC > 1) ? $clog2(HC) : 1  // (the caller's may be wider)
 ) (
     input  wire logic                      clk,
     /* verilator lint_off UNUSEDSIGNAL */  // (LAT 0: no item line to reset)
