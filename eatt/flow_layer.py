@@ -29,7 +29,8 @@ line pointing to ``--step`` (a decoder layer's one-step core) or the folded engi
 is report.md, report.json and report.png in the output folder (eatt.flow_layer_report).
 
 ``--to-step S`` stops after step S of LAYER_FLOW_STEPS (capture, golden, export, hls, then
-each core's rtl, sim, sim_edges, resources, then bleu) and reports what ran; ``--from-step S``
+each core's rtl, sim, sim_edges, resources, power, then bleu; ``--no-resources`` leaves out
+resources and power, Yosys' steps) and reports what ran; ``--from-step S``
 continues such a run in the same folder: the earlier steps' results come from
 layer_steps.json (written after each part, checked to be the same run) and the capture from
 acts.npz.
@@ -45,8 +46,10 @@ import numpy as np
 
 from eatt.config import ConfigError, CoreConfig, WindowConfig, atomic_write_text
 from eatt.flow import (
+    POWER_VECTORS,
     _jsonable,
     flow_folding,
+    flow_steps,
     folded_config,
     open_flow_dir,
     shared_weights,
@@ -82,7 +85,7 @@ from eatt.steps import BuildContext, BuildOptions, run_steps, select
 MAX_FLOW_RTL_MB = 1.0
 #: the layer's steps (eatt.steps) before its cores, and each core's (the layer's and its peer)
 LAYER_STEPS = ("golden", "export", "hls")
-CORE_RTL_STEPS = ("rtl", "sim", "sim_edges", "resources")
+CORE_RTL_STEPS = ("rtl", "sim", "sim_edges", "resources", "power")
 #: every step of a layer's flow in order: --from-step / --to-step name one of them
 LAYER_FLOW_STEPS = ("capture", *LAYER_STEPS, *CORE_RTL_STEPS, "bleu")
 #: the finished steps' results of a layer's flow (what a later --from-step starts from)
@@ -166,7 +169,7 @@ def run_layer_flow(
         cfg = folded_config(cfg, reuse_factor)
     else:
         check_flow_size(cfg, layer, step_core)
-    names = LAYER_FLOW_STEPS if resources else _without(LAYER_FLOW_STEPS, "resources")
+    names = flow_steps(LAYER_FLOW_STEPS, resources)  # --no-resources: no Yosys, no eatt power
     chosen = select(names, *span)
     run_id = {"checkpoint": str(Path(checkpoint).resolve()), "layer": layer, "step": step_core,
               "split": split, "beam": beam, "vectors": vectors, "seed": seed, "peer": peer,
@@ -184,10 +187,6 @@ def run_layer_flow(
     write_times(result, given)
     result["report"] = write_report(result, given, format_layer_markdown, plot_layer_report)
     return result
-
-
-def _without(names: tuple, name: str) -> tuple:
-    return tuple(n for n in names if n != name)
 
 
 class Span:
@@ -390,7 +389,11 @@ def _core_rtl(
         tag=f"flow [{layer}, {core_label(cfg)}{'' if source else ' peer'}]",
     )  # fmt: skip
     ctx.results.update(earlier)
-    steps = dict(_run_some(ctx, names))
+    unmeasured = _unmeasured(window, folding) if "power" in names else None
+    steps = dict(_run_some(ctx, [n for n in names if not (unmeasured and n == "power")]))
+    if unmeasured:
+        say(f"{ctx.tag}: measured energy skipped: {unmeasured}")
+        steps["power"] = {"skipped": unmeasured}
     c = dict(steps)
     sims = {"captured": c.pop("sim", None), "random + edge": c.pop("sim_edges", None)}
     c["sim"] = {what: s for what, s in sims.items() if s is not None}
@@ -399,6 +402,18 @@ def _core_rtl(
     c["ok"] = not ctx.failed and all(s.get("ok", True) for s in c["sim"].values())
     c["time_per_step"] = ctx.times
     return steps, c
+
+
+def _unmeasured(window: bool, folding: dict | None) -> str | None:
+    """Why the power step does not run on a layer's core (None: it does). eatt power measures
+    the folded engine, its memories as macros; a layer's unrolled attention core is every
+    product in gates (622,567 cells for a one-step vanilla core of dim 8 and 12 keys, 8 minutes
+    of Yosys before any simulation), and the window unit is not one of its levels."""
+    if window:
+        return "eatt power measures the attention cores, not the window unit"
+    if folding is None:
+        return "eatt power measures a layer's folded engine: add --reuse-factor R"
+    return None
 
 
 def _run_some(ctx: BuildContext, names: list) -> dict:
@@ -410,7 +425,10 @@ def _options(folding: dict | None) -> BuildOptions:
     """A layer's core: the attention level (the folded engine where folding is given), its
     hls4ml layer folded the same way."""
     levels = ("attention",) if folding is None else ("folded",)
-    return BuildOptions(levels=levels, folding=folding, hls_reuse_factor=1)
+    return BuildOptions(
+        levels=levels, folding=folding, hls_reuse_factor=1, power_vectors=POWER_VECTORS,
+        power_optional=True,  # Debian's tools are optional for a flow (eatt.flow)
+    )  # fmt: skip
 
 
 __all__ = [

@@ -11,6 +11,7 @@ from eatt.flow import CELLS, PEER, _fmt, _md_table
 from eatt.flow_report import step_rows
 from eatt.model import energy
 from eatt.quant.check import format_golden_check
+from eatt.rtl_sim import throughput as rate
 from eatt.steps import STEPS
 
 #: the window unit's peer: the other score
@@ -54,7 +55,7 @@ def comparison(r: dict) -> list[dict]:
 
     # the steps' own rows (eatt.steps), on the captured vectors' simulation, without a level
     mine, peer = cores.get(kind, {}), cores.get(other) or {}
-    for name, part in (("sim", "captured"), ("resources", None), ("rtl", None)):
+    for name, part in (("sim", "captured"), ("resources", None), ("power", None), ("rtl", None)):
         x, y = mine.get(name), peer.get(name)
         if part is not None:
             x, y = (x or {}).get(part), (y or {}).get(part)
@@ -117,6 +118,30 @@ def _check_lines(r: dict) -> list[str]:
                 + ", ".join(f"{k} {res[k]}" for k in CELLS)
                 + f" ({res['seconds']:.0f} s)"
             )
+        if "power" in c:
+            lines += _power_lines(kind, who, c["power"])
+    return lines
+
+
+def _power_lines(kind: str, who: str, p: dict) -> list[str]:
+    """eatt power's result of one core: energy per call by part, on how many captured calls."""
+    if "skipped" in p:
+        return [f"measured energy, {kind} ({who}): skipped ({p['skipped']})"]
+    e = p["energy_per_call_pj"]
+    parts = ", ".join(
+        f"{name} {part['pj'] / 1e6:.4g}" for name, part in p.get("parts", {}).items()
+        if isinstance(part, dict) and "pj" in part
+    )  # fmt: skip
+    model = p.get("vs_model")
+    vs_model = f", {model['mismatches']} differ from the model's own" if model else ""
+    lines = [
+        f"measured energy, {kind} ({who}): {p['liberty']} netlist ({p['cells']:,} cells) on "
+        f"{p['vectors']} {p['inputs'] if p['inputs'] != 'given' else 'captured'} calls, "
+        f"{p['mismatches']} mismatching{vs_model}; {e['total'] / 1e6:.4g} uJ/call"
+        + (f" ({parts})" if parts else ""),
+    ]
+    if p.get("throughput"):
+        lines.append("  " + rate.line(p["throughput"]))
     return lines
 
 

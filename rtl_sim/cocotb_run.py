@@ -50,6 +50,12 @@ VERILATOR_INTERNAL = "%Error: Internal Error:"
 #: nets are named _123_, which Verilator leaves out of a trace without --trace-underscore; depth
 #: 1 leaves out the cells' insides, which would double the build time)
 TRACE_ARGS = {"saif": ["--trace-saif", "--trace-underscore", "--trace-depth", "1"]}
+#: a build's ``cxx_opt``: the C++ optimization of Verilator's fast-path code (its OPT_FAST, -Os by
+#: default). A synthesized netlist's C++ is tens of MB of flat gate expressions (70 MB for the
+#: paper-size folded E-ATT engine's 75k cells): -O1 compiles a 0.9 MB file in 6.7 s against
+#: 15.6 s at -Os, and its simulation was not slower (the default folded engine's netlist,
+#: 194,082 cycles: 91 s at -O1, 142 s at -Os, both beside other builds; docs/power.md)
+CXX_OPTS = ("-O0", "-O1", "-O2", "-Os")
 
 
 def _public_top(bdir: Path, top: str, names: list[str] | None = None) -> Path:
@@ -73,13 +79,19 @@ def _execute_cmds(self, cmds, cwd, stdout=None) -> None:
             raise RuntimeError(f"Command failed with return code: {code}")
 
 
-def _runner(simulator: str, vcd: bool = False):
+def _runner(simulator: str, vcd: bool = False, make_vars: tuple[str, ...] = ()):
     """cocotb's runner for `simulator`, its commands run in process groups of their own.
-    ``vcd`` (Icarus): the design's own $dumpfile writes VCD (cocotb passes vvp -none)."""
+    ``vcd`` (Icarus): the design's own $dumpfile writes VCD (cocotb passes vvp -none);
+    ``make_vars`` (Verilator): "NAME=value" given to the make of the C++ build."""
     from cocotb_tools.runner import get_runner
 
     runner = get_runner(simulator)
     runner._execute_cmds = types.MethodType(_execute_cmds, runner)
+    if make_vars:
+        base_build = runner._build_command
+        runner._build_command = lambda: [
+            [*cmd, *make_vars] if cmd[:1] == ["make"] else cmd for cmd in base_build()
+        ]
     if vcd:
         base = runner._test_command
         runner._test_command = lambda: [
@@ -125,16 +137,20 @@ def _cocotb_build(
     roots: list[str] | None = None,
     trace: str | None = None,
     public: list[str] | None = None,
+    cxx_opt: str | None = None,
 ) -> None:
     """cocotb's build of `top`; ``roots`` (Icarus): more top-level modules elaborated beside it
     (eatt power's VCD dumper); ``trace`` (Verilator): "saif", a build whose runs with waves
     write dump.saif (:data:`TRACE_ARGS`); ``public`` (Verilator): the top's signals the
-    testbench touches (default: all of them)."""
+    testbench touches (default: all of them); ``cxx_opt`` (Verilator): the C++ optimization of
+    its fast-path code (:data:`CXX_OPTS`; default Verilator's -Os)."""
     log = bdir / "build.log"
     if roots and simulator != "icarus":
         raise ValueError(f"extra top-level modules {roots}: Icarus only")
     if trace and (simulator != "verilator" or trace not in TRACE_ARGS):
         raise ValueError(f"trace {trace!r}: Verilator's {', '.join(TRACE_ARGS)} only")
+    if cxx_opt and (simulator != "verilator" or cxx_opt not in CXX_OPTS):
+        raise ValueError(f"cxx_opt {cxx_opt!r}: Verilator's {', '.join(CXX_OPTS)} only")
     extra = [a for r in roots or () for a in ("-s", r)] + TRACE_ARGS.get(trace or "", [])
     given = sources
     if simulator == "verilator":
@@ -142,7 +158,7 @@ def _cocotb_build(
         sources = [*sources, _public_top(bdir, top, public)]
     with _sim_environ(simulator):
         try:
-            _runner(simulator).build(
+            _runner(simulator, make_vars=(f"OPT_FAST={cxx_opt}",) if cxx_opt else ()).build(
                 sources=sources,
                 hdl_toplevel=top,
                 build_dir=bdir,
@@ -157,7 +173,7 @@ def _cocotb_build(
                 # Verilator's trace of some hashed (long) net names fails unless they are public
                 # (measured on an ECP5 netlist's SAIF build): that build as before, all public
                 say(f"{LABEL[simulator]}: internal error with the ports public; all nets public")
-                _cocotb_build(simulator, given, top, bdir, parameters, roots, trace, None)
+                _cocotb_build(simulator, given, top, bdir, parameters, roots, trace, None, cxx_opt)
                 return
             message = f"{LABEL[simulator]} build failed ({err}); see {log}:\n{_tail(log)}"
             raise RuntimeError(message) from None

@@ -185,6 +185,8 @@ def toggles_by_bit(module: dict, nets: dict[str, int]) -> dict[int, int]:
 
 
 DUMP_MODULE = "eatt_activity_dump"
+#: the C++ optimization of a netlist's Verilator build (rtl_sim/cocotb_run.py, CXX_OPTS)
+NETLIST_CXX_OPT = "-O1"
 _PORTS = r"^module\s+\\?{top}\s*\(([^)]*)\)\s*;"
 
 
@@ -226,6 +228,7 @@ def gate_folder(
             "sources": ["netlist.v", "cells.v", *models],
             "gate_simulator": simulator,
             "public": top_ports(gate / "netlist.v", meta["top"]),
+            **({"cxx_opt": NETLIST_CXX_OPT} if simulator == "verilator" else {}),
         }
     elif simulator == "verilator":
         gmeta = {
@@ -233,6 +236,7 @@ def gate_folder(
             "sources": ["netlist.v", "cells.v", *models],
             "trace": "saif",
             "public": top_ports(gate / "netlist.v", meta["top"]),
+            "cxx_opt": NETLIST_CXX_OPT,
         }
     else:
         (gate / "dump.v").write_text(

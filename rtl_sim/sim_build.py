@@ -202,6 +202,8 @@ def build_key(out: Path, meta: dict, simulator: str) -> str:
         parts.append(f"trace {meta['trace']}")
     if meta.get("public"):
         parts.append(f"public {json.dumps(meta['public'])}")
+    if meta.get("cxx_opt"):
+        parts.append(f"cxx_opt {meta['cxx_opt']}")
     for part in parts:
         h.update(part.encode() + b"\0")
     for rel in _sources(out, meta):
@@ -251,7 +253,8 @@ def _prune(root: Path, keep: int, current: str) -> None:
 
 
 def _build_as_meta_says(simulator: str, sources: list[Path], bdir: Path, meta: dict) -> None:
-    """cocotb's build of meta's top with the build options meta carries (roots, trace, public)."""
+    """cocotb's build of meta's top with the build options meta carries (roots, trace, public,
+    cxx_opt)."""
     _cocotb_build(
         simulator,
         sources,
@@ -260,6 +263,7 @@ def _build_as_meta_says(simulator: str, sources: list[Path], bdir: Path, meta: d
         roots=meta.get("roots"),
         trace=meta.get("trace"),
         public=meta.get("public"),
+        cxx_opt=meta.get("cxx_opt"),
     )
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from eatt.config import ConfigError
-from eatt.flow_layer import check_flow_size, layer_energy
+from eatt.flow_layer import _unmeasured, check_flow_size, layer_energy
 from eatt.model.layers import capture_layer, checkpoint_layer_core, save_capture
 from eatt.model.train import train_from_config
 from eatt.quant.golden import GoldenCore
@@ -201,6 +201,25 @@ def test_a_trained_layer_through_the_folded_flow(checkpoint, tmp_path):
     assert result["hls"]["folding"] == e["folding"]
     assert result["bleu"]["exported"]["hypotheses_differ"] == 0
 
+    # the same run with Yosys' steps: each core's resources and its measured energy (eatt power)
+    # on the layer's captured calls, the netlist = golden model and the model's own outputs
+    r = eatt("flow", str(checkpoint), "--layer", "decoder.0.cross", "--split", "dev",
+             "--vectors", "20", "--reuse-factor", "3000", "-o", str(out), "--json",
+             "--from-step", "resources", "--to-step", "power")  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    again = json.loads(r.stdout)
+    assert again["ok"]
+    for kind in ("eatt", "vanilla"):
+        p = again["cores"][kind]["power"]
+        assert p["inputs"] == "given" and p["vectors"] == 20 and p["mismatches"] == 0
+        assert p["energy_per_call_pj"]["total"] > 0 and "memories" in p["parts"]
+    assert again["cores"]["eatt"]["power"]["vs_model"]["mismatches"] == 0  # the layer's own
+    rows = {row["metric"]: row for row in again["comparison"]}
+    assert rows["energy, measured (pJ/call, OSU)"]["ratio"] > 0
+    text = (out / "report.md").read_text()
+    assert "measured energy, eatt (layer): osu018_stdcells.lib netlist" in text
+    assert "20 captured calls, 0 mismatching, 0 differ from the model's own" in text
+
 
 def test_a_layers_flow_stops_at_a_step_and_continues_from_the_next(checkpoint, tmp_path):
     """--to-step / --from-step on a trained layer: the flow stops after hls (no RTL, no BLEU,
@@ -239,6 +258,11 @@ def test_a_layers_flow_stops_at_a_step_and_continues_from_the_next(checkpoint, t
                ("vanilla", "eatt"))  # fmt: skip
     assert json.loads((out / "report.json").read_text())["bleu"] == third["bleu"]
 
+    # the same run with Yosys' steps: no measured energy of an unrolled layer core (one line)
+    with_yosys = tuple(a for a in common if a != "--no-resources")
+    r = eatt(*with_yosys, "--from-step", "power", "--to-step", "power")
+    assert r.returncode == 2 and "has no result of resources" in r.stderr, r.stderr
+
     # the same folder, another run's settings: one line, nothing run
     r = eatt(*common[:-3], "--vectors", "30", "-o", str(out), "--from-step", "bleu")
     assert r.returncode == 2 and "is another run's" in r.stderr, r.stderr
@@ -254,7 +278,11 @@ def test_a_layers_flow_stops_at_a_step_and_continues_from_the_next(checkpoint, t
         (["--layer", "encoder.0.self"], "encoder.0.self is eatt (float)"),
         (["--layer", "decoder.0.cross", "--config", "c.yaml"], "either --config or a CHECKPOINT"),
         (["--layer", "decoder.0.cross", "--beam", "0"], "--beam: must be in [1, 256]"),
-        (["--layer", "decoder.0.cross", "--to-step", "power"], "--to-step: 'power' is not a step"),
+        (["--layer", "decoder.0.cross", "--to-step", "pnr"], "--to-step: 'pnr' is not a step"),
+        (
+            ["--layer", "decoder.0.cross", "--no-resources", "--to-step", "power"],
+            "--to-step: 'power' is not a step",
+        ),
         (["--layer", "decoder.0.cross", "--from-step", "rtl"], "holds no earlier run's results"),
     ],
 )
@@ -309,3 +337,11 @@ def test_the_default_size_example_folds_at_its_reuse_factor():
     assert pair["eatt"] == {"lanes": 4, "simd": 16, "pe": 8}
     iis = {k: folded_cycles(cfg.replace(kind=k), **f)["ii"] for k, f in pair.items()}
     assert iis == {"eatt": 22785, "vanilla": 22785}
+
+
+def test_a_layers_flow_measures_energy_on_the_folded_engine_only():
+    """The power step runs on a layer's folded engine; an unrolled core (every product in
+    gates) and the window unit are a skip with its reason (eatt.flow_layer._unmeasured)."""
+    assert _unmeasured(False, {"lanes": 1, "simd": 2, "pe": 2}) is None
+    assert "add --reuse-factor" in _unmeasured(False, None)
+    assert "not the window unit" in _unmeasured(True, None)

@@ -65,7 +65,11 @@ def add_arguments(p) -> None:
         help="fold both cores to at most R cycles per call: the folded hls4ml layer and RTL "
         "engine (default: the config's reuse_factor; docs/folded.md)",
     )
-    p.add_argument("--no-resources", action="store_true", help="skip Yosys (slow on big cores)")
+    p.add_argument(
+        "--no-resources",
+        action="store_true",
+        help="skip Yosys' steps: resources and the measured energy (slow on big cores)",
+    )
     p.add_argument("--no-window", action="store_true", help="skip the windowed attention unit")
     p.add_argument("--no-peer", action="store_true", help="a layer's flow: skip the peer core")
     for flag, what in (("--from-step", "start at"), ("--to-step", "stop after")):
@@ -74,8 +78,8 @@ def add_arguments(p) -> None:
             metavar="STEP",
             help=f"{what} this build step (a core's flow: golden, export, hls, rtl, sim, "
             "resources, power; a layer's: capture, golden, export, hls, rtl, sim, sim_edges, "
-            "resources, bleu; eatt/steps.py); a later start reads the earlier steps' results "
-            "from the folder",
+            "resources, power, bleu; eatt/steps.py); a later start reads the earlier steps' "
+            "results from the folder",
         )
 
 
