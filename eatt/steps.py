@@ -233,8 +233,8 @@ def _yosys(nodsp: bool):
 
 
 #: the most clock cycles a build's eatt power simulates at gate level (past 20,000 cycles the
-#: netlist runs in Verilator, whose C++ build of a big netlist takes long: 28 minutes for the
-#: paper-size folded E-ATT engine's 75k cells on 2 shared cores, docs/power.md); `eatt power
+#: netlist runs in Verilator, whose C++ build of a big netlist takes long: 8 minutes for the
+#: paper-size folded E-ATT engine's 75k cells beside a training, docs/power.md); `eatt power
 #: DIR --vectors 1` measures a longer call
 POWER_CYCLES = 200_000
 
