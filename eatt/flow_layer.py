@@ -302,9 +302,15 @@ def _run(
         earlier = {k: v for k, v in span.state.get("cores", {}).get(label, {}).items()
                    if k in span.earlier}  # fmt: skip
         own = weights if c is cfg else shared_weights(c, weights, seed)
+
+        def saved(steps: dict, label: str = label) -> None:  # after each of the core's steps
+            r["core_steps"][label] = dict(steps)
+            span.save(out, r)
+
         r["core_steps"][label], r["cores"][label] = _core_rtl(
             c, own, out / f"rtl_{label.replace(' ', '_')}", captured, n, seed,
             [k for k in core_names if span.runs(k)], earlier, source if c is cfg else None, layer,
+            saved,
         )  # fmt: skip
         span.save(out, r)
     ev = None
@@ -374,13 +380,14 @@ def _steps_misfit(cfg: CoreConfig, weights: CoreWeights, steps: dict) -> str | N
 
 def _core_rtl(
     cfg: CoreConfig, weights: CoreWeights, rtl_dir: Path, captured, n, seed, names: list,
-    earlier: dict, source, layer,
+    earlier: dict, source, layer, saved,
 ) -> tuple[dict, dict]:  # fmt: skip
     """The attention-level RTL of cfg (the folded engine where cfg.reuse_factor > 1, the window
     unit's RTL for a windowed layer): generated, simulated on the captured vectors and on
     random + edge vectors (every length and offset), and synthesized: the steps ``names``
-    (of CORE_RTL_STEPS), after the ``earlier`` ones' results. Returns (each step's result, the
-    core's part of the report)."""
+    (of CORE_RTL_STEPS), after the ``earlier`` ones' results; ``saved`` gets the results after
+    each step (a flow stopped during a core's power keeps its core's sim and resources).
+    Returns (each step's result, the core's part of the report)."""
     window = isinstance(cfg, WindowConfig)
     build_cfg, folding = (cfg, None) if window else flow_folding(cfg)
     ctx = BuildContext(
@@ -390,7 +397,10 @@ def _core_rtl(
     )  # fmt: skip
     ctx.results.update(earlier)
     unmeasured = _unmeasured(window, folding) if "power" in names else None
-    steps = dict(_run_some(ctx, [n for n in names if not (unmeasured and n == "power")]))
+    for name in names:
+        if not (unmeasured and name == "power"):
+            saved(run_steps(ctx, [name]))
+    steps = dict(ctx.results)
     if unmeasured:
         say(f"{ctx.tag}: measured energy skipped: {unmeasured}")
         steps["power"] = {"skipped": unmeasured}

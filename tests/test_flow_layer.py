@@ -8,8 +8,9 @@ import json
 import numpy as np
 import pytest
 
+from eatt import flow_layer
 from eatt.config import ConfigError
-from eatt.flow_layer import _unmeasured, check_flow_size, layer_energy
+from eatt.flow_layer import _core_rtl, _unmeasured, check_flow_size, layer_energy
 from eatt.model.layers import capture_layer, checkpoint_layer_core, save_capture
 from eatt.model.train import train_from_config
 from eatt.quant.golden import GoldenCore
@@ -345,3 +346,24 @@ def test_a_layers_flow_measures_energy_on_the_folded_engine_only():
     assert _unmeasured(False, {"lanes": 1, "simd": 2, "pe": 2}) is None
     assert "add --reuse-factor" in _unmeasured(False, None)
     assert "not the window unit" in _unmeasured(True, None)
+
+
+def test_a_layers_core_keeps_each_finished_step(checkpoint, tmp_path, monkeypatch):
+    """A core's results land after each of its steps, so a flow stopped in a long step (the
+    power step's netlist build) keeps the core's earlier ones for --from-step."""
+    cfg, weights = checkpoint_layer_core(checkpoint, "decoder.0.cross", step=True)
+    cfg = cfg.replace(reuse_factor=400)
+
+    def fake_run_steps(ctx, names):
+        if names == ["resources"]:
+            raise KeyboardInterrupt
+        ctx.results[names[0]] = {"ok": True}
+        return ctx.results
+
+    monkeypatch.setattr(flow_layer, "run_steps", fake_run_steps)
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        _core_rtl(cfg, weights, tmp_path / "rtl_eatt", None, 4, 1,
+                  ["rtl", "sim", "sim_edges", "resources", "power"], {}, None,
+                  "decoder.0.cross", lambda steps: seen.append(list(steps)))  # fmt: skip
+    assert seen == [["rtl"], ["rtl", "sim"], ["rtl", "sim", "sim_edges"]]
