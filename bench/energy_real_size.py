@@ -26,9 +26,10 @@ changes, and the E-ATT / dot ratio beside the paper's analytic attention ratio f
 Writes bench/results/energy_real_size.json after every point, .md and .png. ``--resume`` skips
 a point it has measured on the same source (each point records it: the paper size's random
 weights and vector count; the layer's ONNX file and capture by SHA-256 and the vector count);
-a point measured on other weights or vectors is measured again, so both kinds of a ratio
-always share their weights. Each point's Verilator build takes minutes (its time and the
-simulation's are in the record); docs/power.md gives the run times on this 2-core machine.
+a point measured on other weights or vectors, or on an older RTL (the generated design's
+SHA-256), is measured again, so both kinds of a ratio always share their weights and RTL.
+Each point's Verilator build takes minutes (its time and the simulation's are in the record);
+docs/power.md gives the run times on this 2-core machine.
 
 Usage: ``python bench/energy_real_size.py [--sizes paper,layer] [--vectors 2] [--gating both|on|
 off] [--onnx runs/default_quant/layer.onnx --inputs runs/default_quant/acts.npz]
@@ -38,6 +39,7 @@ off] [--onnx runs/default_quant/layer.onnx --inputs runs/default_quant/acts.npz]
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import platform
 import sys
@@ -326,6 +328,16 @@ def source_of(size: str, args) -> dict:
     }
 
 
+def rtl_digest(rtl: Path) -> str:
+    """The first 16 hex digits of the SHA-256 of a generated design (its .sv and .mem files,
+    names and contents): a point measured on an older RTL is measured again on --resume."""
+    h = hashlib.sha256()
+    for f in sorted(rtl.glob("*")):
+        if f.suffix in (".sv", ".mem"):
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def measured_on(record: dict, size: str, source: dict) -> bool:
     """Whether a recorded point was measured on ``source`` (a paper-size point recorded before
     the source was kept: its weights were always seed 1, so its vector count decides)."""
@@ -406,7 +418,8 @@ def main(argv: list[str] | None = None) -> int:
                 for gating in gatings:
                     key = f"{size}/{gating}"
                     done = report["points"].get(key, {}).get(kind)
-                    if done is not None and measured_on(done, size, source):
+                    here = {**source, "rtl_sha256": rtl_digest(rtl)}
+                    if done is not None and measured_on(done, size, here):
                         continue
                     t0 = time.perf_counter()
                     r = power(
@@ -414,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
                         clock_gating=DEFAULT_MIN_FLIP_FLOPS if gating == "gated" else None,
                     )  # fmt: skip
                     print(f"{key} {kind}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-                    report["points"].setdefault(key, {})[kind] = _record(r, source)
+                    report["points"].setdefault(key, {})[kind] = _record(r, here)
                     report["ratios"] = ratios(report)
                     atomic_write_text(args.out, json.dumps(report, indent=1) + "\n")
     atomic_write_text(args.out.with_suffix(".md"), markdown(report))

@@ -87,6 +87,21 @@ def test_resume_keeps_only_points_measured_on_the_same_source(tmp_path):
     paper = bench.source_of("paper", args)
     assert bench.measured_on({"vectors": 2}, "paper", paper)  # before sources were kept
     assert not bench.measured_on({"vectors": 4}, "paper", paper)
+    # the RTL is part of a point's source: a point of an older design is measured again
+    rtl = tmp_path / "rtl"
+    rtl.mkdir()
+    (rtl / "top.sv").write_text("module top; endmodule\n")
+    (rtl / "w.mem").write_text("00\n")
+    (rtl / "metadata.json").write_text("{}")
+    first = {**source, "rtl_sha256": bench.rtl_digest(rtl)}
+    (rtl / "metadata.json").write_text('{"other": 1}')  # not the design
+    assert bench.measured_on(
+        {"source": first}, "layer", {**source, "rtl_sha256": bench.rtl_digest(rtl)}
+    )
+    (rtl / "w.mem").write_text("01\n")
+    assert not bench.measured_on(
+        {"source": first}, "layer", {**source, "rtl_sha256": bench.rtl_digest(rtl)}
+    )
     # both kinds on other sources: no ratio between them
     a = _result("eatt", 50.0, 20.0)
     b = _result("vanilla", 100.0, 20.0)
