@@ -197,6 +197,11 @@ def calls_per_s(report: dict, key: str, kind: str) -> float:
     return r["fmax_mhz"] * 1e6 / ii["ii"]
 
 
+def _shared(source: dict) -> dict:
+    """What both kinds of a ratio must share: a point's source but its own RTL's digest."""
+    return {k: v for k, v in source.items() if k != "rtl_sha256"}
+
+
 def ratios(report: dict) -> dict:
     """E-ATT / dot per size and gating: the total, each part, the paper's and our counts'."""
     out = {}
@@ -204,7 +209,7 @@ def ratios(report: dict) -> dict:
         if not all(k in by_kind for k in KINDS):
             continue
         e, v = by_kind["eatt"], by_kind["vanilla"]
-        if "source" in e and "source" in v and e["source"] != v["source"]:
+        if "source" in e and "source" in v and _shared(e["source"]) != _shared(v["source"]):
             continue  # other weights or vectors: no ratio until both are measured on one
         cfg = report["configs"][key.split("/")[0]]
         counts = [
@@ -286,7 +291,7 @@ def plot(report: dict, path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    keys = [k for k in report["points"] if all(kind in report["points"][k] for kind in KINDS)]
+    keys = [k for k in report["points"] if k in report["ratios"]]  # both kinds, one source
     if not keys:
         return False
     fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(keys), 3.6))

@@ -109,3 +109,10 @@ def test_resume_keeps_only_points_measured_on_the_same_source(tmp_path):
                                            "vanilla": bench._record(b, {"vectors": 4})}},
               "configs": {"paper": dict(len_q=22, len_k=22, dim=512, heads=8)}}  # fmt: skip
     assert bench.ratios(report) == {}
+    # each kind is its own design: their RTL digests differ, the ratio stands
+    report["configs"]["paper"]["folding"] = bench.FOLDING["paper"]
+    report["points"]["paper/ungated"] = {
+        "eatt": bench._record(a, {"vectors": 2, "rtl_sha256": "e"}),
+        "vanilla": bench._record(b, {"vectors": 2, "rtl_sha256": "v"}),
+    }
+    assert bench.ratios(report)["paper/ungated"]["parts"]["logic"] == pytest.approx(0.5)
