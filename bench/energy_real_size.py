@@ -305,11 +305,12 @@ def plot(report: dict, path: Path) -> bool:
                 ax.bar(j + (i - 0.5) * 0.38, v, 0.36, bottom=bottom, color=f"C{n}",
                        label=part if j == 0 and i == 0 else None)  # fmt: skip
                 bottom += v
-        q = report["ratios"][key]
-        label = f"{q['energy']:.2f}\n(paper {q['paper_analytic']:.2f})"
-        ax.annotate(label, (j, 0), xytext=(0, -28), textcoords="offset points", ha="center",
-                    fontsize=7)  # fmt: skip
-    ax.set_xticks(range(len(keys)), [k.replace("/", "\n") + "\n\n" for k in keys], fontsize=7)
+    ticks = [
+        f"{k.replace('/', ', ')}\nE-ATT / dot {report['ratios'][k]['energy']:.2f}"
+        f"\n(paper {report['ratios'][k]['paper_analytic']:.2f})"
+        for k in keys
+    ]
+    ax.set_xticks(range(len(keys)), ticks, fontsize=7)
     ax.set_ylabel("uJ per call (left E-ATT, right dot)")
     ax.set_title("E-ATT / dot measured at real sizes", fontsize=10)
     ax.legend(fontsize=7)
