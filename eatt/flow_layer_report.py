@@ -16,6 +16,8 @@ from eatt.steps import STEPS
 
 #: the window unit's peer: the other score
 WINDOW_PEER = {"eatt": "dot", "dot": "eatt"}
+#: metrics (their label's words) where the larger number is the better one (a ratio > 1 wins)
+HIGHER_IS_BETTER = ("Fmax", "calls/s")
 
 
 def core_label(cfg: CoreConfig) -> str:
@@ -238,6 +240,15 @@ def format_layer_markdown(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def ratio_colour(metric: str, ratio: float) -> str:
+    """The bar colour of a layer / peer ratio: green where the layer's number is the better one
+    (smaller, or larger for :data:`HIGHER_IS_BETTER`), red where worse, grey when equal."""
+    if ratio == 1:
+        return "tab:gray"
+    higher = any(word in metric for word in HIGHER_IS_BETTER)
+    return "tab:green" if (ratio > 1) == higher else "tab:red"
+
+
 def plot_layer_report(r: dict, path: Path) -> bool:
     """report.png: BLEU by arithmetic, and the layer / peer ratios (log scale); True."""
     from matplotlib.figure import Figure  # matplotlib: only when a report is plotted
@@ -258,11 +269,14 @@ def plot_layer_report(r: dict, path: Path) -> bool:
     ratios = [(x["metric"], x["ratio"]) for x in r["comparison"] if x["ratio"]]
     if ratios:
         kind, other = _labels(r)
-        colors = ["tab:green" if v < 1 else "tab:red" if v > 1 else "tab:gray" for _, v in ratios]
+        colors = [ratio_colour(m, v) for m, v in ratios]
         bottom.barh([m for m, _ in ratios][::-1], [v for _, v in ratios][::-1], color=colors[::-1])
         bottom.set_xscale("log")
         bottom.axvline(1.0, color="black", linewidth=0.8)
-        bottom.set_xlabel(f"{kind} / {other} peer (log scale; < 1: the layer's is smaller)")
+        bottom.set_xlabel(
+            f"{kind} / {other} peer (log scale; < 1: the layer's is smaller)\ngreen: the "
+            f"layer's is better (smaller; {', '.join(HIGHER_IS_BETTER)}: larger)"
+        )
         bottom.tick_params(axis="y", labelsize=8)
     else:
         bottom.set_axis_off()

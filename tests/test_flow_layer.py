@@ -11,6 +11,7 @@ import pytest
 from eatt import flow_layer
 from eatt.config import ConfigError
 from eatt.flow_layer import _core_rtl, _unmeasured, check_flow_size, layer_energy
+from eatt.flow_layer_report import ratio_colour
 from eatt.model.layers import capture_layer, checkpoint_layer_core, save_capture
 from eatt.model.train import train_from_config
 from eatt.quant.golden import GoldenCore
@@ -367,3 +368,17 @@ def test_a_layers_core_keeps_each_finished_step(checkpoint, tmp_path, monkeypatc
                   ["rtl", "sim", "sim_edges", "resources", "power"], {}, None,
                   "decoder.0.cross", lambda steps: seen.append(list(steps)))  # fmt: skip
     assert seen == [["rtl"], ["rtl", "sim"], ["rtl", "sim", "sim_edges"]]
+
+
+@pytest.mark.parametrize(
+    ("metric", "ratio", "colour"),
+    [
+        ("energy, measured (pJ/call, OSU)", 0.73, "tab:green"),
+        ("LUT (Yosys xc7)", 1.2, "tab:red"),
+        ("Fmax (MHz, OpenSTA)", 1.16, "tab:green"),
+        ("calls/s at that Fmax", 0.9, "tab:red"),
+        ("RTL II (cycles)", 1.0, "tab:gray"),
+    ],
+)
+def test_the_report_plot_colours_a_ratio_by_which_way_is_better(metric, ratio, colour):
+    assert ratio_colour(metric, ratio) == colour
