@@ -13,7 +13,6 @@ figure).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import statistics
 import time
@@ -33,7 +32,7 @@ from ..train import TrainConfig, train
 from ..train_state import refuse_planted
 from .base import TASK, Experiment, _log
 from .reuse import find_reused
-from .staged import RESUME
+from .staged import RESUME, _digest
 
 #: memory Ray reserves for one training run of ``workers`` > 1 (measured: under 1 GB each)
 RUN_MEMORY_GB = 1.0
@@ -60,10 +59,6 @@ class Plan:
     data: TaskConfig | DingConfig
     beam: int = 4
     alpha: float = 0.6
-
-
-def _digest(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def _saved_row(run_dir: Path, plan: Plan, summary: dict) -> dict | None:

@@ -9,7 +9,11 @@ the table is shared. The helpers train and evaluate one model each.
 from __future__ import annotations
 
 import contextvars
+import hashlib
+import json
 from pathlib import Path
+
+from eatt.config import atomic_write_text
 
 from ..data import TaskConfig
 from ..evaluate import evaluate
@@ -22,6 +26,13 @@ from .base import TASKS, Experiment, _log, _num, _sizes
 #: most sentences whole)
 WINDOW_D = 4
 
+
+#: a staged run's evaluations, in its folder: each one's key (the checkpoint's digest, split,
+#: beam, alpha, options, data fingerprint) and kept result; ``--resume`` takes them, not
+#: evaluating again (beam search on a fixed checkpoint is deterministic)
+EVALUATIONS = "evaluations.json"
+#: the length penalty every staged evaluation decodes with
+ALPHA = 0.6
 
 #: ``--resume``: a run already finished in its folder with the model, training settings and data
 #: asked for is reused, not trained again (the same seed gives the same model, bit for bit); one
@@ -107,13 +118,47 @@ def _train_and_eval(
     return summary, _eval(summary["checkpoint"], data, "test", beam, **eval_kw)
 
 
+def _digest(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def _eval(checkpoint: str, data, split: str, beam: int, **kw) -> dict:
-    result = evaluate(checkpoint, beam=beam, alpha=0.6, split=split, data=data, **kw)
+    """evaluate() of a checkpoint, its kept result saved beside it (:data:`EVALUATIONS`). One
+    saved for this checkpoint, split, beam, options and data is taken under ``--resume``, or
+    when this process saved it (a stage evaluating what an earlier one did); a run without
+    ``--resume`` starts the file afresh."""
+    path = Path(checkpoint).parent / EVALUATIONS
+    key = json.dumps(
+        {"sha256": _digest(checkpoint), "split": split, "beam": beam, "alpha": ALPHA,
+         "data": data.fingerprint(), "options": kw},
+        sort_keys=True, default=str,
+    )  # fmt: skip
+    mine = path.resolve() in _WRITTEN
+    saved = _saved_evaluations(path) if RESUME.get() or mine else {}
+    if key in saved:
+        return dict(saved[key])
+    result = evaluate(checkpoint, beam=beam, alpha=ALPHA, split=split, data=data, **kw)
     keep = (
         "bleu", "exact_match", "vision_span", "sparsity_rate", "decode_seconds", "hardware",
         "signature",
     )  # fmt: skip
-    return {k: result[k] for k in keep if k in result}
+    saved[key] = {k: result[k] for k in keep if k in result}
+    atomic_write_text(path, json.dumps(saved, indent=1) + "\n")
+    _WRITTEN.add(path.resolve())
+    return dict(saved[key])
+
+
+#: the evaluation files this process wrote (their results are this run's)
+_WRITTEN: set[Path] = set()
+
+
+def _saved_evaluations(path: Path) -> dict:
+    """The evaluations saved in ``path`` ({} for none or an unreadable file)."""
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return saved if isinstance(saved, dict) else {}
 
 
 def _window_report(beam: int, rows: list[dict], data_cfg, model, train_cfg) -> dict:
