@@ -25,6 +25,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from eatt.builder import earlier_results, run_steps, select
 from eatt.config import CoreConfig, atomic_write_text, default_config
 from eatt.flow_report import (  # noqa: F401 - re-exported: the report's pieces
     CELLS,
@@ -57,14 +58,7 @@ from eatt.quant.golden import CoreWeights, random_weights
 from eatt.rtl_sim.folded import peer_foldings
 from eatt.rtl_sim.resources import find_yosys
 from eatt.rtl_sim.tools import ToolMissing, check_build_tools, find_verilator
-from eatt.steps import (
-    TIMES_FILE,
-    BuildContext,
-    BuildOptions,
-    earlier_results,
-    run_steps,
-    select,
-)
+from eatt.steps import TIMES_FILE, BuildContext, BuildOptions
 from eatt.units import unit_for
 
 #: the core each foldable kind is compared with in a flow (every other kind's peer: vanilla)
@@ -211,7 +205,7 @@ def run_core(
 
 
 def _run_steps(ctx: BuildContext, names: tuple, span: tuple) -> dict:
-    """The steps on ctx (eatt.steps.run_steps, each result kept in out_dir/steps.json); the
+    """The steps on ctx (eatt.builder.run_steps, each result kept in out_dir/steps.json); the
     results with "ok" (every check passed) and "time_per_step"."""
     ctx.out_dir.mkdir(parents=True, exist_ok=True)
     r = dict(run_steps(ctx, names, *span, save=_jsonable))

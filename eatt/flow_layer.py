@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from eatt.builder import run_steps, select
 from eatt.config import ConfigError, CoreConfig, WindowConfig, atomic_write_text
 from eatt.flow import (
     POWER_VECTORS,
@@ -76,7 +77,7 @@ from eatt.quant.vectors import (
 )
 from eatt.quant.window import WindowGolden, window_bounds
 from eatt.rtl_sim.tools import ToolMissing
-from eatt.steps import BuildContext, BuildOptions, run_steps, select
+from eatt.steps import BuildContext, BuildOptions
 
 #: most estimated SystemVerilog (MB, CoreConfig.rtl_megabytes) of a layer's core that
 #: `eatt flow CHECKPOINT --layer` builds (EATT_MAX_FLOW_RTL_MB overrides). Measured on 2 cores:

@@ -34,9 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
+from eatt.builder import peak_mb, run_step
 from eatt.config import CoreConfig, atomic_write_text, first_line
 from eatt.quant.golden import CoreWeights, random_weights
-from eatt.steps import STEPS, BuildContext, BuildOptions, peak_mb, run_step
+from eatt.steps import STEPS, BuildContext, BuildOptions
 from eatt.version import __version__
 
 STAGES = (

@@ -102,6 +102,7 @@ def is_trained_model(source: str | None) -> bool:
 
 def _core_flow(args) -> int:
     """`eatt flow [CORE]`: a core and its peer through every stage."""
+    from eatt.builder import select  # torch
     from eatt.flow import (  # torch
         CORE_STEPS,
         flow_steps,
@@ -109,7 +110,6 @@ def _core_flow(args) -> int:
         format_flow,
         run_flow,
     )
-    from eatt.steps import select  # torch
 
     for flag, given in (("--layer", args.layer), ("--step", args.step)):
         if given and args.checkpoint is not None:
