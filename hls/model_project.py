@@ -81,6 +81,35 @@ def unsupported(model) -> list[str]:
     return [f"{n.name} ({n.op_type})" for n in model.graph.node if n.op_type not in layer_handlers]
 
 
+#: the elementwise nodes whose constant operand must be on a Quant grid for a fixed-point result
+#: equal to the float graph's
+_ARITHMETIC = ("Add", "Sub", "Mul", "Div")
+
+
+def inexact_parameters(model) -> list[str]:
+    """What in the graph fixed-point hardware cannot compute exactly (why a C simulation
+    differs from qonnx's float execution): a Quant node whose scale is not a power of two, or
+    an elementwise node with a float constant that no Quant node puts on a grid (a
+    QuantLinear's bias without ``bias_quant``); '<node> (<op>): why' each."""
+    found = []
+    for node in model.graph.node:
+        if node.op_type == "Quant" and len(node.input) > 1:
+            scale = model.get_initializer(node.input[1])
+            if scale is not None:
+                s = np.abs(np.asarray(scale, dtype=np.float64)).ravel()
+                exact = np.all(s > 0) and np.all(np.log2(s) == np.round(np.log2(s)))
+                if not exact:
+                    found.append(f"{node.name} (Quant): scale {s[0]:.6g} is not a power of two")
+        elif node.op_type in _ARITHMETIC:
+            for name in node.input:
+                if model.get_initializer(name) is not None:
+                    found.append(
+                        f"{node.name} ({node.op_type}): its constant {name} is float, on no "
+                        "Quant grid"
+                    )
+    return found
+
+
 def write_model_project(
     source: str | os.PathLike,
     out_dir: str | os.PathLike,
@@ -94,7 +123,8 @@ def write_model_project(
     array per graph input, the batch first) compared with qonnx's execution of the same file.
 
     Returns {"project", "layers" (hls4ml's, in order), "vectors", "mismatches" (batch rows with
-    any differing output), "max_abs_diff", "ok"}."""
+    any differing output), "max_abs_diff", "ok", "inexact" (inexact_parameters: what fixed
+    point cannot equal, [] when nothing)}."""
     import hls4ml
     from qonnx.core.onnx_exec import execute_onnx
 
@@ -158,6 +188,7 @@ def write_model_project(
             "max_abs_diff": float(np.abs(got - expected).max()) if n else 0.0,
         }
         result["ok"] = result["mismatches"] == 0
+        result["inexact"] = inexact_parameters(model)
         _final_paths(hls_model, tmp, Path(os.path.realpath(out_dir)))
         (tmp / "metadata.json").write_text(json.dumps(result, indent=2) + "\n")
     return result

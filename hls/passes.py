@@ -8,17 +8,26 @@
   ``n_in`` is the last axis, as for a Keras Dense on such a tensor, which hls4ml then computes
   as a pointwise convolution; its weights are put on the Quant node's grid here, since that
   conversion keeps the weight data but not the quantizer. On a 1-D input both passes agree.
+- :class:`TokenAlphaToFeatures`, added to the end of ``parse_qonnx``: hls4ml turns a Mul or Add
+  by a constant (a QuantLinear's bias, Brevitas' scale of its output) into an ApplyAlpha whose
+  scale and bias are broadcast to the whole (tokens, features) input, since its C++ does not
+  broadcast; after a Dense its ``fuse_batch_normalization`` then multiplies the Dense's
+  (features in, out) weights by that (tokens, out) scale and stops with numpy's broadcast
+  error. Where the arrays are the same for every token, this pass keeps one row (``n_filt``
+  = the features: hls4ml's normalize indexes them by the feature), which the fusion takes.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from hls4ml.model.layers import Constant, Dense, MatMul
+from hls4ml.model.layers import ApplyAlpha, Constant, Dense, MatMul
 from hls4ml.model.optimizer import OptimizerPass
 
 #: the name of the pass in hls4ml's registry, and the one of hls4ml it replaces
 PASS_NAME = "eatt_matmul_const_to_token_dense"
 REPLACES = "matmul_const_to_dense"
+#: the name of TokenAlphaToFeatures in hls4ml's registry
+ALPHA_PASS_NAME = "eatt_token_alpha_to_features"
 
 
 class MatmulConstToTokenDense(OptimizerPass):
@@ -64,13 +73,92 @@ class MatmulConstToTokenDense(OptimizerPass):
         return True
 
 
+def per_feature(values) -> np.ndarray | None:
+    """The one row of a (tokens.., features) array that is the same for every token; None
+    for a 0-D or 1-D array (nothing to reduce) or one that differs between tokens."""
+    a = np.asarray(values)
+    if a.ndim < 2:
+        return None
+    rows = a.reshape(-1, a.shape[-1])
+    return rows[0].copy() if (rows == rows[0]).all() else None
+
+
+class TokenAlphaToFeatures(OptimizerPass):
+    """ApplyAlpha after a token-wise Dense, its scale and bias the same for every token ->
+    folded into the Dense (its weight and bias data and attributes) where hls4ml's fusion
+    would fold it, else kept with one row per feature (n_filt)."""
+
+    def match(self, node) -> bool:
+        if not isinstance(node, ApplyAlpha) or not isinstance(node.get_input_node(), Dense):
+            return False
+        if len(node.get_input_variable().shape) < 2:
+            return False
+        arrays = [node.weights[w].data for w in ("scale", "bias")]
+        if not any(np.ndim(a) >= 2 for a in arrays):
+            return self._foldable(node)  # reduced before, foldable now or never
+        return all(per_feature(a) is not None or np.ndim(a) < 2 for a in arrays)
+
+    def transform(self, model, node) -> bool:
+        features = node.get_input_variable().shape[-1]
+        rows = {}
+        for name in ("scale", "bias"):
+            data = node.weights[name].data
+            row = per_feature(data) if np.ndim(data) >= 2 else np.broadcast_to(data, features)
+            rows[name] = np.array(row, dtype=np.float64)
+        if self._foldable(node):
+            dense = node.get_input_node()
+            weight = dense.weights["weight"].data * rows["scale"]
+            bias = dense.weights["bias"].data * rows["scale"] + rows["bias"]
+            w_quantizer = node.get_attr("scale_quantizer") or dense.get_attr("weight_quantizer")
+            b_quantizer = node.get_attr("bias_quantizer") or dense.get_attr("bias_quantizer")
+            # the weights and the attributes: hls4ml's multi-dimensional Dense becomes a
+            # pointwise convolution built from the attributes (weight_data, bias_data)
+            dense.add_weights_variable("weight", "w{index}", data=weight, quantizer=w_quantizer)
+            dense.add_weights_variable("bias", "b{index}", data=bias, quantizer=b_quantizer)
+            for key, value in (("weight_data", weight), ("bias_data", bias), ("use_bias", True)):
+                dense.set_attr(key, value)
+            dense.set_attr("weight_quantizer", w_quantizer)
+            dense.set_attr("bias_quantizer", b_quantizer)
+            model.remove_node(node)
+            return True
+        for name, add in (("scale", node.add_weights), ("bias", node.add_bias)):
+            weight = node.weights[name]
+            quantizer = node.get_attr(f"{name}_quantizer")
+            add(rows[name], quantizer=quantizer, precision=weight.type.precision)
+            node.set_attr(f"{name}_data", rows[name])
+        node.set_attr("n_filt", features)
+        return True
+
+    @staticmethod
+    def _foldable(node) -> bool:
+        """hls4ml's own rule (FuseBatchNormalization.match): fold unless that would multiply a
+        quantized weight by a scale other than 1, or add two quantized biases."""
+        dense = node.get_input_node()
+        if len(dense.get_output_use_map()[dense.outputs[0]]) > 1:
+            return False
+        s1, b1 = node.weights["scale"].data, node.weights["bias"].data
+        b0 = dense.weights["bias"].data
+        w_q, s_q = dense.get_attr("weight_quantizer"), node.get_attr("scale_quantizer")
+        b0_q, b1_q = dense.get_attr("bias_quantizer"), node.get_attr("bias_quantizer")
+        scale_ok = (w_q is None and s_q is None) or (np.all(s1 == 1) and s_q is None)
+        bias_ok = (
+            (b0_q is None and b1_q is None)
+            or (np.all(b0 == 0) and b0_q is None)
+            or (np.all(b1 == 0) and b1_q is None)
+        )
+        return bool(scale_ok and bias_ok)
+
+
 def register() -> None:
-    """Register the pass and put it in hls4ml's parse_qonnx flow in place of REPLACES (call
-    once: eatt.hls.register)."""
+    """Register the passes: MatmulConstToTokenDense in hls4ml's parse_qonnx flow in place of
+    REPLACES, TokenAlphaToFeatures after it (call once: eatt.hls.register)."""
     from hls4ml.model.flow import get_flow, update_flow
     from hls4ml.model.optimizer import register_pass
 
     register_pass(PASS_NAME, MatmulConstToTokenDense)
+    register_pass(ALPHA_PASS_NAME, TokenAlphaToFeatures)
     flow = get_flow("parse_qonnx")
     remove = [REPLACES] if REPLACES in flow._optimizers else []
-    update_flow("parse_qonnx", add_optimizers=[PASS_NAME], remove_optimizers=remove)
+    update_flow(
+        "parse_qonnx", add_optimizers=[PASS_NAME, ALPHA_PASS_NAME], remove_optimizers=remove
+    )

@@ -177,8 +177,22 @@ def _hls_whole_model(args, kwargs: dict, model_project) -> int:
                 f"C simulation vs qonnx execution: {r['vectors']} random inputs (seed "
                 f"{args.seed}), {r['mismatches']} mismatching (max |diff| {r['max_abs_diff']:g})",
                 "  result: " + ("PASS" if r["ok"] else "FAIL"),
+                *_inexact_lines(r),
             ]
         )
 
     emit(result, args.json, text)
     return EXIT_OK if result["ok"] else EXIT_CHECK_FAILED
+
+
+def _inexact_lines(r: dict) -> list[str]:
+    """Under a failed whole-model check: what in the graph fixed point cannot equal."""
+    found = r.get("inexact") or []
+    if r["ok"] or not found:
+        return []
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return [
+        f"  fixed point cannot equal the float graph here: {found[0]}{more}; quantize on "
+        "power-of-two grids (eatt.quant.modules.fixed_point_act_quant / "
+        "fixed_point_weight_quant, a QuantLinear's bias_quant; docs/own_model.md, section 6)"
+    ]
