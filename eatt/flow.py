@@ -55,6 +55,7 @@ from eatt.model import energy
 from eatt.outdir import check_output_dir, claim_dir
 from eatt.progress import say
 from eatt.quant.golden import CoreWeights, random_weights
+from eatt.quant.vectors import PEER_KINDS
 from eatt.rtl_sim.folded import peer_foldings
 from eatt.rtl_sim.resources import find_yosys
 from eatt.rtl_sim.tools import ToolMissing, check_build_tools, find_verilator
@@ -248,8 +249,9 @@ def run_flow(
     """The core and its peer, then the windowed unit (``window=False`` skips it). A window
     config runs the windowed unit alone. Ends with report.md, report.json and report.png in
     out_dir (their paths in ``result["report"]``). ``inputs``: a capture file of cfg's core
-    (`eatt capture`), checked at every level of that core instead of random vectors (the peer
-    computes another function and keeps random ones). ``span``: (--from-step, --to-step), the
+    (`eatt capture`), checked at every level of that core instead of random vectors, and
+    driving its E-ATT / vanilla peer too (another function: only its golden count; a
+    Synthesizer's peer keeps random ones). ``span``: (--from-step, --to-step), the
     first and last of the steps (eatt.steps; CORE_STEPS) to run, None for all: a flow that
     starts later reads the earlier steps' results from the folder (each unit's steps.json).
     Each unit's wall time and peak memory per step go into out_dir/time_per_step.json.
@@ -345,7 +347,8 @@ def run_cores(
         earlier_results(out_dir / kind, core_cfg, flow_steps(CORE_STEPS, resources), *span)
     for kind in (cfg.kind, peer):
         core_cfg = cfg if kind == cfg.kind else cfg.replace(kind=kind)
-        given = inputs if kind == cfg.kind else None  # the capture is of cfg's core
+        # the capture is of cfg's core; its peer (E-ATT <-> vanilla) takes the same activations
+        given = inputs if kind == cfg.kind or {kind, cfg.kind} <= PEER_KINDS else None
         out = out_dir / kind
         core_weights = shared_weights(core_cfg, weights, seed)
         cores[kind] = run_core(core_cfg, core_weights, seed, vectors, out, resources, given, span)

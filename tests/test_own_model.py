@@ -386,6 +386,10 @@ def test_readme_flow_of_a_users_layer(tmp_path):
         "first_mismatch": None,
     }
     assert own["sim"]["attention"]["vs_model"]["mismatches"] == 0
+    # the capture drives the dot-product peer too: its golden count only (another function)
+    peer = result["cores"]["vanilla"]
+    assert peer["sim"]["attention"]["captured"] and peer["sim"]["attention"]["mismatches"] == 0
+    assert peer["sim"]["attention"].get("vs_model") is None
 
 
 @pytest.mark.hls
