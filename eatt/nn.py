@@ -19,6 +19,7 @@ that is not causal (key j visible to query i when j <= i + offset), dropout, bia
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable, Iterator
 
@@ -56,6 +57,19 @@ def coarse_formats(cfg: CoreConfig) -> list[str]:
                 f"activations: raise {key} (now {getattr(cfg, key)})"
             )
     return found
+
+
+#: the CoreConfig keys the module sets itself from its own arguments
+_SET_BY_MODULE = ("kind", "len_q", "len_k", "dim", "heads", "tau")
+
+
+def check_core_options(options: dict) -> None:
+    """A one-line ValueError naming the first key of ``options`` that is not a core option
+    (a CoreConfig key the module does not set itself)."""
+    allowed = [f.name for f in dataclasses.fields(CoreConfig) if f.name not in _SET_BY_MODULE]
+    for name in options:
+        if name not in allowed:
+            raise ValueError(f"{name}: not a core option (the formats: {', '.join(allowed)})")
 
 
 class MultiheadAttention(nn.Module):
@@ -101,6 +115,7 @@ class MultiheadAttention(nn.Module):
                 raise ValueError(f"{name}: keys and values have the query's width {embed_dim}")
         if kind not in KINDS:
             raise ValueError(f"kind: one of {', '.join(KINDS)}, got {kind!r}")
+        check_core_options(core_options)
         #: the constructor's arguments: pickling rebuilds the module from them (Brevitas'
         #: quantizer classes do not pickle) and loads the state dict
         self._init_args = dict(
@@ -139,6 +154,7 @@ class MultiheadAttention(nn.Module):
         core rebuilt with its float weights kept (rounded to the new grid). Returns self."""
         if not self.quantized:
             raise ValueError("reconfigure: a float module has no formats")
+        check_core_options(core_options)
         cfg = self.cfg.replace(**core_options)
         core = QuantAttentionCore(cfg)
         core.load_state_dict(self.core.state_dict())

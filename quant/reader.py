@@ -182,7 +182,11 @@ def _check_quant(op, label, tensor, cfg, where, producers, inits, graph_inputs) 
         )
     source = q.input[0]
     if source not in graph_inputs:
-        raise ValueError(f"{where}: Quant node '{q.name}' is not fed by a graph input")
+        raise ValueError(
+            f"{where}: the core's input {label} is computed in the graph (Quant node "
+            f"'{q.name}' is not fed by a graph input): a whole model? `eatt hls` takes one; "
+            "flow, rtl, sim and power take one core's file (eatt.export_layer)"
+        )
     return source
 
 

@@ -90,9 +90,15 @@ def _check(path: Path, c: dict, cfg: CoreConfig) -> None:
             f"({cfg.len_q}, {cfg.dim}) x ({cfg.len_k}, {cfg.dim})"
         )
     if sorted(c["masks"]) != sorted(cfg.mask_inputs):
+        hint = ""
+        if "offset" in c["masks"] and not cfg.causal:  # a decoder's self-attention, as called
+            hint = ": the layer was called with a causal mask; export it with causal=True"
+        elif "offset" not in c["masks"] and cfg.causal:
+            hint = ": the layer was called without a causal mask; export it with causal=False"
         raise ValueError(
             f"{path}: masks {sorted(c['masks']) or 'none'}, this core takes "
             f"{list(cfg.mask_inputs) or 'none'}"
+            + (f"{hint} (eatt.export_layer(module, path, causal=...))" if hint else "")
         )
     lo, hi = -(2 ** (cfg.in_bits - 1)), 2 ** (cfg.in_bits - 1) - 1
     for key in ("x", "y"):

@@ -49,6 +49,7 @@ def user_tree(tmp_path: Path) -> Path:
     (tmp_path / "src" / "pkg").mkdir(parents=True)
     (tmp_path / "src" / "pkg" / "main.c").write_text("int main(void) { return 0; }\n")
     (tmp_path / "afile").write_text("not a folder\n")
+    (tmp_path / "afile.onnx").write_text("an exported core, as far as the name says\n")
     (tmp_path / "dup.yaml").write_text(
         "kind: eatt\nlen_q: 4\nlen_k: 4\ndim: 8\nheads: 2\nlen_q: 8\n"
     )
@@ -96,6 +97,12 @@ CASES = [
     ("train into a user's folder", ["train", "run.yaml", "-o", "notes"], 2, "not made by eatt"),
     ("experiment into a user's folder", ["experiment", "qat", "--quick", "-o", "."], 2, None),
     ("sim --dsp-registers of RTL", ["sim", "ourrtl", "--dsp-registers"], 2, "--dsp-registers"),
+    (
+        "export of an exported core",
+        ["export", "afile.onnx", "--check", "10", "-o", "again.onnx"],
+        2,
+        "afile.onnx: an ONNX file, not a checkpoint: a core exported already",
+    ),
     (
         "experiment --reuse a missing report",
         ["experiment", "ablation", "--quick", "--reuse", "none.json", "-o", "x"],

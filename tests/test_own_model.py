@@ -224,6 +224,10 @@ def test_decoder_layers_capture_export_qonnx_and_tampered_captures(tmp_path):
     np.savez(tmp_path / "bare.npz", meta=np.array(json.dumps(bare)), **arrays)
     with pytest.raises(ValueError, match="no layer config"):
         check_export(tmp_path / f"{name}.onnx", vectors=10, inputs=tmp_path / "bare.npz")
+    # the causal layer exported without causal=True: the capture says how it was called
+    eatt.export_layer(eatt.layers(model)[name], tmp_path / "plain.onnx")
+    with pytest.raises(ValueError, match="called with a causal mask; export it with causal=True"):
+        check_export(tmp_path / "plain.onnx", vectors=10, inputs=tmp_path / f"{name}.npz")
 
 
 def test_api_refusals(tmp_path):
@@ -231,6 +235,8 @@ def test_api_refusals(tmp_path):
     assert eatt.layers(model) == {}
     with pytest.raises(ValueError, match="no eatt attention 'x'.*none"):
         eatt.capture(model, "x", [], tmp_path / "a.npz")
+    with pytest.raises(ValueError, match="vbits: not a core option .*v_bits"):
+        MultiheadAttention(8, 2, vbits=14)  # a misspelt format: one line naming it
     float_model = nn.Sequential(MultiheadAttention(8, 2, quantized=False))
     with pytest.raises(ValueError, match="float.*quantized=True"):
         eatt.capture(float_model, "0", [], tmp_path / "a.npz")

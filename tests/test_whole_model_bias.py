@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from eatt.nn import MultiheadAttention
+from tests.cli import run_eatt
 
 
 def _biased_model(bias_quant):
@@ -72,3 +73,8 @@ def test_a_biased_quant_linear_after_attention_is_exact_in_hls4ml(tmp_path):
     assert lines[0].startswith("  fixed point cannot equal the float graph here: ")
     assert _inexact_lines({"ok": True, "inexact": found}) == []
     assert inexact_parameters(_model(exact)) == []
+
+    # the single-core commands name a whole model for what it is, nothing written
+    r = run_eatt("rtl", str(exact), "-o", str(tmp_path / "rtl"), timeout=300)
+    assert r.returncode == 2 and "a whole model? `eatt hls` takes one" in r.stderr
+    assert not (tmp_path / "rtl").exists()

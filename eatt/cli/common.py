@@ -175,6 +175,11 @@ def check_checkpoint_path(path: str) -> None:
         raise CommandError(f"{p}: is a folder; give its best.pt or last.pt")
     if not p.is_file():
         raise CommandError(f"{p}: no such checkpoint file")
+    if p.suffix.lower() == ".onnx":
+        raise CommandError(
+            f"{p}: an ONNX file, not a checkpoint: a core exported already (eatt flow, hls, sim "
+            "and power take it, with --inputs for a capture)"
+        )
 
 
 def not_a_model(path: str) -> str:
