@@ -180,6 +180,7 @@ def _core_lines(c: dict) -> list[str]:
             f"{'captured' if cs.get('captured') else 'random'} + {cs['edge_vectors']} edge "
             f"vectors, {cs['mismatches']} mismatching"
         )
+        lines[-1] += model_line(cs.get("vs_model"), "C simulation")
     if (c.get("hls") or {}).get("folding"):
         from eatt.hls.folding import format_folded  # hls4ml (registered on import)
 

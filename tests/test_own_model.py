@@ -380,6 +380,7 @@ def test_readme_flow_of_a_users_layer(tmp_path):
     r = run_eatt(*base, "-o", str(tmp_path / "text"), timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "flow: PASS" in r.stdout and "vs the model's own outputs (model_out): 16" in r.stdout
+    assert "C simulation vs the model's own outputs (model_out): 16 captured" in r.stdout
     r = run_eatt(*base, "-o", str(tmp_path / "json"), "--json", timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads(r.stdout)
