@@ -55,7 +55,7 @@ from eatt.model import energy
 from eatt.outdir import check_output_dir, claim_dir
 from eatt.progress import say
 from eatt.quant.golden import CoreWeights, random_weights
-from eatt.quant.vectors import PEER_KINDS
+from eatt.quant.vectors import PEER_KINDS, capture_meta
 from eatt.rtl_sim.folded import peer_foldings
 from eatt.rtl_sim.resources import find_yosys
 from eatt.rtl_sim.tools import ToolMissing, check_build_tools, find_verilator
@@ -347,8 +347,10 @@ def run_cores(
         earlier_results(out_dir / kind, core_cfg, flow_steps(CORE_STEPS, resources), *span)
     for kind in (cfg.kind, peer):
         core_cfg = cfg if kind == cfg.kind else cfg.replace(kind=kind)
-        # the capture is of cfg's core; its peer (E-ATT <-> vanilla) takes the same activations
-        given = inputs if kind == cfg.kind or {kind, cfg.kind} <= PEER_KINDS else None
+        # the capture is of cfg's core; its peer (E-ATT <-> vanilla) takes the same activations,
+        # compared with the golden model only (a capture of the peer's kind would be compared
+        # with that layer's outputs though the peer runs with this file's weights: random ones)
+        given = inputs if kind == cfg.kind or _drives_peer(inputs, cfg, kind) else None
         out = out_dir / kind
         core_weights = shared_weights(core_cfg, weights, seed)
         cores[kind] = run_core(core_cfg, core_weights, seed, vectors, out, resources, given, span)
@@ -356,6 +358,14 @@ def run_cores(
     result["comparison"] = compare(cores, core_energy(cfg))
     result["cores"] = cores
     return result
+
+
+def _drives_peer(inputs, cfg: CoreConfig, peer: str) -> bool:
+    """Whether the capture ``inputs`` (of cfg's core) also drives its ``peer``: a capture of
+    cfg's own kind, the peer E-ATT <-> vanilla."""
+    if inputs is None or not {peer, cfg.kind} <= PEER_KINDS:
+        return False
+    return capture_meta(inputs).get("config", {}).get("kind") == cfg.kind
 
 
 def run_window_unit(

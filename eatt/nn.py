@@ -63,10 +63,13 @@ def coarse_formats(cfg: CoreConfig) -> list[str]:
 _SET_BY_MODULE = ("kind", "len_q", "len_k", "dim", "heads", "tau")
 
 
-def check_core_options(options: dict) -> None:
+def check_core_options(options: dict, also: tuple[str, ...] = ()) -> None:
     """A one-line ValueError naming the first key of ``options`` that is not a core option
-    (a CoreConfig key the module does not set itself)."""
-    allowed = [f.name for f in dataclasses.fields(CoreConfig) if f.name not in _SET_BY_MODULE]
+    (a CoreConfig key the module does not set itself, or one of ``also``)."""
+    allowed = [
+        f.name for f in dataclasses.fields(CoreConfig)
+        if f.name not in _SET_BY_MODULE or f.name in also
+    ]  # fmt: skip
     for name in options:
         if name not in allowed:
             raise ValueError(f"{name}: not a core option (the formats: {', '.join(allowed)})")
@@ -154,7 +157,7 @@ class MultiheadAttention(nn.Module):
         core rebuilt with its float weights kept (rounded to the new grid). Returns self."""
         if not self.quantized:
             raise ValueError("reconfigure: a float module has no formats")
-        check_core_options(core_options)
+        check_core_options(core_options, also=("tau",))
         cfg = self.cfg.replace(**core_options)
         core = QuantAttentionCore(cfg)
         core.load_state_dict(self.core.state_dict())

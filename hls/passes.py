@@ -13,8 +13,11 @@
   scale and bias are broadcast to the whole (tokens, features) input, since its C++ does not
   broadcast; after a Dense its ``fuse_batch_normalization`` then multiplies the Dense's
   (features in, out) weights by that (tokens, out) scale and stops with numpy's broadcast
-  error. Where the arrays are the same for every token, this pass keeps one row (``n_filt``
-  = the features: hls4ml's normalize indexes them by the feature), which the fusion takes.
+  error, and where it does fuse, its Dense -> pointwise convolution pass reads the old weight
+  and bias attributes (the bias dropped). Where the arrays are the same for every token, this
+  pass keeps one row (``n_filt`` = the features: hls4ml's normalize indexes them by the
+  feature) and folds an ApplyAlpha into the Dense before it, weights and attributes, by
+  hls4ml's own fusion rule.
 """
 
 from __future__ import annotations
@@ -84,18 +87,16 @@ def per_feature(values) -> np.ndarray | None:
 
 
 class TokenAlphaToFeatures(OptimizerPass):
-    """ApplyAlpha after a token-wise Dense, its scale and bias the same for every token ->
-    folded into the Dense (its weight and bias data and attributes) where hls4ml's fusion
-    would fold it, else kept with one row per feature (n_filt)."""
+    """ApplyAlpha on (tokens.., features), its scale and bias the same for every token -> one
+    row per feature (n_filt); after a token-wise Dense, folded into it (its weight and bias
+    data and attributes) where hls4ml's fusion would fold it."""
 
     def match(self, node) -> bool:
-        if not isinstance(node, ApplyAlpha) or not isinstance(node.get_input_node(), Dense):
-            return False
-        if len(node.get_input_variable().shape) < 2:
+        if not isinstance(node, ApplyAlpha) or len(node.get_input_variable().shape) < 2:
             return False
         arrays = [node.weights[w].data for w in ("scale", "bias")]
         if not any(np.ndim(a) >= 2 for a in arrays):
-            return self._foldable(node)  # reduced before, foldable now or never
+            return self._foldable(node)  # reduced before: foldable now or never
         return all(per_feature(a) is not None or np.ndim(a) < 2 for a in arrays)
 
     def transform(self, model, node) -> bool:
@@ -134,8 +135,10 @@ class TokenAlphaToFeatures(OptimizerPass):
         """hls4ml's own rule (FuseBatchNormalization.match): fold unless that would multiply a
         quantized weight by a scale other than 1, or add two quantized biases."""
         dense = node.get_input_node()
-        if len(dense.get_output_use_map()[dense.outputs[0]]) > 1:
+        if not isinstance(dense, Dense) or len(dense.get_output_use_map()[dense.outputs[0]]) > 1:
             return False
+        if any(np.ndim(node.weights[w].data) >= 2 for w in ("scale", "bias")):
+            return False  # the rows are reduced first (transform)
         s1, b1 = node.weights["scale"].data, node.weights["bias"].data
         b0 = dense.weights["bias"].data
         w_q, s_q = dense.get_attr("weight_quantizer"), node.get_attr("scale_quantizer")

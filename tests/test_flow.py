@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import numpy as np
 import pytest
 
 from eatt.config import CoreConfig
@@ -199,3 +200,21 @@ def test_a_flow_stops_at_a_step_and_starts_again_from_the_next(tmp_path):
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return run_eatt(*args, timeout=900)
+
+
+def test_a_capture_drives_the_peer_only_when_it_is_of_the_cores_kind(tmp_path):
+    """eatt flow CORE.onnx --inputs: a capture of the core's kind drives its E-ATT / vanilla
+    peer too (golden count only); one of the peer's kind does not (it would be compared with
+    another layer's outputs), nor does any capture drive a Synthesizer's vanilla peer."""
+    from eatt.config import default_config
+    from eatt.flow import _drives_peer
+    from eatt.quant.vectors import CAPTURE_FORMAT
+
+    cfg = default_config()
+    for kind in ("eatt", "vanilla"):
+        meta = {"format": CAPTURE_FORMAT, "config": {"kind": kind}}
+        np.savez(tmp_path / f"{kind}.npz", meta=np.array(json.dumps(meta)))
+    assert _drives_peer(tmp_path / "eatt.npz", cfg, "vanilla")
+    assert not _drives_peer(tmp_path / "vanilla.npz", cfg, "vanilla")
+    assert not _drives_peer(None, cfg, "vanilla")
+    assert not _drives_peer(tmp_path / "eatt.npz", cfg.replace(kind="dense"), "vanilla")

@@ -16,9 +16,10 @@ from eatt.nn import MultiheadAttention
 from tests.cli import run_eatt
 
 
-def _biased_model(bias_quant):
+def _biased_model(bias_quant, fixed_weights: bool = True):
     """Input quantizer, eatt attention, a fixed-point requantizer, QuantLinear with a bias
-    (``bias_quant``: Brevitas' bias quantizer, None for a float bias), ReLU."""
+    (``bias_quant``: Brevitas' bias quantizer, None for a float bias; ``fixed_weights`` False:
+    Brevitas' default weight quantizer, a scale that is not a power of two), ReLU."""
     from brevitas.nn import QuantIdentity, QuantLinear
 
     from eatt.quant.modules import fixed_point_act_quant, fixed_point_weight_quant
@@ -31,8 +32,8 @@ def _biased_model(bias_quant):
                                            out_bits=18)  # fmt: skip
             self.mid = QuantIdentity(act_quant=fixed_point_act_quant(12, 6),
                                      return_quant_tensor=True)  # fmt: skip
-            self.fc = QuantLinear(8, 4, bias=True, bias_quant=bias_quant,
-                                  weight_quant=fixed_point_weight_quant(8, 6))  # fmt: skip
+            weights = {"weight_quant": fixed_point_weight_quant(8, 6)} if fixed_weights else {}
+            self.fc = QuantLinear(8, 4, bias=True, bias_quant=bias_quant, **weights)
 
         def forward(self, x):
             h = self.inp(x)
@@ -73,6 +74,14 @@ def test_a_biased_quant_linear_after_attention_is_exact_in_hls4ml(tmp_path):
     assert lines[0].startswith("  fixed point cannot equal the float graph here: ")
     assert _inexact_lines({"ok": True, "inexact": found}) == []
     assert inexact_parameters(_model(exact)) == []
+
+    # Brevitas' default weight quantizer and a float bias (a weight-scale ApplyAlpha between
+    # the Dense and the bias): converted, not exact, and what cannot be is named
+    default = tmp_path / "default_weights.onnx"
+    export_qonnx(_biased_model(None, fixed_weights=False), (torch.randn(1, 4, 8),), str(default))
+    result = write_model_project(default, tmp_path / "hls_default", [xs.numpy()])
+    assert any("is not a power of two" in line for line in result["inexact"])
+    assert any("on no Quant grid" in line for line in result["inexact"])
 
     # the single-core commands name a whole model for what it is, nothing written
     r = run_eatt("rtl", str(exact), "-o", str(tmp_path / "rtl"), timeout=300)

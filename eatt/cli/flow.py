@@ -92,7 +92,7 @@ def run(args) -> int:
 def is_trained_model(source: str | None) -> bool:
     """Whether SOURCE is a model of `eatt train` (its layer's flow), rather than a core: none
     given (the default core or --config), a core's FILE.onnx or a core checkpoint."""
-    if source is None or source.endswith(".onnx"):
+    if source is None or source.lower().endswith(".onnx"):
         return False
     check_checkpoint_path(source)
     from eatt.model import layers  # torch
