@@ -102,16 +102,25 @@ def earlier_results(out_dir: Path, cfg: CoreConfig, names, start=None, stop=None
         return {}
     start = chosen[0]
     path = Path(out_dir) / RESULTS_FILE
-    try:
-        state = json.loads(path.read_text())
-    except (OSError, ValueError):
-        raise ValueError(
-            f"--from-step {start}: {path} holds no earlier run's results (run the flow to "
-            f"{before[-1]} first)"
-        ) from None
+    state = saved_state(path, start, before[-1])
     if state.get("config") != cfg.to_dict():
         raise ValueError(f"--from-step {start}: {path} is another config's run")
     missing = [name for name in before if name not in state.get("results", {})]
     if missing:
         raise ValueError(f"--from-step {start}: {path} has no result of {', '.join(missing)}")
     return {name: state["results"][name] for name in before}
+
+
+def saved_state(path: Path, start: str, last: str) -> dict:
+    """The state a flow saved in ``path`` (its steps' results), read for ``--from-step
+    start``; one-line ValueError naming ``last``, the step to run to first, when there is none."""
+    try:
+        state = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        raise ValueError(
+            f"--from-step {start}: {path} holds no earlier run's results (run the flow to "
+            f"{last} first)"
+        ) from None
+    if not isinstance(state, dict):
+        raise ValueError(f"--from-step {start}: {path} is not a flow's saved results")
+    return state

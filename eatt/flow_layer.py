@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eatt.builder import run_steps, select
+from eatt.builder import run_steps, saved_state, select
 from eatt.config import ConfigError, CoreConfig, WindowConfig, atomic_write_text
 from eatt.flow import (
     POWER_VECTORS,
@@ -222,13 +222,7 @@ def earlier_layer_steps(out: Path, run_id: dict, names: tuple, chosen: list) -> 
     if not before:
         return {}
     path = out / LAYER_STATE
-    try:
-        state = json.loads(path.read_text())
-    except (OSError, ValueError):
-        raise ValueError(
-            f"--from-step {start}: {path} holds no earlier run's results (run the flow to "
-            f"{before[-1]} first)"
-        ) from None
+    state = saved_state(path, start, before[-1])
     if state.get("run") != json.loads(json.dumps(run_id)):
         raise ValueError(f"--from-step {start}: {path} is another run's (checkpoint, layer, "
                          "split, beam, vectors, seed or config differ)")  # fmt: skip

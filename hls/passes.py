@@ -95,9 +95,9 @@ class TokenAlphaToFeatures(OptimizerPass):
         if not isinstance(node, ApplyAlpha) or len(node.get_input_variable().shape) < 2:
             return False
         arrays = [node.weights[w].data for w in ("scale", "bias")]
-        if not any(np.ndim(a) >= 2 for a in arrays):
-            return self._foldable(node)  # reduced before: foldable now or never
-        return all(per_feature(a) is not None or np.ndim(a) < 2 for a in arrays)
+        if any(np.ndim(a) >= 2 for a in arrays):  # broadcast over the tokens: reduce it
+            return all(per_feature(a) is not None or np.ndim(a) < 2 for a in arrays)
+        return _foldable(node, *arrays)  # one row per feature already: fold it or leave it
 
     def transform(self, model, node) -> bool:
         features = node.get_input_variable().shape[-1]
@@ -106,21 +106,8 @@ class TokenAlphaToFeatures(OptimizerPass):
             data = node.weights[name].data
             row = per_feature(data) if np.ndim(data) >= 2 else np.broadcast_to(data, features)
             rows[name] = np.array(row, dtype=np.float64)
-        if self._foldable(node):
-            dense = node.get_input_node()
-            weight = dense.weights["weight"].data * rows["scale"]
-            bias = dense.weights["bias"].data * rows["scale"] + rows["bias"]
-            w_quantizer = node.get_attr("scale_quantizer") or dense.get_attr("weight_quantizer")
-            b_quantizer = node.get_attr("bias_quantizer") or dense.get_attr("bias_quantizer")
-            # the weights and the attributes: hls4ml's multi-dimensional Dense becomes a
-            # pointwise convolution built from the attributes (weight_data, bias_data)
-            dense.add_weights_variable("weight", "w{index}", data=weight, quantizer=w_quantizer)
-            dense.add_weights_variable("bias", "b{index}", data=bias, quantizer=b_quantizer)
-            for key, value in (("weight_data", weight), ("bias_data", bias), ("use_bias", True)):
-                dense.set_attr(key, value)
-            dense.set_attr("weight_quantizer", w_quantizer)
-            dense.set_attr("bias_quantizer", b_quantizer)
-            model.remove_node(node)
+        if _foldable(node, rows["scale"], rows["bias"]):
+            _fold(model, node, rows["scale"], rows["bias"])
             return True
         for name, add in (("scale", node.add_weights), ("bias", node.add_bias)):
             weight = node.weights[name]
@@ -130,26 +117,42 @@ class TokenAlphaToFeatures(OptimizerPass):
         node.set_attr("n_filt", features)
         return True
 
-    @staticmethod
-    def _foldable(node) -> bool:
-        """hls4ml's own rule (FuseBatchNormalization.match): fold unless that would multiply a
-        quantized weight by a scale other than 1, or add two quantized biases."""
-        dense = node.get_input_node()
-        if not isinstance(dense, Dense) or len(dense.get_output_use_map()[dense.outputs[0]]) > 1:
-            return False
-        if any(np.ndim(node.weights[w].data) >= 2 for w in ("scale", "bias")):
-            return False  # the rows are reduced first (transform)
-        s1, b1 = node.weights["scale"].data, node.weights["bias"].data
-        b0 = dense.weights["bias"].data
-        w_q, s_q = dense.get_attr("weight_quantizer"), node.get_attr("scale_quantizer")
-        b0_q, b1_q = dense.get_attr("bias_quantizer"), node.get_attr("bias_quantizer")
-        scale_ok = (w_q is None and s_q is None) or (np.all(s1 == 1) and s_q is None)
-        bias_ok = (
-            (b0_q is None and b1_q is None)
-            or (np.all(b0 == 0) and b0_q is None)
-            or (np.all(b1 == 0) and b1_q is None)
-        )
-        return bool(scale_ok and bias_ok)
+
+def _foldable(node, scale, bias) -> bool:
+    """Whether the ApplyAlpha ``node`` (per-feature ``scale``, ``bias``) folds into the Dense
+    before it, by hls4ml's own rule (FuseBatchNormalization.match): unless that would multiply
+    a quantized weight by a scale other than 1, or add two quantized biases."""
+    dense = node.get_input_node()
+    if not isinstance(dense, Dense) or len(dense.get_output_use_map()[dense.outputs[0]]) > 1:
+        return False
+    b0 = dense.weights["bias"].data
+    w_q, s_q = dense.get_attr("weight_quantizer"), node.get_attr("scale_quantizer")
+    b0_q, b1_q = dense.get_attr("bias_quantizer"), node.get_attr("bias_quantizer")
+    scale_ok = (w_q is None and s_q is None) or (np.all(scale == 1) and s_q is None)
+    bias_ok = (
+        (b0_q is None and b1_q is None)
+        or (np.all(b0 == 0) and b0_q is None)
+        or (np.all(bias == 0) and b1_q is None)
+    )
+    return bool(scale_ok and bias_ok)
+
+
+def _fold(model, node, scale, bias) -> None:
+    """The ApplyAlpha ``node`` folded into the Dense before it, its weights and its attributes:
+    hls4ml's multi-dimensional Dense becomes a pointwise convolution built from the attributes
+    (weight_data, bias_data), which its own fusion leaves as they were."""
+    dense = node.get_input_node()
+    weight = dense.weights["weight"].data * scale
+    bias = dense.weights["bias"].data * scale + bias
+    w_quantizer = node.get_attr("scale_quantizer") or dense.get_attr("weight_quantizer")
+    b_quantizer = node.get_attr("bias_quantizer") or dense.get_attr("bias_quantizer")
+    dense.add_weights_variable("weight", "w{index}", data=weight, quantizer=w_quantizer)
+    dense.add_weights_variable("bias", "b{index}", data=bias, quantizer=b_quantizer)
+    attributes = {"weight_data": weight, "bias_data": bias, "use_bias": True,
+                  "weight_quantizer": w_quantizer, "bias_quantizer": b_quantizer}  # fmt: skip
+    for key, value in attributes.items():
+        dense.set_attr(key, value)
+    model.remove_node(node)
 
 
 def register() -> None:

@@ -32,7 +32,7 @@ from ..train import TrainConfig, train
 from ..train_state import refuse_planted
 from .base import TASK, Experiment, _log
 from .reuse import find_reused
-from .staged import RESUME, _digest
+from .staged import RESUME, file_digest
 
 #: memory Ray reserves for one training run of ``workers`` > 1 (measured: under 1 GB each)
 RUN_MEMORY_GB = 1.0
@@ -69,7 +69,7 @@ def _saved_row(run_dir: Path, plan: Plan, summary: dict) -> dict | None:
         same = (
             saved["beam"] == plan.beam
             and saved["alpha"] == plan.alpha
-            and saved["best_sha256"] == _digest(summary["checkpoint"])
+            and saved["best_sha256"] == file_digest(summary["checkpoint"])
         )
         row = dict(saved["row"]) if same else None
     except (OSError, ValueError, KeyError, TypeError):
@@ -120,7 +120,7 @@ def _run_one(
     saved = {
         "beam": plan.beam,
         "alpha": plan.alpha,
-        "best_sha256": _digest(summary["checkpoint"]),
+        "best_sha256": file_digest(summary["checkpoint"]),
         "row": row,
     }
     atomic_write_text(Path(run_dir) / RUN_RESULT, json.dumps(saved, indent=2) + "\n")

@@ -118,7 +118,8 @@ def _train_and_eval(
     return summary, _eval(summary["checkpoint"], data, "test", beam, **eval_kw)
 
 
-def _digest(path: str | Path) -> str:
+def file_digest(path: str | Path) -> str:
+    """The SHA-256 of a file (a checkpoint: what its evaluations are keyed by)."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
@@ -129,7 +130,7 @@ def _eval(checkpoint: str, data, split: str, beam: int, **kw) -> dict:
     ``--resume`` starts the file afresh."""
     path = Path(checkpoint).parent / EVALUATIONS
     key = json.dumps(
-        {"sha256": _digest(checkpoint), "split": split, "beam": beam, "alpha": ALPHA,
+        {"sha256": file_digest(checkpoint), "split": split, "beam": beam, "alpha": ALPHA,
          "data": data.fingerprint(), "options": kw},
         sort_keys=True, default=str,
     )  # fmt: skip
