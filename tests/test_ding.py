@@ -193,3 +193,5 @@ def test_quick_staged_experiments_on_the_ding_task(name, tmp_path, monkeypatch):
     assert report["task"] == "ding" and report["data"]["kind"] == "ding"
     table = (tmp_path / f"{name}-ding" / "results.md").read_text()
     assert "On the ding task; sacrebleu: nrefs:1|" in table and "Target:" in table
+    if name == "window":  # the window unit's kinds run on the synthetic task only
+        assert [u["unit"][0] for u in report["units"]] == ["luong"] * 3 + ["flexible"] * 2

@@ -58,6 +58,8 @@ def add_arguments(p) -> None:
         help="take the runs of an earlier report (results.json of a seeded experiment, e.g. "
         "bench/results/experiments/eatt-vs-vanilla-ding.json) that equal runs of this one "
         "(model, training settings, data, beam, alpha, seed) instead of training them again; "
+        "for window, window-lstm and flexible-train-window its units (each Luong kind, "
+        "Flexible per score, each window-unit kind; partial.json of an unfinished run too); "
         "repeatable",
     )
     add_json(p)

@@ -154,12 +154,13 @@ def run_experiment(
             f"--task {task}: {name} runs on the {' or '.join(experiment.tasks)} task only "
             f"({task}: {', '.join(able)})"
         )
-    if reuse and not isinstance(experiment, SeededExperiment):
+    if reuse and not experiment.reusable:
+        able = ", ".join(n for n, e in REGISTRY.items() if e.reusable)
         raise ValueError(
-            f"--reuse: {name} is a staged experiment; only runs of the experiments "
-            f"of independent runs ({', '.join(EXPERIMENTS)}) can be reused"
+            f"--reuse: {name} is a staged experiment whose stages start from each other; "
+            f"only these take runs of an earlier report: {able}"
         )
-    reused = load_reused(reuse)
+    reused = load_reused(reuse, experiment)
     if task == "ding":
         find_ding()  # the package missing: exit 3 before any folder is claimed
     task_token, reuse_token = TASK.set(task), REUSED.set(reused)

@@ -76,6 +76,8 @@ class Experiment:
     name: str = ""
     #: later runs start from or depend on earlier ones (no ``steps`` / ``seeds`` overrides)
     staged: bool = False
+    #: ``--reuse REPORT.json`` can take its runs (units) from an earlier report
+    reusable: bool = False
     #: the tasks of :data:`TASKS` it runs on (the others need the synthetic task's rules)
     tasks: tuple[str, ...] = ("synthetic",)
 

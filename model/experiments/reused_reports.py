@@ -1,6 +1,8 @@
 """Reading the reports ``eatt experiment --reuse REPORT.json`` names (reuse.py has the rules):
 each report's experiment is planned again from the registry with the code as it is, and its
-runs become :class:`~.reuse.ReusedRun` keyed by what decides them."""
+runs become :class:`~.reuse.ReusedRun` keyed by what decides them. A report of an experiment of
+independent units (units.py: ``window`` and its variants; its ``partial.json`` too) gives its
+units, keyed by the settings each one recorded."""
 
 from __future__ import annotations
 
@@ -11,11 +13,13 @@ from .base import TASK
 from .registry import REGISTRY
 from .reuse import ReusedRun, _canonical, run_key
 from .seeded import SeededExperiment
+from .units import UnitExperiment, unit_key
 
 
-def load_reused(paths) -> tuple[ReusedRun, ...]:
-    """The runs of the reports at ``paths``; a file that is not a report of a seeded experiment
-    planned as it is now raises ValueError naming it."""
+def load_reused(paths, into=None) -> tuple[ReusedRun, ...]:
+    """The runs of the reports at ``paths`` (the units of a units experiment's reports when
+    ``into``, the experiment taking them, is one); a file that is not a report of such an
+    experiment, planned as it is now, raises ValueError naming it."""
     reused = []
     for path in paths:
         where = f"--reuse {path}"
@@ -25,6 +29,9 @@ def load_reused(paths) -> tuple[ReusedRun, ...]:
             raise ValueError(f"{where}: no such file") from None
         except (OSError, UnicodeDecodeError, ValueError) as e:
             raise ValueError(f"{where}: not a JSON experiment report ({e})") from None
+        if isinstance(into, UnitExperiment):
+            reused += _units(report, where, str(path))
+            continue
         try:
             name, task, quick = report["experiment"], report["task"], report["quick"]
             steps, seeds = report["train"]["steps"], tuple(report["seeds"])
@@ -63,3 +70,20 @@ def load_reused(paths) -> tuple[ReusedRun, ...]:
             key = run_key(variant.model, plan.train, plan.data, plan.beam, plan.alpha, run["seed"])
             reused.append(ReusedRun(key, run, str(path)))
     return tuple(reused)
+
+
+def _units(report, where: str, source: str) -> list[ReusedRun]:
+    """The units of a report (or partial.json) of an experiment of independent units."""
+    name = report.get("experiment") if isinstance(report, dict) else None
+    if not isinstance(REGISTRY.get(name), UnitExperiment):
+        raise ValueError(
+            f"{where}: not a report of an experiment of independent units "
+            f"({', '.join(n for n, e in REGISTRY.items() if isinstance(e, UnitExperiment))}: "
+            "results.json or partial.json)"
+        )
+    units = report.get("units")
+    if not isinstance(units, list) or not all(
+        isinstance(u, dict) and isinstance(u.get("settings"), dict) and "rows" in u for u in units
+    ):
+        raise ValueError(f"{where}: a report of {name} written before its units were recorded")
+    return [ReusedRun(unit_key(u["settings"]), u, source) for u in units]

@@ -130,6 +130,8 @@ def _run_one(
 class SeededExperiment(Experiment):
     """Variants x seeds, each run trained from scratch; subclasses give :meth:`plan`."""
 
+    reusable = True
+
     def plan(self, quick: bool) -> Plan:
         raise NotImplementedError
 

@@ -15,11 +15,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..corpus import load_data
-from .base import BLEU_TOLERANCE, _log, _markdown_table, _num
+from .base import BLEU_TOLERANCE, TASK, _log, _markdown_table, _num
 from .staged import (
+    ALPHA,
     WINDOW_D,
-    StagedExperiment,
     _eval,
     _fine_tune,
     _row,
@@ -27,7 +26,14 @@ from .staged import (
     _window_sizes,
     train_run,
 )
+from .units import UnitExperiment
 from .window_unit import QUANT_WEIGHT_FRAC
+
+#: Luong's kinds (Luong et al. 2015): global, and local with a 2D + 1 window, monotonic or
+#: predictive
+LUONG_KINDS = ("global", "local-m", "local-p")
+#: Flexible's fine-tunes run 1/3 of the training steps
+FINE_TUNE_FRACTION = 3
 
 #: the Flexible paper's thresholds for its window-vs-BLEU curve (Fig. 3, footnote 5), with
 #: 2-4 between its largest (1.6) and 5, where the E-ATT-score model's window is picked
@@ -151,7 +157,7 @@ def _span_figure(report: dict, plt, panels: int):
     return fig, axes
 
 
-class Window(StagedExperiment):
+class Window(UnitExperiment):
     tasks = ("synthetic", "ding")
 
     def __init__(
@@ -173,45 +179,92 @@ class Window(StagedExperiment):
         self.extra_flexible_scores = tuple(flexible_scores)
         self.train_taus, self.luong = tuple(train_taus), luong
 
-    def stages(self, quick: bool, folder: Path, quiet: bool) -> dict:
+    def sizes(self, quick: bool) -> tuple:
         data_cfg, model, train_cfg, beam = _window_sizes(quick)
-        model = model.replace(**self.model)
-        train_cfg = train_cfg.replace(**self.train)
-        data = load_data(data_cfg)
-        rows, runs = [], {}
-        for kind in ("global", "local-m", "local-p") if self.luong else ():
-            summary, result = _train_and_eval(
-                kind, model.replace(cross=kind), train_cfg, data, folder, beam, quiet
-            )
-            runs[kind] = summary["checkpoint"]
+        return data_cfg, model.replace(**self.model), train_cfg.replace(**self.train), beam, quick
+
+    def units(self, quick: bool) -> list[tuple]:
+        """Luong's kinds, Flexible per score, the window unit's kinds (on the synthetic task
+        only: the unit's experiments are there)."""
+        model = self.sizes(quick)[1]
+        return [
+            *[("luong", kind) for kind in (LUONG_KINDS if self.luong else ())],
+            *[("flexible", score) for score in self.flexible_scores(model)],
+            *[("unit", kind, score) for kind, score in self.unit_kinds(quick)],
+        ]
+
+    def unit_config(self, unit: tuple, model):
+        """The model config a unit trains (its first model: Flexible's fine-tunes start there)."""
+        if unit[0] == "luong":
+            return model.replace(cross=unit[1])
+        if unit[0] == "flexible":
+            score = unit[1]
+            own = score == model.window_score
+            sigma = model.window_sigma if own else FLEXIBLE_SIGMA.get(score, model.window_sigma)
+            return model.replace(cross="flexible", window_score=score, window_sigma=sigma)
+        kind, score = unit[1:]
+        return model.replace(cross=kind, window_score=score, quant_weight_frac=QUANT_WEIGHT_FRAC)
+
+    def settings(self, unit: tuple, sizes: tuple, quick: bool) -> dict:
+        data_cfg, model, train_cfg, beam, _ = sizes
+        train = {k: v for k, v in train_cfg.to_dict().items() if k not in ("data", "progress")}
+        settings = {
+            "unit": list(unit), "model": self.unit_config(unit, model).to_dict(), "train": train,
+            "data": dict(data_cfg.__dict__), "beam": beam, "alpha": ALPHA,
+        }  # fmt: skip
+        if unit[0] != "luong":
+            settings.update(taus=list(TAUS), tolerance=BLEU_TOLERANCE)
+        if unit[0] == "flexible":
+            settings.update(
+                betas=list(QUICK_FLEXIBLE_BETAS if quick else FLEXIBLE_BETAS),
+                train_taus=list(self.train_taus), fine_tune_fraction=FINE_TUNE_FRACTION,
+            )  # fmt: skip
+        return settings
+
+    def cost(self, unit: tuple) -> int:
+        if unit[0] == "flexible":  # a model, its fine-tunes and every one's dev curve
+            return 3 + len(FLEXIBLE_BETAS) * len(self.train_taus)
+        return 2 if unit[1] == "quant-flexible" else 1
+
+    def compute(self, unit: tuple, sizes: tuple, data, folder: Path, quiet: bool) -> dict:
+        data_cfg, model, train_cfg, beam, quick = sizes
+        cfg = self.unit_config(unit, model)
+        if unit[0] == "luong":
+            kind = unit[1]
+            summary, result = _train_and_eval(kind, cfg, train_cfg, data, folder, beam, quiet)
             window = f"{2 * WINDOW_D + 1}" if kind != "global" else "all"
-            rows.append(_row(kind, result, window=window, tau=None))
-        flexible = {
-            score: self._flexible(score, model, train_cfg, data, folder, beam, quiet, quick)
-            for score in self.flexible_scores(model)
-        }
-        for stage in flexible.values():
-            rows += stage.pop("rows")
+            row = _row(kind, result, window=window, tau=None)
+            return {"rows": [row], "checkpoints": {kind: summary["checkpoint"]}}
+        if unit[0] == "flexible":
+            name = "flexible" if unit[1] == model.window_score else f"flexible {unit[1]}"
+            stage = self._flexible(name, unit[1], cfg, train_cfg, data, folder, beam, quiet, quick)
+            return {"rows": stage.pop("rows"), "checkpoints": stage["checkpoints"], "stage": stage}
         # the window unit's kinds: BLEU with the unit's arithmetic; their vision span is the rows
         # the unit reads per step, its cycles per step (one row a cycle, docs/window.md)
-        for kind, score in self.unit_kinds(quick):
-            label = f"{kind} (the unit, {score})"
-            cfg = model.replace(cross=kind, window_score=score, quant_weight_frac=QUANT_WEIGHT_FRAC)
-            summary, result = _train_and_eval(
-                label, cfg, train_cfg, data, folder, beam, quiet, hardware=True
-            )
-            runs[label] = summary["checkpoint"]
-            if kind != "quant-flexible":
-                rows.append(_row(label, result, window="unit", tau=None))
-                continue
-            # the unit's Flexible: tau = inf (w = D), then the tau picked on dev (w from g(t))
-            rows.append(_row(f"{label}, tau = inf", result, window="unit", tau=None))
-            tau_q, _ = _pick_tau(runs[label], data, beam)
-            unit_tau = _eval(
-                runs[label], data, "test", beam, model_overrides={"flexible_tau": tau_q},
-                hardware=True,
-            )  # fmt: skip
-            rows.append(_row(f"{label}, tau on dev", unit_tau, window="unit", tau=tau_q))
+        kind, score = unit[1:]
+        label = f"{kind} (the unit, {score})"
+        summary, result = _train_and_eval(
+            label, cfg, train_cfg, data, folder, beam, quiet, hardware=True
+        )
+        checkpoint = summary["checkpoint"]
+        if kind != "quant-flexible":
+            return {"rows": [_row(label, result, window="unit", tau=None)],
+                    "checkpoints": {label: checkpoint}}  # fmt: skip
+        # the unit's Flexible: tau = inf (w = D), then the tau picked on dev (w from g(t))
+        tau_q, _ = _pick_tau(checkpoint, data, beam)
+        unit_tau = _eval(
+            checkpoint, data, "test", beam, model_overrides={"flexible_tau": tau_q}, hardware=True
+        )
+        rows = [
+            _row(f"{label}, tau = inf", result, window="unit", tau=None),
+            _row(f"{label}, tau on dev", unit_tau, window="unit", tau=tau_q),
+        ]
+        return {"rows": rows, "checkpoints": {label: checkpoint}}
+
+    def assemble(self, quick: bool, sizes: tuple, results: list[dict]) -> dict:
+        data_cfg, model, train_cfg, beam, _ = sizes
+        rows = [row for r in results for row in r["rows"]]
+        flexible = {r["unit"][1]: r["stage"] for r in results if r["unit"][0] == "flexible"}
         targets = {score: stage["target"] for score, stage in flexible.items()}
         met = [score for score, t in targets.items() if t["met"]]
         # the report's target: the first score that meets it, else the model's own score
@@ -227,10 +280,7 @@ class Window(StagedExperiment):
             "curve": flexible[first]["curve"],
             "flexible": flexible,
             "target": target,
-            "checkpoints": {
-                **runs,
-                **{k: v for st in flexible.values() for k, v in st["checkpoints"].items()},
-            },
+            "checkpoints": {k: v for r in results for k, v in r["checkpoints"].items()},
             "data": data_cfg.__dict__.copy(),
             "model": model.to_dict(),
             "train": {k: v for k, v in train_cfg.to_dict().items() if k != "data"},
@@ -243,30 +293,25 @@ class Window(StagedExperiment):
 
     def unit_kinds(self, quick: bool) -> list[tuple[str, str]]:
         """(kind, score) of the window unit's rows."""
-        if not self.quant:
+        if not self.quant or TASK.get() != "synthetic":
             return []
         kinds = QUICK_QUANT_KINDS if quick else QUANT_KINDS
         return [(k, "dot") for k in kinds] + [("quant-flexible", s) for s in UNIT_FLEXIBLE_SCORES]
 
-    def _flexible(self, score, model, train_cfg, data, folder, beam, quiet, quick) -> dict:
+    def _flexible(self, name, score, cfg, train_cfg, data, folder, beam, quiet, quick) -> dict:
         """Flexible with one score: trained, at tau = inf and at the tau picked on dev; then
         fine-tuned with -beta mean g(t) (Eq. 9) for each beta of :data:`FLEXIBLE_BETAS` and each
         window in training of ``train_taus``; each one's tau picked on dev within 0.5 dev BLEU
         of the best of them at tau = inf, and the one with the smallest dev window there kept:
         its two rows, its window-vs-BLEU curve over :data:`TAUS` and the target (the fine-tuned
         model at the tau picked on dev against itself at tau = inf)."""
-        own = score == model.window_score
-        name = "flexible" if own else f"flexible {score}"
-        cfg = model.replace(cross="flexible", window_score=score, window_sigma=(
-            model.window_sigma if own else FLEXIBLE_SIGMA.get(score, model.window_sigma)
-        ))  # fmt: skip
         summary, result = _train_and_eval(name, cfg, train_cfg, data, folder, beam, quiet)
         flex = summary["checkpoint"]
         rows = [_row(f"{name}, tau = inf", result, window="dynamic", tau=None, score=score)]
         tau, _ = _pick_tau(flex, data, beam)
         picked = _eval(flex, data, "test", beam, model_overrides={"flexible_tau": tau})
         rows.append(_row(f"{name}, tau on dev", picked, window="dynamic", tau=tau, score=score))
-        fine_cfg = _fine_tune(train_cfg, 3, flex)
+        fine_cfg = _fine_tune(train_cfg, FINE_TUNE_FRACTION, flex)
         search = []
         grid = [
             (beta, train_tau)
