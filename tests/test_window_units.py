@@ -84,6 +84,8 @@ def test_a_stopped_window_experiment_is_taken_up_from_its_partial_json(tmp_path,
         t.startswith(("global", "local", "flexible-")) for t in trained
     )
     assert [bool(u.get("reused_from")) for u in report["units"]] == [True] * 4 + [False] * 2
+    table = (tmp_path / "b" / "window" / "results.md").read_text()
+    assert f"Reused (not computed again) from {kept}: luong global, luong local-m, " in table
     monkeypatch.setattr(staged, "train", real)
     whole = experiments.run_experiment("window", quick=True, out_dir=tmp_path / "c", quiet=True)
     assert _rows(report) == _rows(whole) and report["target"] == whole["target"]

@@ -94,6 +94,16 @@ class UnitExperiment(StagedExperiment):
     def stages(self, quick: bool, folder: Path, quiet: bool) -> dict:
         return self.run(quick, folder, quiet, 1, None, None)
 
+    def table(self, report: dict) -> str:
+        """The table, then the units taken from earlier reports (``--reuse``), by file."""
+        reused: dict[str, list[str]] = {}
+        for u in report.get("units") or []:
+            if u.get("reused_from"):
+                reused.setdefault(u["reused_from"], []).append(_name(tuple(u["unit"])))
+        lines = [f"Reused (not computed again) from {source}: {', '.join(names)}."
+                 for source, names in reused.items()]  # fmt: skip
+        return "\n".join([super().table(report), *([""] + lines if lines else [])])
+
     def run(self, quick, folder, quiet, workers, steps, seeds) -> dict:
         sizes = self.sizes(quick)
         units = self.units(quick)
