@@ -86,20 +86,40 @@ def unsupported(model) -> list[str]:
 _ARITHMETIC = ("Add", "Sub", "Mul", "Div")
 
 
-def inexact_parameters(model) -> list[str]:
+def inexact_parameters(model, precision: str = PRECISION) -> list[str]:
     """What in the graph fixed-point hardware cannot compute exactly (why a C simulation
     differs from qonnx's float execution): a Quant node whose scale is not a power of two, or
-    an elementwise node with a float constant that no Quant node puts on a grid (a
-    QuantLinear's bias without ``bias_quant``); '<node> (<op>): why' each."""
+    whose grid is finer or whose range wider than ``precision`` (the layers' default type,
+    ``fixed<W,I>``) holds, or an elementwise node with a float constant that no Quant node puts
+    on a grid (a QuantLinear's bias without ``bias_quant``); '<node> (<op>): why' each. (The
+    products inside a Dense are typed by hls4ml from its operands, not checked here.)"""
+    width, integer = (int(v) for v in precision.split("<")[1].rstrip(">").split(",")[:2])
+    frac = width - integer
     found = []
     for node in model.graph.node:
         if node.op_type == "Quant" and len(node.input) > 1:
             scale = model.get_initializer(node.input[1])
-            if scale is not None:
-                s = np.abs(np.asarray(scale, dtype=np.float64)).ravel()
-                exact = np.all(s > 0) and np.all(np.log2(s) == np.round(np.log2(s)))
-                if not exact:
-                    found.append(f"{node.name} (Quant): scale {s[0]:.6g} is not a power of two")
+            if scale is None:
+                continue
+            s = np.abs(np.asarray(scale, dtype=np.float64)).ravel()
+            exact = np.all(s > 0) and np.all(np.log2(s) == np.round(np.log2(s)))
+            if not exact:
+                found.append(f"{node.name} (Quant): scale {s[0]:.6g} is not a power of two")
+                continue
+            finest = int(-np.log2(s).min())
+            if finest > frac:
+                found.append(
+                    f"{node.name} (Quant): its grid 2^-{finest} is finer than {precision}'s "
+                    f"{frac} fractional bits"
+                )
+            bits = model.get_initializer(node.input[3]) if len(node.input) > 3 else None
+            if bits is not None:  # the largest magnitude: 2^(bits - 1) steps of the scale
+                top = float(np.asarray(bits).max()) - 1 + float(np.log2(s).max())
+                if top > integer - 1:
+                    found.append(
+                        f"{node.name} (Quant): its range 2^{top:g} is wider than {precision}'s "
+                        f"{integer} integer bits"
+                    )
         elif node.op_type in _ARITHMETIC:
             for name in node.input:
                 if model.get_initializer(name) is not None:
@@ -188,7 +208,7 @@ def write_model_project(
             "max_abs_diff": float(np.abs(got - expected).max()) if n else 0.0,
         }
         result["ok"] = result["mismatches"] == 0
-        result["inexact"] = inexact_parameters(model)
+        result["inexact"] = inexact_parameters(model, precision)
         _final_paths(hls_model, tmp, Path(os.path.realpath(out_dir)))
         (tmp / "metadata.json").write_text(json.dumps(result, indent=2) + "\n")
     return result

@@ -74,6 +74,15 @@ def test_a_biased_quant_linear_after_attention_is_exact_in_hls4ml(tmp_path):
     assert lines[0].startswith("  fixed point cannot equal the float graph here: ")
     assert _inexact_lines({"ok": True, "inexact": found}) == []
     assert inexact_parameters(_model(exact)) == []
+    # a grid finer, or a range wider, than the layers' default precision holds is named too
+    graph = _model(exact)
+    quant = next(n for n in graph.graph.node if n.op_type == "Quant")
+    graph.set_initializer(quant.input[1], np.float32(2.0**-30))
+    assert "grid 2^-30 is finer than fixed<48,24>'s 24 fractional bits" in "".join(
+        inexact_parameters(graph)
+    )
+    graph.set_initializer(quant.input[1], np.float32(2.0**20))
+    assert "wider than fixed<48,24>'s 24 integer bits" in "".join(inexact_parameters(graph))
 
     # Brevitas' default weight quantizer and a float bias (a weight-scale ApplyAlpha between
     # the Dense and the bias): converted, not exact, and what cannot be is named
