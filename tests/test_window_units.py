@@ -102,6 +102,8 @@ def test_reuse_takes_only_reports_of_its_kind(tmp_path, tiny):
     seeded.write_text(json.dumps({"experiment": "ablation", "runs": []}))
     with pytest.raises(ValueError, match=r"seeded.json: not a report of an experiment of indep"):
         experiments.run_experiment("window", quick=True, out_dir=tmp_path / "x", reuse=(seeded,))
+    with pytest.raises(ValueError, match=r"old.json: a report of 'window', whose units only"):
+        experiments.run_experiment("ablation", quick=True, out_dir=tmp_path / "x", reuse=(old,))
     with pytest.raises(ValueError, match=r"--reuse: l0drop is a staged experiment whose stages"):
         experiments.run_experiment("l0drop", quick=True, out_dir=tmp_path / "x", reuse=(old,))
     assert not (tmp_path / "x").exists()

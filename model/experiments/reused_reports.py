@@ -32,6 +32,12 @@ def load_reused(paths, into=None) -> tuple[ReusedRun, ...]:
         if isinstance(into, UnitExperiment):
             reused += _units(report, where, str(path))
             continue
+        of = report.get("experiment") if isinstance(report, dict) else None
+        if isinstance(REGISTRY.get(of), UnitExperiment):
+            raise ValueError(
+                f"{where}: a report of {of!r}, whose units only window, window-lstm and "
+                "flexible-train-window take"
+            )
         try:
             name, task, quick = report["experiment"], report["task"], report["quick"]
             steps, seeds = report["train"]["steps"], tuple(report["seeds"])
