@@ -80,7 +80,7 @@ def test_a_report_the_code_no_longer_plans_is_refused(tmp_path, monkeypatch, van
     with pytest.raises(ValueError, match="the code has changed since it was written"):
         experiments.run_experiment("ablation", out_dir=tmp_path / "x", reuse=(path,), **KW)
     staged = tmp_path / "staged.json"
-    staged.write_text(json.dumps({**changed, "experiment": "window"}))
+    staged.write_text(json.dumps({**changed, "experiment": "l0drop"}))
     with pytest.raises(ValueError, match="not of an experiment of independent runs"):
         experiments.run_experiment("ablation", out_dir=tmp_path / "x", reuse=(staged,), **KW)
     assert not (tmp_path / "x").exists()
