@@ -107,3 +107,15 @@ def test_reuse_takes_only_reports_of_its_kind(tmp_path, tiny):
     with pytest.raises(ValueError, match=r"--reuse: l0drop is a staged experiment whose stages"):
         experiments.run_experiment("l0drop", quick=True, out_dir=tmp_path / "x", reuse=(old,))
     assert not (tmp_path / "x").exists()
+
+
+def test_reports_name_paths_relative_to_the_working_folder(tmp_path):
+    """A committed report names no machine's folders: paths under the working folder are
+    written relative to it, others as they are."""
+    from eatt.model.experiments.base import relative_paths
+
+    report = {"plot": f"{tmp_path}/runs/w/window.png", "rows": [{"ckpt": "/elsewhere/best.pt"}]}
+    assert relative_paths(report, tmp_path) == {
+        "plot": "runs/w/window.png",
+        "rows": [{"ckpt": "/elsewhere/best.pt"}],
+    }

@@ -73,6 +73,7 @@ from .base import (
     _legacy_experiment_dir,
     _legacy_experiments_dir,
     _log,
+    relative_paths,
 )
 from .hybrids import HYBRID_KINDS
 from .l0drop import L0_LAMBDAS, LONG_SOURCES
@@ -188,6 +189,7 @@ def _run(experiment, name, quick, out_dir, quiet, workers, steps, seeds, resume,
     report = {"experiment": name, "quick": quick, "task": task, **body}
     report["seconds"] = time.perf_counter() - start
     report["plot"] = experiment.plot(report, folder / f"{name}.png")
+    report = relative_paths(report)
     atomic_write_text(folder / "results.md", format_table(report) + "\n")
     atomic_write_text(folder / "results.json", json.dumps(report, indent=2) + "\n")
     _log(f"[{name}] wrote {folder / 'results.md'} and results.json", quiet)

@@ -166,3 +166,16 @@ def _drop_results(folder: Path) -> None:
     """An earlier run's table must not outlive a run that fails or is interrupted."""
     for name in ("results.json", "results.md"):
         (folder / name).unlink(missing_ok=True)
+
+
+def relative_paths(value, root: Path | None = None):
+    """``value`` (a report) with every path string under ``root`` (the working directory)
+    written relative to it: a report committed from one machine names no other's folders."""
+    prefix = f"{root or Path.cwd()}{os.sep}"
+    if isinstance(value, str):
+        return value[len(prefix) :] if value.startswith(prefix) else value
+    if isinstance(value, dict):
+        return {k: relative_paths(v, root) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [relative_paths(v, root) for v in value]
+    return value

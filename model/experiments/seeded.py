@@ -30,7 +30,7 @@ from ..evaluate import evaluate
 from ..seq2seq import ModelConfig
 from ..train import TrainConfig, train
 from ..train_state import refuse_planted
-from .base import TASK, Experiment, _log
+from .base import TASK, Experiment, _log, relative_paths
 from .reuse import find_reused
 from .staged import RESUME, file_digest
 
@@ -178,7 +178,8 @@ class SeededExperiment(Experiment):
         def save_partial() -> None:
             if partial is not None:
                 done = [r for r in runs if r is not None]
-                text = json.dumps({**partial, "partial": True, "runs": done}, indent=2) + "\n"
+                saved = relative_paths({**partial, "partial": True, "runs": done})
+                text = json.dumps(saved, indent=2) + "\n"
                 atomic_write_text(folder / PARTIAL, text)
 
         jobs = [

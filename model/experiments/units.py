@@ -26,7 +26,7 @@ from eatt.config import atomic_write_text
 from eatt.jobs import Job, run_jobs
 
 from ..corpus import load_data
-from .base import TASK, _log
+from .base import TASK, _log, relative_paths
 from .reuse import REUSED, _canonical
 from .seeded import PARTIAL, RUN_MEMORY_GB
 from .staged import RESUME, StagedExperiment
@@ -117,7 +117,8 @@ class UnitExperiment(StagedExperiment):
         def done(index: int, result: dict) -> None:
             results[index] = {"unit": list(units[index]), "settings": keyed[index], **result}
             finished = [r for r in results if r is not None]
-            text = json.dumps({**partial, "units": finished}, indent=2, default=str) + "\n"
+            saved = relative_paths({**partial, "units": finished})
+            text = json.dumps(saved, indent=2, default=str) + "\n"
             atomic_write_text(folder / PARTIAL, text)
 
         todo = [i for i, r in enumerate(results) if r is None]
