@@ -34,10 +34,7 @@ def load_reused(paths, into=None) -> tuple[ReusedRun, ...]:
             continue
         of = report.get("experiment") if isinstance(report, dict) else None
         if isinstance(REGISTRY.get(of), UnitExperiment):
-            raise ValueError(
-                f"{where}: a report of {of!r}, whose units only window, window-lstm and "
-                "flexible-train-window take"
-            )
+            raise ValueError(f"{where}: a report of {of!r}, whose units only {_unit_names()} take")
         try:
             name, task, quick = report["experiment"], report["task"], report["quick"]
             steps, seeds = report["train"]["steps"], tuple(report["seeds"])
@@ -84,8 +81,7 @@ def _units(report, where: str, source: str) -> list[ReusedRun]:
     if not isinstance(REGISTRY.get(name), UnitExperiment):
         raise ValueError(
             f"{where}: not a report of an experiment of independent units "
-            f"({', '.join(n for n, e in REGISTRY.items() if isinstance(e, UnitExperiment))}: "
-            "results.json or partial.json)"
+            f"({_unit_names()}: results.json or partial.json)"
         )
     units = report.get("units")
     if not isinstance(units, list) or not all(
@@ -93,3 +89,8 @@ def _units(report, where: str, source: str) -> list[ReusedRun]:
     ):
         raise ValueError(f"{where}: a report of {name} written before its units were recorded")
     return [ReusedRun(unit_key(u["settings"]), u, source) for u in units]
+
+
+def _unit_names() -> str:
+    """The experiments of independent units, by name."""
+    return ", ".join(n for n, e in REGISTRY.items() if isinstance(e, UnitExperiment))
